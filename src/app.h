@@ -1,0 +1,36 @@
+/*
+ * app.h - the running gateway's shared state, created by `serve` and
+ * handed to every surface and to the run engine.
+ *
+ * Everything here is either immutable after start (config, keys) or
+ * thread-safe by itself (store, rate limiter, hub). Owned by main.
+ */
+#ifndef GH_APP_H
+#define GH_APP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "config.h"
+#include "store.h"
+
+struct gh_ratelimit;
+struct gh_hub;
+struct gh_bg;
+
+struct gh_app {
+	const struct gh_config *cfg;
+	struct gh_store *store;
+	struct gh_ratelimit *rl;
+	struct gh_hub *hub;                   /* live events for SSE watchers; may be NULL */
+	struct gh_bg *bg;                     /* background work: resuming runs, expiry, ... */
+	unsigned char hashkey[32];            /* API key hashing secret */
+	struct gh_audit_signer signer;
+	int has_signer;
+	int64_t started_ms;
+	_Atomic int active_streams;
+	_Atomic int stopping;
+};
+
+#endif

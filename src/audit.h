@@ -1,0 +1,88 @@
+/*
+ * audit.h - the audit log's events, hash chain, signed checkpoints and
+ * verification.
+ *
+ * Every tool decision, execution and admin action becomes one row of an
+ * append-only table. Each row stores prev_hash and
+ *     hash = BLAKE2b-256(prev_hash || canonical encoding of the row)
+ * where the encoding covers seq and every column in a fixed order, so a
+ * modified, deleted, inserted or reordered row breaks the chain. Every N
+ * rows or T seconds the writer signs (seq, hash, ts) with an Ed25519 key
+ * that lives outside the database; an attacker who rewrites the chain
+ * cannot forge those signatures, and truncation below the newest signed
+ * checkpoint is caught.
+ *
+ * The hashing functions are pure and thread-safe; the store's writer calls
+ * them. Redaction happens before hashing: secrets never reach the table.
+ */
+#ifndef GH_AUDIT_H
+#define GH_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "err.h"
+
+#define GH_AUDIT_HASH_LEN 32
+
+/* One event as written. Every string may be NULL (stored as NULL). */
+struct gh_audit_event {
+	int64_t ts;                 /* Unix ms; 0 = now */
+	const char *event;          /* allowed, denied, rate_limited, approval_requested,
+				     * approved, rejected, expired, executed, failed,
+				     * client_result, key_created, key_revoked, ... */
+	const char *key_id;
+	const char *owner;
+	const char *admin_user;
+	const char *agent_id;
+	const char *thread_id;
+	const char *run_id;
+	const char *tool_call_id;
+	const char *tool_name;
+	const char *source;         /* memory | server | client | admin | system */
+	const char *args;           /* canonical JSON, already redacted */
+	const char *outcome;        /* ok | error | denied | pending | ... */
+	int64_t duration_ms;        /* -1 = none */
+	const char *error;
+	const char *reason;
+	const char *detail;         /* canonical JSON object or NULL */
+};
+
+/* hash = BLAKE2b-256(prev || encoding(seq, ev)). ev->ts must be set. */
+void gh_audit_row_hash(const unsigned char prev[GH_AUDIT_HASH_LEN], int64_t seq,
+		       const struct gh_audit_event *ev, unsigned char out[GH_AUDIT_HASH_LEN]);
+
+/* The Ed25519 key pair that signs checkpoints. */
+struct gh_audit_signer {
+	unsigned char pk[32];
+	unsigned char sk[64];
+};
+
+/* Loads the key from path, or creates it (mode 0600) when the file does not
+ * exist. Refuses a key file readable by group or others. */
+enum gh_code gh_audit_signer_load(const char *path, int create, struct gh_audit_signer *out,
+				  struct gh_err *e);
+/* Wipes the secret key. */
+void gh_audit_signer_wipe(struct gh_audit_signer *s);
+
+/* The message a checkpoint (kind "ckpt") or anchor (kind "anchor") signs. */
+void gh_audit_sign(const struct gh_audit_signer *s, const char *kind, int64_t seq,
+		   const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts, unsigned char sig[64]);
+int gh_audit_sig_ok(const unsigned char pk[32], const char *kind, int64_t seq,
+		    const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts,
+		    const unsigned char sig[64]);
+
+/* Redacts args in place: every object member (at any depth) whose name
+ * matches one of the configured names, case-insensitively, has its value
+ * replaced by "[REDACTED]". */
+void gh_audit_redact(cJSON *args, const struct gh_strlist *names);
+
+/* Redacted canonical JSON of args, capped at max bytes (a longer value is
+ * stored as {"truncated":true,"bytes":N,"blake2b":"..."}). Caller frees.
+ * args may be NULL ("null"). */
+char *gh_audit_args_json(const cJSON *args, const struct gh_strlist *redact, size_t max);
+
+#endif

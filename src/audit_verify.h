@@ -1,0 +1,45 @@
+/*
+ * audit_verify.h - checking the audit log, and the shapes an audit row
+ * takes outside the database (JSON for the API and NDJSON export, CSV).
+ */
+#ifndef GH_AUDIT_VERIFY_H
+#define GH_AUDIT_VERIFY_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "buf.h"
+#include "store.h"
+
+struct gh_audit_verify {
+	int ok;                    /* 1 when intact */
+	int64_t rows;              /* rows checked */
+	int64_t last_seq;          /* last good row */
+	int64_t bad_seq;           /* first bad row (0 when ok) */
+	int64_t signed_seq;        /* newest checkpoint verified */
+	int64_t signed_ts;
+	int64_t unsigned_rows;     /* rows after the newest checkpoint */
+	int64_t anchor_seq;        /* where the chain starts after pruning (0 = genesis) */
+	double seconds;
+	char message[512];         /* what is wrong, for people */
+};
+
+/* Recomputes every hash from the anchor (or genesis), checks that every
+ * row chains to the one before, that every checkpoint's signature is valid
+ * and matches the chain, and that no signed checkpoint lies beyond the last
+ * row (truncation). trusted_pk (32 bytes, may be NULL) pins the signing
+ * key. Returns GH_OK with rep filled whether or not the log is intact;
+ * other codes mean it could not be read. */
+enum gh_code gh_audit_verify(struct gh_store *s, const unsigned char *trusted_pk,
+			     struct gh_audit_verify *rep, struct gh_err *e);
+
+/* {seq, ts, event, keyId, ..., args, detail, prevHash, hash}. Caller frees. */
+cJSON *gh_audit_row_json(const struct gh_audit_row *r);
+
+/* One CSV line (with the newline); spreadsheet formulas are neutralised. */
+extern const char gh_audit_csv_header[];
+int gh_audit_row_csv(const struct gh_audit_row *r, struct gh_buf *b);
+
+#endif

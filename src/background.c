@@ -1,0 +1,313 @@
+/*
+ * background.c - resumer and maintenance threads; see background.h.
+ */
+#include "background.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "approvals.h"
+#include "log.h"
+#include "ratelimit.h"
+#include "run.h"
+#include "upstream.h"
+#include "util.h"
+
+#define RESUMERS 2
+#define QUEUE_MAX 4096
+#define RETRIES 50
+
+struct item {
+	char run_id[GH_ID_MAX];
+	int attempts;
+	int64_t not_before_ms;
+};
+
+struct gh_bg {
+	struct gh_app *app;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct item q[QUEUE_MAX];
+	size_t n;
+	char busy[RESUMERS][GH_ID_MAX];   /* runs being resumed right now */
+	int stopping;
+	pthread_t resumers[RESUMERS];
+	int nresumers;
+	pthread_t maint;
+	int maint_started;
+};
+
+static void push(struct gh_bg *bg, const char *run_id, int attempts, int64_t not_before)
+{
+	size_t i;
+
+	for (i = 0; i < bg->n; i++)
+		if (!strcmp(bg->q[i].run_id, run_id))
+			return;
+	if (bg->n == QUEUE_MAX) {
+		gh_warn("background: resume queue full; run %s waits for the next start", run_id);
+		return;
+	}
+	gh_strlcpy(bg->q[bg->n].run_id, run_id, GH_ID_MAX);
+	bg->q[bg->n].attempts = attempts;
+	bg->q[bg->n].not_before_ms = not_before;
+	bg->n++;
+	pthread_cond_broadcast(&bg->cv);
+}
+
+void gh_bg_resume(struct gh_bg *bg, const char *run_id)
+{
+	if (!bg)
+		return;
+	pthread_mutex_lock(&bg->mu);
+	if (!bg->stopping)
+		push(bg, run_id, 0, 0);
+	pthread_mutex_unlock(&bg->mu);
+}
+
+/* Takes the first due item whose run no other resumer holds. */
+static int take(struct gh_bg *bg, int slot, struct item *out, int64_t *wait_ms)
+{
+	int64_t now = gh_now_ms(), soonest = -1;
+	size_t i;
+	int k;
+
+	for (i = 0; i < bg->n; i++) {
+		int held = 0;
+
+		for (k = 0; k < RESUMERS; k++)
+			held |= !strcmp(bg->busy[k], bg->q[i].run_id);
+		if (held)
+			continue;
+		if (bg->q[i].not_before_ms > now) {
+			int64_t w = bg->q[i].not_before_ms - now;
+
+			if (soonest < 0 || w < soonest)
+				soonest = w;
+			continue;
+		}
+		*out = bg->q[i];
+		bg->q[i] = bg->q[--bg->n];
+		gh_strlcpy(bg->busy[slot], out->run_id, GH_ID_MAX);
+		return 1;
+	}
+	*wait_ms = soonest < 0 ? 1000 : soonest;
+	return 0;
+}
+
+struct resumer_arg {
+	struct gh_bg *bg;
+	int slot;
+};
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void *resumer_main(void *p)
+{
+	struct resumer_arg *ra = p;
+	struct gh_bg *bg = ra->bg;
+	int slot = ra->slot;
+
+	free(ra);
+	pthread_mutex_lock(&bg->mu);
+	while (!bg->stopping) {
+		struct item it;
+		int64_t wait_ms = 1000;
+		struct gh_run_result res;
+		struct gh_err e;
+		enum gh_code rc;
+
+		if (!take(bg, slot, &it, &wait_ms)) {
+			timed_wait(&bg->cv, &bg->mu, wait_ms);
+			continue;
+		}
+		pthread_mutex_unlock(&bg->mu);
+		rc = gh_run_resume(bg->app, it.run_id, NULL, &res, &e);
+		if (rc == GH_OK) {
+			gh_info("background: run %s resumed: %s", it.run_id, res.status);
+			gh_run_result_clear(&res);
+		}
+		pthread_mutex_lock(&bg->mu);
+		bg->busy[slot][0] = '\0';
+		if (rc == GH_E_CONFLICT && strstr(e.msg, "running") && it.attempts < RETRIES) {
+			/* another request holds the run; try again shortly */
+			push(bg, it.run_id, it.attempts + 1, gh_now_ms() + 200);
+		} else if (rc != GH_OK && rc != GH_E_CONFLICT) {
+			gh_warn("background: resuming run %s failed: %s", it.run_id, e.msg);
+		}
+	}
+	pthread_mutex_unlock(&bg->mu);
+	gh_upstream_thread_cleanup();
+	return NULL;
+}
+
+struct snap {
+	char **keys;
+	int64_t *tats;
+	size_t n, cap;
+};
+
+static int snap_cb(void *ud, const char *key, int64_t tat)
+{
+	struct snap *s = ud;
+
+	if (s->n == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 256;
+		char **k = realloc(s->keys, nc * sizeof(*k));
+		int64_t *t;
+
+		if (!k)
+			return 1;
+		s->keys = k;
+		t = realloc(s->tats, nc * sizeof(*t));
+		if (!t)
+			return 1;
+		s->tats = t;
+		s->cap = nc;
+	}
+	if (!(s->keys[s->n] = strdup(key)))
+		return 1;
+	s->tats[s->n++] = tat;
+	return 0;
+}
+
+void gh_bg_snapshot_ratelimits(struct gh_app *app)
+{
+	struct snap s = {0};
+	struct gh_err e;
+	size_t i;
+
+	if (!app->rl)
+		return;
+	gh_rl_snapshot(app->rl, gh_now_ms(), snap_cb, &s);
+	if (gh_store_ratelimit_save(app->store, (const char *const *)s.keys, s.tats, s.n, &e) !=
+	    GH_OK)
+		gh_warn("rate limits: snapshot not saved: %s", e.msg);
+	for (i = 0; i < s.n; i++)
+		free(s.keys[i]);
+	free(s.keys);
+	free(s.tats);
+}
+
+static void *maint_main(void *p)
+{
+	struct gh_bg *bg = p;
+	struct gh_app *app = bg->app;
+	int64_t last_snap = gh_now_ms(), last_prune = 0;
+
+	pthread_mutex_lock(&bg->mu);
+	while (!bg->stopping) {
+		int64_t now;
+		struct gh_err e;
+		int n = 0;
+
+		timed_wait(&bg->cv, &bg->mu, 1000);
+		if (bg->stopping)
+			break;
+		pthread_mutex_unlock(&bg->mu);
+		now = gh_now_ms();
+		if (gh_approvals_expire(app, &n, &e) != GH_OK)
+			gh_warn("approvals: expiry failed: %s", e.msg);
+		if (now - last_snap >= 30000) {
+			gh_bg_snapshot_ratelimits(app);
+			last_snap = now;
+		}
+		if (app->cfg->audit.retention_days > 0 && app->has_signer &&
+		    now - last_prune >= 3600000) {
+			int64_t deleted = 0;
+
+			if (gh_store_audit_prune(app->store,
+						 now - app->cfg->audit.retention_days * 86400000LL,
+						 &deleted, &e) != GH_OK)
+				gh_warn("audit: retention pruning failed: %s", e.msg);
+			last_prune = now;
+		}
+		pthread_mutex_lock(&bg->mu);
+	}
+	pthread_mutex_unlock(&bg->mu);
+	return NULL;
+}
+
+static int queue_cb(void *ud, const char *run_id)
+{
+	struct gh_bg *bg = ud;
+
+	push(bg, run_id, 0, 0);
+	return 0;
+}
+
+enum gh_code gh_bg_start(struct gh_app *app, struct gh_bg **out, struct gh_err *e)
+{
+	struct gh_bg *bg = calloc(1, sizeof(*bg));
+	int i;
+
+	*out = NULL;
+	if (!bg)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	bg->app = app;
+	pthread_mutex_init(&bg->mu, NULL);
+	pthread_cond_init(&bg->cv, NULL);
+	pthread_mutex_lock(&bg->mu);
+	if (gh_store_runs_with_status(app->store, "suspended", queue_cb, bg, e) != GH_OK) {
+		pthread_mutex_unlock(&bg->mu);
+		gh_bg_stop(bg);
+		return e->code;
+	}
+	pthread_mutex_unlock(&bg->mu);
+	for (i = 0; i < RESUMERS; i++) {
+		struct resumer_arg *ra = malloc(sizeof(*ra));
+
+		if (ra) {
+			ra->bg = bg;
+			ra->slot = i;
+		}
+		if (!ra || pthread_create(&bg->resumers[i], NULL, resumer_main, ra) != 0) {
+			free(ra);
+			gh_bg_stop(bg);
+			return gh_err_set(e, GH_E_INTERNAL, "cannot start background threads");
+		}
+		bg->nresumers++;
+	}
+	if (pthread_create(&bg->maint, NULL, maint_main, bg) != 0) {
+		gh_bg_stop(bg);
+		return gh_err_set(e, GH_E_INTERNAL, "cannot start background threads");
+	}
+	bg->maint_started = 1;
+	*out = bg;
+	return GH_OK;
+}
+
+void gh_bg_stop(struct gh_bg *bg)
+{
+	int i;
+
+	if (!bg)
+		return;
+	pthread_mutex_lock(&bg->mu);
+	bg->stopping = 1;
+	pthread_cond_broadcast(&bg->cv);
+	pthread_mutex_unlock(&bg->mu);
+	for (i = 0; i < bg->nresumers; i++)
+		pthread_join(bg->resumers[i], NULL);
+	if (bg->maint_started)
+		pthread_join(bg->maint, NULL);
+	gh_bg_snapshot_ratelimits(bg->app);
+	pthread_mutex_destroy(&bg->mu);
+	pthread_cond_destroy(&bg->cv);
+	free(bg);
+}

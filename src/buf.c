@@ -1,0 +1,176 @@
+/*
+ * buf.c - bounded growable buffer. See buf.h for the contract.
+ */
+#include "buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gh_buf_init(struct gh_buf *b, size_t cap)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+	b->cap = cap;
+}
+
+void gh_buf_free(struct gh_buf *b)
+{
+	if (!b)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+}
+
+void gh_buf_reset(struct gh_buf *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+/* Makes room for n more bytes plus the terminator. */
+static int grow(struct gh_buf *b, size_t n)
+{
+	size_t need, nalloc;
+	char *p;
+
+	if (n > b->cap || b->len > b->cap - n)
+		return GH_BUF_TOOBIG;
+	need = b->len + n + 1;
+	if (need <= b->alloc)
+		return GH_BUF_OK;
+	nalloc = b->alloc ? b->alloc : 64;
+	while (nalloc < need)
+		nalloc = nalloc > ((size_t)-1) / 2 ? need : nalloc * 2;
+	if (nalloc > b->cap + 1)
+		nalloc = b->cap + 1;
+	p = realloc(b->data, nalloc);
+	if (!p)
+		return GH_BUF_NOMEM;
+	b->data = p;
+	b->alloc = nalloc;
+	return GH_BUF_OK;
+}
+
+int gh_buf_append(struct gh_buf *b, const void *p, size_t n)
+{
+	int rc = grow(b, n);
+
+	if (rc != GH_BUF_OK)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return GH_BUF_OK;
+}
+
+int gh_buf_puts(struct gh_buf *b, const char *s)
+{
+	return gh_buf_append(b, s, strlen(s));
+}
+
+int gh_buf_putc(struct gh_buf *b, char c)
+{
+	return gh_buf_append(b, &c, 1);
+}
+
+int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)
+{
+	va_list cp;
+	int n, rc;
+
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n < 0)
+		return GH_BUF_NOMEM;
+	rc = grow(b, (size_t)n);
+	if (rc != GH_BUF_OK)
+		return rc;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return GH_BUF_OK;
+}
+
+int gh_buf_printf(struct gh_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = gh_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int gh_buf_json_str(struct gh_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t run = 0;
+	int rc;
+
+	if ((rc = gh_buf_putc(b, '"')) != GH_BUF_OK)
+		return rc;
+	for (;; p++) {
+		unsigned char c = *p;
+		char esc[6];
+		size_t elen = 0;
+
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			run++;
+			continue;
+		}
+		/* flush the plain run before this byte */
+		if (run && (rc = gh_buf_append(b, p - run, run)) != GH_BUF_OK)
+			return rc;
+		run = 0;
+		if (c == '\0')
+			break;
+		esc[0] = '\\';
+		switch (c) {
+		case '"':  esc[1] = '"'; elen = 2; break;
+		case '\\': esc[1] = '\\'; elen = 2; break;
+		case '\n': esc[1] = 'n'; elen = 2; break;
+		case '\r': esc[1] = 'r'; elen = 2; break;
+		case '\t': esc[1] = 't'; elen = 2; break;
+		case '\b': esc[1] = 'b'; elen = 2; break;
+		case '\f': esc[1] = 'f'; elen = 2; break;
+		default:
+			esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
+			esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+			elen = 6;
+		}
+		if ((rc = gh_buf_append(b, esc, elen)) != GH_BUF_OK)
+			return rc;
+	}
+	return gh_buf_putc(b, '"');
+}
+
+void gh_buf_consume(struct gh_buf *b, size_t n)
+{
+	if (n >= b->len) {
+		gh_buf_reset(b);
+		return;
+	}
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+	b->data[b->len] = '\0';
+}
+
+char *gh_buf_detach(struct gh_buf *b)
+{
+	char *p = b->data;
+
+	if (!p)
+		p = calloc(1, 1);
+	b->data = NULL;
+	b->len = 0;
+	b->alloc = 0;
+	return p;
+}

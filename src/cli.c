@@ -1,0 +1,471 @@
+/*
+ * cli.c - command dispatch, shared option handling, and the migrate and
+ * keys commands. See cli.h.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "audit.h"
+#include "json.h"
+#include "keys.h"
+#include "log.h"
+#include "util.h"
+
+static const char usage_main[] =
+	"usage: gatehouse <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  serve    --config FILE [--listen HOST:PORT] [--db PATH]   run the gateway\n"
+	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
+	"  keys     create|list|revoke                               manage API keys\n"
+	"  audit    tail|query|export|verify|pubkey                  read and check the audit log\n"
+	"  admin    create|list|disable                              manage admin UI accounts\n"
+	"\n"
+	"Run gatehouse <command> --help for a command's options.\n"
+	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
+
+static const char usage_migrate[] =
+	"usage: gatehouse migrate --config FILE [--db PATH]\n"
+	"\n"
+	"Applies pending schema migrations (serve also does this at start). Safe to\n"
+	"run while the server is running: writes take the database's writer lock.\n";
+
+static const char usage_keys[] =
+	"usage: gatehouse keys create --config FILE --name NAME [--owner NAME] [--policy NAME] "
+	"[--admin]\n"
+	"       gatehouse keys list   --config FILE\n"
+	"       gatehouse keys revoke --config FILE --id KEY_ID\n"
+	"\n"
+	"create  makes a key and prints its secret once, as the last line of stdout.\n"
+	"        --owner  keys of one owner share threads and memory (default: the name)\n"
+	"        --policy the policy in the config the key runs under (default: \"default\")\n"
+	"        --admin  the key may call admin endpoints (approvals, audit)\n"
+	"list    shows every key: id, prefix, name, owner, policy, role, created, last used,\n"
+	"        revoked.\n"
+	"revoke  stops a key at once; its threads and memory stay with its owner.\n";
+
+/* ------------------------------------------------------------- options */
+
+int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
+		 int *help)
+{
+	int i;
+
+	*help = 0;
+	for (i = from; i < argc; i++) {
+		const struct gh_opt *o;
+
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			*help = 1;
+			return -1;
+		}
+		for (o = opts; o->name; o++)
+			if (!strcmp(argv[i], o->name))
+				break;
+		if (!o->name) {
+			fprintf(stderr, "gatehouse: unknown option %s\n\n%s", argv[i], usage);
+			return -1;
+		}
+		if (o->has_arg) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "gatehouse: %s needs a value\n\n%s", argv[i], usage);
+				return -1;
+			}
+			*o->value = argv[++i];
+		} else {
+			*o->flag = 1;
+		}
+	}
+	return 0;
+}
+
+static char *path_with(const char *db, const char *suffix)
+{
+	size_t n = strlen(db) + strlen(suffix) + 1;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s%s", db, suffix);
+	return p;
+}
+
+int gh_cli_load(struct gh_cli *c)
+{
+	struct gh_err e;
+
+	if (!c->config) {
+		fprintf(stderr, "gatehouse: --config FILE is required\n");
+		return GH_EXIT_USAGE;
+	}
+	if (gh_config_load(c->config, &c->cfg, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return GH_EXIT_RUNTIME;
+	}
+	if (c->db) {
+		char *p = strdup(c->db);
+
+		if (!p)
+			return GH_EXIT_RUNTIME;
+		free(c->cfg->database.path);
+		c->cfg->database.path = p;
+	}
+	c->key_hash_file = c->cfg->key_hash_file ? strdup(c->cfg->key_hash_file)
+						 : path_with(c->cfg->database.path, "-hashkey");
+	c->signing_key_file = c->cfg->audit.signing_key_file
+				      ? strdup(c->cfg->audit.signing_key_file)
+				      : path_with(c->cfg->database.path, "-audit.key");
+	if (!c->key_hash_file || !c->signing_key_file)
+		return GH_EXIT_RUNTIME;
+	return GH_EXIT_OK;
+}
+
+void gh_cli_free(struct gh_cli *c)
+{
+	gh_config_free(c->cfg);
+	free(c->key_hash_file);
+	free(c->signing_key_file);
+	memset(c, 0, sizeof(*c));
+}
+
+struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s)
+{
+	struct gh_store_opts o;
+	struct gh_store *st = NULL;
+	struct gh_err e;
+
+	memset(&o, 0, sizeof(o));
+	o.path = c->cfg->database.path;
+	o.synchronous_full = c->cfg->database.synchronous_full;
+	o.readers = 1;
+	o.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
+	o.group_commit_max = 1;
+	o.threaded = 0;
+	o.readonly = readonly;
+	o.signer = s;
+	o.ckpt_rows = c->cfg->audit.checkpoint_rows;
+	o.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
+	if (gh_store_open(&o, &st, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return NULL;
+	}
+	return st;
+}
+
+/* ------------------------------------------------------------- migrate */
+
+static int cmd_migrate(int argc, char **argv)
+{
+	struct gh_cli c = {0};
+	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
+	struct gh_store *s;
+	int help, rc;
+
+	if (gh_cli_parse(argc, argv, 2, opts, usage_migrate, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+		gh_cli_free(&c);
+		return rc;
+	}
+	/* gh_store_open applies pending migrations under the writer lock. */
+	s = gh_cli_store(&c, 0, NULL);
+	if (!s) {
+		gh_cli_free(&c);
+		return GH_EXIT_RUNTIME;
+	}
+	printf("database %s is at schema version %d\n", c.cfg->database.path,
+	       gh_store_schema_version(s));
+	gh_store_close(s);
+	gh_cli_free(&c);
+	return GH_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- keys */
+
+/* An admin action written to the audit log by the CLI. The CLI signs no
+ * checkpoints itself (the server does, or the next CLI run with the key). */
+static int audit_admin(struct gh_store *s, const char *event, const struct gh_key *k)
+{
+	struct gh_audit_event ev;
+	struct gh_err e;
+	char detail[512];
+	cJSON *d = cJSON_CreateObject();
+	char *ds;
+
+	cJSON_AddStringToObject(d, "name", k->name);
+	cJSON_AddStringToObject(d, "prefix", k->prefix);
+	cJSON_AddStringToObject(d, "policy", k->policy[0] ? k->policy : "default");
+	cJSON_AddStringToObject(d, "role", k->admin ? "admin" : "user");
+	cJSON_AddStringToObject(d, "via", "cli");
+	ds = gh_json_dump(d);
+	gh_strlcpy(detail, ds ? ds : "{}", sizeof(detail));
+	free(ds);
+	cJSON_Delete(d);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = event;
+	ev.key_id = k->id;
+	ev.owner = k->owner;
+	ev.admin_user = "cli";
+	ev.source = "admin";
+	ev.outcome = "ok";
+	ev.duration_ms = -1;
+	ev.detail = detail;
+	if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: audit: %s\n", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > GH_NAME_MAX)
+		return 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+static int keys_create(int argc, char **argv)
+{
+	struct gh_cli c = {0};
+	const char *name = NULL, *owner = NULL, *policy = NULL;
+	int admin = 0, help, rc = GH_EXIT_RUNTIME;
+	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
+			     {"--name", 1, &name, NULL},       {"--owner", 1, &owner, NULL},
+			     {"--policy", 1, &policy, NULL},   {"--admin", 0, NULL, &admin},
+			     {0}};
+	unsigned char hk[32];
+	char secret[GH_KEY_SECRET_MAX];
+	struct gh_key k;
+	struct gh_store *s = NULL;
+	struct gh_err e;
+
+	if (gh_cli_parse(argc, argv, 3, opts, usage_keys, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if (!name) {
+		fprintf(stderr, "gatehouse: keys create needs --name NAME\n\n%s", usage_keys);
+		return GH_EXIT_USAGE;
+	}
+	if (!valid_name(name) || (owner && !valid_name(owner)) || (policy && !valid_name(policy))) {
+		fprintf(stderr, "gatehouse: --name, --owner and --policy take 1..%d printable "
+			"characters\n", GH_NAME_MAX);
+		return GH_EXIT_USAGE;
+	}
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
+		goto out;
+	rc = GH_EXIT_RUNTIME;
+	if (policy && !gh_config_policy(c.cfg, policy)) {
+		fprintf(stderr, "gatehouse: no policy \"%s\" in %s\n", policy, c.config);
+		rc = GH_EXIT_USAGE;
+		goto out;
+	}
+	if (!policy && !gh_config_policy(c.cfg, "default"))
+		fprintf(stderr, "gatehouse: warning: %s has no policy named \"default\": this key "
+			"may use nothing until you give it one (--policy)\n", c.config);
+	if (gh_keys_load_hashkey(c.key_hash_file, 1, hk, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	if (!(s = gh_cli_store(&c, 0, NULL)))
+		goto out;
+	memset(&k, 0, sizeof(k));
+	gh_strlcpy(k.name, name, sizeof(k.name));
+	gh_strlcpy(k.owner, owner ? owner : name, sizeof(k.owner));
+	gh_strlcpy(k.policy, policy ? policy : "", sizeof(k.policy));
+	k.admin = admin;
+	if (gh_keys_create(s, hk, &k, secret, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	if (audit_admin(s, "key_created", &k) != 0) {
+		/* The key exists but its creation is not in the audit log:
+		 * revoke it rather than leave an unrecorded credential. */
+		gh_store_key_revoke(s, k.id, &e);
+		sodium_memzero(secret, sizeof(secret));
+		fprintf(stderr, "gatehouse: key not created (audit log unavailable)\n");
+		goto out;
+	}
+	printf("created key %s (%s) for owner %s, policy %s%s\n", k.id, k.name, k.owner,
+	       k.policy[0] ? k.policy : "default", k.admin ? ", role admin" : "");
+	printf("store this secret now; it is not shown again:\n");
+	printf("%s\n", secret);
+	fflush(stdout);
+	sodium_memzero(secret, sizeof(secret));
+	rc = GH_EXIT_OK;
+out:
+	sodium_memzero(hk, sizeof(hk));
+	gh_store_close(s);
+	gh_cli_free(&c);
+	return rc;
+}
+
+static int print_key(void *ud, const struct gh_key *k)
+{
+	char created[GH_ISO8601_MAX], used[GH_ISO8601_MAX] = "-", revoked[GH_ISO8601_MAX] = "-";
+
+	(void)ud;
+	gh_iso8601(k->created_at, created, sizeof(created));
+	if (k->last_used_at)
+		gh_iso8601(k->last_used_at, used, sizeof(used));
+	if (k->revoked_at)
+		gh_iso8601(k->revoked_at, revoked, sizeof(revoked));
+	printf("%-28s %-12s %-16s %-16s %-10s %-5s %-24s %-24s %s\n", k->id, k->prefix, k->name,
+	       k->owner, k->policy[0] ? k->policy : "default", k->admin ? "admin" : "user",
+	       created, used, revoked);
+	return 0;
+}
+
+static int keys_list(int argc, char **argv)
+{
+	struct gh_cli c = {0};
+	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
+	struct gh_store *s;
+	struct gh_err e;
+	int help, rc;
+
+	if (gh_cli_parse(argc, argv, 3, opts, usage_keys, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+		gh_cli_free(&c);
+		return rc;
+	}
+	if (!(s = gh_cli_store(&c, 1, NULL))) {
+		gh_cli_free(&c);
+		return GH_EXIT_RUNTIME;
+	}
+	printf("%-28s %-12s %-16s %-16s %-10s %-5s %-24s %-24s %s\n", "ID", "PREFIX", "NAME",
+	       "OWNER", "POLICY", "ROLE", "CREATED", "LAST USED", "REVOKED");
+	rc = gh_store_key_list(s, print_key, NULL, &e) == GH_OK ? GH_EXIT_OK : GH_EXIT_RUNTIME;
+	if (rc)
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+	gh_store_close(s);
+	gh_cli_free(&c);
+	return rc;
+}
+
+static int keys_revoke(int argc, char **argv)
+{
+	struct gh_cli c = {0};
+	const char *id = NULL;
+	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
+			     {"--id", 1, &id, NULL}, {0}};
+	struct gh_store *s;
+	struct gh_key k;
+	struct gh_err e;
+	int help, rc;
+
+	if (gh_cli_parse(argc, argv, 3, opts, usage_keys, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if (!id) {
+		fprintf(stderr, "gatehouse: keys revoke needs --id KEY_ID\n\n%s", usage_keys);
+		return GH_EXIT_USAGE;
+	}
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+		gh_cli_free(&c);
+		return rc;
+	}
+	if (!(s = gh_cli_store(&c, 0, NULL))) {
+		gh_cli_free(&c);
+		return GH_EXIT_RUNTIME;
+	}
+	rc = GH_EXIT_RUNTIME;
+	if (gh_store_key_by_id(s, id, &k, &e) != GH_OK ||
+	    gh_store_key_revoke(s, id, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+	} else if (audit_admin(s, "key_revoked", &k) == 0) {
+		printf("revoked key %s (%s)\n", k.id, k.name);
+		rc = GH_EXIT_OK;
+	}
+	gh_store_close(s);
+	gh_cli_free(&c);
+	return rc;
+}
+
+static int cmd_keys(int argc, char **argv)
+{
+	if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+		fputs(usage_keys, argc < 3 ? stderr : stdout);
+		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
+	}
+	if (!strcmp(argv[2], "create"))
+		return keys_create(argc, argv);
+	if (!strcmp(argv[2], "list"))
+		return keys_list(argc, argv);
+	if (!strcmp(argv[2], "revoke"))
+		return keys_revoke(argc, argv);
+	fprintf(stderr, "gatehouse: unknown keys command \"%s\"\n\n%s", argv[2], usage_keys);
+	return GH_EXIT_USAGE;
+}
+
+/* ---------------------------------------------------------------- serve */
+
+static const char usage_serve[] =
+	"usage: gatehouse serve --config FILE [--listen HOST:PORT] [--db PATH]\n"
+	"\n"
+	"Runs the gateway: applies migrations, then serves HTTP until SIGINT or SIGTERM.\n"
+	"  --listen  overrides server.listen (port 0 picks a free port, printed at start)\n"
+	"  --db      overrides database.path\n"
+	"Logs go to stderr; GH_LOG=debug|info|warn|error sets the level.\n";
+
+static int cmd_serve(int argc, char **argv)
+{
+	struct gh_cli c = {0};
+	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
+			     {"--listen", 1, &c.listen, NULL}, {0}};
+	int help, rc;
+
+	if (gh_cli_parse(argc, argv, 2, opts, usage_serve, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+		gh_cli_free(&c);
+		return rc;
+	}
+	rc = gh_cmd_serve(&c);
+	gh_cli_free(&c);
+	return rc;
+}
+
+int gh_cli_main(int argc, char **argv)
+{
+	const char *lvl = getenv("GH_LOG");
+
+	if (lvl)
+		gh_log_set_level(gh_log_level_from_name(lvl));
+	if (sodium_init() < 0) {
+		fprintf(stderr, "gatehouse: libsodium failed to initialise\n");
+		return GH_EXIT_RUNTIME;
+	}
+	if (argc < 2) {
+		fputs(usage_main, stderr);
+		return GH_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		fputs(usage_main, stdout);
+		return GH_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("gatehouse %s\n", GH_VERSION);
+		return GH_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "serve"))
+		return cmd_serve(argc, argv);
+	if (!strcmp(argv[1], "migrate"))
+		return cmd_migrate(argc, argv);
+	if (!strcmp(argv[1], "keys"))
+		return cmd_keys(argc, argv);
+	if (!strcmp(argv[1], "audit"))
+		return gh_cmd_audit(argc, argv);
+	if (!strcmp(argv[1], "admin"))
+		return gh_cmd_admin(argc, argv);
+	fprintf(stderr, "gatehouse: unknown command \"%s\"\n\n%s", argv[1], usage_main);
+	return GH_EXIT_USAGE;
+}

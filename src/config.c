@@ -1,0 +1,1257 @@
+/*
+ * config.c - loading and validating the config file; see config.h.
+ *
+ * Each section is described by a table of options (name, type, bounds,
+ * default, where it goes), read by one generic routine that also rejects
+ * unknown keys, so a typo is reported instead of silently ignored. Runs
+ * once at start, single-threaded.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "buf.h"
+#include "json.h"
+#include "schema.h"
+#include "util.h"
+
+#define PATH_MAX_LEN 256
+#define CONFIG_MAX_BYTES (16 * 1024 * 1024)
+
+struct ctx {
+	const char *file;
+	struct gh_err *e;
+	char path[PATH_MAX_LEN];
+};
+
+static enum gh_code fail(struct ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static enum gh_code fail(struct ctx *c, const char *fmt, ...)
+{
+	char msg[GH_ERR_MSG_MAX - PATH_MAX_LEN - 8];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return gh_err_set(c->e, GH_E_BADREQ, "%s: %s: %s", c->file, c->path, msg);
+}
+
+/* Appends ".key" to the path; returns the old length for pop(). */
+static size_t push(struct ctx *c, const char *key)
+{
+	size_t n = strlen(c->path);
+
+	snprintf(c->path + n, sizeof(c->path) - n, ".%s", key);
+	return n;
+}
+
+static void pop(struct ctx *c, size_t n)
+{
+	c->path[n] = '\0';
+}
+
+/* ---- ${ENV} substitution over every string in the tree ---- */
+
+static enum gh_code subst_string(struct ctx *c, cJSON *item)
+{
+	const char *s = item->valuestring, *p;
+	struct gh_buf b;
+	enum gh_code rc = GH_OK;
+
+	if (!s || !strstr(s, "${"))
+		return GH_OK;
+	gh_buf_init(&b, 1 << 20);
+	for (p = s; *p;) {
+		const char *end, *dflt;
+		char name[128];
+		size_t nlen;
+		const char *val;
+
+		if (p[0] != '$' || p[1] != '{') {
+			if (gh_buf_putc(&b, *p++) != GH_BUF_OK)
+				goto nomem;
+			continue;
+		}
+		end = strchr(p + 2, '}');
+		if (!end) {
+			rc = fail(c, "unterminated ${ in string");
+			goto out;
+		}
+		dflt = NULL;
+		nlen = (size_t)(end - (p + 2));
+		{
+			const char *colon = memchr(p + 2, ':', nlen);
+
+			if (colon && colon + 1 < end && colon[1] == '-') {
+				dflt = colon + 2;
+				nlen = (size_t)(colon - (p + 2));
+			}
+		}
+		if (nlen == 0 || nlen >= sizeof(name)) {
+			rc = fail(c, "bad environment variable reference");
+			goto out;
+		}
+		memcpy(name, p + 2, nlen);
+		name[nlen] = '\0';
+		for (size_t i = 0; i < nlen; i++) {
+			char ch = name[i];
+
+			if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			      (ch >= '0' && ch <= '9') || ch == '_')) {
+				rc = fail(c, "bad environment variable name \"%s\"", name);
+				goto out;
+			}
+		}
+		val = getenv(name);
+		if (!val || (!*val && dflt)) {
+			if (!dflt) {
+				rc = fail(c, "environment variable %s is not set "
+					     "(use ${%s:-default} for an optional one)", name, name);
+				goto out;
+			}
+			if (gh_buf_append(&b, dflt, (size_t)(end - dflt)) != GH_BUF_OK)
+				goto nomem;
+		} else if (gh_buf_puts(&b, val) != GH_BUF_OK) {
+			goto nomem;
+		}
+		p = end + 1;
+	}
+	{
+		char *ns = gh_buf_detach(&b);
+
+		if (!ns)
+			goto nomem;
+		/* valuestring is owned by the item (not a reference here). */
+		cJSON_free(item->valuestring);
+		item->valuestring = ns;
+	}
+	goto out;
+nomem:
+	rc = gh_err_set(c->e, GH_E_NOMEM, "%s: out of memory", c->file);
+out:
+	gh_buf_free(&b);
+	return rc;
+}
+
+static enum gh_code subst_tree(struct ctx *c, cJSON *v)
+{
+	cJSON *it;
+	enum gh_code rc;
+	size_t n;
+	int i = 0;
+
+	if (cJSON_IsString(v))
+		return subst_string(c, v);
+	if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+		return GH_OK;
+	for (it = v->child; it; it = it->next, i++) {
+		char idx[24];
+
+		if (it->string) {
+			n = push(c, it->string);
+		} else {
+			n = strlen(c->path);
+			snprintf(idx, sizeof(idx), "[%d]", i);
+			snprintf(c->path + n, sizeof(c->path) - n, "%s", idx);
+		}
+		rc = subst_tree(c, it);
+		pop(c, n);
+		if (rc)
+			return rc;
+	}
+	return GH_OK;
+}
+
+/* ---- typed readers ---- */
+
+enum ftype { F_STR, F_INT, F_BOOL, F_DOUBLE, F_LIST, F_OBJ };
+
+struct field {
+	const char *name;
+	enum ftype type;
+	size_t off;           /* offset in the target struct; SIZE_MAX = handled by caller */
+	int required;
+	int64_t min, max;     /* F_INT bounds; F_DOUBLE uses them too */
+	int64_t dflt;         /* F_INT / F_BOOL default */
+	const char *sdflt;    /* F_STR default (NULL = none) */
+};
+
+#define NOFIELD ((size_t)-1)
+
+static const char *type_name(const cJSON *v)
+{
+	if (!v)
+		return "nothing";
+	if (cJSON_IsString(v))
+		return "a string";
+	if (cJSON_IsNumber(v))
+		return "a number";
+	if (cJSON_IsBool(v))
+		return "a boolean";
+	if (cJSON_IsNull(v))
+		return "null";
+	if (cJSON_IsArray(v))
+		return "an array";
+	return "an object";
+}
+
+static enum gh_code read_list(struct ctx *c, const cJSON *v, struct gh_strlist *out)
+{
+	const cJSON *it;
+	size_t n = 0, i = 0;
+
+	if (!cJSON_IsArray(v))
+		return fail(c, "expected an array of strings, got %s", type_name(v));
+	for (it = v->child; it; it = it->next, n++)
+		if (!cJSON_IsString(it) || !*it->valuestring)
+			return fail(c, "item %zu: expected a non-empty string, got %s", n,
+				    type_name(it));
+	out->v = calloc(n ? n : 1, sizeof(char *));
+	if (!out->v)
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	for (it = v->child; it; it = it->next) {
+		out->v[i] = strdup(it->valuestring);
+		if (!out->v[i])
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		out->n = ++i;
+	}
+	return GH_OK;
+}
+
+static void free_list(struct gh_strlist *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* Reads obj against the field table into base; rejects unknown keys except
+ * those in `extra` (handled by the caller). */
+static enum gh_code read_fields(struct ctx *c, const cJSON *obj, const struct field *f, size_t nf,
+				void *base, const char *const *extra)
+{
+	const cJSON *it;
+	size_t i, n;
+	enum gh_code rc;
+
+	if (obj && !cJSON_IsObject(obj))
+		return fail(c, "expected an object, got %s", type_name(obj));
+	for (it = obj ? obj->child : NULL; it; it = it->next) {
+		int known = 0;
+
+		for (i = 0; i < nf && !known; i++)
+			known = !strcmp(it->string, f[i].name);
+		for (i = 0; extra && extra[i] && !known; i++)
+			known = !strcmp(it->string, extra[i]);
+		if (!known) {
+			char names[256] = "";
+			size_t used = 0;
+
+			for (i = 0; i < nf && used < sizeof(names) - 1; i++)
+				used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+							 i ? ", " : "", f[i].name);
+			for (i = 0; extra && extra[i] && used < sizeof(names) - 1; i++)
+				used += (size_t)snprintf(names + used, sizeof(names) - used, ", %s",
+							 extra[i]);
+			n = push(c, it->string);
+			rc = fail(c, "unknown option (known: %s)", names);
+			pop(c, n);
+			return rc;
+		}
+	}
+	for (i = 0; i < nf; i++) {
+		const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, f[i].name) : NULL;
+		char *dst = f[i].off == NOFIELD ? NULL : (char *)base + f[i].off;
+
+		if (cJSON_IsNull(v))
+			v = NULL;
+		n = push(c, f[i].name);
+		rc = GH_OK;
+		if (!v && f[i].required) {
+			rc = fail(c, "required option is missing");
+		} else if (!dst) {
+			/* caller reads it */
+		} else {
+			switch (f[i].type) {
+			case F_STR:
+				if (!v) {
+					if (f[i].sdflt && !(*(char **)dst = strdup(f[i].sdflt)))
+						rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+				} else if (!cJSON_IsString(v)) {
+					rc = fail(c, "expected a string, got %s", type_name(v));
+				} else if (!(*(char **)dst = strdup(v->valuestring))) {
+					rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+				}
+				break;
+			case F_INT:
+				if (!v) {
+					*(int64_t *)dst = f[i].dflt;
+				} else if (!gh_json_is_int(v) || v->valuedouble < (double)f[i].min ||
+					   v->valuedouble > (double)f[i].max) {
+					rc = fail(c, "expected an integer in %lld..%lld, got %s",
+						  (long long)f[i].min, (long long)f[i].max,
+						  cJSON_IsNumber(v) ? "a number out of range"
+								    : type_name(v));
+				} else {
+					*(int64_t *)dst = (int64_t)v->valuedouble;
+				}
+				break;
+			case F_BOOL:
+				if (!v)
+					*(int *)dst = (int)f[i].dflt;
+				else if (!cJSON_IsBool(v))
+					rc = fail(c, "expected true or false, got %s", type_name(v));
+				else
+					*(int *)dst = cJSON_IsTrue(v);
+				break;
+			case F_DOUBLE:
+				if (v && (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+					  v->valuedouble < (double)f[i].min ||
+					  v->valuedouble > (double)f[i].max))
+					rc = fail(c, "expected a number in %lld..%lld",
+						  (long long)f[i].min, (long long)f[i].max);
+				else if (v)
+					*(double *)dst = v->valuedouble;
+				break;
+			case F_LIST:
+				if (v)
+					rc = read_list(c, v, (struct gh_strlist *)(void *)dst);
+				break;
+			case F_OBJ:
+				if (v && !cJSON_IsObject(v))
+					rc = fail(c, "expected an object, got %s", type_name(v));
+				break;
+			}
+		}
+		pop(c, n);
+		if (rc)
+			return rc;
+	}
+	return GH_OK;
+}
+
+/* 1 when name is a valid normalised tool name (what Mastra produces). */
+static int valid_tool_name(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 63)
+		return 0;
+	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+		return 0;
+	for (i = 1; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static int valid_id(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 64)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
+			return 0;
+	}
+	return 1;
+}
+
+static int is_http_url(const char *s)
+{
+	return !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
+}
+
+/* ---- sections ---- */
+
+static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_server_conf *s)
+{
+	static const struct field f[] = {
+		{"listen", F_STR, offsetof(struct gh_server_conf, listen), 0, 0, 0, 0,
+		 "127.0.0.1:8080"},
+		{"max_body_bytes", F_INT, offsetof(struct gh_server_conf, max_body_bytes), 0, 1024,
+		 1 << 30, 1 << 20, NULL},
+		{"threads", F_INT, offsetof(struct gh_server_conf, threads), 0, 4, 20000, 64, NULL},
+		{"max_streams", F_INT, offsetof(struct gh_server_conf, max_streams), 0, 1, 19000,
+		 32, NULL},
+		{"heartbeat_ms", F_INT, offsetof(struct gh_server_conf, heartbeat_ms), 0, 50,
+		 600000, 15000, NULL},
+		{"request_timeout_ms", F_INT, offsetof(struct gh_server_conf, request_timeout_ms),
+		 0, 1000, 3600000, 30000, NULL},
+		{"approval_wait_ms", F_INT, offsetof(struct gh_server_conf, approval_wait_ms), 0, 0,
+		 3600000, 30000, NULL},
+		{"public_url", F_STR, offsetof(struct gh_server_conf, public_url), 0, 0, 0, 0, NULL},
+		{"tls_cert", F_STR, offsetof(struct gh_server_conf, tls_cert), 0, 0, 0, 0, NULL},
+	};
+	size_t n = push(c, "server");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), s, NULL);
+
+	if (!rc && s->threads < s->max_streams + 4)
+		rc = fail(c, "threads (%lld) must exceed max_streams (%lld) by at least 4, so "
+			     "plain requests are served while streams are held",
+			  (long long)s->threads, (long long)s->max_streams);
+	pop(c, n);
+	return rc;
+}
+
+static enum gh_code read_database(struct ctx *c, const cJSON *obj, struct gh_database_conf *d)
+{
+	static const struct field f[] = {
+		{"path", F_STR, offsetof(struct gh_database_conf, path), 0, 0, 0, 0, "gatehouse.db"},
+		{"synchronous", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"readers", F_INT, offsetof(struct gh_database_conf, readers), 0, 1, 256, 8, NULL},
+		{"busy_timeout_ms", F_INT, offsetof(struct gh_database_conf, busy_timeout_ms), 0, 0,
+		 600000, 5000, NULL},
+		{"group_commit_max", F_INT, offsetof(struct gh_database_conf, group_commit_max), 0, 1,
+		 100000, 2048, NULL},
+	};
+	size_t n = push(c, "database");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), d, NULL);
+	const char *sync = obj ? gh_json_str(obj, "synchronous") : NULL;
+
+	if (!rc && sync) {
+		if (!strcmp(sync, "full")) {
+			d->synchronous_full = 1;
+		} else if (strcmp(sync, "normal")) {
+			size_t m = push(c, "synchronous");
+
+			rc = fail(c, "expected \"normal\" or \"full\"");
+			pop(c, m);
+		}
+	}
+	pop(c, n);
+	return rc;
+}
+
+static enum gh_code check_mock(struct ctx *c, const cJSON *obj)
+{
+	const cJSON *rules = cJSON_GetObjectItemCaseSensitive(obj, "rules"), *r;
+	size_t n, i = 0;
+
+	if (!rules)
+		return GH_OK;
+	n = push(c, "rules");
+	if (!cJSON_IsArray(rules)) {
+		enum gh_code rc = fail(c, "expected an array of rules");
+
+		pop(c, n);
+		return rc;
+	}
+	for (r = rules->child; r; r = r->next, i++) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "if_contains");
+		const cJSON *tool = cJSON_GetObjectItemCaseSensitive(r, "tool");
+		const cJSON *text = cJSON_GetObjectItemCaseSensitive(r, "text");
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(r, "args");
+		const cJSON *then = cJSON_GetObjectItemCaseSensitive(r, "then");
+		char idx[24];
+		size_t m2 = strlen(c->path);
+		const char *why = NULL;
+
+		snprintf(idx, sizeof(idx), "[%zu]", i);
+		snprintf(c->path + m2, sizeof(c->path) - m2, "%s", idx);
+		if (!cJSON_IsObject(r))
+			why = "expected an object";
+		else if (m && !cJSON_IsString(m))
+			why = "if_contains: expected a string";
+		else if (!!tool == !!text)
+			why = "expected exactly one of \"tool\" (a tool call) or \"text\" (a reply)";
+		else if (tool && (!cJSON_IsString(tool) || !valid_tool_name(tool->valuestring)))
+			why = "tool: expected a tool name";
+		else if (text && !cJSON_IsString(text))
+			why = "text: expected a string";
+		else if (args && !cJSON_IsObject(args))
+			why = "args: expected an object";
+		else if (then && !cJSON_IsString(then))
+			why = "then: expected a string";
+		if (why) {
+			enum gh_code rc = fail(c, "%s", why);
+
+			pop(c, n);
+			return rc;
+		}
+		pop(c, m2);
+	}
+	pop(c, n);
+	return GH_OK;
+}
+
+static enum gh_code read_provider(struct ctx *c, const cJSON *obj, struct gh_provider_conf *p)
+{
+	static const struct field f[] = {
+		{"type", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
+		{"base_url", F_STR, offsetof(struct gh_provider_conf, base_url), 0, 0, 0, 0, NULL},
+		{"api_key", F_STR, offsetof(struct gh_provider_conf, api_key), 0, 0, 0, 0, NULL},
+		{"timeout_ms", F_INT, offsetof(struct gh_provider_conf, timeout_ms), 0, 100, 3600000,
+		 60000, NULL},
+		{"connect_timeout_ms", F_INT, offsetof(struct gh_provider_conf, connect_timeout_ms),
+		 0, 50, 600000, 5000, NULL},
+		{"max_retries", F_INT, offsetof(struct gh_provider_conf, max_retries), 0, 0, 10, 2,
+		 NULL},
+		{"retry_base_ms", F_INT, offsetof(struct gh_provider_conf, retry_base_ms), 0, 1,
+		 60000, 250, NULL},
+		{"max_response_bytes", F_INT, offsetof(struct gh_provider_conf, max_response_bytes),
+		 0, 1024, 256 << 20, 8 << 20, NULL},
+		{"anthropic_version", F_STR, offsetof(struct gh_provider_conf, anthropic_version), 0,
+		 0, 0, 0, "2023-06-01"},
+	};
+	static const char *const mock_extra[] = {"rules", "default", "after_tool", NULL};
+	const char *type = gh_json_str(obj, "type");
+	enum gh_code rc;
+
+	if (!cJSON_IsObject(obj))
+		return fail(c, "expected an object, got %s", type_name(obj));
+	if (!type) {
+		size_t n = push(c, "type");
+
+		rc = fail(c, "required: \"openai\", \"anthropic\" or \"mock\"");
+		pop(c, n);
+		return rc;
+	}
+	if (!strcmp(type, "openai")) {
+		p->type = GH_PROVIDER_OPENAI;
+	} else if (!strcmp(type, "anthropic")) {
+		p->type = GH_PROVIDER_ANTHROPIC;
+	} else if (!strcmp(type, "mock")) {
+		p->type = GH_PROVIDER_MOCK;
+	} else {
+		size_t n = push(c, "type");
+
+		rc = fail(c, "expected \"openai\", \"anthropic\" or \"mock\", got \"%s\"", type);
+		pop(c, n);
+		return rc;
+	}
+	rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), p,
+			 p->type == GH_PROVIDER_MOCK ? mock_extra : NULL);
+	if (rc)
+		return rc;
+	p->mock = obj;
+	if (p->type == GH_PROVIDER_MOCK)
+		return check_mock(c, obj);
+	if (!p->base_url && p->type == GH_PROVIDER_ANTHROPIC &&
+	    !(p->base_url = strdup("https://api.anthropic.com")))
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	if (!p->base_url || !is_http_url(p->base_url)) {
+		size_t n = push(c, "base_url");
+
+		rc = fail(c, "expected an http:// or https:// URL");
+		pop(c, n);
+		return rc;
+	}
+	{
+		size_t len = strlen(p->base_url);
+
+		while (len > 0 && p->base_url[len - 1] == '/')
+			p->base_url[--len] = '\0';
+	}
+	return GH_OK;
+}
+
+static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const cJSON *obj,
+			       struct gh_agent_conf *a)
+{
+	static const struct field f[] = {
+		{"name", F_STR, offsetof(struct gh_agent_conf, name), 0, 0, 0, 0, NULL},
+		{"description", F_STR, offsetof(struct gh_agent_conf, description), 0, 0, 0, 0, ""},
+		{"provider", F_STR, offsetof(struct gh_agent_conf, provider), 1, 0, 0, 0, NULL},
+		{"model", F_STR, offsetof(struct gh_agent_conf, model), 0, 0, 0, 0, NULL},
+		{"instructions", F_STR, offsetof(struct gh_agent_conf, instructions), 0, 0, 0, 0,
+		 ""},
+		{"tools", F_LIST, offsetof(struct gh_agent_conf, tools), 0, 0, 0, 0, NULL},
+		{"memory", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"max_steps", F_INT, offsetof(struct gh_agent_conf, max_steps), 0, 1, 100, 8, NULL},
+		{"require_approval", F_LIST, offsetof(struct gh_agent_conf, require_approval), 0, 0,
+		 0, 0, NULL},
+		{"temperature", F_DOUBLE, offsetof(struct gh_agent_conf, temperature), 0, 0, 2, 0,
+		 NULL},
+		{"max_tokens", F_INT, offsetof(struct gh_agent_conf, max_tokens), 0, 0, 1000000, 0,
+		 NULL},
+	};
+	static const struct field mf[] = {
+		{"enabled", F_BOOL, offsetof(struct gh_agent_conf, memory_enabled), 0, 0, 0, 0, NULL},
+		{"last_messages", F_INT, offsetof(struct gh_agent_conf, last_messages), 0, 0, 1000,
+		 20, NULL},
+	};
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
+	size_t n;
+
+	if (rc)
+		return rc;
+	a->has_temperature = cJSON_GetObjectItemCaseSensitive(obj, "temperature") != NULL;
+	n = push(c, "memory");
+	rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(obj, "memory"), mf, GH_ARRAY_LEN(mf),
+			 a, NULL);
+	pop(c, n);
+	if (rc)
+		return rc;
+	if (!a->name && !(a->name = strdup(a->id)))
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	a->prov = gh_config_provider(cfg, a->provider);
+	if (!a->prov) {
+		n = push(c, "provider");
+		rc = fail(c, "no provider named \"%s\" in $.providers", a->provider);
+		pop(c, n);
+		return rc;
+	}
+	if (!a->model) {
+		if (a->prov->type != GH_PROVIDER_MOCK) {
+			n = push(c, "model");
+			rc = fail(c, "required option is missing");
+			pop(c, n);
+			return rc;
+		}
+		if (!(a->model = strdup("mock")))
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	}
+	return GH_OK;
+}
+
+static enum gh_code read_tool(struct ctx *c, const cJSON *obj, struct gh_tool_conf *t)
+{
+	static const struct field f[] = {
+		{"type", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
+		{"description", F_STR, offsetof(struct gh_tool_conf, description), 1, 0, 0, 0, NULL},
+		{"input_schema", F_OBJ, NOFIELD, 1, 0, 0, 0, NULL},
+		{"annotations", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"url", F_STR, offsetof(struct gh_tool_conf, url), 1, 0, 0, 0, NULL},
+		{"headers", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"timeout_ms", F_INT, offsetof(struct gh_tool_conf, timeout_ms), 0, 100, 600000,
+		 10000, NULL},
+		{"max_response_bytes", F_INT, offsetof(struct gh_tool_conf, max_response_bytes), 0,
+		 16, 64 << 20, 1 << 20, NULL},
+		{"require_approval", F_BOOL, offsetof(struct gh_tool_conf, require_approval), 0, 0, 0,
+		 0, NULL},
+	};
+	static const char *const hints[] = {"readOnlyHint", "destructiveHint", "idempotentHint",
+					    "openWorldHint", NULL};
+	const cJSON *v, *it;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), t, NULL);
+	char msg[256];
+	size_t n, i;
+
+	if (rc)
+		return rc;
+	if (strcmp(gh_json_str(obj, "type") ? gh_json_str(obj, "type") : "", "http")) {
+		n = push(c, "type");
+		rc = fail(c, "expected \"http\"");
+		pop(c, n);
+		return rc;
+	}
+	t->type = GH_TOOL_HTTP;
+	if (!valid_tool_name(t->name))
+		return fail(c, "tool name must match [a-zA-Z_][a-zA-Z0-9_-]{0,62}");
+	if (!is_http_url(t->url)) {
+		n = push(c, "url");
+		rc = fail(c, "expected an http:// or https:// URL");
+		pop(c, n);
+		return rc;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(obj, "input_schema");
+	n = push(c, "input_schema");
+	if (gh_schema_check(v, msg, sizeof(msg)) != 0) {
+		rc = fail(c, "%s", msg);
+		pop(c, n);
+		return rc;
+	}
+	pop(c, n);
+	if (!(t->input_schema = cJSON_Duplicate(v, 1)))
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	v = cJSON_GetObjectItemCaseSensitive(obj, "annotations");
+	if (v) {
+		for (it = v->child; it; it = it->next) {
+			int known = !strcmp(it->string, "title");
+
+			for (i = 0; hints[i] && !known; i++)
+				known = !strcmp(it->string, hints[i]);
+			n = push(c, "annotations");
+			if (!known)
+				rc = fail(c, "unknown annotation \"%s\"", it->string);
+			else if (strcmp(it->string, "title") ? !cJSON_IsBool(it)
+							     : !cJSON_IsString(it))
+				rc = fail(c, "%s: expected %s", it->string,
+					  strcmp(it->string, "title") ? "true or false" : "a string");
+			pop(c, n);
+			if (rc)
+				return rc;
+		}
+		if (!(t->annotations = cJSON_Duplicate(v, 1)))
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	}
+	v = cJSON_GetObjectItemCaseSensitive(obj, "headers");
+	if (v) {
+		size_t nh = 0;
+
+		for (it = v->child; it; it = it->next)
+			nh++;
+		t->headers = calloc(nh ? nh : 1, sizeof(*t->headers));
+		if (!t->headers)
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		for (it = v->child; it; it = it->next) {
+			n = push(c, "headers");
+			if (!cJSON_IsString(it) || strpbrk(it->string, "\r\n:") ||
+			    strpbrk(it->valuestring, "\r\n"))
+				rc = fail(c, "%s: expected a header value string without line breaks",
+					  it->string);
+			pop(c, n);
+			if (rc)
+				return rc;
+			t->headers[t->nheaders].name = strdup(it->string);
+			t->headers[t->nheaders].value = strdup(it->valuestring);
+			if (!t->headers[t->nheaders].name || !t->headers[t->nheaders].value) {
+				t->nheaders++;
+				return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+			}
+			t->nheaders++;
+		}
+	}
+	return GH_OK;
+}
+
+/* The policy version is a digest of the policy's own canonical JSON, so any
+ * edit of a policy voids approvals bound to the old text. */
+static void policy_version(const cJSON *obj, char out[17])
+{
+	struct gh_buf b;
+	unsigned char h[8];
+
+	gh_buf_init(&b, 1 << 20);
+	if (gh_json_canonical(obj, &b) == GH_BUF_OK && b.data)
+		crypto_generichash(h, sizeof(h), (const unsigned char *)b.data, b.len, NULL, 0);
+	else
+		memset(h, 0, sizeof(h));
+	gh_buf_free(&b);
+	gh_hex(h, sizeof(h), out);
+}
+
+static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_policy_conf *p)
+{
+	static const struct field f[] = {
+		{"agents", F_LIST, offsetof(struct gh_policy_conf, agents), 0, 0, 0, 0, NULL},
+		{"tools", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"client_tools", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"approval", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"rate_limits", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	static const struct field tf[] = {
+		{"allow", F_LIST, offsetof(struct gh_policy_conf, tools_allow), 0, 0, 0, 0, NULL},
+		{"deny", F_LIST, offsetof(struct gh_policy_conf, tools_deny), 0, 0, 0, 0, NULL},
+	};
+	static const struct field cf[] = {
+		{"allow", F_LIST, offsetof(struct gh_policy_conf, client_allow), 0, 0, 0, 0, NULL},
+		{"deny", F_LIST, offsetof(struct gh_policy_conf, client_deny), 0, 0, 0, 0, NULL},
+	};
+	static const struct field af[] = {
+		{"require", F_LIST, offsetof(struct gh_policy_conf, approval_require), 0, 0, 0, 0,
+		 NULL},
+		{"approver", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"ttl_seconds", F_INT, offsetof(struct gh_policy_conf, approval_ttl_s), 0, 10,
+		 30 * 86400, 3600, NULL},
+	};
+	static const struct field rf[] = {
+		{"requests_per_minute", F_INT, offsetof(struct gh_policy_conf, requests_per_minute),
+		 0, 0, 100000000, 0, NULL},
+		{"burst", F_INT, offsetof(struct gh_policy_conf, burst), 0, 0, 1000000, 0, NULL},
+		{"tool_calls_per_minute", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"tokens_per_minute", F_INT, offsetof(struct gh_policy_conf, tokens_per_minute), 0, 0,
+		 1000000000, 0, NULL},
+	};
+	const cJSON *sub, *it;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), p, NULL);
+	size_t n, m;
+
+	if (rc)
+		return rc;
+	n = push(c, "tools");
+	rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(obj, "tools"), tf, GH_ARRAY_LEN(tf),
+			 p, NULL);
+	pop(c, n);
+	if (rc)
+		return rc;
+	sub = cJSON_GetObjectItemCaseSensitive(obj, "client_tools");
+	n = push(c, "client_tools");
+	rc = read_fields(c, sub, cf, GH_ARRAY_LEN(cf), p, NULL);
+	pop(c, n);
+	if (rc)
+		return rc;
+	p->client_tools_enabled = p->client_allow.n > 0;
+	sub = cJSON_GetObjectItemCaseSensitive(obj, "approval");
+	n = push(c, "approval");
+	p->approval_ttl_s = 3600;
+	rc = read_fields(c, sub, af, GH_ARRAY_LEN(af), p, NULL);
+	if (!rc && sub && gh_json_str(sub, "approver")) {
+		const char *who = gh_json_str(sub, "approver");
+
+		if (!strcmp(who, "caller")) {
+			p->approver = GH_APPROVER_CALLER;
+		} else if (strcmp(who, "admin")) {
+			m = push(c, "approver");
+			rc = fail(c, "expected \"admin\" or \"caller\", got \"%s\"", who);
+			pop(c, m);
+		}
+	}
+	pop(c, n);
+	if (rc)
+		return rc;
+	sub = cJSON_GetObjectItemCaseSensitive(obj, "rate_limits");
+	n = push(c, "rate_limits");
+	rc = read_fields(c, sub, rf, GH_ARRAY_LEN(rf), p, NULL);
+	if (!rc && (sub = cJSON_GetObjectItemCaseSensitive(sub, "tool_calls_per_minute"))) {
+		size_t cnt = 0;
+
+		for (it = sub->child; it; it = it->next)
+			cnt++;
+		p->tool_limits = calloc(cnt ? cnt : 1, sizeof(*p->tool_limits));
+		if (!p->tool_limits)
+			rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		for (it = sub->child; it && !rc; it = it->next) {
+			m = push(c, "tool_calls_per_minute");
+			if (!gh_json_is_int(it) || it->valuedouble < 0 || it->valuedouble > 1e8)
+				rc = fail(c, "%s: expected an integer in 0..100000000", it->string);
+			pop(c, m);
+			if (rc)
+				break;
+			p->tool_limits[p->ntool_limits].glob = strdup(it->string);
+			p->tool_limits[p->ntool_limits].per_minute = (int64_t)it->valuedouble;
+			if (!p->tool_limits[p->ntool_limits++].glob)
+				rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		}
+	}
+	pop(c, n);
+	if (rc)
+		return rc;
+	policy_version(obj, p->version);
+	return GH_OK;
+}
+
+static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_conf *a)
+{
+	static const struct field f[] = {
+		{"redact", F_LIST, offsetof(struct gh_audit_conf, redact), 0, 0, 0, 0, NULL},
+		{"checkpoint_rows", F_INT, offsetof(struct gh_audit_conf, checkpoint_rows), 0, 1,
+		 10000000, 1000, NULL},
+		{"checkpoint_seconds", F_INT, offsetof(struct gh_audit_conf, checkpoint_seconds), 0,
+		 1, 86400, 60, NULL},
+		{"retention_days", F_INT, offsetof(struct gh_audit_conf, retention_days), 0, 0, 36500,
+		 0, NULL},
+		{"signing_key_file", F_STR, offsetof(struct gh_audit_conf, signing_key_file), 0, 0, 0,
+		 0, NULL},
+		{"max_args_bytes", F_INT, offsetof(struct gh_audit_conf, max_args_bytes), 0, 256,
+		 1 << 20, 65536, NULL},
+	};
+	static const char *const dflt[] = {"password", "secret", "token", "api_key",
+					   "authorization"};
+	size_t n = push(c, "audit"), i;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
+
+	pop(c, n);
+	if (rc)
+		return rc;
+	if (!obj || !cJSON_GetObjectItemCaseSensitive(obj, "redact")) {
+		a->redact.v = calloc(GH_ARRAY_LEN(dflt), sizeof(char *));
+		if (!a->redact.v)
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		for (i = 0; i < GH_ARRAY_LEN(dflt); i++) {
+			if (!(a->redact.v[i] = strdup(dflt[i])))
+				return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+			a->redact.n = i + 1;
+		}
+	}
+	return GH_OK;
+}
+
+static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_conf *a)
+{
+	static const struct field f[] = {
+		{"session_idle_s", F_INT, offsetof(struct gh_admin_conf, session_idle_s), 0, 60,
+		 86400, 1800, NULL},
+		{"session_max_s", F_INT, offsetof(struct gh_admin_conf, session_max_s), 0, 300,
+		 30 * 86400, 43200, NULL},
+		{"login_attempts_per_minute", F_INT,
+		 offsetof(struct gh_admin_conf, login_attempts_per_minute), 0, 1, 1000, 5, NULL},
+	};
+	size_t n = push(c, "admin");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
+
+	pop(c, n);
+	return rc;
+}
+
+/* Reads each member of a name -> object map with fn into an array. */
+#define READ_MAP(c, cfg, key, arr, cnt, ...)                                              \
+	do {                                                                              \
+		const cJSON *map_ = cJSON_GetObjectItemCaseSensitive((cfg)->root, key), *it_; \
+		size_t n_ = 0, base_;                                                     \
+		if (!map_)                                                                \
+			break;                                                            \
+		base_ = push(c, key);                                                     \
+		if (!cJSON_IsObject(map_)) {                                              \
+			rc = fail(c, "expected an object of name -> settings");           \
+			pop(c, base_);                                                    \
+			goto out;                                                         \
+		}                                                                         \
+		for (it_ = map_->child; it_; it_ = it_->next)                             \
+			n_++;                                                             \
+		(arr) = calloc(n_ ? n_ : 1, sizeof(*(arr)));                              \
+		if (!(arr)) {                                                             \
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");                   \
+			goto out;                                                         \
+		}                                                                         \
+		for (it_ = map_->child; it_; it_ = it_->next) {                           \
+			size_t p_ = push(c, it_->string);                                 \
+			for (size_t j_ = 0; j_ < (cnt); j_++)                             \
+				if (!strcmp((arr)[j_].name_field, it_->string))           \
+					rc = fail(c, "defined twice");                    \
+			if (!rc && !valid_id(it_->string))                                \
+				rc = fail(c, "names may use letters, digits, '_', '-', '.' (at most 64)"); \
+			if (!rc && !((arr)[cnt].name_field = strdup(it_->string)))        \
+				rc = gh_err_set(e, GH_E_NOMEM, "out of memory");           \
+			if (!rc)                                                          \
+				(cnt)++;                                                  \
+			if (!rc)                                                          \
+				rc = __VA_ARGS__;                                         \
+			pop(c, p_);                                                       \
+			if (rc) {                                                         \
+				pop(c, base_);                                            \
+				goto out;                                                 \
+			}                                                                 \
+		}                                                                         \
+		pop(c, base_);                                                            \
+	} while (0)
+
+static enum gh_code check_top(struct ctx *c, const cJSON *root)
+{
+	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
+					    "default_agent", "tools", "policies", "audit", "admin",
+					    NULL};
+	const cJSON *it;
+	size_t i;
+
+	if (!cJSON_IsObject(root))
+		return fail(c, "expected an object at the top level");
+	for (it = root->child; it; it = it->next) {
+		int ok = 0;
+
+		for (i = 0; known[i] && !ok; i++)
+			ok = !strcmp(it->string, known[i]);
+		if (!ok) {
+			size_t n = push(c, it->string);
+			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
+						  "providers, agents, default_agent, tools, "
+						  "policies, audit, admin)");
+			pop(c, n);
+			return rc;
+		}
+	}
+	return GH_OK;
+}
+
+enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
+			     struct gh_config **out, struct gh_err *e)
+{
+	struct gh_config *cfg = NULL;
+	struct ctx cx = {.file = name, .e = e, .path = "$"}, *c = &cx;
+	char *copy = NULL;
+	const cJSON *v;
+	enum gh_code rc;
+	struct gh_err perr;
+
+	*out = NULL;
+	copy = malloc(len + 1);
+	cfg = calloc(1, sizeof(*cfg));
+	if (!copy || !cfg) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	if (gh_json_strip_comments(copy, len) != 0) {
+		rc = fail(c, "unterminated /* comment");
+		goto out;
+	}
+	if (gh_json_parse(copy, len, "config", &cfg->root, &perr) != GH_OK) {
+		rc = gh_err_set(e, GH_E_BADREQ, "%s: %s", name, perr.msg);
+		goto out;
+	}
+	if (!(cfg->file = strdup(name))) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = check_top(c, cfg->root)) || (rc = subst_tree(c, cfg->root)))
+		goto out;
+	if ((rc = read_server(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "server"),
+			      &cfg->server)))
+		goto out;
+	if ((rc = read_database(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "database"),
+				&cfg->database)))
+		goto out;
+	{
+		static const struct field f[] = {
+			{"key_hash_file", F_STR, offsetof(struct gh_config, key_hash_file), 0, 0, 0,
+			 0, NULL},
+		};
+		size_t n = push(c, "auth");
+
+		rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "auth"), f,
+				 GH_ARRAY_LEN(f), cfg, NULL);
+		pop(c, n);
+		if (rc)
+			goto out;
+	}
+	rc = GH_OK;
+#define name_field name
+	READ_MAP(c, cfg, "providers", cfg->providers, cfg->nproviders,
+		 read_provider(c, it_, &cfg->providers[cfg->nproviders - 1]));
+	READ_MAP(c, cfg, "tools", cfg->tools, cfg->ntools,
+		 read_tool(c, it_, &cfg->tools[cfg->ntools - 1]));
+	READ_MAP(c, cfg, "policies", cfg->policies, cfg->npolicies,
+		 read_policy(c, it_, &cfg->policies[cfg->npolicies - 1]));
+#undef name_field
+#define name_field id
+	READ_MAP(c, cfg, "agents", cfg->agents, cfg->nagents,
+		 read_agent(c, cfg, it_, &cfg->agents[cfg->nagents - 1]));
+#undef name_field
+	if (cfg->nagents == 0) {
+		size_t n = push(c, "agents");
+
+		rc = fail(c, "at least one agent is required");
+		pop(c, n);
+		goto out;
+	}
+	/* Every tool an agent names must exist, unless it is a glob or a
+	 * built-in memory tool. */
+	for (size_t i = 0; i < cfg->nagents; i++) {
+		const struct gh_agent_conf *a = &cfg->agents[i];
+
+		for (size_t j = 0; j < a->tools.n; j++) {
+			const char *t = a->tools.v[j];
+
+			if (strpbrk(t, "*?") || !strncmp(t, "memory_", 7) ||
+			    !strcmp(t, "working_memory_update") || gh_config_tool(cfg, t))
+				continue;
+			snprintf(cx.path, sizeof(cx.path), "$.agents.%s.tools[%zu]", a->id, j);
+			rc = fail(c, "no tool named \"%s\" in $.tools", t);
+			goto out;
+		}
+	}
+	snprintf(cx.path, sizeof(cx.path), "$");
+	v = cJSON_GetObjectItemCaseSensitive(cfg->root, "default_agent");
+	if (v) {
+		if (!cJSON_IsString(v) || !gh_config_agent(cfg, v->valuestring)) {
+			snprintf(cx.path, sizeof(cx.path), "$.default_agent");
+			rc = fail(c, "expected the id of an agent in $.agents");
+			goto out;
+		}
+		cfg->default_agent = strdup(v->valuestring);
+	} else {
+		cfg->default_agent = strdup(cfg->agents[0].id);
+	}
+	if (!cfg->default_agent) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = read_audit(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "audit"), &cfg->audit)))
+		goto out;
+	if ((rc = read_admin(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "admin"), &cfg->admin)))
+		goto out;
+	*out = cfg;
+	cfg = NULL;
+	rc = GH_OK;
+out:
+	free(copy);
+	gh_config_free(cfg);
+	return rc;
+}
+
+enum gh_code gh_config_load(const char *path, struct gh_config **out, struct gh_err *e)
+{
+	FILE *f;
+	struct gh_buf b;
+	char chunk[8192];
+	size_t n;
+	enum gh_code rc;
+
+	*out = NULL;
+	f = fopen(path, "rb");
+	if (!f)
+		return gh_err_set(e, GH_E_IO, "%s: cannot open: %s", path, strerror(errno));
+	gh_buf_init(&b, CONFIG_MAX_BYTES);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (gh_buf_append(&b, chunk, n) != GH_BUF_OK) {
+			fclose(f);
+			gh_buf_free(&b);
+			return gh_err_set(e, GH_E_IO, "%s: larger than %d bytes", path,
+					  CONFIG_MAX_BYTES);
+		}
+	}
+	if (ferror(f)) {
+		fclose(f);
+		gh_buf_free(&b);
+		return gh_err_set(e, GH_E_IO, "%s: read error", path);
+	}
+	fclose(f);
+	rc = gh_config_parse(path, b.data ? b.data : "", b.len, out, e);
+	gh_buf_free(&b);
+	return rc;
+}
+
+static void free_secret(char *s)
+{
+	if (s) {
+		sodium_memzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* The tree may hold substituted secrets: wipe every string before freeing.
+ * Depth is bounded by GH_JSON_MAX_DEPTH (checked at parse). */
+static void wipe_strings(cJSON *v)
+{
+	cJSON *it;
+
+	if (!v)
+		return;
+	if (cJSON_IsString(v) && v->valuestring)
+		sodium_memzero(v->valuestring, strlen(v->valuestring));
+	for (it = v->child; it; it = it->next)
+		wipe_strings(it);
+}
+
+void gh_config_free(struct gh_config *c)
+{
+	size_t i, j;
+
+	if (!c)
+		return;
+	free(c->server.listen);
+	free(c->server.public_url);
+	free(c->server.tls_cert);
+	free(c->database.path);
+	free(c->key_hash_file);
+	for (i = 0; i < c->nproviders; i++) {
+		free(c->providers[i].name);
+		free(c->providers[i].base_url);
+		free_secret(c->providers[i].api_key);
+		free(c->providers[i].anthropic_version);
+	}
+	free(c->providers);
+	for (i = 0; i < c->nagents; i++) {
+		struct gh_agent_conf *a = &c->agents[i];
+
+		free(a->id);
+		free(a->name);
+		free(a->description);
+		free(a->provider);
+		free(a->model);
+		free(a->instructions);
+		free_list(&a->tools);
+		free_list(&a->require_approval);
+	}
+	free(c->agents);
+	free(c->default_agent);
+	for (i = 0; i < c->ntools; i++) {
+		struct gh_tool_conf *t = &c->tools[i];
+
+		free(t->name);
+		free(t->description);
+		cJSON_Delete(t->input_schema);
+		cJSON_Delete(t->annotations);
+		free(t->url);
+		for (j = 0; j < t->nheaders; j++) {
+			free(t->headers[j].name);
+			free_secret(t->headers[j].value);
+		}
+		free(t->headers);
+	}
+	free(c->tools);
+	for (i = 0; i < c->npolicies; i++) {
+		struct gh_policy_conf *p = &c->policies[i];
+
+		free(p->name);
+		free_list(&p->agents);
+		free_list(&p->tools_allow);
+		free_list(&p->tools_deny);
+		free_list(&p->client_allow);
+		free_list(&p->client_deny);
+		free_list(&p->approval_require);
+		for (j = 0; j < p->ntool_limits; j++)
+			free(p->tool_limits[j].glob);
+		free(p->tool_limits);
+	}
+	free(c->policies);
+	free_list(&c->audit.redact);
+	free(c->audit.signing_key_file);
+	wipe_strings(c->root);
+	cJSON_Delete(c->root);
+	free(c->file);
+	free(c);
+}
+
+const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const char *id)
+{
+	size_t i;
+
+	for (i = 0; id && i < c->nagents; i++)
+		if (!strcmp(c->agents[i].id, id))
+			return &c->agents[i];
+	return NULL;
+}
+
+const struct gh_provider_conf *gh_config_provider(const struct gh_config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < c->nproviders; i++)
+		if (!strcmp(c->providers[i].name, name))
+			return &c->providers[i];
+	return NULL;
+}
+
+const struct gh_tool_conf *gh_config_tool(const struct gh_config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < c->ntools; i++)
+		if (!strcmp(c->tools[i].name, name))
+			return &c->tools[i];
+	return NULL;
+}
+
+const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < c->npolicies; i++)
+		if (!strcmp(c->policies[i].name, name))
+			return &c->policies[i];
+	return NULL;
+}
+
+int gh_strlist_match(const struct gh_strlist *l, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (gh_glob_match(l->v[i], s))
+			return 1;
+	return 0;
+}

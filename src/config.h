@@ -1,0 +1,185 @@
+/*
+ * config.h - the one config file, parsed and validated at start.
+ *
+ * A JSON file (// and block comments allowed). Every string may contain
+ * ${ENV_VAR} (a missing variable is an error) or ${ENV_VAR:-default}.
+ * Every option is checked against its type and bounds; an error names the
+ * file, the JSON path and what was expected, and nothing starts.
+ *
+ * A loaded config is immutable and shared read-only by every thread for
+ * the life of the process. Secrets it holds (provider api_key, tool header
+ * values) are wiped on free and never logged.
+ */
+#ifndef GH_CONFIG_H
+#define GH_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+
+struct gh_strlist {
+	char **v;
+	size_t n;
+};
+
+struct gh_server_conf {
+	char *listen;                /* "127.0.0.1:8080" */
+	int64_t max_body_bytes;      /* 413 beyond */
+	int64_t threads;             /* CivetWeb workers (one per connection) */
+	int64_t max_streams;         /* concurrent SSE streams; 503 beyond */
+	int64_t heartbeat_ms;        /* SSE comment interval on idle streams */
+	int64_t request_timeout_ms;  /* idle read timeout of a connection */
+	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI wait */
+	char *public_url;            /* base URL announced in the A2A agent card */
+	char *tls_cert;              /* PEM file; when set the listener speaks TLS */
+};
+
+struct gh_database_conf {
+	char *path;
+	int synchronous_full;        /* 0 = NORMAL (default), 1 = FULL */
+	int64_t readers;             /* read connection pool size */
+	int64_t busy_timeout_ms;
+	int64_t group_commit_max;    /* most jobs in one transaction */
+};
+
+enum gh_provider_type { GH_PROVIDER_OPENAI, GH_PROVIDER_ANTHROPIC, GH_PROVIDER_MOCK };
+
+struct gh_provider_conf {
+	char *name;
+	enum gh_provider_type type;
+	char *base_url;              /* no trailing slash */
+	char *api_key;               /* secret; may be NULL/"" (local servers) */
+	int64_t timeout_ms;          /* whole request */
+	int64_t connect_timeout_ms;
+	int64_t max_retries;         /* on connect errors, 429 and 5xx */
+	int64_t retry_base_ms;       /* backoff base, doubled per attempt */
+	int64_t max_response_bytes;  /* upstream body cap (502 beyond) */
+	char *anthropic_version;     /* "2023-06-01" */
+	const cJSON *mock;           /* the provider's JSON object (mock rules); borrowed from root */
+};
+
+struct gh_header_conf {
+	char *name;
+	char *value;                 /* may hold a secret from ${ENV} */
+};
+
+enum gh_tool_type { GH_TOOL_HTTP };
+
+struct gh_tool_conf {
+	char *name;
+	enum gh_tool_type type;
+	char *description;
+	cJSON *input_schema;         /* owned */
+	cJSON *annotations;          /* owned; MCP-style hints or NULL */
+	char *url;                   /* the only URL this tool ever calls */
+	struct gh_header_conf *headers;
+	size_t nheaders;
+	int64_t timeout_ms;
+	int64_t max_response_bytes;
+	int require_approval;        /* this tool always needs a person's approval */
+};
+
+struct gh_agent_conf {
+	char *id;
+	char *name;
+	char *description;
+	char *provider;              /* name of a providers entry (checked) */
+	const struct gh_provider_conf *prov;
+	char *model;
+	char *instructions;
+	struct gh_strlist tools;     /* server tool names or globs: "memory_*", "get_weather" */
+	int memory_enabled;
+	int64_t last_messages;
+	int64_t max_steps;
+	struct gh_strlist require_approval;  /* tool globs that need approval for this agent */
+	int has_temperature;
+	double temperature;
+	int64_t max_tokens;          /* 0 = provider default */
+};
+
+struct gh_tool_limit {
+	char *glob;
+	int64_t per_minute;
+};
+
+enum gh_approver { GH_APPROVER_ADMIN, GH_APPROVER_CALLER };
+
+struct gh_policy_conf {
+	char *name;
+	struct gh_strlist agents;            /* agent id globs */
+	struct gh_strlist tools_allow;       /* server tool globs */
+	struct gh_strlist tools_deny;
+	int client_tools_enabled;            /* may the key declare client tools at all */
+	struct gh_strlist client_allow;      /* client tool name globs */
+	struct gh_strlist client_deny;
+	struct gh_strlist approval_require;  /* tool globs needing approval */
+	enum gh_approver approver;
+	int64_t approval_ttl_s;
+	int64_t requests_per_minute;         /* 0 = unlimited */
+	int64_t burst;
+	struct gh_tool_limit *tool_limits;   /* "*" and per-tool globs, first match wins
+					      * after exact names */
+	size_t ntool_limits;
+	int64_t tokens_per_minute;           /* 0 = unlimited */
+	char version[17];                    /* hex prefix of BLAKE2b(canonical policy JSON) */
+};
+
+struct gh_audit_conf {
+	struct gh_strlist redact;            /* argument field names masked before hashing */
+	int64_t checkpoint_rows;             /* sign a checkpoint every N rows ... */
+	int64_t checkpoint_seconds;          /* ... or every T seconds */
+	int64_t retention_days;              /* 0 = keep forever */
+	char *signing_key_file;              /* Ed25519 secret key, created 0600 at first start */
+	int64_t max_args_bytes;              /* larger args are stored truncated (hash of full) */
+};
+
+struct gh_admin_conf {
+	int64_t session_idle_s;
+	int64_t session_max_s;
+	int64_t login_attempts_per_minute;   /* per user and per address */
+};
+
+struct gh_config {
+	char *file;
+	cJSON *root;                 /* the parsed, substituted document */
+	struct gh_server_conf server;
+	struct gh_database_conf database;
+	char *key_hash_file;         /* 32-byte key for API key hashing */
+	struct gh_provider_conf *providers;
+	size_t nproviders;
+	struct gh_agent_conf *agents;
+	size_t nagents;
+	char *default_agent;         /* agent served at /.well-known/agent-card.json */
+	struct gh_tool_conf *tools;
+	size_t ntools;
+	struct gh_policy_conf *policies;
+	size_t npolicies;
+	struct gh_audit_conf audit;
+	struct gh_admin_conf admin;
+};
+
+/* Reads, substitutes and validates path. On success *out is owned by the
+ * caller (gh_config_free). On failure returns GH_E_BADREQ (or GH_E_IO) with
+ * "FILE: $.agents.assistant.max_steps: expected an integer in 1..100" in e
+ * and *out NULL. */
+enum gh_code gh_config_load(const char *path, struct gh_config **out, struct gh_err *e);
+
+/* Same from a string (tests); name is used in messages. */
+enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
+			     struct gh_config **out, struct gh_err *e);
+
+void gh_config_free(struct gh_config *c);
+
+/* Lookups; NULL when absent. Results are borrowed from c. */
+const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const char *id);
+const struct gh_provider_conf *gh_config_provider(const struct gh_config *c, const char *name);
+const struct gh_tool_conf *gh_config_tool(const struct gh_config *c, const char *name);
+const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const char *name);
+
+/* 1 when s matches any glob in l. */
+int gh_strlist_match(const struct gh_strlist *l, const char *s);
+
+#endif

@@ -1,0 +1,712 @@
+/*
+ * http.c - the CivetWeb server, routing, authentication, error mapping and
+ * response writing; see http.h.
+ *
+ * Threading: CivetWeb calls dispatch() on a worker thread per connection.
+ * Everything here is per request except the route tables (static) and the
+ * app (shared, thread-safe). Worker threads release their curl handles on
+ * exit.
+ */
+/* POLLRDHUP: tells a peer that closed its side from one that is idle */
+#define _GNU_SOURCE
+
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <civetweb.h>
+
+#include "buf.h"
+#include "json.h"
+#include "keys.h"
+#include "log.h"
+#include "ratelimit.h"
+#include "upstream.h"
+#include "util.h"
+
+struct gh_http {
+	struct mg_context *ctx;
+	struct gh_app *app;
+	int port;
+};
+
+static void health(struct gh_req *r);
+
+static const struct gh_route routes_core[] = {
+	{"GET", "/healthz", GH_AUTH_NONE, health},
+	{NULL, NULL, GH_AUTH_NONE, NULL},
+};
+
+static const struct gh_route *const route_tables[] = {
+	routes_core, gh_routes_agents, gh_routes_memory, gh_routes_governance, gh_routes_stream,
+};
+
+/* ------------------------------------------------------------ errors */
+
+int gh_http_status_of(enum gh_code code)
+{
+	switch (code) {
+	case GH_OK: return 200;
+	case GH_E_BADREQ: return 400;
+	case GH_E_AUTH: return 401;
+	case GH_E_FORBIDDEN: return 403;
+	case GH_E_NOTFOUND: return 404;
+	case GH_E_METHOD: return 405;
+	case GH_E_CONFLICT: return 409;
+	case GH_E_TOOBIG: return 413;
+	case GH_E_RATELIMIT: return 429;
+	case GH_E_UPSTREAM: return 502;
+	case GH_E_UNAVAILABLE: return 503;
+	case GH_E_TIMEOUT: return 504;
+	case GH_E_CANCELLED: return 499;
+	case GH_E_INTERNAL:
+	case GH_E_NOMEM:
+	case GH_E_IO: return 500;
+	}
+	return 500;
+}
+
+static const char *reason_phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 302: return "Found";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 429: return "Too Many Requests";
+	case 499: return "Client Closed Request";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	}
+	return "Status";
+}
+
+/* ---------------------------------------------------------- responses */
+
+static int keep_alive(struct gh_req *r)
+{
+	const char *c = mg_get_header(r->conn, "Connection");
+
+	if (r->ri->http_version && !strcmp(r->ri->http_version, "1.0"))
+		return c && !strcasecmp(c, "keep-alive");
+	return !(c && !strcasecmp(c, "close"));
+}
+
+static void head(struct gh_req *r, struct gh_buf *b, int status, const char *ctype,
+		 int64_t len)
+{
+	gh_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+	if (ctype)
+		gh_buf_printf(b, "Content-Type: %s\r\n", ctype);
+	if (len >= 0)
+		gh_buf_printf(b, "Content-Length: %lld\r\n", (long long)len);
+	gh_buf_printf(b, "X-Request-Id: %s\r\nCache-Control: no-store\r\n"
+			 "X-Content-Type-Options: nosniff\r\n", r->id);
+	if (r->rl_set)
+		gh_buf_printf(b, "RateLimit-Limit: %lld\r\nRateLimit-Remaining: %lld\r\n"
+				 "RateLimit-Reset: %lld\r\n", (long long)r->rl_limit,
+			      (long long)r->rl_remaining, (long long)r->rl_reset_s);
+	if (r->extra_headers)
+		gh_buf_puts(b, r->extra_headers);
+	gh_buf_puts(b, keep_alive(r) ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+	if (!keep_alive(r))
+		mg_disable_connection_keep_alive(r->conn);
+}
+
+void gh_http_send(struct gh_req *r, int status, const char *content_type, const char *body,
+		  size_t len)
+{
+	struct gh_buf b;
+
+	if (r->responded)
+		return;
+	r->responded = 1;
+	r->status = status;
+	gh_buf_init(&b, len + 4096);
+	head(r, &b, status, content_type, (int64_t)len);
+	gh_buf_puts(&b, "\r\n");
+	/* one write: headers and body leave in the same packet */
+	if (strcmp(r->method, "HEAD") && len && gh_buf_append(&b, body, len) != GH_BUF_OK) {
+		mg_write(r->conn, b.data, b.len);
+		mg_write(r->conn, body, len);
+	} else {
+		mg_write(r->conn, b.data, b.len);
+	}
+	gh_buf_free(&b);
+}
+
+void gh_http_json(struct gh_req *r, int status, const cJSON *body)
+{
+	char *s = cJSON_PrintUnformatted(body);
+
+	if (!s) {
+		static const char oom[] =
+			"{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+
+		gh_http_send(r, 500, "application/json", oom, sizeof(oom) - 1);
+		return;
+	}
+	gh_http_send(r, status, "application/json", s, strlen(s));
+	cJSON_free(s);
+}
+
+void gh_http_error(struct gh_req *r, const struct gh_err *e)
+{
+	cJSON *o = cJSON_CreateObject(), *err;
+	int status = gh_http_status_of(e->code);
+	char ra[64];
+
+	if (e->code == GH_E_CANCELLED) {
+		/* the client is gone: nothing to answer */
+		r->responded = 1;
+		r->status = 499;
+		return;
+	}
+	if ((status == 429 || status == 503) && !r->extra_headers) {
+		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", e->retry_after > 0 ? e->retry_after
+										  : 1);
+		r->extra_headers = ra;
+	}
+	err = cJSON_AddObjectToObject(o, "error");
+	cJSON_AddStringToObject(err, "code", gh_code_name(e->code));
+	cJSON_AddStringToObject(err, "message", e->msg);
+	cJSON_AddStringToObject(err, "requestId", r->id);
+	if (status >= 500)
+		gh_warn("%s %s %s: %d %s", r->id, r->method, r->path, status, e->msg);
+	gh_http_json(r, status, o);
+	cJSON_Delete(o);
+	if (r->extra_headers == ra)
+		r->extra_headers = NULL;
+}
+
+void gh_http_errorf(struct gh_req *r, enum gh_code code, const char *fmt, ...)
+{
+	struct gh_err e;
+	va_list ap;
+
+	va_start(ap, fmt);
+	gh_err_vset(&e, code, fmt, ap);
+	va_end(ap);
+	gh_http_error(r, &e);
+}
+
+/* ------------------------------------------------------------ requests */
+
+enum gh_code gh_http_body_object(struct gh_req *r, cJSON **out, struct gh_err *e)
+{
+	enum gh_code rc;
+
+	*out = NULL;
+	if (!r->body || r->body_len == 0)
+		return gh_err_set(e, GH_E_BADREQ, "request body is empty; expected a JSON object");
+	rc = gh_json_parse(r->body, r->body_len, "request body", out, e);
+	if (rc != GH_OK)
+		return rc;
+	if (!cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return gh_err_set(e, GH_E_BADREQ, "request body must be a JSON object");
+	}
+	return GH_OK;
+}
+
+const char *gh_http_query(struct gh_req *r, const char *name, char *buf, size_t cap)
+{
+	const char *qs = r->ri->query_string;
+	int n;
+
+	if (!qs)
+		return NULL;
+	n = mg_get_var(qs, strlen(qs), name, buf, cap);
+	return n >= 0 ? buf : NULL;
+}
+
+const char *gh_http_header(struct gh_req *r, const char *name)
+{
+	return mg_get_header(r->conn, name);
+}
+
+/* Reads the body into r->body, bounded by max_body_bytes. */
+static enum gh_code read_body(struct gh_req *r, struct gh_err *e)
+{
+	int64_t max = r->app->cfg->server.max_body_bytes;
+	long long cl = r->ri->content_length;
+	struct gh_buf b;
+	char chunk[16384];
+	int n;
+
+	if (cl > max) {
+		return gh_err_set(e, GH_E_TOOBIG, "request body of %lld bytes is larger than "
+				  "server.max_body_bytes (%lld)", cl, (long long)max);
+	}
+	if (cl == 0)
+		return GH_OK;
+	gh_buf_init(&b, (size_t)max);
+	while ((n = mg_read(r->conn, chunk, sizeof(chunk))) > 0) {
+		if (gh_buf_append(&b, chunk, (size_t)n) != GH_BUF_OK) {
+			gh_buf_free(&b);
+			return gh_err_set(e, GH_E_TOOBIG, "request body is larger than "
+					  "server.max_body_bytes (%lld)", (long long)max);
+		}
+	}
+	if (n < 0) {
+		gh_buf_free(&b);
+		return gh_err_set(e, GH_E_BADREQ, "request body could not be read");
+	}
+	r->body_len = b.len;
+	r->body = b.data ? b.data : NULL;
+	if (!r->body) {
+		r->body = calloc(1, 1);
+		if (!r->body)
+			return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	return GH_OK;
+}
+
+/* Matches path against pattern, filling params. */
+static int match(const char *pattern, const char *path, struct gh_req *r)
+{
+	const char *p = pattern, *s = path;
+	int np = 0;
+
+	while (*p && *s) {
+		if (*p == ':') {
+			const char *end = strchr(s, '/');
+			size_t len = end ? (size_t)(end - s) : strlen(s);
+
+			if (len == 0 || np >= GH_ROUTE_PARAMS)
+				goto fail;
+			if (r) {
+				r->params[np] = malloc(len + 1);
+				if (!r->params[np])
+					goto fail;
+				memcpy(r->params[np], s, len);
+				r->params[np][len] = '\0';
+			}
+			np++;
+			s += len;
+			while (*p && *p != '/')
+				p++;
+			continue;
+		}
+		if (*p != *s)
+			goto fail;
+		p++;
+		s++;
+	}
+	if (*p == '\0' && *s == '\0')
+		return 1;
+fail:
+	if (r) {
+		for (int i = 0; i < np; i++) {
+			free(r->params[i]);
+			r->params[i] = NULL;
+		}
+	}
+	return 0;
+}
+
+static const struct gh_route *route(struct gh_req *r, int *method_mismatch)
+{
+	size_t t;
+	const struct gh_route *rt;
+
+	*method_mismatch = 0;
+	for (t = 0; t < GH_ARRAY_LEN(route_tables); t++) {
+		for (rt = route_tables[t]; rt->method; rt++) {
+			if (!match(rt->pattern, r->path, NULL))
+				continue;
+			if (strcmp(rt->method, r->method) &&
+			    !(!strcmp(r->method, "HEAD") && !strcmp(rt->method, "GET"))) {
+				*method_mismatch = 1;
+				continue;
+			}
+			match(rt->pattern, r->path, r);
+			return rt;
+		}
+	}
+	return NULL;
+}
+
+/* Per-key request rate limit; fills the RateLimit-* headers. */
+static int request_allowed(struct gh_req *r, struct gh_err *e)
+{
+	const struct gh_policy_conf *p = r->who.policy;
+	struct gh_rl_limit lim;
+	struct gh_rl_result res;
+	char key[80];
+
+	if (!p || p->requests_per_minute <= 0 || !r->app->rl || !r->who.key.id[0])
+		return 1;
+	lim = (struct gh_rl_limit){p->requests_per_minute, 60000, p->burst};
+	snprintf(key, sizeof(key), "req:%s", r->who.key.id);
+	if (gh_rl_take(r->app->rl, key, &lim, 1, &res) != GH_OK) {
+		gh_err_set(e, GH_E_RATELIMIT, "rate limiter unavailable");
+		e->retry_after = 1;
+		return 0;
+	}
+	r->rl_set = 1;
+	r->rl_limit = res.limit;
+	r->rl_remaining = res.remaining;
+	r->rl_reset_s = (res.reset_ms + 999) / 1000;
+	if (!res.allowed) {
+		int s = (int)((res.retry_after_ms + 999) / 1000);
+
+		gh_err_set(e, GH_E_RATELIMIT, "policy \"%s\": rate_limits.requests_per_minute = %lld "
+			   "(burst %lld) exceeded; retry after %d s", p->name,
+			   (long long)p->requests_per_minute, (long long)p->burst, s > 0 ? s : 1);
+		e->retry_after = s > 0 ? s : 1;
+		return 0;
+	}
+	return 1;
+}
+
+static enum gh_code authenticate(struct gh_req *r, enum gh_auth need, struct gh_err *e)
+{
+	const char *auth = mg_get_header(r->conn, "Authorization");
+	enum gh_code rc;
+
+	if (!auth || !*auth) {
+		return gh_err_set(e, GH_E_AUTH, "missing API key: send Authorization: Bearer <key>");
+	} else {
+		rc = gh_keys_authenticate(r->app->store, r->app->hashkey, auth, &r->who.key, e);
+		if (rc != GH_OK)
+			return rc;
+		r->authed = 1;
+		r->who.policy = gh_policy_for_key(r->app->cfg, &r->who.key);
+		r->who.admin = r->who.key.admin;
+		snprintf(r->who.actor, sizeof(r->who.actor), "key:%s", r->who.key.id);
+		if (r->who.key.last_used_at < gh_now_ms() - 60000)
+			gh_store_key_touch(r->app->store, r->who.key.id, gh_now_ms());
+	}
+	if (need == GH_AUTH_ADMIN && !r->who.admin)
+		return gh_err_set(e, GH_E_FORBIDDEN, "this endpoint needs an admin (a key created "
+				  "with --admin, or an admin session)");
+	return GH_OK;
+}
+
+static int dispatch(struct mg_connection *conn, void *cbdata)
+{
+	struct gh_req r;
+	const struct gh_route *rt;
+	struct gh_err e;
+	int mismatch, i;
+
+	memset(&r, 0, sizeof(r));
+	r.conn = conn;
+	r.ri = mg_get_request_info(conn);
+	r.app = cbdata;
+	r.method = r.ri->request_method;
+	r.path = r.ri->local_uri ? r.ri->local_uri : "/";
+	r.t0_ns = gh_mono_ns();
+	r.sock = -1;
+	gh_id_new("req_", r.id, sizeof(r.id));
+	gh_err_clear(&e);
+
+	rt = route(&r, &mismatch);
+	if (!rt) {
+		if (mismatch)
+			gh_http_errorf(&r, GH_E_METHOD, "%s is not allowed on %s", r.method, r.path);
+		else
+			gh_http_errorf(&r, GH_E_NOTFOUND, "no route for %s %s", r.method, r.path);
+		goto done;
+	}
+	if (strcmp(r.method, "GET") && strcmp(r.method, "HEAD") && strcmp(r.method, "OPTIONS")) {
+		if (read_body(&r, &e) != GH_OK) {
+			if (e.code == GH_E_TOOBIG)
+				mg_disable_connection_keep_alive(conn);
+			gh_http_error(&r, &e);
+			goto done;
+		}
+	}
+	if (rt->auth != GH_AUTH_NONE) {
+		if (authenticate(&r, rt->auth, &e) != GH_OK) {
+			gh_http_error(&r, &e);
+			goto done;
+		}
+		if (!r.session && !request_allowed(&r, &e)) {
+			gh_http_error(&r, &e);
+			goto done;
+		}
+	}
+	rt->fn(&r);
+	if (!r.responded)
+		gh_http_errorf(&r, GH_E_INTERNAL, "the handler sent no response");
+done:
+	if (r.streaming)
+		atomic_fetch_sub(&r.app->active_streams, 1);
+	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
+		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",
+		r.who.key.id[0] ? r.who.key.prefix : "");
+	for (i = 0; i < GH_ROUTE_PARAMS; i++)
+		free(r.params[i]);
+	free(r.body);
+	return r.status ? r.status : 200;
+}
+
+/* --------------------------------------------------------------- SSE */
+
+int gh_http_stream_acquire(struct gh_req *r)
+{
+	int max = (int)r->app->cfg->server.max_streams;
+
+	if (atomic_fetch_add(&r->app->active_streams, 1) >= max) {
+		struct gh_err e;
+
+		atomic_fetch_sub(&r->app->active_streams, 1);
+		gh_err_set(&e, GH_E_UNAVAILABLE, "too many concurrent streams (server.max_streams "
+			   "= %d); retry shortly", max);
+		e.retry_after = 1;
+		gh_http_error(r, &e);
+		return -1;
+	}
+	r->streaming = 1;
+	return 0;
+}
+
+int gh_http_sse_begin(struct gh_req *r)
+{
+	struct gh_buf b;
+	int rc;
+
+	if (r->responded)
+		return -1;
+	r->responded = 1;
+	r->status = 200;
+	gh_buf_init(&b, 8192);
+	head(r, &b, 200, "text/event-stream", -1);
+	gh_buf_puts(&b, "Transfer-Encoding: chunked\r\nX-Accel-Buffering: no\r\n\r\n");
+	rc = mg_write(r->conn, b.data, b.len) > 0 ? 0 : -1;
+	gh_buf_free(&b);
+	return rc;
+}
+
+static int write_chunk(struct gh_req *r, const char *p, size_t n)
+{
+	if (n == 0)
+		return 0;
+	return mg_send_chunk(r->conn, p, (unsigned)n) > 0 ? 0 : -1;
+}
+
+int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len)
+{
+	struct gh_buf b;
+	int rc;
+
+	gh_buf_init(&b, len + 256);
+	if (type)
+		gh_buf_printf(&b, "event: %s\n", type);
+	gh_buf_puts(&b, "data: ");
+	gh_buf_append(&b, data, len);
+	gh_buf_puts(&b, "\n\n");
+	rc = b.data ? write_chunk(r, b.data, b.len) : -1;
+	gh_buf_free(&b);
+	return rc;
+}
+
+int gh_http_sse_comment(struct gh_req *r, const char *text)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line), ": %s\n\n", text);
+
+	return write_chunk(r, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+}
+
+void gh_http_sse_end(struct gh_req *r)
+{
+	mg_write(r->conn, "0\r\n\r\n", 5);
+}
+
+/* CivetWeb does not expose a connection's socket: find it once by its
+ * address pair among this process's sockets. */
+static int find_socket(struct gh_req *r)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int found = -1;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)) && found < 0) {
+		struct sockaddr_storage peer, local;
+		socklen_t pl = sizeof(peer), ll = sizeof(local);
+		char addr[INET6_ADDRSTRLEN];
+		int64_t v;
+		int fd, port = 0, lport = 0;
+
+		if (gh_parse_i64(de->d_name, 0, 1 << 30, &v) != 0)
+			continue;
+		fd = (int)v;
+		if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+		    getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
+			continue;
+		if (peer.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&peer;
+
+			inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
+			port = ntohs(a->sin_port);
+			lport = ntohs(((struct sockaddr_in *)&local)->sin_port);
+		} else if (peer.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&peer;
+
+			inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
+			port = ntohs(a->sin6_port);
+			lport = ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
+		} else {
+			continue;
+		}
+		if (port == r->ri->remote_port && lport == r->ri->server_port &&
+		    !strcmp(addr, r->ri->remote_addr))
+			found = fd;
+	}
+	closedir(d);
+	return found;
+}
+
+int gh_http_client_gone(struct gh_req *r)
+{
+	struct pollfd pfd;
+	char c;
+
+	if (r->sock == -1)
+		r->sock = find_socket(r);
+	if (r->sock < 0) {
+		r->sock = -2; /* not found: don't search again */
+		return 0;
+	}
+	pfd.fd = r->sock;
+	pfd.events = POLLIN | POLLRDHUP;
+	pfd.revents = 0;
+	if (poll(&pfd, 1, 0) <= 0)
+		return 0;
+	if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))
+		return 1;
+	if (pfd.revents & POLLIN) {
+		ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		return n == 0;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ health */
+
+static void health(struct gh_req *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	struct gh_store_stats st;
+
+	gh_store_stats(r->app->store, &st);
+	cJSON_AddStringToObject(o, "status", "ok");
+	cJSON_AddStringToObject(o, "version", GH_VERSION);
+	cJSON_AddNumberToObject(o, "schemaVersion", gh_store_schema_version(r->app->store));
+	cJSON_AddNumberToObject(o, "uptimeSeconds",
+				(double)((gh_now_ms() - r->app->started_ms) / 1000));
+	cJSON_AddNumberToObject(o, "activeStreams", atomic_load(&r->app->active_streams));
+	gh_http_json(r, 200, o);
+	cJSON_Delete(o);
+}
+
+/* ------------------------------------------------------------ server */
+
+static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
+{
+	gh_upstream_thread_cleanup();
+}
+
+static int on_log(const struct mg_connection *conn, const char *msg)
+{
+	gh_debug("civetweb: %s", msg);
+	return 1;
+}
+
+enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
+			   struct gh_err *e)
+{
+	struct gh_http *h = calloc(1, sizeof(*h));
+	struct mg_callbacks cb;
+	struct mg_server_port ports[4];
+	char threads[16], timeout[24], port_spec[300];
+	const char *opts[24];
+	int n = 0, np;
+
+	*out = NULL;
+	if (!h)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	h->app = app;
+	snprintf(threads, sizeof(threads), "%lld", (long long)app->cfg->server.threads);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)app->cfg->server.request_timeout_ms);
+	snprintf(port_spec, sizeof(port_spec), "%s%s", listen,
+		 app->cfg->server.tls_cert ? "s" : "");
+	opts[n++] = "listening_ports";
+	opts[n++] = port_spec;
+	opts[n++] = "num_threads";
+	opts[n++] = threads;
+	opts[n++] = "enable_keep_alive";
+	opts[n++] = "yes";
+	opts[n++] = "keep_alive_timeout_ms";
+	opts[n++] = "30000";
+	opts[n++] = "tcp_nodelay";
+	opts[n++] = "1";
+	opts[n++] = "request_timeout_ms";
+	opts[n++] = timeout;
+	opts[n++] = "listen_backlog";
+	opts[n++] = "1024";
+	opts[n++] = "decode_url";
+	opts[n++] = "yes";
+	if (app->cfg->server.tls_cert) {
+		opts[n++] = "ssl_certificate";
+		opts[n++] = app->cfg->server.tls_cert;
+	}
+	opts[n] = NULL;
+	memset(&cb, 0, sizeof(cb));
+	cb.exit_thread = on_exit_thread;
+	cb.log_message = on_log;
+	h->ctx = mg_start(&cb, app, opts);
+	if (!h->ctx) {
+		free(h);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
+				  "HOST:PORT)", listen);
+	}
+	mg_set_request_handler(h->ctx, "/", dispatch, app);
+	memset(ports, 0, sizeof(ports));
+	np = mg_get_server_ports(h->ctx, 4, ports);
+	h->port = np > 0 ? ports[0].port : 0;
+	*out = h;
+	return GH_OK;
+}
+
+void gh_http_stop(struct gh_http *h)
+{
+	if (!h)
+		return;
+	mg_stop(h->ctx);
+	free(h);
+}
+
+int gh_http_port(const struct gh_http *h)
+{
+	return h->port;
+}

@@ -1,0 +1,121 @@
+/*
+ * http.h - the HTTP server (CivetWeb) and what every surface's handlers
+ * share: routing, bounded body reading, authentication, the one mapping of
+ * error codes to statuses, JSON and SSE responses.
+ *
+ * CivetWeb runs one worker thread per connection; a struct gh_req lives on
+ * that thread for one request and is never shared. Surfaces (http_*.c)
+ * register route tables; handlers translate a wire format into engine
+ * calls and back, nothing more.
+ */
+#ifndef GH_HTTP_H
+#define GH_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "app.h"
+#include "err.h"
+#include "policy.h"
+
+struct mg_connection;
+struct mg_request_info;
+struct gh_http;
+
+enum gh_auth {
+	GH_AUTH_NONE,      /* public: /healthz, agent card, admin static files */
+	GH_AUTH_KEY,       /* an API key (or an admin session) */
+	GH_AUTH_ADMIN      /* an admin: API key with role admin, or an admin session */
+};
+
+#define GH_ROUTE_PARAMS 4
+
+struct gh_req {
+	struct mg_connection *conn;
+	const struct mg_request_info *ri;
+	struct gh_app *app;
+	char id[32];                      /* request id, also in X-Request-Id */
+	const char *method;
+	const char *path;
+	char *params[GH_ROUTE_PARAMS];    /* ":name" segments, in order */
+	struct gh_principal who;
+	int authed;
+	int session;                      /* authenticated by admin session cookie */
+	char *body;                       /* NUL-terminated; NULL when none */
+	size_t body_len;
+	int responded;
+	int status;
+	int64_t t0_ns;
+	int streaming;                    /* counted in app->active_streams */
+	int sock;                         /* client socket once found, -1 unknown */
+	/* rate-limit headers for the response (key requests) */
+	int rl_set;
+	int64_t rl_limit, rl_remaining, rl_reset_s;
+	const char *extra_headers;        /* "Name: value\r\n..." added to the response */
+};
+
+typedef void (*gh_handler)(struct gh_req *r);
+
+struct gh_route {
+	const char *method;               /* "GET", "POST", ... */
+	const char *pattern;              /* "/api/agents/:id/generate" */
+	enum gh_auth auth;
+	gh_handler fn;
+};
+
+/* Route tables of each surface, terminated by {NULL}. */
+extern const struct gh_route gh_routes_agents[];
+extern const struct gh_route gh_routes_memory[];
+extern const struct gh_route gh_routes_governance[];
+extern const struct gh_route gh_routes_stream[];
+extern const struct gh_route gh_routes_openai[];
+extern const struct gh_route gh_routes_a2a[];
+extern const struct gh_route gh_routes_admin[];
+
+/* Starts listening (listen "HOST:PORT"; port 0 picks one). */
+enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
+			   struct gh_err *e);
+void gh_http_stop(struct gh_http *h);
+int gh_http_port(const struct gh_http *h);
+
+/* ---- responses (each request answers exactly once) ---- */
+
+int gh_http_status_of(enum gh_code code);
+void gh_http_json(struct gh_req *r, int status, const cJSON *body);
+/* Sends a preformatted body. */
+void gh_http_send(struct gh_req *r, int status, const char *content_type, const char *body,
+		  size_t len);
+void gh_http_error(struct gh_req *r, const struct gh_err *e);
+void gh_http_errorf(struct gh_req *r, enum gh_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The request body as a JSON object. GH_E_BADREQ when absent, invalid or
+ * not an object. *out owned by the caller. */
+enum gh_code gh_http_body_object(struct gh_req *r, cJSON **out, struct gh_err *e);
+
+/* A query parameter, URL-decoded into buf; NULL when absent. */
+const char *gh_http_query(struct gh_req *r, const char *name, char *buf, size_t cap);
+/* A request header or NULL. */
+const char *gh_http_header(struct gh_req *r, const char *name);
+
+/* ---- streaming (SSE) ---- */
+
+/* Takes a stream slot: 0 when granted; else answers 503 + Retry-After and
+ * returns -1. The slot is released when the handler returns. */
+int gh_http_stream_acquire(struct gh_req *r);
+/* Sends the SSE response head (chunked). Returns -1 when the client is gone. */
+int gh_http_sse_begin(struct gh_req *r);
+/* One event: "data: <data>\n\n" (event type line when type is set). */
+int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len);
+/* A comment line (heartbeat). */
+int gh_http_sse_comment(struct gh_req *r, const char *text);
+/* Ends the chunked body. */
+void gh_http_sse_end(struct gh_req *r);
+
+/* 1 when the client has closed its side of the connection (checked without
+ * blocking; cheap enough to call every few milliseconds). */
+int gh_http_client_gone(struct gh_req *r);
+
+#endif

@@ -1,0 +1,173 @@
+/*
+ * hub.c - live event fan-out; see hub.h.
+ *
+ * One mutex guards the subscriber list; each subscription has its own
+ * mutex, condition variable and ring of serialised events, so a publisher
+ * holds a subscription's lock only to copy pointers in.
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+
+struct item {
+	char *type;
+	char *data;
+};
+
+struct gh_hub_sub {
+	char *topic;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct item q[GH_HUB_QUEUE];
+	unsigned head, len;
+	int lost;
+	struct gh_hub_sub *next;
+};
+
+struct gh_hub {
+	pthread_mutex_t mu;
+	struct gh_hub_sub *subs;
+};
+
+struct gh_hub *gh_hub_new(void)
+{
+	struct gh_hub *h = calloc(1, sizeof(*h));
+
+	if (h)
+		pthread_mutex_init(&h->mu, NULL);
+	return h;
+}
+
+void gh_hub_free(struct gh_hub *h)
+{
+	if (!h)
+		return;
+	while (h->subs)
+		gh_hub_unsubscribe(h, h->subs);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload)
+{
+	struct gh_hub_sub *s;
+	char *data = NULL;
+
+	if (!h || !topic)
+		return;
+	pthread_mutex_lock(&h->mu);
+	for (s = h->subs; s; s = s->next) {
+		char *t, *d;
+
+		if (strcmp(s->topic, topic))
+			continue;
+		if (!data && !(data = gh_json_dump(payload)))
+			break;
+		t = strdup(type);
+		d = strdup(data);
+		pthread_mutex_lock(&s->mu);
+		if (!t || !d || s->len == GH_HUB_QUEUE) {
+			s->lost = 1;
+			free(t);
+			free(d);
+		} else {
+			struct item *it = &s->q[(s->head + s->len) % GH_HUB_QUEUE];
+
+			it->type = t;
+			it->data = d;
+			s->len++;
+			pthread_cond_signal(&s->cv);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	free(data);
+}
+
+struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic)
+{
+	struct gh_hub_sub *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+
+	if (!s)
+		return NULL;
+	s->topic = strdup(topic);
+	if (!s->topic) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&h->mu);
+	s->next = h->subs;
+	h->subs = s;
+	pthread_mutex_unlock(&h->mu);
+	return s;
+}
+
+void gh_hub_unsubscribe(struct gh_hub *h, struct gh_hub_sub *s)
+{
+	struct gh_hub_sub **pp;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&h->mu);
+	for (pp = &h->subs; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	while (s->len) {
+		free(s->q[s->head].type);
+		free(s->q[s->head].data);
+		s->head = (s->head + 1) % GH_HUB_QUEUE;
+		s->len--;
+	}
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s->topic);
+	free(s);
+}
+
+int gh_hub_next(struct gh_hub_sub *s, int timeout_ms, char **type, char **data)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	*type = *data = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->mu);
+	while (!s->len && !s->lost) {
+		if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT)
+			break;
+	}
+	if (s->lost) {
+		s->lost = 0;
+		rc = -1;
+	} else if (s->len) {
+		*type = s->q[s->head].type;
+		*data = s->q[s->head].data;
+		s->head = (s->head + 1) % GH_HUB_QUEUE;
+		s->len--;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}

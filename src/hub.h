@@ -1,0 +1,37 @@
+/*
+ * hub.h - in-process publish/subscribe of live events, for SSE watchers:
+ * GET /api/runs/:id/events follows one run, the admin UI follows the
+ * "approvals" topic.
+ *
+ * Publishing never blocks on a slow subscriber: each subscription has a
+ * bounded queue, and when it overflows the subscription is marked lost
+ * (the watcher then reloads state instead of seeing a gap). Thread-safe.
+ */
+#ifndef GH_HUB_H
+#define GH_HUB_H
+
+#include <cjson/cJSON.h>
+
+struct gh_hub;
+struct gh_hub_sub;
+
+#define GH_HUB_QUEUE 256
+
+struct gh_hub *gh_hub_new(void);
+/* All subscriptions must be gone. NULL ok. */
+void gh_hub_free(struct gh_hub *h);
+
+/* Delivers (type, payload) to every subscriber of topic. payload is
+ * serialised here; the caller keeps it. */
+void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload);
+
+/* NULL on OOM. */
+struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic);
+void gh_hub_unsubscribe(struct gh_hub *h, struct gh_hub_sub *s);
+
+/* Waits up to timeout_ms for the next event. Returns 1 with *type and *data
+ * (owned by the caller, free()), 0 on timeout, -1 when events were lost
+ * (queue overflow; the subscription then keeps going). */
+int gh_hub_next(struct gh_hub_sub *s, int timeout_ms, char **type, char **data);
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * json.c - cJSON helpers; see json.h.
+ */
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int depth_ok(const cJSON *v, int depth)
+{
+	const cJSON *c;
+
+	if (depth > GH_JSON_MAX_DEPTH)
+		return 0;
+	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+		return 1;
+	for (c = v->child; c; c = c->next)
+		if (!depth_ok(c, depth + 1))
+			return 0;
+	return 1;
+}
+
+enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
+			   struct gh_err *e)
+{
+	const char *end = NULL;
+	cJSON *v;
+	size_t off, i;
+	int line = 1, col = 1;
+
+	*out = NULL;
+	if (n == 0)
+		return gh_err_set(e, GH_E_BADREQ, "%s is empty; expected JSON", what);
+	v = cJSON_ParseWithLengthOpts(s, n, &end, 0);
+	if (v) {
+		off = (size_t)(end - s);
+		while (off < n && (s[off] == ' ' || s[off] == '\t' || s[off] == '\r' ||
+				   s[off] == '\n'))
+			off++;
+		if (off == n) {
+			if (!depth_ok(v, 0)) {
+				cJSON_Delete(v);
+				return gh_err_set(e, GH_E_BADREQ, "%s nests deeper than %d levels",
+						  what, GH_JSON_MAX_DEPTH);
+			}
+			*out = v;
+			return GH_OK;
+		}
+		cJSON_Delete(v);
+	} else {
+		/* cJSON reports the failure position through a global; the
+		 * thread-safe way is to re-derive it from the returned end
+		 * pointer when present. */
+		off = end ? (size_t)(end - s) : 0;
+	}
+	if (off > n)
+		off = n;
+	for (i = 0; i < off; i++) {
+		if (s[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	return gh_err_set(e, GH_E_BADREQ, "%s is not valid JSON (line %d, column %d)", what,
+			  line, col);
+}
+
+int gh_json_strip_comments(char *s, size_t n)
+{
+	size_t i = 0;
+	int in_str = 0;
+
+	while (i < n) {
+		if (in_str) {
+			if (s[i] == '\\' && i + 1 < n)
+				i += 2;
+			else {
+				if (s[i] == '"')
+					in_str = 0;
+				i++;
+			}
+			continue;
+		}
+		if (s[i] == '"') {
+			in_str = 1;
+			i++;
+		} else if (s[i] == '/' && i + 1 < n && s[i + 1] == '/') {
+			while (i < n && s[i] != '\n')
+				s[i++] = ' ';
+		} else if (s[i] == '/' && i + 1 < n && s[i + 1] == '*') {
+			s[i++] = ' ';
+			s[i++] = ' ';
+			for (;;) {
+				if (i + 1 >= n)
+					return -1;
+				if (s[i] == '*' && s[i + 1] == '/') {
+					s[i++] = ' ';
+					s[i++] = ' ';
+					break;
+				}
+				if (s[i] != '\n')
+					s[i] = ' ';
+				i++;
+			}
+		} else {
+			i++;
+		}
+	}
+	return 0;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+
+	return strcmp(x->string, y->string);
+}
+
+int gh_json_canonical(const cJSON *v, struct gh_buf *out)
+{
+	int rc = GH_BUF_OK;
+
+	if (cJSON_IsNull(v) || !v)
+		return gh_buf_puts(out, "null");
+	if (cJSON_IsTrue(v))
+		return gh_buf_puts(out, "true");
+	if (cJSON_IsFalse(v))
+		return gh_buf_puts(out, "false");
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+
+		if (!isfinite(d))
+			return gh_buf_puts(out, "null");
+		if (gh_json_is_int(v))
+			return gh_buf_printf(out, "%lld", (long long)d);
+		return gh_buf_printf(out, "%.17g", d);
+	}
+	if (cJSON_IsString(v))
+		return gh_buf_json_str(out, v->valuestring ? v->valuestring : "");
+	if (cJSON_IsArray(v)) {
+		const cJSON *c;
+		int first = 1;
+
+		if ((rc = gh_buf_putc(out, '[')) != GH_BUF_OK)
+			return rc;
+		for (c = v->child; c; c = c->next) {
+			if (!first && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
+				return rc;
+			first = 0;
+			if ((rc = gh_json_canonical(c, out)) != GH_BUF_OK)
+				return rc;
+		}
+		return gh_buf_putc(out, ']');
+	}
+	if (cJSON_IsObject(v)) {
+		const cJSON *c, **keys;
+		size_t n = 0, i;
+
+		for (c = v->child; c; c = c->next)
+			n++;
+		if (n == 0)
+			return gh_buf_puts(out, "{}");
+		keys = malloc(n * sizeof(*keys));
+		if (!keys)
+			return GH_BUF_NOMEM;
+		for (i = 0, c = v->child; c; c = c->next)
+			keys[i++] = c;
+		qsort(keys, n, sizeof(*keys), cmp_keys);
+		rc = gh_buf_putc(out, '{');
+		for (i = 0; i < n && rc == GH_BUF_OK; i++) {
+			if (i && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
+				break;
+			if ((rc = gh_buf_json_str(out, keys[i]->string)) != GH_BUF_OK)
+				break;
+			if ((rc = gh_buf_putc(out, ':')) != GH_BUF_OK)
+				break;
+			rc = gh_json_canonical(keys[i], out);
+		}
+		free(keys);
+		if (rc != GH_BUF_OK)
+			return rc;
+		return gh_buf_putc(out, '}');
+	}
+	return gh_buf_puts(out, "null");
+}
+
+int gh_json_print(const cJSON *v, struct gh_buf *out)
+{
+	char *s = cJSON_PrintUnformatted(v);
+	int rc;
+
+	if (!s)
+		return GH_BUF_NOMEM;
+	rc = gh_buf_puts(out, s);
+	cJSON_free(s);
+	return rc;
+}
+
+char *gh_json_dump(const cJSON *v)
+{
+	char *s = cJSON_PrintUnformatted(v), *r;
+
+	if (!s)
+		return NULL;
+	/* cJSON_free and free are the same allocator unless hooks are set;
+	 * copy so callers can always use free(). */
+	r = strdup(s);
+	cJSON_free(s);
+	return r;
+}
+
+const char *gh_json_str(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int gh_json_bool(const cJSON *obj, const char *key, int dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v);
+	return dflt;
+}
+
+int gh_json_is_int(const cJSON *v)
+{
+	double d;
+
+	if (!cJSON_IsNumber(v))
+		return 0;
+	d = v->valuedouble;
+	return isfinite(d) && d == floor(d) && d >= -9007199254740992.0 &&
+	       d <= 9007199254740992.0;
+}
+
+int64_t gh_json_int(const cJSON *obj, const char *key, int64_t dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return gh_json_is_int(v) ? (int64_t)v->valuedouble : dflt;
+}
+
+cJSON *gh_json_add_str(cJSON *obj, const char *key, const char *s)
+{
+	if (!s)
+		return cJSON_AddNullToObject(obj, key);
+	return cJSON_AddStringToObject(obj, key, s);
+}

@@ -1,0 +1,180 @@
+/*
+ * policy.c - policy evaluation; see policy.h.
+ */
+#include "policy.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+const char *gh_tool_source_name(enum gh_tool_source s)
+{
+	switch (s) {
+	case GH_SRC_MEMORY: return "memory";
+	case GH_SRC_SERVER: return "server";
+	case GH_SRC_CLIENT: return "client";
+	}
+	return "server";
+}
+
+const struct gh_policy_conf *gh_policy_for_key(const struct gh_config *c, const struct gh_key *k)
+{
+	if (k->policy[0])
+		return gh_config_policy(c, k->policy);
+	return gh_config_policy(c, "default");
+}
+
+/* Index of the first glob in l matching s, or -1. */
+static int first_match(const struct gh_strlist *l, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (gh_glob_match(l->v[i], s))
+			return (int)i;
+	return -1;
+}
+
+static void set(struct gh_decision *d, enum gh_verdict v, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set(struct gh_decision *d, enum gh_verdict v, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->verdict = v;
+	va_start(ap, fmt);
+	vsnprintf(d->rule, sizeof(d->rule), fmt, ap);
+	va_end(ap);
+}
+
+void gh_policy_agent(const struct gh_policy_conf *p, const char *agent_id, struct gh_decision *d)
+{
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	if (!p) {
+		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+		return;
+	}
+	i = first_match(&p->agents, agent_id);
+	if (i < 0)
+		set(d, GH_V_DENY, "policy \"%s\": agent \"%s\" matches nothing in agents", p->name,
+		    agent_id);
+	else
+		set(d, GH_V_ALLOW, "policy \"%s\": agents \"%s\"", p->name, p->agents.v[i]);
+}
+
+void gh_policy_client_tool(const struct gh_policy_conf *p, const char *name,
+			   struct gh_decision *d)
+{
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	if (!p) {
+		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+		return;
+	}
+	if ((i = first_match(&p->client_deny, name)) >= 0) {
+		set(d, GH_V_DENY, "policy \"%s\": client_tools.deny \"%s\"", p->name,
+		    p->client_deny.v[i]);
+		return;
+	}
+	if ((i = first_match(&p->client_allow, name)) >= 0) {
+		set(d, GH_V_ALLOW, "policy \"%s\": client_tools.allow \"%s\"", p->name,
+		    p->client_allow.v[i]);
+		return;
+	}
+	if (!p->client_tools_enabled)
+		set(d, GH_V_DENY, "policy \"%s\": client tools are not allowed (client_tools.allow "
+				  "is empty)", p->name);
+	else
+		set(d, GH_V_DENY, "policy \"%s\": client tool \"%s\" matches nothing in "
+				  "client_tools.allow", p->name, name);
+}
+
+void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
+		    const char *tool_name, enum gh_tool_source src, int tool_requires_approval,
+		    struct gh_decision *d)
+{
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	if (!p) {
+		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+		return;
+	}
+	if (src == GH_SRC_CLIENT) {
+		gh_policy_client_tool(p, tool_name, d);
+		if (d->verdict == GH_V_DENY)
+			return;
+	} else {
+		if ((i = first_match(&p->tools_deny, tool_name)) >= 0) {
+			set(d, GH_V_DENY, "policy \"%s\": tools.deny \"%s\"", p->name,
+			    p->tools_deny.v[i]);
+			return;
+		}
+		if ((i = first_match(&p->tools_allow, tool_name)) < 0) {
+			set(d, GH_V_DENY, "policy \"%s\": tool \"%s\" matches nothing in tools.allow",
+			    p->name, tool_name);
+			return;
+		}
+		set(d, GH_V_ALLOW, "policy \"%s\": tools.allow \"%s\"", p->name,
+		    p->tools_allow.v[i]);
+	}
+	d->approver = p->approver;
+	d->ttl_s = p->approval_ttl_s;
+	if ((i = first_match(&p->approval_require, tool_name)) >= 0) {
+		set(d, GH_V_APPROVAL, "policy \"%s\": approval.require \"%s\"", p->name,
+		    p->approval_require.v[i]);
+		return;
+	}
+	if (a && (i = first_match(&a->require_approval, tool_name)) >= 0) {
+		set(d, GH_V_APPROVAL, "agent \"%s\": require_approval \"%s\"", a->id,
+		    a->require_approval.v[i]);
+		return;
+	}
+	if (tool_requires_approval) {
+		set(d, GH_V_APPROVAL, src == GH_SRC_CLIENT
+					      ? "client tool \"%s\" declares requireApproval"
+					      : "tool \"%s\": require_approval",
+		    tool_name);
+		return;
+	}
+}
+
+int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,
+			     const char **rule)
+{
+	size_t i;
+	const struct gh_tool_limit *star = NULL;
+
+	if (!p)
+		return 0;
+	for (i = 0; i < p->ntool_limits; i++) {
+		if (!strcmp(p->tool_limits[i].glob, tool_name)) {
+			if (rule)
+				*rule = p->tool_limits[i].glob;
+			return p->tool_limits[i].per_minute;
+		}
+	}
+	for (i = 0; i < p->ntool_limits; i++) {
+		if (!strcmp(p->tool_limits[i].glob, "*")) {
+			star = &p->tool_limits[i];
+			continue;
+		}
+		if (gh_glob_match(p->tool_limits[i].glob, tool_name)) {
+			if (rule)
+				*rule = p->tool_limits[i].glob;
+			return p->tool_limits[i].per_minute;
+		}
+	}
+	if (star) {
+		if (rule)
+			*rule = star->glob;
+		return star->per_minute;
+	}
+	return 0;
+}

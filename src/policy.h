@@ -1,0 +1,62 @@
+/*
+ * policy.h - what a key may do: which agents, which tools, which client
+ * tools, which calls need a person's approval and who may give it.
+ *
+ * Globs on names; deny wins; anything unmatched is denied (fail closed). A
+ * key without a policy uses the policy named "default"; without one, it may
+ * use nothing. Every decision names the rule that made it, so refusals and
+ * GET /api/policy/explain can say why. Pure functions over the immutable
+ * config; thread-safe.
+ */
+#ifndef GH_POLICY_H
+#define GH_POLICY_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "store.h"
+
+/* Who is calling: an API key and what it resolves to. */
+struct gh_principal {
+	struct gh_key key;                    /* id "" for admin sessions */
+	const struct gh_policy_conf *policy;  /* NULL: no policy applies */
+	int admin;                            /* role admin (key or session) */
+	char admin_user[GH_NAME_MAX + 1];     /* set for admin sessions */
+	char actor[GH_NAME_MAX + 16];         /* "key:<id>" or "admin:<user>", for audit */
+};
+
+enum gh_tool_source { GH_SRC_MEMORY, GH_SRC_SERVER, GH_SRC_CLIENT };
+const char *gh_tool_source_name(enum gh_tool_source s);
+
+enum gh_verdict { GH_V_ALLOW, GH_V_DENY, GH_V_APPROVAL };
+
+struct gh_decision {
+	enum gh_verdict verdict;
+	char rule[256];          /* 'policy "default": tools.deny "memory_delete"' */
+	enum gh_approver approver;
+	int64_t ttl_s;
+};
+
+/* The policy a key runs under: its own, or "default", or NULL. */
+const struct gh_policy_conf *gh_policy_for_key(const struct gh_config *c, const struct gh_key *k);
+
+/* May the principal use agent_id? */
+void gh_policy_agent(const struct gh_policy_conf *p, const char *agent_id, struct gh_decision *d);
+
+/* May the principal declare a client tool named name? */
+void gh_policy_client_tool(const struct gh_policy_conf *p, const char *name,
+			   struct gh_decision *d);
+
+/* The gate for one tool call the model emitted (before rate limits):
+ * allowlist, then approval. tool_requires_approval is the tool's own flag
+ * (server tool config, or the client tool's requireApproval). */
+void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
+		    const char *tool_name, enum gh_tool_source src, int tool_requires_approval,
+		    struct gh_decision *d);
+
+/* Tool calls per minute for (policy, tool): an exact entry wins over globs,
+ * "*" last; 0 = no limit. rule gets the entry's name. */
+int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,
+			     const char **rule);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * provider.h - LLM providers behind a small vtable: openai (Chat
+ * Completions, any compatible base_url), anthropic (Messages API) and mock
+ * (offline, deterministic, from config rules).
+ *
+ * The run engine speaks one message format, CoreMessages (the AI SDK shape
+ * Mastra clients already use), and each provider translates it to and from
+ * its wire format:
+ *
+ *   {"role":"user","content":"text" | [{"type":"text","text":"..."}]}
+ *   {"role":"assistant","content":"text" | [{"type":"text","text":"..."},
+ *       {"type":"tool-call","toolCallId":"...","toolName":"...","args":{...}}]}
+ *   {"role":"tool","content":[{"type":"tool-result","toolCallId":"...",
+ *       "toolName":"...","result":<any JSON>,"isError":true?}]}
+ *
+ * Providers are stateless apart from the calling thread's curl handles
+ * (upstream.h); gh_provider_chat may run on many threads at once.
+ */
+#ifndef GH_PROVIDER_H
+#define GH_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "err.h"
+
+struct gh_tool_spec {
+	const char *name;
+	const char *description;
+	const cJSON *schema;        /* JSON Schema of the arguments; borrowed */
+};
+
+struct gh_chat_request {
+	const char *model;
+	const char *system;         /* NULL = no system prompt */
+	const cJSON *messages;      /* array of CoreMessages; borrowed */
+	const struct gh_tool_spec *tools;
+	size_t ntools;
+	int has_temperature;
+	double temperature;
+	int64_t max_tokens;         /* 0 = provider default */
+	int stream;                 /* ask the upstream to stream; deltas go to events */
+};
+
+/* Streaming callbacks (all optional). Return nonzero to abort the request
+ * (gh_provider_chat then returns GH_E_CANCELLED). */
+struct gh_chat_events {
+	int (*text_delta)(void *ud, const char *text, size_t len);
+	/* A tool call's arguments as they stream: first call carries id and
+	 * name, later ones only fragments. index orders calls of one step. */
+	int (*tool_delta)(void *ud, int index, const char *id, const char *name,
+			  const char *args_fragment);
+	/* Called at least every 50 ms while waiting on the upstream. */
+	int (*tick)(void *ud);
+	void *ud;
+};
+
+struct gh_tool_call {
+	char *id;                   /* the upstream's id ("" when it gave none) */
+	char *name;
+	cJSON *args;                /* parsed arguments; NULL when not valid JSON */
+	char *raw_args;             /* the arguments text as received */
+};
+
+enum gh_finish {
+	GH_FINISH_STOP,
+	GH_FINISH_LENGTH,
+	GH_FINISH_TOOL_CALLS,
+	GH_FINISH_CONTENT_FILTER,
+	GH_FINISH_OTHER
+};
+
+struct gh_chat_response {
+	char *text;                 /* assistant text; "" when none */
+	struct gh_tool_call *calls;
+	size_t ncalls;
+	enum gh_finish finish;
+	int64_t input_tokens;
+	int64_t output_tokens;
+};
+
+/* Frees everything r owns and zeroes it. */
+void gh_chat_response_clear(struct gh_chat_response *r);
+
+/* Sends req to the provider conf describes and fills out (zeroed by the
+ * caller; on failure it is left cleared). Errors:
+ *   GH_E_UPSTREAM  unreachable, reset, non-2xx, malformed or truncated reply:
+ *                  "provider local (openai): HTTP 500: <upstream message>"
+ *   GH_E_TIMEOUT   connect or total timeout
+ *   GH_E_CANCELLED an events callback asked to stop
+ *   GH_E_RATELIMIT the upstream kept answering 429 after retries
+ * Provider keys never appear in e. */
+enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
+			      const struct gh_chat_request *req,
+			      const struct gh_chat_events *events,
+			      struct gh_chat_response *out, struct gh_err *e);
+
+/* The vtable each provider implements (provider_<type>.c). */
+struct gh_provider_ops {
+	const char *type;
+	enum gh_code (*chat)(const struct gh_provider_conf *conf,
+			     const struct gh_chat_request *req,
+			     const struct gh_chat_events *events,
+			     struct gh_chat_response *out, struct gh_err *e);
+};
+
+extern const struct gh_provider_ops gh_provider_openai;
+extern const struct gh_provider_ops gh_provider_anthropic;
+extern const struct gh_provider_ops gh_provider_mock;
+
+#endif

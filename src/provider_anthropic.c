@@ -1,0 +1,536 @@
+/*
+ * provider_anthropic.c - the Anthropic Messages API: POST
+ * {base_url}/v1/messages with x-api-key and anthropic-version, JSON or SSE.
+ *
+ * CoreMessages become Messages API turns made of content blocks: text,
+ * image, tool_use (an assistant's tool-call part, input as an object) and
+ * tool_result (a tool message, sent as a user turn). The API wants user and
+ * assistant turns to alternate, so consecutive turns of one role are
+ * merged, and turns left without blocks are dropped. System messages join
+ * the system prompt. max_tokens is mandatory there: 4096 when the agent
+ * sets none.
+ *
+ * Streams are message_start, content_block_start/delta/stop per block,
+ * message_delta (stop reason, output tokens) and message_stop; a tool_use
+ * block's input arrives as partial_json pieces accumulated per block index.
+ * A stream without message_stop is truncated and reported as such.
+ *
+ * Stateless; any thread (the exchange uses the caller's curl handles).
+ */
+#include "provider.h"
+
+#include "json.h"
+#include "provider_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TYPE "anthropic"
+#define DEFAULT_MAX_TOKENS 4096
+
+static enum gh_code oom(const struct gh_provider_conf *conf, struct gh_err *e)
+{
+	return gh_err_set(e, GH_E_NOMEM, "provider %s (" TYPE "): out of memory", conf->name);
+}
+
+static enum gh_code bad_msg(const struct gh_provider_conf *conf, size_t i, const char *why,
+			    struct gh_err *e)
+{
+	return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages[%zu]: %s", conf->name,
+			  i, why);
+}
+
+/* Appends a block object to blocks; NULL on OOM. */
+static cJSON *add_block(cJSON *blocks, const char *type)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddItemToArray(blocks, o);
+	return cJSON_AddStringToObject(o, "type", type) ? o : NULL;
+}
+
+static int add_text(cJSON *blocks, const char *text)
+{
+	cJSON *o;
+
+	if (!text || !*text)
+		return 0;   /* the API refuses empty text blocks */
+	return (o = add_block(blocks, "text")) && cJSON_AddStringToObject(o, "text", text) ? 0 : -1;
+}
+
+/* An image part as an image block: a URL source for http(s), base64 for a
+ * data: URL or bare base64. */
+static int add_image(cJSON *blocks, const cJSON *part)
+{
+	const char *img = gh_json_str(part, "image"), *mime = gh_json_str(part, "mimeType");
+	cJSON *o, *src;
+	char media[128];
+
+	if (!img)
+		return 1;
+	if (!(o = add_block(blocks, "image")) || !(src = cJSON_AddObjectToObject(o, "source")))
+		return -1;
+	if (!strncmp(img, "http://", 7) || !strncmp(img, "https://", 8))
+		return cJSON_AddStringToObject(src, "type", "url") &&
+		       cJSON_AddStringToObject(src, "url", img) ? 0 : -1;
+	if (!strncmp(img, "data:", 5)) {
+		const char *semi = strchr(img, ';'), *comma = strchr(img, ',');
+		size_t n;
+
+		if (!semi || !comma || comma < semi || strncmp(semi, ";base64,", 8))
+			return 1;
+		n = (size_t)(semi - img - 5);
+		if (n >= sizeof(media))
+			return 1;
+		memcpy(media, img + 5, n);
+		media[n] = '\0';
+		mime = media;
+		img = comma + 1;
+	}
+	return cJSON_AddStringToObject(src, "type", "base64") &&
+	       cJSON_AddStringToObject(src, "media_type", mime ? mime : "image/png") &&
+	       cJSON_AddStringToObject(src, "data", img) ? 0 : -1;
+}
+
+/* tool_use input must be an object: args as given, a string holding an
+ * object parsed, anything else {}. */
+static cJSON *tool_input(const cJSON *args)
+{
+	if (cJSON_IsObject(args))
+		return cJSON_Duplicate(args, 1);
+	if (cJSON_IsString(args)) {
+		cJSON *v = cJSON_Parse(args->valuestring);
+
+		if (cJSON_IsObject(v))
+			return v;
+		cJSON_Delete(v);
+	}
+	return cJSON_CreateObject();
+}
+
+/* The blocks of one CoreMessage, appended to blocks. */
+static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i,
+				   const char *role, const cJSON *content, cJSON *blocks,
+				   struct gh_err *e)
+{
+	const cJSON *p;
+	int r;
+
+	if (cJSON_IsString(content))
+		return add_text(blocks, content->valuestring) ? oom(conf, e) : GH_OK;
+	if (content && !cJSON_IsArray(content))
+		return bad_msg(conf, i, "content: expected a string or an array of parts", e);
+	cJSON_ArrayForEach(p, content) {
+		const char *type = gh_json_str(p, "type");
+		cJSON *o, *in;
+
+		if (!type)
+			return bad_msg(conf, i, "content part without a type", e);
+		if (!strcmp(type, "text")) {
+			if (add_text(blocks, gh_json_str(p, "text")))
+				return oom(conf, e);
+		} else if (!strcmp(type, "image") && !strcmp(role, "user")) {
+			if ((r = add_image(blocks, p)) < 0)
+				return oom(conf, e);
+			if (r > 0)
+				return bad_msg(conf, i, "image part without a usable image", e);
+		} else if (!strcmp(type, "tool-call") && !strcmp(role, "assistant")) {
+			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName"))
+				return bad_msg(conf, i, "tool-call part needs toolCallId and toolName", e);
+			if (!(o = add_block(blocks, "tool_use")) ||
+			    !cJSON_AddStringToObject(o, "id", gh_json_str(p, "toolCallId")) ||
+			    !cJSON_AddStringToObject(o, "name", gh_json_str(p, "toolName")) ||
+			    !(in = tool_input(cJSON_GetObjectItemCaseSensitive(p, "args"))))
+				return oom(conf, e);
+			cJSON_AddItemToObject(o, "input", in);
+		} else if (!strcmp(type, "tool-result") && !strcmp(role, "tool")) {
+			char *res;
+
+			if (!gh_json_str(p, "toolCallId"))
+				return bad_msg(conf, i, "tool-result part needs toolCallId", e);
+			res = gh_provider_result_text(cJSON_GetObjectItemCaseSensitive(p, "result"));
+			if (!res || !(o = add_block(blocks, "tool_result")) ||
+			    !cJSON_AddStringToObject(o, "tool_use_id", gh_json_str(p, "toolCallId")) ||
+			    !cJSON_AddStringToObject(o, "content", res) ||
+			    (gh_json_bool(p, "isError", 0) && !cJSON_AddTrueToObject(o, "is_error"))) {
+				free(res);
+				return oom(conf, e);
+			}
+			free(res);
+		} else if (!strcmp(role, "user")) {
+			return bad_msg(conf, i, "unsupported content part type", e);
+		}
+		/* other assistant parts (reasoning) stay with us */
+	}
+	return GH_OK;
+}
+
+static enum gh_code add_messages(const struct gh_provider_conf *conf,
+				 const struct gh_chat_request *req, cJSON *arr,
+				 struct gh_buf *system, struct gh_err *e)
+{
+	const cJSON *m;
+	cJSON *last = NULL;
+	const char *last_role = NULL;
+	size_t i = 0;
+	enum gh_code rc;
+
+	if (req->messages && !cJSON_IsArray(req->messages))
+		return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages: expected an array",
+				  conf->name);
+	cJSON_ArrayForEach(m, req->messages) {
+		const char *role = gh_json_str(m, "role"), *wire;
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+		cJSON *blocks, *o, *b;
+
+		if (!role)
+			return bad_msg(conf, i, "role: expected a string", e);
+		if (!strcmp(role, "system")) {
+			if ((system->len && gh_buf_puts(system, "\n\n") != GH_BUF_OK) ||
+			    gh_provider_content_text(content, system) != GH_BUF_OK)
+				return oom(conf, e);
+			i++;
+			continue;
+		}
+		if (!strcmp(role, "user") || !strcmp(role, "tool"))
+			wire = "user";
+		else if (!strcmp(role, "assistant"))
+			wire = "assistant";
+		else
+			return bad_msg(conf, i, "role: expected user, assistant, tool or system", e);
+		if (!(blocks = cJSON_CreateArray()))
+			return oom(conf, e);
+		if ((rc = message_blocks(conf, i, role, content, blocks, e)) != GH_OK) {
+			cJSON_Delete(blocks);
+			return rc;
+		}
+		i++;
+		if (!blocks->child) {
+			cJSON_Delete(blocks);
+			continue;
+		}
+		if (last && !strcmp(last_role, wire)) {
+			/* same role twice: one turn */
+			cJSON *into = cJSON_GetObjectItemCaseSensitive(last, "content");
+
+			while ((b = blocks->child)) {
+				cJSON_DetachItemViaPointer(blocks, b);
+				cJSON_AddItemToArray(into, b);
+			}
+			cJSON_Delete(blocks);
+			continue;
+		}
+		if (!(o = cJSON_CreateObject())) {
+			cJSON_Delete(blocks);
+			return oom(conf, e);
+		}
+		cJSON_AddItemToArray(arr, o);
+		if (!cJSON_AddStringToObject(o, "role", wire)) {
+			cJSON_Delete(blocks);
+			return oom(conf, e);
+		}
+		cJSON_AddItemToObject(o, "content", blocks);
+		last = o;
+		last_role = wire;
+	}
+	return GH_OK;
+}
+
+static enum gh_code build_body(const struct gh_provider_conf *conf,
+			       const struct gh_chat_request *req, char **out, struct gh_err *e)
+{
+	cJSON *b = cJSON_CreateObject(), *msgs, *tools;
+	struct gh_buf system;
+	enum gh_code rc = GH_OK;
+	size_t i;
+
+	*out = NULL;
+	gh_buf_init(&system, (size_t)-1 / 2);
+	if (req->system && *req->system && gh_buf_puts(&system, req->system) != GH_BUF_OK)
+		goto nomem;
+	if (!b || !cJSON_AddStringToObject(b, "model", req->model ? req->model : "") ||
+	    !cJSON_AddNumberToObject(b, "max_tokens",
+				     (double)(req->max_tokens > 0 ? req->max_tokens
+								   : DEFAULT_MAX_TOKENS)) ||
+	    !(msgs = cJSON_CreateArray()))
+		goto nomem;
+	if ((rc = add_messages(conf, req, msgs, &system, e)) != GH_OK) {
+		cJSON_Delete(msgs);
+		goto out;
+	}
+	if (system.len && !cJSON_AddStringToObject(b, "system", system.data)) {
+		cJSON_Delete(msgs);
+		goto nomem;
+	}
+	cJSON_AddItemToObject(b, "messages", msgs);
+	if (req->ntools) {
+		if (!(tools = cJSON_AddArrayToObject(b, "tools")))
+			goto nomem;
+		for (i = 0; i < req->ntools; i++) {
+			const struct gh_tool_spec *t = &req->tools[i];
+			cJSON *o = cJSON_CreateObject(), *schema;
+
+			if (!o)
+				goto nomem;
+			cJSON_AddItemToArray(tools, o);
+			if (!cJSON_AddStringToObject(o, "name", t->name))
+				goto nomem;
+			if (t->description && !cJSON_AddStringToObject(o, "description", t->description))
+				goto nomem;
+			schema = t->schema ? cJSON_Duplicate(t->schema, 1)
+					   : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
+			if (!schema)
+				goto nomem;
+			cJSON_AddItemToObject(o, "input_schema", schema);
+		}
+	}
+	if (req->has_temperature && !cJSON_AddNumberToObject(b, "temperature", req->temperature))
+		goto nomem;
+	if (req->stream && !cJSON_AddTrueToObject(b, "stream"))
+		goto nomem;
+	if (!(*out = gh_json_dump(b)))
+		goto nomem;
+	goto out;
+nomem:
+	rc = oom(conf, e);
+out:
+	cJSON_Delete(b);
+	gh_buf_free(&system);
+	return rc;
+}
+
+static enum gh_finish map_stop(const char *s)
+{
+	if (!s)
+		return GH_FINISH_OTHER;
+	if (!strcmp(s, "end_turn") || !strcmp(s, "stop_sequence"))
+		return GH_FINISH_STOP;
+	if (!strcmp(s, "max_tokens"))
+		return GH_FINISH_LENGTH;
+	if (!strcmp(s, "tool_use"))
+		return GH_FINISH_TOOL_CALLS;
+	if (!strcmp(s, "refusal"))
+		return GH_FINISH_CONTENT_FILTER;
+	return GH_FINISH_OTHER;
+}
+
+/* Input tokens include what the prompt cache wrote and read. */
+static void read_usage(const cJSON *u, int64_t *in, int64_t *out)
+{
+	if (!cJSON_IsObject(u))
+		return;
+	if (cJSON_GetObjectItemCaseSensitive(u, "input_tokens"))
+		*in = gh_json_int(u, "input_tokens", 0) +
+		      gh_json_int(u, "cache_creation_input_tokens", 0) +
+		      gh_json_int(u, "cache_read_input_tokens", 0);
+	*out = gh_json_int(u, "output_tokens", *out);
+}
+
+static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON *j,
+				struct gh_chat_response *out, struct gh_err *e)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content"), *b;
+	struct gh_buf text;
+	size_t n = 0, max = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsArray(content))
+		return gh_err_set(e, GH_E_UPSTREAM, "provider %s (" TYPE "): reply has no content",
+				  conf->name);
+	gh_buf_init(&text, (size_t)-1 / 2);
+	cJSON_ArrayForEach(b, content) {
+		const char *type = gh_json_str(b, "type");
+
+		if (type && !strcmp(type, "tool_use"))
+			max++;
+		else if (type && !strcmp(type, "text") && gh_json_str(b, "text") &&
+			 gh_buf_puts(&text, gh_json_str(b, "text")) != GH_BUF_OK)
+			goto nomem;
+	}
+	if (max > GH_PROVIDER_MAX_CALLS) {
+		gh_buf_free(&text);
+		return gh_err_set(e, GH_E_UPSTREAM,
+				  "provider %s (" TYPE "): more than %d tool calls in one reply",
+				  conf->name, GH_PROVIDER_MAX_CALLS);
+	}
+	if (!(out->text = gh_buf_detach(&text)))
+		goto nomem;
+	if (max && !(out->calls = calloc(max, sizeof(*out->calls))))
+		goto nomem;
+	cJSON_ArrayForEach(b, content) {
+		const char *type = gh_json_str(b, "type");
+		const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
+		char *a;
+
+		if (!type || strcmp(type, "tool_use"))
+			continue;
+		if (!(a = input ? gh_json_dump(input) : strdup("{}")))
+			goto nomem;
+		out->ncalls = ++n;
+		if (gh_provider_call_set(&out->calls[n - 1], gh_json_str(b, "id"),
+					 gh_json_str(b, "name"), a, strlen(a)) != GH_OK) {
+			free(a);
+			goto nomem;
+		}
+		free(a);
+	}
+	out->finish = map_stop(gh_json_str(j, "stop_reason"));
+	read_usage(cJSON_GetObjectItemCaseSensitive(j, "usage"), &out->input_tokens,
+		   &out->output_tokens);
+	return GH_OK;
+nomem:
+	gh_buf_free(&text);
+	gh_chat_response_clear(out);
+	return oom(conf, e);
+}
+
+static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
+{
+	const cJSON *block, *delta;
+	const char *type;
+	cJSON *j;
+	int stop = 0;
+	int64_t index;
+
+	if (st->done || !ev->data_len)
+		return 0;
+	if (!(j = cJSON_ParseWithLength(ev->data, ev->data_len)) || !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return gh_provider_stream_fail(st, "malformed chunk");
+	}
+	type = gh_json_str(j, "type");
+	if (!type)
+		type = ev->type;
+	index = gh_json_int(j, "index", -1);
+	delta = cJSON_GetObjectItemCaseSensitive(j, "delta");
+	if (!strcmp(type, "message_start")) {
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
+
+		read_usage(cJSON_GetObjectItemCaseSensitive(msg, "usage"), &st->input_tokens,
+			   &st->output_tokens);
+	} else if (!strcmp(type, "content_block_start")) {
+		const char *bt;
+
+		block = cJSON_GetObjectItemCaseSensitive(j, "content_block");
+		bt = gh_json_str(block, "type");
+		if (index < 0 || index > INT32_MAX) {
+			stop = gh_provider_stream_fail(st, "content block without an index");
+		} else if (bt && !strcmp(bt, "text")) {
+			const char *t = gh_json_str(block, "text");
+
+			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
+		} else if (bt && !strcmp(bt, "tool_use")) {
+			struct gh_provider_acc *a;
+
+			stop = gh_provider_stream_call_start(st, (int)index, gh_json_str(block, "id"),
+							     gh_json_str(block, "name"), &a);
+		}
+	} else if (!strcmp(type, "content_block_delta")) {
+		const char *dt = gh_json_str(delta, "type");
+
+		if (dt && !strcmp(dt, "text_delta")) {
+			const char *t = gh_json_str(delta, "text");
+
+			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
+		} else if (dt && !strcmp(dt, "input_json_delta")) {
+			struct gh_provider_acc *a = index < 0 || index > INT32_MAX
+							    ? NULL
+							    : gh_provider_stream_call(st, (int)index);
+
+			if (!a)
+				stop = gh_provider_stream_fail(st, "input_json_delta for block %lld, "
+								   "which is not a tool_use",
+							       (long long)index);
+			else
+				stop = gh_provider_stream_call_args(st, a,
+								    gh_json_str(delta, "partial_json"));
+		}
+	} else if (!strcmp(type, "message_delta")) {
+		const char *sr = gh_json_str(delta, "stop_reason");
+
+		if (sr) {
+			st->finish = map_stop(sr);
+			st->have_finish = 1;
+		}
+		read_usage(cJSON_GetObjectItemCaseSensitive(j, "usage"), &st->input_tokens,
+			   &st->output_tokens);
+	} else if (!strcmp(type, "message_stop")) {
+		st->done = 1;
+	} else if (!strcmp(type, "error")) {
+		const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+		const char *m = gh_json_str(err, "message"), *et = gh_json_str(err, "type");
+
+		stop = gh_provider_stream_fail(st, "stream error: %s%s%.300s", et ? et : "",
+					       et ? ": " : "", m ? m : "(no message)");
+	}
+	/* ping, content_block_stop and newer event types need nothing */
+	cJSON_Delete(j);
+	return stop;
+}
+
+static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_chat_request *req,
+			 const struct gh_chat_events *events, struct gh_chat_response *out,
+			 struct gh_err *e)
+{
+	static const struct gh_chat_events none;
+	struct gh_upstream_header hdr[3];
+	struct gh_provider_http h;
+	struct gh_provider_stream st;
+	char *body = NULL;
+	cJSON *json = NULL;
+	enum gh_code rc;
+
+	if (!events)
+		events = &none;
+	memset(out, 0, sizeof(*out));
+	gh_provider_stream_init(&st, conf, TYPE, events);
+	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
+		goto out;
+	memset(&h, 0, sizeof(h));
+	hdr[h.nheaders].name = "content-type";
+	hdr[h.nheaders++].value = "application/json";
+	hdr[h.nheaders].name = "anthropic-version";
+	hdr[h.nheaders++].value = conf->anthropic_version ? conf->anthropic_version : "2023-06-01";
+	if (conf->api_key && *conf->api_key) {
+		hdr[h.nheaders].name = "x-api-key";
+		hdr[h.nheaders++].value = conf->api_key;
+	}
+	h.path = "/v1/messages";
+	h.headers = hdr;
+	h.body = body;
+	h.body_len = strlen(body);
+	h.stream = req->stream;
+	h.on_event = on_event;
+	if ((rc = gh_provider_exchange(conf, TYPE, &h, &st, &json, e)) != GH_OK)
+		goto out;
+	if (json) {
+		if ((rc = parse_reply(conf, json, out, e)) != GH_OK)
+			goto out;
+		if (req->stream && gh_provider_replay(events, out)) {
+			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (" TYPE "): cancelled",
+					conf->name);
+			goto out;
+		}
+	} else {
+		if (!st.done) {
+			rc = gh_err_set(e, GH_E_UPSTREAM,
+					"provider %s (" TYPE "): stream ended early (no message_stop)",
+					conf->name);
+			goto out;
+		}
+		if ((rc = gh_provider_stream_take(&st, out, e)) != GH_OK)
+			goto out;
+	}
+	rc = GH_OK;
+out:
+	if (rc != GH_OK)
+		gh_chat_response_clear(out);
+	cJSON_Delete(json);
+	free(body);
+	gh_provider_stream_free(&st);
+	return rc;
+}
+
+const struct gh_provider_ops gh_provider_anthropic = {"anthropic", chat};

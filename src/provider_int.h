@@ -1,0 +1,139 @@
+/*
+ * provider_int.h - what the provider_*.c files share, implemented in
+ * provider.c: one HTTP exchange with an LLM upstream (a JSON reply or an
+ * SSE stream), the error text for a failed one, tool calls assembled from
+ * streamed fragments, and small CoreMessage readers. Nothing outside
+ * provider*.c includes it.
+ *
+ * All of it works on caller-owned state for one request on one thread.
+ */
+#ifndef GH_PROVIDER_INT_H
+#define GH_PROVIDER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "err.h"
+#include "provider.h"
+#include "sse.h"
+#include "upstream.h"
+
+/* Longest SSE line taken from an upstream. */
+#define GH_PROVIDER_MAX_LINE (1u << 20)
+/* Most tool calls one reply may carry. */
+#define GH_PROVIDER_MAX_CALLS 128
+
+/* A tool call being assembled from a stream. */
+struct gh_provider_acc {
+	int key;                 /* the upstream's index: OpenAI tool index, Anthropic block */
+	char *id;
+	char *name;
+	struct gh_buf args;      /* argument text so far */
+};
+
+/* A streamed reply being assembled. Everything it keeps counts against
+ * budget (conf->max_response_bytes). */
+struct gh_provider_stream {
+	const struct gh_provider_conf *conf;
+	const struct gh_chat_events *ev;
+	const char *type;        /* "openai" / "anthropic", for messages */
+	struct gh_buf text;
+	struct gh_provider_acc *calls;
+	size_t ncalls;
+	size_t alloc;
+	size_t budget;           /* bytes still allowed for text + arguments */
+	enum gh_finish finish;
+	int have_finish;
+	int done;                /* the upstream's end marker arrived */
+	int64_t input_tokens;
+	int64_t output_tokens;
+	int cancelled;           /* an events callback asked to stop */
+	struct gh_err err;       /* set (code != GH_OK) when the stream was bad */
+};
+
+/* Handles one SSE event; 0 to go on, nonzero to stop after setting
+ * st->err (via gh_provider_stream_fail) or st->cancelled. */
+typedef int (*gh_provider_event_fn)(struct gh_provider_stream *st,
+				    const struct gh_sse_event *ev);
+
+struct gh_provider_http {
+	const char *path;                         /* appended to conf->base_url */
+	const struct gh_upstream_header *headers; /* may hold the key */
+	size_t nheaders;
+	const char *body;
+	size_t body_len;
+	int stream;                               /* asked the upstream for SSE */
+	gh_provider_event_fn on_event;            /* for SSE replies */
+};
+
+void gh_provider_stream_init(struct gh_provider_stream *st, const struct gh_provider_conf *conf,
+			     const char *type, const struct gh_chat_events *ev);
+void gh_provider_stream_free(struct gh_provider_stream *st);
+
+/* Records a bad stream ("provider NAME (TYPE): " + fmt) and returns 1, the
+ * value an event handler returns to stop. */
+int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Appends assistant text and hands it to events->text_delta. 0 or stop. */
+int gh_provider_stream_text(struct gh_provider_stream *st, const char *s, size_t n);
+
+/* The call with this key (the newest when several share it); NULL when
+ * none. */
+struct gh_provider_acc *gh_provider_stream_call(struct gh_provider_stream *st, int key);
+
+/* Starts a call: id and name copied; events->tool_delta gets them with an
+ * empty fragment. The call's position is its index for events. 0 or stop. */
+int gh_provider_stream_call_start(struct gh_provider_stream *st, int key, const char *id,
+				  const char *name, struct gh_provider_acc **out);
+
+/* Appends an argument fragment to a call and hands it to tool_delta. */
+int gh_provider_stream_call_args(struct gh_provider_stream *st, struct gh_provider_acc *a,
+				 const char *frag);
+
+/* Moves the assembled text, calls, finish reason and usage into out
+ * (arguments parsed; invalid JSON leaves args NULL, raw_args kept). */
+enum gh_code gh_provider_stream_take(struct gh_provider_stream *st, struct gh_chat_response *out,
+				     struct gh_err *e);
+
+/* POSTs h to conf's upstream. For a 2xx JSON reply *json is the parsed body
+ * (caller frees); for a 2xx SSE reply *json is NULL and st holds the events'
+ * work (h->on_event ran for each; whether the stream ended properly is the
+ * provider's call, by its end marker). Any failure is returned with e set: transport errors keep
+ * their code (GH_E_UPSTREAM, GH_E_TIMEOUT, GH_E_CANCELLED), non-2xx is
+ * GH_E_UPSTREAM or GH_E_RATELIMIT (429) with the upstream's error message,
+ * a bad stream is st->err. */
+enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
+				  const struct gh_provider_http *h, struct gh_provider_stream *st,
+				  cJSON **json, struct gh_err *e);
+
+/* Replays a whole reply as stream events (for an upstream that answered a
+ * stream request with plain JSON). 0 or nonzero when a callback stopped. */
+int gh_provider_replay(const struct gh_chat_events *ev, const struct gh_chat_response *r);
+
+/* Fills a call from an id, a name and argument text (parsed when valid
+ * JSON, "" meaning {}). Copies everything; GH_E_NOMEM on OOM. */
+enum gh_code gh_provider_call_set(struct gh_tool_call *c, const char *id, const char *name,
+				  const char *args, size_t args_len);
+
+/* Replaces every occurrence of conf's api_key in e->msg. */
+void gh_provider_scrub(const struct gh_provider_conf *conf, struct gh_err *e);
+
+/* ---- CoreMessage readers ---- */
+
+/* The text of a message's content: the string, or its "text" parts joined
+ * by "\n". Appends to b. */
+int gh_provider_content_text(const cJSON *content, struct gh_buf *b);
+
+/* A tool result as text: the string itself, else compact JSON. Caller
+ * frees; NULL on OOM. */
+char *gh_provider_result_text(const cJSON *result);
+
+/* Tool-call args as JSON text: a string as is, a missing value as "{}",
+ * anything else compact. Caller frees; NULL on OOM. */
+char *gh_provider_args_text(const cJSON *args);
+
+#endif

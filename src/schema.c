@@ -1,0 +1,2421 @@
+/*
+ * schema.c - JSON Schema checking and validation for tool arguments; see
+ * schema.h for the contract.
+ *
+ * gh_schema_check() walks every place a schema may sit (properties,
+ * items, anyOf, definitions, ...) and refuses what gatehouse could not
+ * enforce faithfully, naming the schema path. gh_schema_validate() applies
+ * a checked schema to one value. Three limits keep it cheap on hostile
+ * input: value depth (the error path has a fixed number of slots), $ref
+ * hops along one path, and a step budget that stops anyOf/oneOf/$ref
+ * combinations whose cost would grow exponentially.
+ *
+ * Patterns arrive in JavaScript syntax (zod emits regex.source); they are
+ * translated to POSIX extended regexes byte by byte, with "." and classes
+ * rewritten to consume whole UTF-8 sequences, and compiled under the "C"
+ * locale of the calling thread (uselocale), so the process locale never
+ * changes their meaning.
+ *
+ * Threading: no state outside one call; everything lives on the caller's
+ * stack or in allocations freed before returning. Safe from any thread.
+ */
+#include "schema.h"
+
+#include <locale.h>
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "util.h"
+
+/* Nested schema applications (one C stack frame each) per validation. */
+#define MAX_FRAMES 384
+/* Translated regex limits: output bytes, nesting of groups, and a rough
+ * count of the nodes glibc builds (counted repetitions multiply). */
+#define RX_MAX_OUT 65536
+#define RX_MAX_NEST 32
+#define RX_MAX_COST 10000L
+#define RX_MAX_REPEAT 1000L
+/* Compiled patterns kept per validation. */
+#define RX_CACHE 8
+/* How much of a key or string value a message quotes. */
+#define QUOTE_MAX 48
+
+/* ---------------------------------------------------------------------------
+ * Bounded message writer: appends into a caller buffer, truncating.
+ */
+
+struct mw {
+	char *p;
+	size_t cap;
+	size_t len;
+};
+
+static void mw_init(struct mw *w, char *p, size_t cap)
+{
+	w->p = p;
+	w->cap = cap;
+	w->len = 0;
+	if (cap)
+		p[0] = '\0';
+}
+
+static void mw_vprintf(struct mw *w, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+static void mw_vprintf(struct mw *w, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (w->cap == 0 || w->len >= w->cap - 1)
+		return;
+	n = vsnprintf(w->p + w->len, w->cap - w->len, fmt, ap);
+	if (n < 0) {
+		w->p[w->len] = '\0';
+		return;
+	}
+	w->len += (size_t)n;
+	if (w->len > w->cap - 1)
+		w->len = w->cap - 1;
+}
+
+static void mw_printf(struct mw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mw_printf(struct mw *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	mw_vprintf(w, fmt, ap);
+	va_end(ap);
+}
+
+static void mw_puts(struct mw *w, const char *s)
+{
+	mw_printf(w, "%s", s);
+}
+
+/* Appends s as a JSON string literal, at most max bytes of it (never
+ * splitting a UTF-8 sequence), then "..." inside the quotes when cut. */
+static void mw_quote(struct mw *w, const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t n = 0;
+
+	mw_puts(w, "\"");
+	for (; *p; p++, n++) {
+		if (n >= max && (*p & 0xC0) != 0x80) {
+			mw_puts(w, "...");
+			break;
+		}
+		if (*p == '"' || *p == '\\')
+			mw_printf(w, "\\%c", *p);
+		else if (*p == '\n')
+			mw_puts(w, "\\n");
+		else if (*p == '\t')
+			mw_puts(w, "\\t");
+		else if (*p < 0x20)
+			mw_printf(w, "\\u%04x", *p);
+		else
+			mw_printf(w, "%c", *p);
+	}
+	mw_puts(w, "\"");
+}
+
+/* Shortest decimal that reads back as d: "1", "0.1", "1e+300". */
+static void fmt_num(double d, char *out, size_t cap)
+{
+	int prec;
+
+	if (d == 0) {
+		snprintf(out, cap, "0");
+		return;
+	}
+	if (isfinite(d) && d == floor(d) && fabs(d) < 1e15) {
+		snprintf(out, cap, "%.0f", d);
+		return;
+	}
+	for (prec = 15; prec <= 17; prec++) {
+		snprintf(out, cap, "%.*g", prec, d);
+		if (strtod(out, NULL) == d)
+			return;
+	}
+}
+
+static void mw_num(struct mw *w, double d)
+{
+	char b[40];
+
+	fmt_num(d, b, sizeof(b));
+	mw_puts(w, b);
+}
+
+/* Compact JSON of a container from a schema (enum, const), cut short. */
+static void mw_json(struct mw *w, const cJSON *v)
+{
+	char *s = cJSON_PrintUnformatted(v);
+
+	if (!s) {
+		mw_puts(w, cJSON_IsArray(v) ? "[...]" : "{...}");
+		return;
+	}
+	if (strlen(s) > QUOTE_MAX)
+		mw_printf(w, "%.*s...", QUOTE_MAX, s);
+	else
+		mw_puts(w, s);
+	cJSON_free(s);
+}
+
+/* A short rendering of a JSON value for "must be one of ..." messages. */
+static void mw_value(struct mw *w, const cJSON *v)
+{
+	if (cJSON_IsString(v))
+		mw_quote(w, v->valuestring, QUOTE_MAX);
+	else if (cJSON_IsNumber(v))
+		mw_num(w, v->valuedouble);
+	else if (cJSON_IsTrue(v))
+		mw_puts(w, "true");
+	else if (cJSON_IsFalse(v))
+		mw_puts(w, "false");
+	else if (cJSON_IsNull(v))
+		mw_puts(w, "null");
+	else if (cJSON_IsArray(v) || cJSON_IsObject(v))
+		mw_json(w, v);
+	else
+		mw_puts(w, "?");
+}
+
+/* Writes a path of n segments, seg() rendering segment i into b. A long
+ * path keeps its start and its end (which name the place) and elides the
+ * middle, so the message after it is never cut off. */
+#define PATH_HEAD 60
+#define PATH_TAIL 100
+#define SEG_MAX (QUOTE_MAX * 6 + 16)
+
+typedef void (*seg_fn)(const void *segs, int i, char *b, size_t cap);
+
+static void mw_path(struct mw *w, const void *segs, int n, seg_fn seg)
+{
+	char b[SEG_MAX];
+	size_t total = 0, head = 0, tail = 0;
+	int i, j;
+
+	for (i = 0; i < n; i++) {
+		seg(segs, i, b, sizeof(b));
+		total += strlen(b);
+	}
+	if (total <= PATH_HEAD + PATH_TAIL) {
+		for (i = 0; i < n; i++) {
+			seg(segs, i, b, sizeof(b));
+			mw_puts(w, b);
+		}
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		seg(segs, i, b, sizeof(b));
+		if (head + strlen(b) > PATH_HEAD)
+			break;
+		head += strlen(b);
+		mw_puts(w, b);
+	}
+	for (j = n; j > i; j--) {
+		seg(segs, j - 1, b, sizeof(b));
+		if (tail + strlen(b) > PATH_TAIL)
+			break;
+		tail += strlen(b);
+	}
+	mw_puts(w, "...");
+	for (; j < n; j++) {
+		seg(segs, j, b, sizeof(b));
+		mw_puts(w, b);
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Types.
+ */
+
+enum {
+	T_STRING = 1,
+	T_NUMBER = 2,
+	T_INTEGER = 4,
+	T_BOOLEAN = 8,
+	T_OBJECT = 16,
+	T_ARRAY = 32,
+	T_NULL = 64
+};
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} TYPES[] = {
+	{"string", T_STRING},   {"number", T_NUMBER}, {"integer", T_INTEGER},
+	{"boolean", T_BOOLEAN}, {"object", T_OBJECT}, {"array", T_ARRAY},
+	{"null", T_NULL},
+};
+
+static unsigned type_bit(const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < GH_ARRAY_LEN(TYPES); i++)
+		if (strcmp(name, TYPES[i].name) == 0)
+			return TYPES[i].bit;
+	return 0;
+}
+
+static int is_integral(double d)
+{
+	return isfinite(d) && d == floor(d);
+}
+
+/* The type bits a value satisfies: 3 is both number and integer. */
+static unsigned value_types(const cJSON *v)
+{
+	if (cJSON_IsString(v))
+		return T_STRING;
+	if (cJSON_IsNumber(v))
+		return T_NUMBER | (is_integral(v->valuedouble) ? T_INTEGER : 0);
+	if (cJSON_IsBool(v))
+		return T_BOOLEAN;
+	if (cJSON_IsObject(v))
+		return T_OBJECT;
+	if (cJSON_IsArray(v))
+		return T_ARRAY;
+	if (cJSON_IsNull(v))
+		return T_NULL;
+	return 0;
+}
+
+static const char *value_type_name(const cJSON *v)
+{
+	if (cJSON_IsString(v))
+		return "string";
+	if (cJSON_IsNumber(v))
+		return "number";
+	if (cJSON_IsBool(v))
+		return "boolean";
+	if (cJSON_IsObject(v))
+		return "object";
+	if (cJSON_IsArray(v))
+		return "array";
+	if (cJSON_IsNull(v))
+		return "null";
+	return "nothing";
+}
+
+/* "string", "string or null", "string, number or null". */
+static void mw_types(struct mw *w, unsigned mask)
+{
+	size_t i, n = 0, k = 0;
+
+	if ((mask & T_NUMBER) && (mask & T_INTEGER))
+		mask &= ~(unsigned)T_INTEGER;
+	for (i = 0; i < GH_ARRAY_LEN(TYPES); i++)
+		n += (mask & TYPES[i].bit) != 0;
+	if (n == 0) {
+		mw_puts(w, "no value");
+		return;
+	}
+	for (i = 0; i < GH_ARRAY_LEN(TYPES); i++) {
+		if (!(mask & TYPES[i].bit))
+			continue;
+		if (k)
+			mw_puts(w, k == n - 1 ? " or " : ", ");
+		mw_puts(w, TYPES[i].name);
+		k++;
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Keywords: one pass over a schema object picks out the ones gatehouse
+ * knows; the first of duplicated keys wins (as cJSON lookups do).
+ */
+
+struct kw {
+	const cJSON *type, *nullable, *ref, *properties, *pattern_props, *additional, *required,
+		*min_props, *max_props, *items, *prefix_items, *additional_items, *min_items,
+		*max_items, *unique, *min_len, *max_len, *pattern, *minimum, *maximum, *xmin, *xmax,
+		*multiple_of, *enum_, *const_, *all_of, *any_of, *one_of, *not_, *definitions, *defs;
+};
+
+#define KW(name, field) {name, offsetof(struct kw, field)}
+static const struct {
+	const char *name;
+	size_t off;
+} KEYWORDS[] = {
+	KW("type", type),
+	KW("nullable", nullable),
+	KW("$ref", ref),
+	KW("properties", properties),
+	KW("patternProperties", pattern_props),
+	KW("additionalProperties", additional),
+	KW("required", required),
+	KW("minProperties", min_props),
+	KW("maxProperties", max_props),
+	KW("items", items),
+	KW("prefixItems", prefix_items),
+	KW("additionalItems", additional_items),
+	KW("minItems", min_items),
+	KW("maxItems", max_items),
+	KW("uniqueItems", unique),
+	KW("minLength", min_len),
+	KW("maxLength", max_len),
+	KW("pattern", pattern),
+	KW("minimum", minimum),
+	KW("maximum", maximum),
+	KW("exclusiveMinimum", xmin),
+	KW("exclusiveMaximum", xmax),
+	KW("multipleOf", multiple_of),
+	KW("enum", enum_),
+	KW("const", const_),
+	KW("allOf", all_of),
+	KW("anyOf", any_of),
+	KW("oneOf", one_of),
+	KW("not", not_),
+	KW("definitions", definitions),
+	KW("$defs", defs),
+};
+#undef KW
+
+static void gather(const cJSON *schema, struct kw *k)
+{
+	const cJSON *c;
+	size_t i;
+
+	memset(k, 0, sizeof(*k));
+	for (c = schema->child; c; c = c->next) {
+		if (!c->string)
+			continue;
+		for (i = 0; i < GH_ARRAY_LEN(KEYWORDS); i++) {
+			if (strcmp(c->string, KEYWORDS[i].name) == 0) {
+				const cJSON **slot =
+					(const cJSON **)(void *)((char *)k + KEYWORDS[i].off);
+
+				if (!*slot)
+					*slot = c;
+				break;
+			}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * Local references: "#", "#/definitions/a", "#/properties/x/items".
+ */
+
+struct tok {
+	const char *p, *end;
+};
+
+/* Next byte of a URI-fragment token after %XX decoding; -1 at the end,
+ * -2 when malformed. */
+static int tok_raw(struct tok *t)
+{
+	int hi, lo;
+
+	if (t->p >= t->end)
+		return -1;
+	if (*t->p != '%')
+		return (unsigned char)*t->p++;
+	if (t->end - t->p < 3)
+		return -2;
+	hi = t->p[1];
+	lo = t->p[2];
+	hi = hi >= '0' && hi <= '9' ? hi - '0' : (hi | 0x20) >= 'a' && (hi | 0x20) <= 'f' ?
+	     (hi | 0x20) - 'a' + 10 : -1;
+	lo = lo >= '0' && lo <= '9' ? lo - '0' : (lo | 0x20) >= 'a' && (lo | 0x20) <= 'f' ?
+	     (lo | 0x20) - 'a' + 10 : -1;
+	if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+		return -2;
+	t->p += 3;
+	return hi * 16 + lo;
+}
+
+/* Next byte of a JSON pointer token (~0 is "~", ~1 is "/"). */
+static int tok_next(struct tok *t)
+{
+	int c = tok_raw(t), d;
+
+	if (c != '~')
+		return c;
+	d = tok_raw(t);
+	if (d == '0')
+		return '~';
+	if (d == '1')
+		return '/';
+	return -2;
+}
+
+static int tok_eq(const char *s, const char *e, const char *key)
+{
+	struct tok t = {s, e};
+	const unsigned char *k = (const unsigned char *)key;
+	int c;
+
+	while ((c = tok_next(&t)) >= 0)
+		if (*k++ != (unsigned char)c)
+			return 0;
+	return c == -1 && *k == '\0';
+}
+
+/* The child of node named by the token [s, e), or NULL. */
+static const cJSON *tok_child(const cJSON *node, const char *s, const char *e)
+{
+	const cJSON *c;
+
+	if (cJSON_IsObject(node)) {
+		for (c = node->child; c; c = c->next)
+			if (c->string && tok_eq(s, e, c->string))
+				return c;
+		return NULL;
+	}
+	if (cJSON_IsArray(node)) {
+		struct tok t = {s, e};
+		long idx = 0;
+		int ch, digits = 0;
+
+		while ((ch = tok_next(&t)) >= 0) {
+			if (ch < '0' || ch > '9' || digits >= 9 || (digits == 1 && idx == 0))
+				return NULL;
+			idx = idx * 10 + (ch - '0');
+			digits++;
+		}
+		if (ch != -1 || digits == 0)
+			return NULL;
+		for (c = node->child; c && idx > 0; c = c->next)
+			idx--;
+		return c;
+	}
+	return NULL;
+}
+
+/* Resolves a local reference from root. *covered (may be NULL) is set to 1
+ * when the target sits where gh_schema_check() walks anyway (under
+ * properties, definitions, items, anyOf, ...), so it needs no extra check.
+ * NULL when the reference is not local or does not resolve. */
+static const cJSON *resolve_ref(const cJSON *root, const char *ref, int *covered)
+{
+	enum { AT_SCHEMA, AT_MAP, AT_LIST, AT_OTHER } st = AT_SCHEMA;
+	const cJSON *cur = root;
+	const char *p;
+
+	if (covered)
+		*covered = 0;
+	if (!ref || ref[0] != '#')
+		return NULL;
+	p = ref + 1;
+	if (*p != '\0' && *p != '/')
+		return NULL;
+	while (*p == '/') {
+		const char *s = p + 1, *e = s + strcspn(s, "/");
+		const cJSON *next = tok_child(cur, s, e);
+
+		if (!next)
+			return NULL;
+		if (st == AT_SCHEMA && cJSON_IsObject(cur)) {
+			const char *k = next->string;
+
+			if (!strcmp(k, "properties") || !strcmp(k, "patternProperties") ||
+			    !strcmp(k, "definitions") || !strcmp(k, "$defs"))
+				st = AT_MAP;
+			else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf") ||
+				 !strcmp(k, "prefixItems"))
+				st = AT_LIST;
+			else if (!strcmp(k, "items"))
+				st = cJSON_IsArray(next) ? AT_LIST : AT_SCHEMA;
+			else if (!strcmp(k, "not") || !strcmp(k, "additionalProperties") ||
+				 !strcmp(k, "additionalItems"))
+				st = AT_SCHEMA;
+			else
+				st = AT_OTHER;
+		} else if (st == AT_MAP) {
+			st = cJSON_IsObject(cur) ? AT_SCHEMA : AT_OTHER;
+		} else if (st == AT_LIST) {
+			st = cJSON_IsArray(cur) ? AT_SCHEMA : AT_OTHER;
+		} else {
+			st = AT_OTHER;
+		}
+		cur = next;
+		p = e;
+	}
+	if (covered)
+		*covered = st == AT_SCHEMA;
+	return cur;
+}
+
+/* ---------------------------------------------------------------------------
+ * Patterns: JavaScript regex source -> POSIX ERE.
+ *
+ * A character class is a set of ASCII bytes plus one flag for "every
+ * non-ASCII character" (what \D, \S, \W, "." and negated classes add).
+ * It is emitted as a bracket expression for the ASCII part and
+ * "[\xc0-\xff][\x80-\xbf]*" for one whole non-ASCII UTF-8 sequence.
+ */
+
+struct rxset {
+	unsigned char bits[16];
+	int nonascii;
+};
+
+static void set_add(struct rxset *s, unsigned c)
+{
+	if (c > 0 && c < 128)
+		s->bits[c >> 3] |= (unsigned char)(1u << (c & 7));
+}
+
+static int set_has(const struct rxset *s, unsigned c)
+{
+	return c > 0 && c < 128 && (s->bits[c >> 3] >> (c & 7)) & 1;
+}
+
+static void set_range(struct rxset *s, unsigned lo, unsigned hi)
+{
+	unsigned c;
+
+	for (c = lo; c <= hi && c < 128; c++)
+		set_add(s, c);
+}
+
+static void set_invert(struct rxset *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(s->bits); i++)
+		s->bits[i] = (unsigned char)~s->bits[i];
+	s->bits[0] &= (unsigned char)~1u; /* NUL never occurs in a string */
+	s->nonascii = !s->nonascii;
+}
+
+static void set_union(struct rxset *s, const struct rxset *t)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(s->bits); i++)
+		s->bits[i] |= t->bits[i];
+	s->nonascii |= t->nonascii;
+}
+
+/* \d \w \s and their negations. \s and \w cover ASCII only, as their
+ * JavaScript meaning does apart from the Unicode spaces. */
+static void set_class(struct rxset *s, unsigned esc)
+{
+	struct rxset t;
+
+	memset(&t, 0, sizeof(t));
+	switch (esc | 0x20) {
+	case 'd':
+		set_range(&t, '0', '9');
+		break;
+	case 'w':
+		set_range(&t, '0', '9');
+		set_range(&t, 'a', 'z');
+		set_range(&t, 'A', 'Z');
+		set_add(&t, '_');
+		break;
+	default: /* 's' */
+		set_range(&t, '\t', '\r');
+		set_add(&t, ' ');
+	}
+	if (esc >= 'A' && esc <= 'Z')
+		set_invert(&t);
+	set_union(s, &t);
+}
+
+static int is_alnum(unsigned c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+static int hexval(unsigned c)
+{
+	if (c >= '0' && c <= '9')
+		return (int)(c - '0');
+	c |= 0x20;
+	if (c >= 'a' && c <= 'f')
+		return (int)(c - 'a' + 10);
+	return -1;
+}
+
+/* Reads n hex digits at p into *out; -1 when they are not all there. */
+static int hexn(const unsigned char *p, int n, unsigned long *out)
+{
+	unsigned long v = 0;
+	int i, h;
+
+	for (i = 0; i < n; i++) {
+		if ((h = hexval(p[i])) < 0)
+			return -1;
+		v = v * 16 + (unsigned long)h;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Length of the UTF-8 sequence at p and its code point; 0 when invalid. */
+static int utf8_decode(const unsigned char *p, unsigned long *cp)
+{
+	int n, i;
+	unsigned long v;
+
+	if (p[0] < 0x80) {
+		*cp = p[0];
+		return 1;
+	}
+	if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+		n = 2;
+		v = p[0] & 0x1F;
+	} else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+		n = 3;
+		v = p[0] & 0x0F;
+	} else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+		n = 4;
+		v = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3F);
+	}
+	*cp = v;
+	return n;
+}
+
+static int utf8_encode(unsigned long cp, unsigned char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (unsigned char)(0xC0 | (cp >> 6));
+		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (unsigned char)(0xE0 | (cp >> 12));
+		out[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (unsigned char)(0xF0 | (cp >> 18));
+	out[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+struct rx {
+	const unsigned char *p;
+	struct gh_buf out;
+	int nest;
+	long cost[RX_MAX_NEST + 1]; /* per open group: nodes so far */
+	long last;                  /* nodes of the atom a quantifier would repeat */
+	int have_atom;
+	char err[96];
+};
+
+static int rx_fail(struct rx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int rx_fail(struct rx *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int rx_put(struct rx *r, const void *p, size_t n)
+{
+	if (gh_buf_append(&r->out, p, n) != GH_BUF_OK)
+		return rx_fail(r, "is too long once translated");
+	return 0;
+}
+
+static int rx_puts(struct rx *r, const char *s)
+{
+	return rx_put(r, s, strlen(s));
+}
+
+static int rx_add_cost(struct rx *r, long c)
+{
+	long *t = &r->cost[r->nest];
+
+	*t = c > RX_MAX_COST - *t ? RX_MAX_COST + 1 : *t + c;
+	if (*t > RX_MAX_COST)
+		return rx_fail(r, "repeats too much (over %ld regex nodes)", RX_MAX_COST);
+	return 0;
+}
+
+static int rx_atom(struct rx *r, long c)
+{
+	r->last = c;
+	r->have_atom = 1;
+	return rx_add_cost(r, c);
+}
+
+/* One ASCII character as a literal, escaped where ERE gives it meaning. */
+static int rx_lit(struct rx *r, unsigned c)
+{
+	char b[4];
+
+	if (c == '^')
+		return rx_puts(r, "\\^");
+	if (strchr(".[]()*+?{}|$\\", (int)c)) {
+		b[0] = '[';
+		b[1] = (char)c;
+		b[2] = ']';
+		return rx_put(r, b, 3);
+	}
+	b[0] = (char)c;
+	return rx_put(r, b, 1);
+}
+
+static int rx_cp(struct rx *r, unsigned long cp)
+{
+	unsigned char u[4];
+	int n;
+
+	if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return rx_fail(r, "names a character strings cannot hold");
+	if (cp < 0x80) {
+		if (rx_lit(r, (unsigned)cp))
+			return -1;
+		return rx_atom(r, 1);
+	}
+	n = utf8_encode(cp, u);
+	if (rx_puts(r, "(") || rx_put(r, u, (size_t)n) || rx_puts(r, ")"))
+		return -1;
+	return rx_atom(r, 1);
+}
+
+static int rx_bracket(struct rx *r, const struct rxset *s)
+{
+	unsigned c, e;
+	int any = 0;
+
+	if (rx_puts(r, "["))
+		return -1;
+	if (set_has(s, ']')) {
+		if (rx_puts(r, "]"))
+			return -1;
+		any = 1;
+	}
+	for (c = 1; c < 128; c = e + 1) {
+		char b[3];
+
+		e = c;
+		if (!set_has(s, c) || c == ']' || c == '^' || c == '-')
+			continue;
+		while (e + 1 < 128 && set_has(s, e + 1) && e + 1 != ']' && e + 1 != '^' &&
+		       e + 1 != '-')
+			e++;
+		b[0] = (char)c;
+		if (e == c) {
+			if (rx_put(r, b, 1))
+				return -1;
+		} else {
+			b[1] = e == c + 1 ? (char)e : '-';
+			b[2] = (char)e;
+			if (rx_put(r, b, e == c + 1 ? 2 : 3))
+				return -1;
+		}
+		any = 1;
+	}
+	if (set_has(s, '^')) {
+		/* "^" first would negate; "-" first is a plain "-". */
+		if (!any && set_has(s, '-')) {
+			if (rx_puts(r, "-^]"))
+				return -1;
+			return 0;
+		}
+		if (rx_puts(r, "^"))
+			return -1;
+	}
+	if (set_has(s, '-') && rx_puts(r, "-"))
+		return -1;
+	return rx_puts(r, "]");
+}
+
+static int rx_set(struct rx *r, const struct rxset *s)
+{
+	static const char multibyte[] = "[\xc0-\xff][\x80-\xbf]*";
+	unsigned c, n = 0, only = 0;
+
+	for (c = 1; c < 128; c++) {
+		if (set_has(s, c)) {
+			n++;
+			only = c;
+		}
+	}
+	if (n == 0 && !s->nonascii)
+		return rx_fail(r, "has a character class that matches nothing");
+	if (s->nonascii && rx_puts(r, "("))
+		return -1;
+	if (n == 1 && rx_lit(r, only))
+		return -1;
+	if (n > 1 && rx_bracket(r, s))
+		return -1;
+	if (s->nonascii) {
+		if (n && rx_puts(r, "|"))
+			return -1;
+		if (rx_puts(r, multibyte) || rx_puts(r, ")"))
+			return -1;
+	}
+	return rx_atom(r, s->nonascii && n ? 3 : 1);
+}
+
+/* A quantifier: mult says how many copies of the atom glibc builds. */
+static int rx_quant(struct rx *r, const char *text, long mult)
+{
+	long add;
+
+	if (!r->have_atom)
+		return rx_fail(r, "has a quantifier with nothing to repeat");
+	if (rx_puts(r, text))
+		return -1;
+	add = r->last > RX_MAX_COST / (mult > 1 ? mult : 1) ? RX_MAX_COST + 1 :
+								      r->last * (mult - 1);
+	if (mult > 1 && rx_add_cost(r, add))
+		return -1;
+	r->have_atom = 0;
+	if (*r->p == '?') /* lazy: the same strings match */
+		r->p++;
+	return 0;
+}
+
+/* "{n}", "{n,}", "{n,m}" after an atom; any other "{" is a literal. */
+static int rx_brace(struct rx *r)
+{
+	const unsigned char *q = r->p + 1;
+	long lo = 0, hi = -1;
+	int digits = 0;
+	char text[48];
+
+	while (*q >= '0' && *q <= '9' && digits < 8) {
+		lo = lo * 10 + (*q++ - '0');
+		digits++;
+	}
+	if (digits == 0 || (*q != ',' && *q != '}'))
+		goto literal;
+	if (*q == ',') {
+		q++;
+		if (*q >= '0' && *q <= '9') {
+			hi = 0;
+			digits = 0;
+			while (*q >= '0' && *q <= '9' && digits < 8) {
+				hi = hi * 10 + (*q++ - '0');
+				digits++;
+			}
+		} else {
+			hi = -2; /* unbounded */
+		}
+	} else {
+		hi = lo;
+	}
+	if (*q != '}')
+		goto literal;
+	if (lo > RX_MAX_REPEAT || hi > RX_MAX_REPEAT)
+		return rx_fail(r, "repeats more than %ld times", RX_MAX_REPEAT);
+	if (hi >= 0 && hi < lo)
+		return rx_fail(r, "has a {min,max} quantifier with max below min");
+	if (hi == -2)
+		snprintf(text, sizeof(text), "{%ld,}", lo);
+	else if (hi == lo)
+		snprintf(text, sizeof(text), "{%ld}", lo);
+	else
+		snprintf(text, sizeof(text), "{%ld,%ld}", lo, hi);
+	r->p = q + 1;
+	return rx_quant(r, text, hi == -2 ? lo + 1 : hi);
+literal:
+	r->p++;
+	return rx_cp(r, '{');
+}
+
+/* One member of a [...] class: a character (*cp) or a class escape
+ * (*cp = -1, members added to esc). */
+static int rx_class_atom(struct rx *r, long *cp, struct rxset *esc)
+{
+	unsigned c = *r->p;
+	unsigned long v;
+
+	if (c >= 0x80)
+		return rx_fail(r, "has a non-ASCII character inside [ ], which gatehouse "
+				  "cannot enforce");
+	if (c != '\\') {
+		r->p++;
+		*cp = c;
+		return 0;
+	}
+	c = r->p[1];
+	if (c == '\0')
+		return rx_fail(r, "ends with a lone backslash");
+	r->p += 2;
+	switch (c) {
+	case 'd': case 'D': case 'w': case 'W': case 's': case 'S':
+		set_class(esc, c);
+		*cp = -1;
+		return 0;
+	case 'b': *cp = 8; return 0;
+	case 'n': *cp = '\n'; return 0;
+	case 'r': *cp = '\r'; return 0;
+	case 't': *cp = '\t'; return 0;
+	case 'v': *cp = '\v'; return 0;
+	case 'f': *cp = '\f'; return 0;
+	case 'x':
+	case 'u':
+		if (hexn(r->p, c == 'x' ? 2 : 4, &v))
+			return rx_fail(r, "has an invalid \\%c escape", c);
+		r->p += c == 'x' ? 2 : 4;
+		if (v == 0 || v >= 0x80)
+			return rx_fail(r, "has a NUL or non-ASCII character inside [ ], which "
+					  "gatehouse cannot enforce");
+		*cp = (long)v;
+		return 0;
+	default:
+		if (c >= 0x80 || is_alnum(c))
+			return rx_fail(r, "uses the escape \\%c inside [ ], which gatehouse "
+					  "cannot enforce", c >= 0x80 ? '?' : c);
+		*cp = c;
+		return 0;
+	}
+}
+
+static int rx_class(struct rx *r)
+{
+	struct rxset s, esc;
+	int neg = 0;
+
+	memset(&s, 0, sizeof(s));
+	r->p++; /* '[' */
+	if (*r->p == '^') {
+		neg = 1;
+		r->p++;
+	}
+	for (;;) {
+		long a, b;
+
+		if (*r->p == '\0')
+			return rx_fail(r, "has an unterminated [ ] class");
+		if (*r->p == ']') {
+			r->p++;
+			break;
+		}
+		memset(&esc, 0, sizeof(esc));
+		if (rx_class_atom(r, &a, &esc))
+			return -1;
+		if (r->p[0] == '-' && r->p[1] != '\0' && r->p[1] != ']') {
+			r->p++;
+			if (rx_class_atom(r, &b, &esc))
+				return -1;
+			if (a >= 0 && b >= 0) {
+				if (a > b)
+					return rx_fail(r, "has a range out of order inside [ ]");
+				set_range(&s, (unsigned)a, (unsigned)b);
+				continue;
+			}
+			/* JavaScript reads [\d-z] as \d, "-", "z". */
+			set_add(&s, '-');
+			if (b >= 0)
+				set_add(&s, (unsigned)b);
+		}
+		if (a >= 0)
+			set_add(&s, (unsigned)a);
+		set_union(&s, &esc);
+	}
+	if (neg)
+		set_invert(&s);
+	return rx_set(r, &s);
+}
+
+static int rx_escape(struct rx *r)
+{
+	unsigned c = r->p[1];
+	unsigned long v, lo;
+	struct rxset s;
+	int n;
+
+	if (c == '\0')
+		return rx_fail(r, "ends with a lone backslash");
+	switch (c) {
+	case 'd': case 'D': case 'w': case 'W': case 's': case 'S':
+		r->p += 2;
+		memset(&s, 0, sizeof(s));
+		set_class(&s, c);
+		return rx_set(r, &s);
+	case 'b':
+	case 'B':
+		r->p += 2;
+		r->have_atom = 0;
+		return rx_puts(r, c == 'b' ? "\\b" : "\\B");
+	case 'n': r->p += 2; return rx_cp(r, '\n');
+	case 'r': r->p += 2; return rx_cp(r, '\r');
+	case 't': r->p += 2; return rx_cp(r, '\t');
+	case 'v': r->p += 2; return rx_cp(r, '\v');
+	case 'f': r->p += 2; return rx_cp(r, '\f');
+	case 'x':
+		if (hexn(r->p + 2, 2, &v))
+			return rx_fail(r, "has an invalid \\x escape");
+		r->p += 4;
+		return rx_cp(r, v);
+	case 'u':
+		if (hexn(r->p + 2, 4, &v))
+			return rx_fail(r, "has an invalid \\u escape");
+		r->p += 6;
+		if (v >= 0xD800 && v <= 0xDBFF && r->p[0] == '\\' && r->p[1] == 'u' &&
+		    hexn(r->p + 2, 4, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
+			v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+			r->p += 6;
+		}
+		return rx_cp(r, v);
+	default:
+		if (c >= 0x80) {
+			if ((n = utf8_decode(r->p + 1, &v)) == 0)
+				return rx_fail(r, "is not valid UTF-8");
+			r->p += 1 + n;
+			return rx_cp(r, v);
+		}
+		if (is_alnum(c))
+			return rx_fail(r, "uses the escape \\%c, which gatehouse cannot enforce", c);
+		r->p += 2;
+		return rx_cp(r, c);
+	}
+}
+
+static int rx_open(struct rx *r)
+{
+	const unsigned char *p = r->p + 1;
+
+	if (p[0] == '?') {
+		if (p[1] == ':') {
+			p += 2;
+		} else if (p[1] == '<' && p[2] != '=' && p[2] != '!') {
+			const unsigned char *q = p + 2;
+
+			while (is_alnum(*q) || *q == '_' || *q == '$')
+				q++;
+			if (q == p + 2 || *q != '>')
+				return rx_fail(r, "has an invalid group name");
+			p = q + 1;
+		} else if (p[1] == '=' || p[1] == '!' || p[1] == '<') {
+			return rx_fail(r, "uses lookahead or lookbehind, which gatehouse cannot "
+					  "enforce");
+		} else {
+			return rx_fail(r, "has an invalid (? group");
+		}
+	}
+	if (r->nest >= RX_MAX_NEST)
+		return rx_fail(r, "nests groups deeper than %d", RX_MAX_NEST);
+	r->p = p;
+	r->nest++;
+	r->cost[r->nest] = 0;
+	r->have_atom = 0;
+	return rx_puts(r, "(");
+}
+
+static int rx_close(struct rx *r)
+{
+	long c;
+
+	if (r->nest == 0)
+		return rx_fail(r, "has an unmatched )");
+	r->p++;
+	c = r->cost[r->nest] > 0 ? r->cost[r->nest] : 1;
+	r->nest--;
+	if (rx_puts(r, ")"))
+		return -1;
+	return rx_atom(r, c);
+}
+
+static int rx_translate(struct rx *r)
+{
+	struct rxset dot;
+	unsigned long cp;
+	int n;
+
+	while (*r->p) {
+		unsigned c = *r->p;
+
+		switch (c) {
+		case '\\':
+			if (rx_escape(r))
+				return -1;
+			break;
+		case '[':
+			if (rx_class(r))
+				return -1;
+			break;
+		case '.':
+			r->p++;
+			memset(&dot, 0, sizeof(dot));
+			set_invert(&dot);
+			dot.bits['\n' >> 3] &= (unsigned char)~(1u << ('\n' & 7));
+			dot.bits['\r' >> 3] &= (unsigned char)~(1u << ('\r' & 7));
+			if (rx_set(r, &dot))
+				return -1;
+			break;
+		case '(':
+			if (rx_open(r))
+				return -1;
+			break;
+		case ')':
+			if (rx_close(r))
+				return -1;
+			break;
+		case '|':
+		case '^':
+		case '$':
+			r->p++;
+			r->have_atom = 0;
+			if (rx_put(r, &r->p[-1], 1))
+				return -1;
+			break;
+		case '*':
+		case '?':
+			r->p++;
+			if (rx_quant(r, c == '*' ? "*" : "?", 1))
+				return -1;
+			break;
+		case '+':
+			r->p++;
+			if (rx_quant(r, "+", 2))
+				return -1;
+			break;
+		case '{':
+			if (rx_brace(r))
+				return -1;
+			break;
+		default:
+			if ((n = utf8_decode(r->p, &cp)) == 0)
+				return rx_fail(r, "is not valid UTF-8");
+			r->p += n;
+			if (rx_cp(r, cp))
+				return -1;
+		}
+	}
+	if (r->nest)
+		return rx_fail(r, "has an unterminated group");
+	return 0;
+}
+
+/* Runs the regex calls under the "C" locale of this thread only. */
+struct cloc {
+	locale_t c, old;
+};
+
+static void cloc_enter(struct cloc *l)
+{
+	l->c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+	l->old = l->c ? uselocale(l->c) : (locale_t)0;
+}
+
+static void cloc_leave(struct cloc *l)
+{
+	if (!l->c)
+		return;
+	uselocale(l->old);
+	freelocale(l->c);
+}
+
+/* Translates the JavaScript pattern src and compiles it into re (caller
+ * regfree()s on success). -1 with the reason in why ("uses lookahead"). */
+static int rx_compile(const char *src, regex_t *re, char *why, size_t cap)
+{
+	struct rx r;
+	struct cloc loc;
+	int rc = -1, e;
+
+	if (strlen(src) > GH_SCHEMA_MAX_PATTERN) {
+		snprintf(why, cap, "is longer than %d bytes", GH_SCHEMA_MAX_PATTERN);
+		return -1;
+	}
+	memset(&r, 0, sizeof(r));
+	r.p = (const unsigned char *)src;
+	gh_buf_init(&r.out, RX_MAX_OUT);
+	if (rx_translate(&r)) {
+		snprintf(why, cap, "%s", r.err);
+		goto out;
+	}
+	/* An empty pattern matches every string. */
+	if (gh_buf_puts(&r.out, r.out.len ? "" : "^") != GH_BUF_OK) {
+		snprintf(why, cap, "is too long once translated");
+		goto out;
+	}
+	cloc_enter(&loc);
+	e = regcomp(re, r.out.data, REG_EXTENDED | REG_NOSUB);
+	cloc_leave(&loc);
+	if (e) {
+		char b[64];
+
+		regerror(e, NULL, b, sizeof(b));
+		snprintf(why, cap, "does not compile (%s)", b);
+		goto out;
+	}
+	rc = 0;
+out:
+	gh_buf_free(&r.out);
+	return rc;
+}
+
+/* Patterns compiled during one validation, keyed by the schema string. */
+struct rxcache {
+	struct {
+		const char *src;
+		regex_t re;
+	} e[RX_CACHE];
+	int n;
+};
+
+/* 1 when s matches the pattern, 0 when not, -1 (reason in why) when the
+ * pattern cannot be used. */
+static int rx_match(struct rxcache *c, const char *src, const char *s, char *why, size_t cap)
+{
+	regex_t tmp, *re = NULL;
+	struct cloc loc;
+	int i, e;
+
+	for (i = 0; i < c->n; i++)
+		if (c->e[i].src == src)
+			re = &c->e[i].re;
+	if (!re) {
+		if (rx_compile(src, &tmp, why, cap))
+			return -1;
+		if (c->n < RX_CACHE) {
+			c->e[c->n].src = src;
+			c->e[c->n].re = tmp;
+			re = &c->e[c->n++].re;
+		} else {
+			re = &tmp;
+		}
+	}
+	cloc_enter(&loc);
+	e = regexec(re, s, 0, NULL, 0);
+	cloc_leave(&loc);
+	if (re == &tmp)
+		regfree(&tmp);
+	if (e == 0)
+		return 1;
+	if (e == REG_NOMATCH)
+		return 0;
+	snprintf(why, cap, "could not be evaluated (out of memory)");
+	return -1;
+}
+
+static void rx_cache_free(struct rxcache *c)
+{
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		regfree(&c->e[i].re);
+	c->n = 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Values: depth, deep equality, hashing.
+ */
+
+static int depth_ok(const cJSON *v, int left)
+{
+	const cJSON *c;
+
+	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+		return 1;
+	if (left <= 0)
+		return 0;
+	for (c = v->child; c; c = c->next)
+		if (!depth_ok(c, left - 1))
+			return 0;
+	return 1;
+}
+
+/* Deep equality as JSON Schema defines it: 1 equals 1.0, key order does
+ * not matter. Adds the work done to *steps; values nested deeper than
+ * GH_SCHEMA_MAX_VALUE_DEPTH compare unequal. */
+static int json_equal(const cJSON *a, const cJSON *b, int depth, long *steps)
+{
+	const cJSON *x, *y;
+	size_t na = 0, nb = 0;
+
+	(*steps)++;
+	if (depth > GH_SCHEMA_MAX_VALUE_DEPTH)
+		return 0;
+	if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
+		return a->valuedouble == b->valuedouble;
+	if ((a->type & 0xFF) != (b->type & 0xFF))
+		return 0;
+	if (cJSON_IsString(a))
+		return strcmp(a->valuestring ? a->valuestring : "",
+			      b->valuestring ? b->valuestring : "") == 0;
+	if (cJSON_IsArray(a)) {
+		for (x = a->child, y = b->child; x && y; x = x->next, y = y->next)
+			if (!json_equal(x, y, depth + 1, steps))
+				return 0;
+		return !x && !y;
+	}
+	if (!cJSON_IsObject(a))
+		return 1; /* null, true, false */
+	for (x = a->child; x; x = x->next)
+		na++;
+	for (y = b->child; y; y = y->next)
+		nb++;
+	if (na != nb)
+		return 0;
+	/* Both directions, so duplicate keys cannot fake equality. */
+	for (x = a->child; x; x = x->next) {
+		for (y = b->child; y; y = y->next, (*steps)++)
+			if (x->string && y->string && strcmp(x->string, y->string) == 0)
+				break;
+		if (!y || !json_equal(x, y, depth + 1, steps))
+			return 0;
+	}
+	for (y = b->child; y; y = y->next) {
+		for (x = a->child; x; x = x->next, (*steps)++)
+			if (x->string && y->string && strcmp(x->string, y->string) == 0)
+				break;
+		if (!x)
+			return 0;
+	}
+	return 1;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+	h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* A hash consistent with json_equal (object member order ignored). */
+static uint64_t hash_value(const cJSON *v, int depth)
+{
+	const cJSON *c;
+	uint64_t h, sum = 0;
+
+	if (depth > GH_SCHEMA_MAX_VALUE_DEPTH)
+		return 0;
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble == 0 ? 0.0 : v->valuedouble;
+
+		memcpy(&h, &d, sizeof(h));
+		return mix(4, h);
+	}
+	if (cJSON_IsString(v))
+		return mix(5, hash_str(v->valuestring));
+	if (cJSON_IsArray(v)) {
+		h = 6;
+		for (c = v->child; c; c = c->next)
+			h = mix(h, hash_value(c, depth + 1));
+		return h;
+	}
+	if (cJSON_IsObject(v)) {
+		for (c = v->child; c; c = c->next)
+			sum += mix(hash_str(c->string), hash_value(c, depth + 1));
+		return mix(7, sum);
+	}
+	return (uint64_t)(v->type & 0xFF);
+}
+
+/* ---------------------------------------------------------------------------
+ * gh_schema_check
+ */
+
+struct cseg {
+	const char *key; /* NULL: index */
+	long index;
+};
+
+struct cctx {
+	const cJSON *root;
+	struct cseg path[2 * GH_SCHEMA_MAX_DEPTH + 8];
+	int npath;
+	long steps;
+	struct mw out;
+};
+
+static int cpush(struct cctx *c, const char *key, long index)
+{
+	if (c->npath >= (int)GH_ARRAY_LEN(c->path))
+		return -1;
+	c->path[c->npath].key = key;
+	c->path[c->npath].index = index;
+	c->npath++;
+	return 0;
+}
+
+static void cpop(struct cctx *c)
+{
+	c->npath--;
+}
+
+static void cseg_fmt(const void *segs, int i, char *b, size_t cap)
+{
+	const struct cseg *s = (const struct cseg *)segs + i;
+
+	if (!s->key)
+		snprintf(b, cap, "[%ld]", s->index);
+	else if (strlen(s->key) > QUOTE_MAX)
+		snprintf(b, cap, "%s%.*s...", i ? "." : "", QUOTE_MAX, s->key);
+	else
+		snprintf(b, cap, "%s%s", i ? "." : "", s->key);
+}
+
+/* "<schema path>[.kw]: ..." */
+static int cfail(struct cctx *c, const char *kw, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int cfail(struct cctx *c, const char *kw, const char *fmt, ...)
+{
+	va_list ap;
+
+	mw_init(&c->out, c->out.p, c->out.cap);
+	mw_path(&c->out, c->path, c->npath, cseg_fmt);
+	if (kw)
+		mw_printf(&c->out, "%s%s", c->npath ? "." : "", kw);
+	else if (c->npath == 0)
+		mw_puts(&c->out, "schema");
+	mw_puts(&c->out, ": ");
+	va_start(ap, fmt);
+	mw_vprintf(&c->out, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* s quoted for a message, into b. */
+static const char *quoted(char *b, size_t cap, const char *s)
+{
+	struct mw w;
+
+	mw_init(&w, b, cap);
+	mw_quote(&w, s, QUOTE_MAX);
+	return b;
+}
+
+static int check_node(struct cctx *c, const cJSON *s, int depth);
+
+static int check_sub(struct cctx *c, const char *kw, const cJSON *s, int depth)
+{
+	int rc;
+
+	if (cpush(c, kw, 0))
+		return cfail(c, NULL, "schema nests too deeply");
+	rc = check_node(c, s, depth + 1);
+	cpop(c);
+	return rc;
+}
+
+static int check_list(struct cctx *c, const char *kw, const cJSON *list, int depth,
+		      int nonempty)
+{
+	const cJSON *e;
+	long i = 0;
+	int rc = 0;
+
+	if (!cJSON_IsArray(list))
+		return cfail(c, kw, "must be an array of schemas");
+	if (nonempty && !list->child)
+		return cfail(c, kw, "must not be empty");
+	if (cpush(c, kw, 0))
+		return cfail(c, NULL, "schema nests too deeply");
+	for (e = list->child; e && rc == 0; e = e->next, i++) {
+		if (cpush(c, NULL, i)) {
+			rc = cfail(c, NULL, "schema nests too deeply");
+			break;
+		}
+		rc = check_node(c, e, depth + 1);
+		cpop(c);
+	}
+	cpop(c);
+	return rc;
+}
+
+static int check_map(struct cctx *c, const char *kw, const cJSON *map, int depth,
+		     int keys_are_patterns)
+{
+	const cJSON *e;
+	int rc = 0;
+
+	if (!cJSON_IsObject(map))
+		return cfail(c, kw, "must be an object of schemas");
+	if (cpush(c, kw, 0))
+		return cfail(c, NULL, "schema nests too deeply");
+	for (e = map->child; e && rc == 0; e = e->next) {
+		if (!e->string)
+			continue;
+		if (cpush(c, e->string, 0)) {
+			rc = cfail(c, NULL, "schema nests too deeply");
+			break;
+		}
+		if (keys_are_patterns) {
+			regex_t re;
+			char why[128];
+
+			if (rx_compile(e->string, &re, why, sizeof(why)) == 0)
+				regfree(&re);
+			else
+				rc = cfail(c, NULL, "pattern cannot be enforced: it %s", why);
+		}
+		if (rc == 0)
+			rc = check_node(c, e, depth + 1);
+		cpop(c);
+	}
+	cpop(c);
+	return rc;
+}
+
+static int check_count(struct cctx *c, const char *kw, const cJSON *v)
+{
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v) || !is_integral(v->valuedouble) || v->valuedouble < 0)
+		return cfail(c, kw, "must be a non-negative integer");
+	return 0;
+}
+
+static int check_type_kw(struct cctx *c, const cJSON *t)
+{
+	const cJSON *e;
+	char q[QUOTE_MAX + 16];
+
+	if (cJSON_IsString(t)) {
+		if (!type_bit(t->valuestring))
+			return cfail(c, "type", "unknown type %s", quoted(q, sizeof(q), t->valuestring));
+		return 0;
+	}
+	if (!cJSON_IsArray(t))
+		return cfail(c, "type", "must be a type name or an array of them");
+	for (e = t->child; e; e = e->next) {
+		if (!cJSON_IsString(e))
+			return cfail(c, "type", "must be a type name or an array of them");
+		if (!type_bit(e->valuestring))
+			return cfail(c, "type", "unknown type %s", quoted(q, sizeof(q), e->valuestring));
+	}
+	return 0;
+}
+
+static int check_ref(struct cctx *c, const cJSON *ref, int depth)
+{
+	const cJSON *t, *u, *r;
+	char q[QUOTE_MAX + 16];
+	int covered, hops, rc;
+
+	if (!cJSON_IsString(ref))
+		return cfail(c, "$ref", "must be a string");
+	quoted(q, sizeof(q), ref->valuestring);
+	if (ref->valuestring[0] != '#')
+		return cfail(c, "$ref", "%s is not a local reference (\"#/...\")", q);
+	t = resolve_ref(c->root, ref->valuestring, &covered);
+	if (!t)
+		return cfail(c, "$ref", "%s does not resolve", q);
+	if (!cJSON_IsObject(t) && !cJSON_IsBool(t))
+		return cfail(c, "$ref", "%s does not point to a schema", q);
+	/* A chain of $refs that never reaches a schema would loop forever. */
+	for (u = t, hops = 0; u; hops++) {
+		r = cJSON_IsObject(u) ? cJSON_GetObjectItemCaseSensitive(u, "$ref") : NULL;
+		if (!cJSON_IsString(r))
+			break;
+		if (hops >= GH_SCHEMA_MAX_REF_HOPS)
+			return cfail(c, "$ref", "%s leads into a $ref cycle", q);
+		u = resolve_ref(c->root, r->valuestring, NULL);
+	}
+	if (covered)
+		return 0;
+	/* A target outside the places walked anyway gets its own check. */
+	if (cpush(c, "$ref", 0))
+		return cfail(c, NULL, "schema nests too deeply");
+	rc = check_node(c, t, depth + 1);
+	cpop(c);
+	return rc;
+}
+
+static int check_node(struct cctx *c, const cJSON *s, int depth)
+{
+	struct kw k;
+	const cJSON *x;
+
+	if (++c->steps > GH_SCHEMA_MAX_STEPS)
+		return cfail(c, NULL, "schema is too large (over %ld schema nodes)",
+			     GH_SCHEMA_MAX_STEPS);
+	if (cJSON_IsBool(s))
+		return 0;
+	if (!cJSON_IsObject(s))
+		return cfail(c, NULL, "must be a schema (an object or a boolean), got %s",
+			     value_type_name(s));
+	if (depth > GH_SCHEMA_MAX_DEPTH)
+		return cfail(c, NULL, "schema nests deeper than %d levels", GH_SCHEMA_MAX_DEPTH);
+	gather(s, &k);
+	if (k.type && check_type_kw(c, k.type))
+		return -1;
+	if (k.nullable && !cJSON_IsBool(k.nullable))
+		return cfail(c, "nullable", "must be a boolean");
+	if (k.properties && check_map(c, "properties", k.properties, depth, 0))
+		return -1;
+	if (k.pattern_props && check_map(c, "patternProperties", k.pattern_props, depth, 1))
+		return -1;
+	if (k.additional && check_sub(c, "additionalProperties", k.additional, depth))
+		return -1;
+	if (k.required) {
+		if (!cJSON_IsArray(k.required))
+			return cfail(c, "required", "must be an array of strings");
+		for (x = k.required->child; x; x = x->next)
+			if (!cJSON_IsString(x))
+				return cfail(c, "required", "must be an array of strings");
+	}
+	if (check_count(c, "minProperties", k.min_props) ||
+	    check_count(c, "maxProperties", k.max_props))
+		return -1;
+	if (k.items) {
+		if (cJSON_IsArray(k.items) ? check_list(c, "items", k.items, depth, 0) :
+					     check_sub(c, "items", k.items, depth))
+			return -1;
+	}
+	if (k.prefix_items && check_list(c, "prefixItems", k.prefix_items, depth, 0))
+		return -1;
+	if (k.additional_items && check_sub(c, "additionalItems", k.additional_items, depth))
+		return -1;
+	if (check_count(c, "minItems", k.min_items) || check_count(c, "maxItems", k.max_items) ||
+	    check_count(c, "minLength", k.min_len) || check_count(c, "maxLength", k.max_len))
+		return -1;
+	if (k.unique && !cJSON_IsBool(k.unique))
+		return cfail(c, "uniqueItems", "must be a boolean");
+	if (k.minimum && !cJSON_IsNumber(k.minimum))
+		return cfail(c, "minimum", "must be a number");
+	if (k.maximum && !cJSON_IsNumber(k.maximum))
+		return cfail(c, "maximum", "must be a number");
+	if (k.xmin && !cJSON_IsNumber(k.xmin) && !cJSON_IsBool(k.xmin))
+		return cfail(c, "exclusiveMinimum", "must be a number or a boolean");
+	if (k.xmax && !cJSON_IsNumber(k.xmax) && !cJSON_IsBool(k.xmax))
+		return cfail(c, "exclusiveMaximum", "must be a number or a boolean");
+	if (k.multiple_of && (!cJSON_IsNumber(k.multiple_of) || !(k.multiple_of->valuedouble > 0) ||
+			      !isfinite(k.multiple_of->valuedouble)))
+		return cfail(c, "multipleOf", "must be a number greater than 0");
+	if (k.enum_ && !cJSON_IsArray(k.enum_))
+		return cfail(c, "enum", "must be an array");
+	if (k.enum_ && !depth_ok(k.enum_, GH_SCHEMA_MAX_VALUE_DEPTH))
+		return cfail(c, "enum", "values nest deeper than %d levels",
+			     GH_SCHEMA_MAX_VALUE_DEPTH);
+	if (k.const_ && !depth_ok(k.const_, GH_SCHEMA_MAX_VALUE_DEPTH))
+		return cfail(c, "const", "value nests deeper than %d levels",
+			     GH_SCHEMA_MAX_VALUE_DEPTH);
+	if (k.pattern) {
+		regex_t re;
+		char why[128], q[QUOTE_MAX + 16];
+
+		if (!cJSON_IsString(k.pattern))
+			return cfail(c, "pattern", "must be a string");
+		if (rx_compile(k.pattern->valuestring, &re, why, sizeof(why)))
+			return cfail(c, "pattern", "%s cannot be enforced: it %s",
+				     quoted(q, sizeof(q), k.pattern->valuestring), why);
+		regfree(&re);
+	}
+	if (k.all_of && check_list(c, "allOf", k.all_of, depth, 1))
+		return -1;
+	if (k.any_of && check_list(c, "anyOf", k.any_of, depth, 1))
+		return -1;
+	if (k.one_of && check_list(c, "oneOf", k.one_of, depth, 1))
+		return -1;
+	if (k.not_ && check_sub(c, "not", k.not_, depth))
+		return -1;
+	if (k.definitions && check_map(c, "definitions", k.definitions, depth, 0))
+		return -1;
+	if (k.defs && check_map(c, "$defs", k.defs, depth, 0))
+		return -1;
+	if (k.ref && check_ref(c, k.ref, depth))
+		return -1;
+	return 0;
+}
+
+int gh_schema_check(const cJSON *schema, char *msg, size_t cap)
+{
+	struct cctx c;
+	char buf[GH_SCHEMA_MSG_MAX];
+
+	memset(&c, 0, sizeof(c));
+	c.root = schema;
+	mw_init(&c.out, buf, sizeof(buf));
+	if (cap)
+		msg[0] = '\0';
+	if (!schema) {
+		cfail(&c, NULL, "missing");
+	} else if (check_node(&c, schema, 0) == 0) {
+		return 0;
+	}
+	if (cap)
+		gh_strlcpy(msg, buf, cap);
+	return -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * gh_schema_validate
+ */
+
+/* How a failure ranks when picking which anyOf/oneOf branch to report:
+ * deeper wins; at equal depth a rule violation beats a type mismatch,
+ * which beats a const/enum mismatch (the usual sign of the wrong branch of
+ * a tagged union). */
+enum { EK_CONST = 0, EK_TYPE = 1, EK_RULE = 2 };
+
+struct vseg {
+	const char *key; /* NULL: index */
+	size_t index;
+};
+
+struct vctx {
+	const cJSON *root;
+	struct vseg path[GH_SCHEMA_MAX_VALUE_DEPTH];
+	int npath;
+	int frames;
+	int hops;
+	long steps;
+	int fatal;        /* too deep, too complex, out of memory: stop everything */
+	int err_depth;    /* npath of the latest failure */
+	int err_kind;     /* EK_* */
+	unsigned err_want; /* for EK_TYPE: the types that were allowed */
+	struct mw out;
+	char err[GH_SCHEMA_MSG_MAX];
+	struct rxcache rx;
+};
+
+static int is_ident(const char *s)
+{
+	size_t n = 0;
+
+	if (!((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z') && *s != '_' && *s != '$')
+		return 0;
+	for (; *s; s++, n++)
+		if (!is_alnum((unsigned char)*s) && *s != '_' && *s != '$')
+			return 0;
+	return n <= QUOTE_MAX;
+}
+
+static void vseg_fmt(const void *segs, int i, char *b, size_t cap)
+{
+	const struct vseg *s = (const struct vseg *)segs + i;
+	struct mw w;
+
+	mw_init(&w, b, cap);
+	if (!s->key) {
+		mw_printf(&w, "[%zu]", s->index);
+	} else if (is_ident(s->key)) {
+		mw_printf(&w, ".%s", s->key);
+	} else {
+		mw_puts(&w, "[");
+		mw_quote(&w, s->key, QUOTE_MAX);
+		mw_puts(&w, "]");
+	}
+}
+
+/* Starts a message: "$.a[2]: ". */
+static struct mw *vbegin(struct vctx *v)
+{
+	mw_init(&v->out, v->err, sizeof(v->err));
+	mw_puts(&v->out, "$");
+	mw_path(&v->out, v->path, v->npath, vseg_fmt);
+	mw_puts(&v->out, ": ");
+	return &v->out;
+}
+
+static int vend(struct vctx *v, int kind)
+{
+	v->err_depth = v->npath;
+	v->err_kind = kind;
+	v->err_want = 0;
+	return -1;
+}
+
+static int vfail(struct vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int vfail(struct vctx *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	vbegin(v);
+	va_start(ap, fmt);
+	mw_vprintf(&v->out, fmt, ap);
+	va_end(ap);
+	return vend(v, EK_RULE);
+}
+
+static int vfatal(struct vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int vfatal(struct vctx *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	vbegin(v);
+	va_start(ap, fmt);
+	mw_vprintf(&v->out, fmt, ap);
+	va_end(ap);
+	v->fatal = 1;
+	return vend(v, EK_RULE);
+}
+
+static int vpush(struct vctx *v, const char *key, size_t index)
+{
+	if (v->npath >= GH_SCHEMA_MAX_VALUE_DEPTH)
+		return vfatal(v, "schema too deep (value nests deeper than %d levels)",
+			      GH_SCHEMA_MAX_VALUE_DEPTH);
+	v->path[v->npath].key = key;
+	v->path[v->npath].index = index;
+	v->npath++;
+	return 0;
+}
+
+static void vpop(struct vctx *v)
+{
+	v->npath--;
+}
+
+static int validate(struct vctx *v, const cJSON *s, const cJSON *x);
+
+/* validate() one level down, at key or index. */
+static int validate_at(struct vctx *v, const cJSON *s, const cJSON *x, const char *key,
+		       size_t index)
+{
+	int rc;
+
+	if (vpush(v, key, index))
+		return -1;
+	rc = validate(v, s, x);
+	vpop(v);
+	return rc;
+}
+
+static int check_type(struct vctx *v, const cJSON *t, int nullable, const cJSON *x)
+{
+	const cJSON *e;
+	unsigned want = 0;
+	struct mw *w;
+
+	if (cJSON_IsString(t)) {
+		want = type_bit(t->valuestring);
+		if (!want)
+			return 0; /* unknown: gh_schema_check refuses it */
+	} else if (cJSON_IsArray(t)) {
+		for (e = t->child; e; e = e->next)
+			want |= cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+	} else {
+		return 0;
+	}
+	if (nullable)
+		want |= T_NULL;
+	if (value_types(x) & want)
+		return 0;
+	w = vbegin(v);
+	mw_puts(w, "expected ");
+	mw_types(w, want);
+	mw_printf(w, ", got %s", value_type_name(x));
+	vend(v, EK_TYPE);
+	v->err_want = want;
+	return -1;
+}
+
+static int check_enum(struct vctx *v, const cJSON *list, const cJSON *x)
+{
+	const cJSON *e;
+	struct mw *w;
+	int n = 0;
+
+	if (!cJSON_IsArray(list))
+		return 0;
+	for (e = list->child; e; e = e->next)
+		if (json_equal(e, x, 0, &v->steps))
+			return 0;
+	w = vbegin(v);
+	if (list->child && !list->child->next) {
+		mw_puts(w, "must be ");
+		mw_value(w, list->child);
+		return vend(v, EK_CONST);
+	}
+	mw_puts(w, "must be one of ");
+	for (e = list->child; e; e = e->next, n++) {
+		if (n == 10) {
+			mw_puts(w, ", ...");
+			break;
+		}
+		if (n)
+			mw_puts(w, ", ");
+		mw_value(w, e);
+	}
+	if (n == 0)
+		mw_puts(w, "nothing (the enum is empty)");
+	return vend(v, EK_CONST);
+}
+
+static int count_ok(const cJSON *limit, size_t n, int is_min)
+{
+	double d;
+
+	if (!cJSON_IsNumber(limit))
+		return 1;
+	d = limit->valuedouble;
+	return is_min ? (double)n >= d : (double)n <= d;
+}
+
+/* "must have at least 2 items"; unit is "item" or "property". */
+static int fail_count(struct vctx *v, const char *what, const char *bound, double d,
+		      const char *unit)
+{
+	struct mw *w = vbegin(v);
+
+	mw_printf(w, "%s %s ", what, bound);
+	mw_num(w, d);
+	if (d == 1)
+		mw_printf(w, " %s", unit);
+	else if (strcmp(unit, "property") == 0)
+		mw_puts(w, " properties");
+	else
+		mw_printf(w, " %ss", unit);
+	return vend(v, EK_RULE);
+}
+
+static int validate_object(struct vctx *v, const struct kw *k, const cJSON *x)
+{
+	const cJSON *m, *r, *sub, *pp;
+	size_t n = 0;
+	char why[128];
+	struct mw *w;
+
+	if (cJSON_IsArray(k->required)) {
+		for (r = k->required->child; r; r = r->next) {
+			if (!cJSON_IsString(r) || cJSON_GetObjectItemCaseSensitive(x, r->valuestring))
+				continue;
+			w = vbegin(v);
+			mw_puts(w, "missing required property ");
+			mw_quote(w, r->valuestring, QUOTE_MAX);
+			return vend(v, EK_RULE);
+		}
+	}
+	for (m = x->child; m; m = m->next)
+		n++;
+	if (!count_ok(k->min_props, n, 1))
+		return fail_count(v, "must have", "at least", k->min_props->valuedouble,
+				  "property");
+	if (!count_ok(k->max_props, n, 0))
+		return fail_count(v, "must have", "at most", k->max_props->valuedouble,
+				  "property");
+	for (m = x->child; m; m = m->next) {
+		int matched = 0;
+
+		if (!m->string)
+			continue;
+		v->steps++;
+		sub = cJSON_IsObject(k->properties) ?
+			      cJSON_GetObjectItemCaseSensitive(k->properties, m->string) : NULL;
+		if (sub) {
+			matched = 1;
+			if (validate_at(v, sub, m, m->string, 0))
+				return -1;
+		}
+		if (cJSON_IsObject(k->pattern_props)) {
+			for (pp = k->pattern_props->child; pp; pp = pp->next) {
+				int hit;
+
+				if (!pp->string)
+					continue;
+				hit = rx_match(&v->rx, pp->string, m->string, why, sizeof(why));
+				if (hit < 0) {
+					w = vbegin(v);
+					mw_puts(w, "patternProperties ");
+					mw_quote(w, pp->string, QUOTE_MAX);
+					mw_printf(w, " cannot be enforced: it %s", why);
+					v->fatal = 1;
+					return vend(v, EK_RULE);
+				}
+				if (hit) {
+					matched = 1;
+					if (validate_at(v, pp, m, m->string, 0))
+						return -1;
+				}
+			}
+		}
+		if (matched || !k->additional)
+			continue;
+		if (vpush(v, m->string, 0))
+			return -1;
+		if (cJSON_IsFalse(k->additional)) {
+			vfail(v, "additional property not allowed");
+			vpop(v);
+			return -1;
+		}
+		if (validate(v, k->additional, m)) {
+			vpop(v);
+			return -1;
+		}
+		vpop(v);
+	}
+	return 0;
+}
+
+struct hitem {
+	uint64_t h;
+	size_t i;
+	const cJSON *e;
+};
+
+static int cmp_hitem(const void *pa, const void *pb)
+{
+	const struct hitem *a = pa, *b = pb;
+
+	if (a->h != b->h)
+		return a->h < b->h ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* uniqueItems in O(n log n): sort by hash, compare only equal hashes.
+ * Reports the earliest item that repeats an earlier one. */
+static int check_unique(struct vctx *v, const cJSON *x, size_t n)
+{
+	struct hitem *a;
+	const cJSON *e;
+	size_t i, j, lo = 0, hi = (size_t)-1;
+
+	if (n < 2)
+		return 0;
+	a = malloc(n * sizeof(*a));
+	if (!a)
+		return vfatal(v, "out of memory checking uniqueItems");
+	for (i = 0, e = x->child; e && i < n; e = e->next, i++) {
+		if (!depth_ok(e, GH_SCHEMA_MAX_VALUE_DEPTH - v->npath - 1)) {
+			free(a);
+			return vfatal(v, "schema too deep (value nests deeper than %d levels)",
+				      GH_SCHEMA_MAX_VALUE_DEPTH);
+		}
+		a[i].h = hash_value(e, 0);
+		a[i].i = i;
+		a[i].e = e;
+	}
+	v->steps += (long)n;
+	qsort(a, n, sizeof(*a), cmp_hitem);
+	for (i = 0; i + 1 < n && v->steps <= GH_SCHEMA_MAX_STEPS; i++) {
+		for (j = i + 1; j < n && a[j].h == a[i].h; j++) {
+			if (a[j].i < hi && json_equal(a[i].e, a[j].e, 0, &v->steps)) {
+				lo = a[i].i;
+				hi = a[j].i;
+				break;
+			}
+			if (v->steps > GH_SCHEMA_MAX_STEPS)
+				break;
+		}
+	}
+	free(a);
+	if (v->steps > GH_SCHEMA_MAX_STEPS)
+		return vfatal(v, "schema too complex to check (over %ld steps)",
+			      GH_SCHEMA_MAX_STEPS);
+	if (hi != (size_t)-1)
+		return vfail(v, "items must be unique (item %zu repeats item %zu)", hi, lo);
+	return 0;
+}
+
+static int validate_array(struct vctx *v, const struct kw *k, const cJSON *x)
+{
+	const cJSON *tuple = NULL, *rest = NULL, *t, *e;
+	size_t n = 0, ntuple = 0, i;
+
+	for (e = x->child; e; e = e->next)
+		n++;
+	if (!count_ok(k->min_items, n, 1))
+		return fail_count(v, "must have", "at least", k->min_items->valuedouble, "item");
+	if (!count_ok(k->max_items, n, 0))
+		return fail_count(v, "must have", "at most", k->max_items->valuedouble, "item");
+	if (cJSON_IsArray(k->prefix_items)) {
+		tuple = k->prefix_items;
+		rest = cJSON_IsArray(k->items) ? NULL : k->items;
+	} else if (cJSON_IsArray(k->items)) {
+		tuple = k->items;
+		rest = k->additional_items;
+	} else {
+		rest = k->items;
+	}
+	for (t = tuple ? tuple->child : NULL; t; t = t->next)
+		ntuple++;
+	if (cJSON_IsFalse(rest) && n > ntuple)
+		return fail_count(v, "must have", "at most", (double)ntuple, "item");
+	t = tuple ? tuple->child : NULL;
+	for (e = x->child, i = 0; e; e = e->next, i++) {
+		const cJSON *sub = t ? t : rest;
+
+		if (t)
+			t = t->next;
+		if (sub && validate_at(v, sub, e, NULL, i))
+			return -1;
+	}
+	if (cJSON_IsTrue(k->unique))
+		return check_unique(v, x, n);
+	return 0;
+}
+
+static int validate_string(struct vctx *v, const struct kw *k, const cJSON *x)
+{
+	const char *s = x->valuestring ? x->valuestring : "";
+	const unsigned char *p;
+	char why[128];
+	size_t n = 0;
+	struct mw *w;
+	int hit;
+
+	if (k->min_len || k->max_len) {
+		/* Code points: every byte that does not continue a sequence. */
+		for (p = (const unsigned char *)s; *p; p++)
+			n += (*p & 0xC0) != 0x80;
+		if (!count_ok(k->min_len, n, 1))
+			return fail_count(v, "must be", "at least", k->min_len->valuedouble,
+					  "character");
+		if (!count_ok(k->max_len, n, 0))
+			return fail_count(v, "must be", "at most", k->max_len->valuedouble,
+					  "character");
+	}
+	if (cJSON_IsString(k->pattern)) {
+		hit = rx_match(&v->rx, k->pattern->valuestring, s, why, sizeof(why));
+		if (hit == 1)
+			return 0;
+		w = vbegin(v);
+		if (hit < 0) {
+			mw_puts(w, "pattern ");
+			mw_quote(w, k->pattern->valuestring, QUOTE_MAX);
+			mw_printf(w, " cannot be enforced: it %s", why);
+			v->fatal = 1;
+		} else {
+			mw_puts(w, "must match pattern ");
+			mw_quote(w, k->pattern->valuestring, QUOTE_MAX);
+		}
+		return vend(v, EK_RULE);
+	}
+	return 0;
+}
+
+static int is_multiple(double d, double m)
+{
+	double q, r;
+
+	if (is_integral(d) && is_integral(m) && fabs(d) < 9007199254740992.0 &&
+	    fabs(m) < 9007199254740992.0)
+		return fmod(d, m) == 0;
+	q = d / m;
+	if (!isfinite(q))
+		return 0;
+	r = nearbyint(q);
+	return fabs(q - r) <= 1e-9 * fmax(1.0, fabs(q));
+}
+
+static int fail_bound(struct vctx *v, const char *op, double d)
+{
+	struct mw *w = vbegin(v);
+
+	mw_printf(w, "must be %s ", op);
+	mw_num(w, d);
+	return vend(v, EK_RULE);
+}
+
+static int validate_number(struct vctx *v, const struct kw *k, const cJSON *x)
+{
+	double d = x->valuedouble;
+
+	if (cJSON_IsNumber(k->minimum)) {
+		double b = k->minimum->valuedouble;
+
+		if (cJSON_IsTrue(k->xmin) ? !(d > b) : !(d >= b))
+			return fail_bound(v, cJSON_IsTrue(k->xmin) ? ">" : ">=", b);
+	}
+	if (cJSON_IsNumber(k->maximum)) {
+		double b = k->maximum->valuedouble;
+
+		if (cJSON_IsTrue(k->xmax) ? !(d < b) : !(d <= b))
+			return fail_bound(v, cJSON_IsTrue(k->xmax) ? "<" : "<=", b);
+	}
+	if (cJSON_IsNumber(k->xmin) && !(d > k->xmin->valuedouble))
+		return fail_bound(v, ">", k->xmin->valuedouble);
+	if (cJSON_IsNumber(k->xmax) && !(d < k->xmax->valuedouble))
+		return fail_bound(v, "<", k->xmax->valuedouble);
+	if (cJSON_IsNumber(k->multiple_of) && k->multiple_of->valuedouble > 0 &&
+	    !is_multiple(d, k->multiple_of->valuedouble))
+		return fail_bound(v, "a multiple of", k->multiple_of->valuedouble);
+	return 0;
+}
+
+/* anyOf (one = 0) and oneOf (one = 1). When nothing matches, reports the
+ * branch that got furthest; "expected A or B, got C" when every branch
+ * failed on the type of this very value. */
+static int validate_branches(struct vctx *v, const cJSON *list, const cJSON *x, int one)
+{
+	const cJSON *b;
+	char best[GH_SCHEMA_MSG_MAX];
+	int i, first = -1, nmatch = 0, all_type = 1, best_score = -1, best_depth = 0;
+	int best_kind = EK_RULE;
+	unsigned want = 0;
+	struct mw *w;
+
+	if (!cJSON_IsArray(list) || !list->child)
+		return 0;
+	best[0] = '\0';
+	for (b = list->child, i = 0; b; b = b->next, i++) {
+		int score;
+
+		if (validate(v, b, x) == 0) {
+			if (!one)
+				return 0;
+			if (nmatch++ == 0) {
+				first = i;
+				continue;
+			}
+			return vfail(v, "must match exactly one schema in oneOf, but matches "
+					"%d and %d", first, i);
+		}
+		if (v->fatal)
+			return -1;
+		if (v->err_kind == EK_TYPE && v->err_depth == v->npath)
+			want |= v->err_want;
+		else
+			all_type = 0;
+		score = v->err_depth * 3 + v->err_kind;
+		if (score > best_score) {
+			best_score = score;
+			best_depth = v->err_depth;
+			best_kind = v->err_kind;
+			gh_strlcpy(best, v->err, sizeof(best));
+		}
+	}
+	if (nmatch == 1)
+		return 0;
+	if (all_type) {
+		w = vbegin(v);
+		mw_puts(w, "expected ");
+		mw_types(w, want);
+		mw_printf(w, ", got %s", value_type_name(x));
+		vend(v, EK_TYPE);
+		v->err_want = want;
+		return -1;
+	}
+	if (best_depth > v->npath || best_kind == EK_RULE) {
+		gh_strlcpy(v->err, best, sizeof(v->err));
+		v->err_depth = best_depth;
+		v->err_kind = best_kind;
+		v->err_want = 0;
+		return -1;
+	}
+	return vfail(v, "does not match any of the schemas in %s", one ? "oneOf" : "anyOf");
+}
+
+static int validate_obj(struct vctx *v, const cJSON *s, const cJSON *x)
+{
+	struct kw k;
+	const cJSON *b, *t;
+	int rc;
+
+	gather(s, &k);
+	if (cJSON_IsTrue(k.nullable) && cJSON_IsNull(x))
+		return 0;
+	if (k.type && check_type(v, k.type, cJSON_IsTrue(k.nullable), x))
+		return -1;
+	if (k.const_ && !json_equal(k.const_, x, 0, &v->steps)) {
+		struct mw *w = vbegin(v);
+
+		mw_puts(w, "must be ");
+		mw_value(w, k.const_);
+		return vend(v, EK_CONST);
+	}
+	if (k.enum_ && check_enum(v, k.enum_, x))
+		return -1;
+	if (cJSON_IsObject(x) && validate_object(v, &k, x))
+		return -1;
+	if (cJSON_IsArray(x) && validate_array(v, &k, x))
+		return -1;
+	if (cJSON_IsString(x) && validate_string(v, &k, x))
+		return -1;
+	if (cJSON_IsNumber(x) && validate_number(v, &k, x))
+		return -1;
+	if (cJSON_IsArray(k.all_of))
+		for (b = k.all_of->child; b; b = b->next)
+			if (validate(v, b, x))
+				return -1;
+	if (k.any_of && validate_branches(v, k.any_of, x, 0))
+		return -1;
+	if (k.one_of && validate_branches(v, k.one_of, x, 1))
+		return -1;
+	if (k.not_) {
+		rc = validate(v, k.not_, x);
+		if (v->fatal)
+			return -1;
+		if (rc == 0)
+			return vfail(v, "must not match the schema in \"not\"");
+	}
+	if (cJSON_IsString(k.ref)) {
+		t = resolve_ref(v->root, k.ref->valuestring, NULL);
+		if (!t) {
+			struct mw *w = vbegin(v);
+
+			mw_puts(w, "$ref ");
+			mw_quote(w, k.ref->valuestring, QUOTE_MAX);
+			mw_puts(w, " does not resolve");
+			v->fatal = 1;
+			return vend(v, EK_RULE);
+		}
+		if (v->hops >= GH_SCHEMA_MAX_REF_HOPS)
+			return vfatal(v, "schema too deep (more than %d $ref hops)",
+				      GH_SCHEMA_MAX_REF_HOPS);
+		v->hops++;
+		rc = validate(v, t, x);
+		v->hops--;
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+static int validate(struct vctx *v, const cJSON *s, const cJSON *x)
+{
+	int rc;
+
+	if (v->fatal)
+		return -1;
+	if (++v->steps > GH_SCHEMA_MAX_STEPS)
+		return vfatal(v, "schema too complex to check (over %ld steps)",
+			      GH_SCHEMA_MAX_STEPS);
+	if (cJSON_IsTrue(s))
+		return 0;
+	if (cJSON_IsFalse(s))
+		return vfail(v, "no value is allowed here");
+	if (!cJSON_IsObject(s))
+		return vfatal(v, "the schema here is not usable");
+	if (v->frames >= MAX_FRAMES)
+		return vfatal(v, "schema too deep (more than %d nested schemas)", MAX_FRAMES);
+	v->frames++;
+	rc = validate_obj(v, s, x);
+	v->frames--;
+	return rc;
+}
+
+int gh_schema_validate(const cJSON *schema, const cJSON *value, char *msg, size_t cap)
+{
+	struct vctx v;
+	int rc;
+
+	memset(&v, 0, sizeof(v));
+	v.root = schema;
+	if (cap)
+		msg[0] = '\0';
+	if (!schema)
+		rc = vfatal(&v, "no schema to validate against");
+	else if (!value)
+		rc = vfail(&v, "expected a JSON value, got nothing");
+	else
+		rc = validate(&v, schema, value);
+	rx_cache_free(&v.rx);
+	if (rc == 0)
+		return 0;
+	if (cap)
+		gh_strlcpy(msg, v.err, cap);
+	return -1;
+}

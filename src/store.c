@@ -1,0 +1,751 @@
+/*
+ * store.c - connections, migrations and the writer thread (group commit).
+ *
+ * Threading: gh_store_* may be called from any thread. Writes become jobs
+ * on a queue drained by one writer thread; a caller blocks on its job's
+ * semaphore until the batch holding it has committed. Reads borrow a
+ * connection from a fixed pool. In inline mode (CLI) the calling thread
+ * plays the writer under inline_mu. Either way every write transaction
+ * holds the cross-process flock on "<db>-writer.lock".
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "embed.h"
+#include "json.h"
+#include "log.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ helpers */
+
+enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e)
+{
+	int rc = c && c->db ? sqlite3_extended_errcode(c->db) : SQLITE_ERROR;
+
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE)
+		return gh_err_set(e, GH_E_CONFLICT, "database: %s: already exists", what);
+	return gh_err_set(e, GH_E_IO, "database: %s: %s", what,
+			  c && c->db ? sqlite3_errmsg(c->db) : "not open");
+}
+
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e)
+{
+	size_t i;
+	sqlite3_stmt *st = NULL;
+
+	for (i = 0; i < c->ncache; i++) {
+		if (c->cache[i].sql == sql) {
+			st = c->cache[i].st;
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return st;
+		}
+	}
+	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		store_fail(c, "prepare", e);
+		gh_error("database: cannot prepare statement: %s", sqlite3_errmsg(c->db));
+		return NULL;
+	}
+	if (c->ncache < STORE_STMT_CACHE) {
+		c->cache[c->ncache].sql = sql;
+		c->cache[c->ncache].st = st;
+		c->ncache++;
+	} else {
+		/* Cache full: a programming error (more distinct statements
+		 * than STORE_STMT_CACHE); fail loudly rather than leak. */
+		sqlite3_finalize(st);
+		gh_err_set(e, GH_E_INTERNAL, "database: statement cache full");
+		return NULL;
+	}
+	return st;
+}
+
+int store_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (!s)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+}
+
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	gh_strlcpy(dst, t ? (const char *)t : "", cap);
+}
+
+cJSON *store_col_json(sqlite3_stmt *st, int i)
+{
+	const char *t = (const char *)sqlite3_column_text(st, i);
+	int n = sqlite3_column_bytes(st, i);
+
+	if (!t)
+		return NULL;
+	return cJSON_ParseWithLength(t, (size_t)n);
+}
+
+static void conn_close(struct store_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->ncache; i++)
+		sqlite3_finalize(c->cache[i].st);
+	c->ncache = 0;
+	if (c->db)
+		sqlite3_close(c->db);
+	c->db = NULL;
+}
+
+static int exec(struct store_conn *c, const char *sql, struct gh_err *e)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		gh_err_set(e, GH_E_IO, "database: %s", msg ? msg : sqlite3_errmsg(c->db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs a cached statement that returns no rows. */
+static int step_done(struct store_conn *c, const char *sql, struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, sql, e);
+	int rc;
+
+	if (!st)
+		return -1;
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		store_fail(c, sql, e);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------- cross-process lock */
+
+static int lock_writer(struct gh_store *s)
+{
+	while (flock(s->lock_fd, LOCK_EX) != 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+static void unlock_writer(struct gh_store *s)
+{
+	flock(s->lock_fd, LOCK_UN);
+}
+
+/* -------------------------------------------------------------- batches */
+
+/* Runs jobs (a list) in one transaction; fills each job's rc/err. */
+static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_checkpoint)
+{
+	struct store_job *j;
+	struct gh_err be;
+	uint64_t n = 0, prev;
+	int ok = 0;
+
+	gh_err_clear(&be);
+	if (lock_writer(s) != 0) {
+		gh_err_set(&be, GH_E_IO, "database: cannot take the writer lock: %s",
+			   strerror(errno));
+		goto fail_all;
+	}
+	if (step_done(&s->w, "BEGIN IMMEDIATE", &be) != 0) {
+		unlock_writer(s);
+		goto fail_all;
+	}
+	s->chain.known = 0;
+	for (j = jobs; j; j = j->next) {
+		struct store_chain saved = s->chain;
+
+		n++;
+		gh_err_clear(&j->err);
+		if (step_done(&s->w, "SAVEPOINT job", &j->err) != 0) {
+			j->rc = j->err.code;
+			continue;
+		}
+		j->rc = j->fn(s, &s->w, j->arg, &j->err);
+		if (j->rc != GH_OK) {
+			struct gh_err ignore;
+
+			step_done(&s->w, "ROLLBACK TO job", &ignore);
+			s->chain = saved;
+		}
+		if (step_done(&s->w, "RELEASE job", &be) != 0) {
+			/* The transaction is in an unknown state: give up on it. */
+			step_done(&s->w, "ROLLBACK", &be);
+			s->chain.known = 0;
+			unlock_writer(s);
+			goto fail_all;
+		}
+	}
+	if (s->signer) {
+		struct gh_err ce;
+
+		if (store_checkpoint_if_due(s, &s->w, idle_checkpoint, &ce) != GH_OK)
+			gh_warn("audit: checkpoint not written: %s", ce.msg);
+	}
+	if (step_done(&s->w, "COMMIT", &be) != 0) {
+		struct gh_err ignore;
+
+		step_done(&s->w, "ROLLBACK", &ignore);
+		s->chain.known = 0;
+		unlock_writer(s);
+		goto fail_all;
+	}
+	unlock_writer(s);
+	ok = 1;
+	atomic_fetch_add(&s->n_tx, 1);
+	atomic_fetch_add(&s->n_jobs, n);
+	prev = atomic_load(&s->max_batch);
+	while (n > prev && !atomic_compare_exchange_weak(&s->max_batch, &prev, n))
+		;
+fail_all:
+	if (!ok) {
+		gh_error("%s", be.msg);
+		for (j = jobs; j; j = j->next) {
+			if (j->rc == GH_OK || j->err.code == GH_OK) {
+				j->rc = GH_E_IO;
+				j->err = be;
+			}
+		}
+	}
+}
+
+static void finish_jobs(struct store_job *jobs)
+{
+	struct store_job *j, *next;
+
+	for (j = jobs; j; j = next) {
+		next = j->next;
+		if (j->async) {
+			if (j->rc != GH_OK)
+				gh_warn("database: background write failed: %s", j->err.msg);
+			if (j->free_arg)
+				j->free_arg(j->arg);
+			free(j);
+		} else {
+			sem_post(&j->done);
+		}
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct gh_store *s = arg;
+
+	for (;;) {
+		struct store_job *batch = NULL, **tail = &batch;
+		int n = 0, timed_out = 0;
+
+		pthread_mutex_lock(&s->qmu);
+		while (!s->qhead && !s->stopping) {
+			if (s->signer && s->ckpt_every_ms > 0) {
+				struct timespec ts;
+				int64_t ms;
+
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ms = (int64_t)ts.tv_nsec / 1000000 + s->ckpt_every_ms;
+				ts.tv_sec += (time_t)(ms / 1000);
+				ts.tv_nsec = (long)(ms % 1000) * 1000000;
+				if (pthread_cond_timedwait(&s->qcv, &s->qmu, &ts) == ETIMEDOUT) {
+					timed_out = 1;
+					break;
+				}
+			} else {
+				pthread_cond_wait(&s->qcv, &s->qmu);
+			}
+		}
+		if (!s->qhead && s->stopping) {
+			pthread_mutex_unlock(&s->qmu);
+			break;
+		}
+		while (s->qhead && n < s->o.group_commit_max) {
+			struct store_job *j = s->qhead;
+
+			s->qhead = j->next;
+			j->next = NULL;
+			*tail = j;
+			tail = &j->next;
+			n++;
+		}
+		if (!s->qhead)
+			s->qtail = NULL;
+		pthread_mutex_unlock(&s->qmu);
+		if (batch || timed_out) {
+			run_batch(s, batch, timed_out);
+			finish_jobs(batch);
+		}
+	}
+	return NULL;
+}
+
+static int enqueue(struct gh_store *s, struct store_job *j)
+{
+	pthread_mutex_lock(&s->qmu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->qmu);
+		return -1;
+	}
+	j->next = NULL;
+	if (s->qtail)
+		s->qtail->next = j;
+	else
+		s->qhead = j;
+	s->qtail = j;
+	pthread_cond_signal(&s->qcv);
+	pthread_mutex_unlock(&s->qmu);
+	return 0;
+}
+
+enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e)
+{
+	struct store_job j;
+
+	if (!s->w.db)
+		return gh_err_set(e, GH_E_IO, "database: opened read-only");
+	memset(&j, 0, sizeof(j));
+	j.fn = fn;
+	j.arg = arg;
+	if (!s->o.threaded) {
+		pthread_mutex_lock(&s->inline_mu);
+		run_batch(s, &j, 0);
+		pthread_mutex_unlock(&s->inline_mu);
+	} else {
+		if (sem_init(&j.done, 0, 0) != 0)
+			return gh_err_set(e, GH_E_INTERNAL, "database: sem_init failed");
+		if (enqueue(s, &j) != 0) {
+			sem_destroy(&j.done);
+			return gh_err_set(e, GH_E_UNAVAILABLE, "database: shutting down");
+		}
+		while (sem_wait(&j.done) != 0 && errno == EINTR)
+			;
+		sem_destroy(&j.done);
+	}
+	if (j.rc != GH_OK && e)
+		*e = j.err;
+	return j.rc;
+}
+
+void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
+		       void (*free_arg)(void *arg))
+{
+	struct store_job *j;
+
+	if (!s->w.db || !s->o.threaded) {
+		struct gh_err ignore;
+
+		if (s->w.db)
+			store_write(s, fn, arg, &ignore);
+		if (free_arg)
+			free_arg(arg);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		if (free_arg)
+			free_arg(arg);
+		return;
+	}
+	j->fn = fn;
+	j->arg = arg;
+	j->free_arg = free_arg;
+	j->async = 1;
+	if (enqueue(s, j) != 0) {
+		if (free_arg)
+			free_arg(arg);
+		free(j);
+	}
+}
+
+/* --------------------------------------------------------------- readers */
+
+struct store_conn *store_reader(struct gh_store *s)
+{
+	size_t i;
+
+	pthread_mutex_lock(&s->rmu);
+	for (;;) {
+		for (i = 0; i < s->nreaders; i++) {
+			if (!s->readers[i].busy) {
+				s->readers[i].busy = 1;
+				pthread_mutex_unlock(&s->rmu);
+				return &s->readers[i];
+			}
+		}
+		pthread_cond_wait(&s->rcv, &s->rmu);
+	}
+}
+
+void store_reader_put(struct gh_store *s, struct store_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->ncache; i++)
+		sqlite3_reset(c->cache[i].st);
+	pthread_mutex_lock(&s->rmu);
+	c->busy = 0;
+	pthread_cond_signal(&s->rcv);
+	pthread_mutex_unlock(&s->rmu);
+}
+
+/* ------------------------------------------------------------ migrations */
+
+static int migration_version(const char *name)
+{
+	int v = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return -1;
+		v = v * 10 + (name[i] - '0');
+	}
+	return name[4] == '_' ? v : -1;
+}
+
+int gh_store_schema_latest(void)
+{
+	int v = 0;
+	const struct gh_embedded *m;
+
+	for (m = gh_embedded_migrations; m->name; m++)
+		if (migration_version(m->name) > v)
+			v = migration_version(m->name);
+	return v;
+}
+
+static int read_version(struct store_conn *c, int *out, struct gh_err *e)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	/* No table yet means version 0. */
+	rc = sqlite3_prepare_v2(c->db,
+				"SELECT count(*) FROM sqlite_master WHERE name = 'schema_migrations'",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return store_fail(c, "reading the schema version", e), -1;
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		return store_fail(c, "reading the schema version", e), -1;
+	}
+	if (sqlite3_column_int(st, 0) == 0) {
+		sqlite3_finalize(st);
+		*out = 0;
+		return 0;
+	}
+	sqlite3_finalize(st);
+	rc = sqlite3_prepare_v2(c->db, "SELECT coalesce(max(version), 0) FROM schema_migrations",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		return store_fail(c, "reading the schema version", e), -1;
+	}
+	*out = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* Applies pending migrations in order, each in its own transaction, under
+ * the writer lock. */
+static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
+{
+	const struct gh_embedded *m;
+	int cur, latest = gh_store_schema_latest(), n = 0;
+	enum gh_code rc = GH_OK;
+
+	if (lock_writer(s) != 0)
+		return gh_err_set(e, GH_E_IO, "database: cannot take the writer lock: %s",
+				  strerror(errno));
+	if (exec(&s->w, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+			"version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+			"applied_at INTEGER NOT NULL)", e) != 0 ||
+	    read_version(&s->w, &cur, e) != 0) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	if (cur > latest) {
+		rc = gh_err_set(e, GH_E_IO,
+				"database %s has schema version %d, newer than this gatehouse "
+				"knows (%d): refusing to touch it; upgrade gatehouse",
+				s->path, cur, latest);
+		goto out;
+	}
+	for (int v = cur + 1; v <= latest; v++) {
+		const struct gh_embedded *found = NULL;
+		char ins[320];
+
+		for (m = gh_embedded_migrations; m->name; m++)
+			if (migration_version(m->name) == v)
+				found = m;
+		if (!found) {
+			rc = gh_err_set(e, GH_E_INTERNAL, "migration %04d is missing from the build",
+					v);
+			goto out;
+		}
+		if (exec(&s->w, "BEGIN IMMEDIATE", e) != 0) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		snprintf(ins, sizeof(ins),
+			 "INSERT INTO schema_migrations (version, name, applied_at) "
+			 "VALUES (%d, '%.*s', %lld)",
+			 v, 200, found->name, (long long)gh_now_ms());
+		if (exec(&s->w, (const char *)found->data, e) != 0 || exec(&s->w, ins, e) != 0) {
+			struct gh_err ignore;
+			char why[GH_ERR_MSG_MAX];
+
+			gh_strlcpy(why, e ? e->msg : "", sizeof(why));
+			exec(&s->w, "ROLLBACK", &ignore);
+			rc = gh_err_set(e, GH_E_IO, "migration %s failed: %s", found->name, why);
+			goto out;
+		}
+		if (exec(&s->w, "COMMIT", e) != 0) {
+			struct gh_err ignore;
+
+			exec(&s->w, "ROLLBACK", &ignore);
+			rc = GH_E_IO;
+			goto out;
+		}
+		gh_info("database: applied migration %s", found->name);
+		n++;
+	}
+	s->schema_version = latest;
+out:
+	unlock_writer(s);
+	if (applied)
+		*applied = n;
+	return rc;
+}
+
+enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e)
+{
+	enum gh_code rc;
+
+	if (!s->w.db)
+		return gh_err_set(e, GH_E_IO, "database: opened read-only");
+	pthread_mutex_lock(&s->inline_mu);
+	rc = migrate(s, applied, e);
+	pthread_mutex_unlock(&s->inline_mu);
+	return rc;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+static int open_conn(struct gh_store *s, struct store_conn *c, int readonly, struct gh_err *e)
+{
+	int flags = SQLITE_OPEN_NOMUTEX |
+		    (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+
+	memset(c, 0, sizeof(*c));
+	if (sqlite3_open_v2(s->path, &c->db, flags, NULL) != SQLITE_OK) {
+		gh_err_set(e, GH_E_IO, "database %s: %s", s->path,
+			   c->db ? sqlite3_errmsg(c->db) : "cannot open");
+		conn_close(c);
+		return -1;
+	}
+	sqlite3_extended_result_codes(c->db, 1);
+	sqlite3_busy_timeout(c->db, s->o.busy_timeout_ms);
+	/* Only the writer, holding the writer lock, may ever checkpoint:
+	 * gh_store_close checkpoints explicitly. */
+	sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	if (readonly) {
+		if (exec(c, "PRAGMA query_only = 1", e) != 0) {
+			conn_close(c);
+			return -1;
+		}
+		return 0;
+	}
+	if (exec(c, s->o.synchronous_full ? "PRAGMA synchronous = FULL"
+					  : "PRAGMA synchronous = NORMAL", e) != 0 ||
+	    exec(c, "PRAGMA foreign_keys = ON", e) != 0) {
+		conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
+			   struct gh_err *e)
+{
+	struct gh_store *s;
+	size_t plen, i;
+	enum gh_code rc = GH_E_IO;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	s->o = *o;
+	if (s->o.readers < 1)
+		s->o.readers = 1;
+	if (s->o.group_commit_max < 1)
+		s->o.group_commit_max = 1024;
+	s->lock_fd = -1;
+	s->signer = o->signer;
+	s->ckpt_rows = o->ckpt_rows > 0 ? o->ckpt_rows : 1000;
+	s->ckpt_every_ms = o->ckpt_ms > 0 ? o->ckpt_ms : 60000;
+	pthread_mutex_init(&s->inline_mu, NULL);
+	pthread_mutex_init(&s->rmu, NULL);
+	pthread_cond_init(&s->rcv, NULL);
+	pthread_mutex_init(&s->qmu, NULL);
+	pthread_cond_init(&s->qcv, NULL);
+	plen = strlen(o->path);
+	s->path = strdup(o->path);
+	s->lock_path = malloc(plen + sizeof("-writer.lock"));
+	if (!s->path || !s->lock_path) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	memcpy(s->lock_path, o->path, plen);
+	memcpy(s->lock_path + plen, "-writer.lock", sizeof("-writer.lock"));
+
+	if (o->readonly) {
+		if (access(s->path, F_OK) != 0) {
+			rc = gh_err_set(e, GH_E_IO,
+					"database %s does not exist (run gatehouse migrate first)",
+					s->path);
+			goto fail;
+		}
+	} else {
+		s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (s->lock_fd < 0) {
+			rc = gh_err_set(e, GH_E_IO, "%s: %s", s->lock_path, strerror(errno));
+			goto fail;
+		}
+		if (open_conn(s, &s->w, 0, e) != 0)
+			goto fail;
+		if (lock_writer(s) != 0) {
+			rc = gh_err_set(e, GH_E_IO, "database: cannot take the writer lock");
+			goto fail;
+		}
+		i = (size_t)exec(&s->w, "PRAGMA journal_mode = WAL", e);
+		unlock_writer(s);
+		if (i != 0)
+			goto fail;
+		if (migrate(s, NULL, e) != GH_OK)
+			goto fail;
+	}
+	s->nreaders = (size_t)s->o.readers;
+	s->readers = calloc(s->nreaders, sizeof(*s->readers));
+	if (!s->readers) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < s->nreaders; i++)
+		if (open_conn(s, &s->readers[i], 1, e) != 0)
+			goto fail;
+	if (o->readonly) {
+		struct gh_err ve;
+		int v = 0;
+
+		if (read_version(&s->readers[0], &v, &ve) != 0) {
+			rc = gh_err_set(e, GH_E_IO, "%s", ve.msg);
+			goto fail;
+		}
+		if (v > gh_store_schema_latest()) {
+			rc = gh_err_set(e, GH_E_IO,
+					"database %s has schema version %d, newer than this "
+					"gatehouse knows (%d); upgrade gatehouse",
+					s->path, v, gh_store_schema_latest());
+			goto fail;
+		}
+		if (v == 0) {
+			rc = gh_err_set(e, GH_E_IO,
+					"database %s has no schema (run gatehouse migrate first)",
+					s->path);
+			goto fail;
+		}
+		s->schema_version = v;
+	}
+	if (o->threaded && !o->readonly) {
+		if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
+			rc = gh_err_set(e, GH_E_INTERNAL, "cannot start the database writer");
+			goto fail;
+		}
+		s->writer_started = 1;
+	}
+	*out = s;
+	return GH_OK;
+fail:
+	gh_store_close(s);
+	return rc == GH_OK ? GH_E_IO : (e ? e->code : rc);
+}
+
+void gh_store_close(struct gh_store *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	if (s->writer_started) {
+		pthread_mutex_lock(&s->qmu);
+		s->stopping = 1;
+		pthread_cond_signal(&s->qcv);
+		pthread_mutex_unlock(&s->qmu);
+		pthread_join(s->writer, NULL);
+	}
+	for (i = 0; s->readers && i < s->nreaders; i++)
+		conn_close(&s->readers[i]);
+	free(s->readers);
+	if (s->w.db) {
+		if (lock_writer(s) == 0) {
+			if (s->signer) {
+				struct gh_err ce;
+
+				/* sign whatever is still unsigned before leaving */
+				if (step_done(&s->w, "BEGIN IMMEDIATE", &ce) == 0) {
+					s->chain.known = 0;
+					if (store_checkpoint_if_due(s, &s->w, 1, &ce) != GH_OK)
+						gh_warn("audit: final checkpoint: %s", ce.msg);
+					if (step_done(&s->w, "COMMIT", &ce) != 0)
+						step_done(&s->w, "ROLLBACK", &ce);
+				}
+			}
+			sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+						  NULL);
+			conn_close(&s->w);
+			unlock_writer(s);
+		} else {
+			conn_close(&s->w);
+		}
+	}
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	pthread_mutex_destroy(&s->inline_mu);
+	pthread_mutex_destroy(&s->rmu);
+	pthread_cond_destroy(&s->rcv);
+	pthread_mutex_destroy(&s->qmu);
+	pthread_cond_destroy(&s->qcv);
+	free(s->path);
+	free(s->lock_path);
+	free(s);
+}
+
+int gh_store_schema_version(struct gh_store *s)
+{
+	return s->schema_version;
+}
+
+void gh_store_stats(struct gh_store *s, struct gh_store_stats *out)
+{
+	out->transactions = atomic_load(&s->n_tx);
+	out->jobs = atomic_load(&s->n_jobs);
+	out->max_batch = atomic_load(&s->max_batch);
+}

@@ -1,0 +1,398 @@
+/*
+ * store.h - the only code that speaks SQL.
+ *
+ * One SQLite file in WAL mode. Writes: one writer connection owned by a
+ * writer thread; callers hand it jobs and wait for their own commit, and the
+ * writer runs every queued job in one transaction (group commit), each job
+ * inside its own savepoint so one failure does not sink the others. Reads: a
+ * bounded pool of read-only connections that never checkpoint.
+ *
+ * Across processes (the CLI beside a running server) every write
+ * transaction, and therefore every checkpoint, runs under an exclusive
+ * flock on "<db>-writer.lock": no two connections ever write or checkpoint
+ * at once (SQLite's WAL-reset bug, 3.7.0 to 3.51.2).
+ *
+ * All gh_store_* functions are thread-safe. Strings and cJSON values they
+ * return are owned by the caller unless said otherwise.
+ */
+#ifndef GH_STORE_H
+#define GH_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+#include "util.h"
+
+struct gh_store;
+struct gh_audit_event;
+struct gh_audit_signer;
+
+struct gh_store_opts {
+	const char *path;
+	int synchronous_full;      /* PRAGMA synchronous=FULL instead of NORMAL */
+	int readers;               /* read pool size (>= 1) */
+	int busy_timeout_ms;
+	int group_commit_max;      /* most jobs per transaction */
+	int threaded;              /* 1: writer thread (serve); 0: writes run inline (CLI) */
+	int readonly;              /* 1: no writer at all (CLI reads); no migrations */
+	/* Audit checkpoints: signer borrowed for the life of the store; NULL
+	 * disables them. Signed every ckpt_rows rows or ckpt_ms ms. */
+	const struct gh_audit_signer *signer;
+	int64_t ckpt_rows;
+	int64_t ckpt_ms;
+};
+
+/* Opens (creating when needed, unless readonly), applies pending migrations
+ * under the writer lock and starts the writer thread. Refuses a database
+ * whose schema is newer than this binary knows (GH_E_IO with both
+ * versions in the message). */
+enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
+			   struct gh_err *e);
+
+/* Drains queued writes, stops the writer, checkpoints (under the lock) and
+ * closes every connection. NULL is a no-op. */
+void gh_store_close(struct gh_store *s);
+
+/* Highest migration applied / known to this binary. */
+int gh_store_schema_version(struct gh_store *s);
+int gh_store_schema_latest(void);
+
+/* Applies pending migrations; *applied gets how many ran. Used by
+ * "gatehouse migrate" (gh_store_open already does it for serve). */
+enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e);
+
+/* Counters for benchmarks and /healthz: commits, jobs, largest batch. */
+struct gh_store_stats {
+	uint64_t transactions;
+	uint64_t jobs;
+	uint64_t max_batch;
+};
+void gh_store_stats(struct gh_store *s, struct gh_store_stats *out);
+
+/* ---------------------------------------------------------------- keys */
+
+#define GH_NAME_MAX 128
+
+struct gh_key {
+	char id[48];
+	char name[GH_NAME_MAX + 1];
+	char owner[GH_NAME_MAX + 1];
+	char policy[GH_NAME_MAX + 1];   /* "" = the policy named "default" */
+	int admin;
+	char prefix[16];
+	int64_t created_at;
+	int64_t last_used_at;            /* 0 = never */
+	int64_t revoked_at;              /* 0 = live */
+};
+
+/* Inserts k; k->hash is the keyed hash of the secret (32 bytes). */
+enum gh_code gh_store_key_insert(struct gh_store *s, const struct gh_key *k,
+				 const unsigned char hash[32], struct gh_err *e);
+/* GH_E_NOTFOUND when no key has this hash. Revoked keys are returned (the
+ * caller tells "revoked" from "unknown"). */
+enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[32],
+				  struct gh_key *out, struct gh_err *e);
+enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_key *out,
+				struct gh_err *e);
+/* Calls fn for every key, newest first; fn returns nonzero to stop. */
+enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const struct gh_key *k),
+			       void *ud, struct gh_err *e);
+/* GH_E_NOTFOUND for an unknown id, GH_E_CONFLICT when already revoked. */
+enum gh_code gh_store_key_revoke(struct gh_store *s, const char *id, struct gh_err *e);
+/* Records use without waiting (fire and forget); cheap to call per request. */
+void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms);
+
+/* ------------------------------------------------------------- threads */
+
+/* A thread as the memory API shows it: {id, resourceId, agentId, title,
+ * metadata, createdAt, updatedAt}. GH_E_NOTFOUND when the thread does not
+ * exist or belongs to another owner (never tell the two apart). */
+enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
+				 cJSON **out, struct gh_err *e);
+/* Threads of owner, newest first, filtered by agent and/or resource (NULL =
+ * any); page is 0-based. *out is {threads:[...], total, page, perPage,
+ * hasMore}. */
+enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const char *agent_id,
+				  const char *resource_id, int page, int per_page, cJSON **out,
+				  struct gh_err *e);
+enum gh_code gh_store_thread_create(struct gh_store *s, const char *owner, const char *id,
+				    const char *resource_id, const char *agent_id,
+				    const char *title, const cJSON *metadata, struct gh_err *e);
+/* Any of title/metadata/resource_id may be NULL (unchanged). */
+enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
+				    const char *title, const cJSON *metadata,
+				    const char *resource_id, struct gh_err *e);
+/* Deletes the thread with its messages. */
+enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const char *id,
+				    struct gh_err *e);
+/* The last `limit` messages of a thread, oldest first, as CoreMessages
+ * {role, content}. */
+enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id, int limit,
+				      cJSON **out, struct gh_err *e);
+/* One page of a thread's messages, oldest first: {messages:[{id, threadId,
+ * resourceId, role, content, type, createdAt, runId}], total, page,
+ * perPage, hasMore}. Checks the owner (GH_E_NOTFOUND). */
+enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const char *thread_id,
+				    int page, int per_page, cJSON **out, struct gh_err *e);
+
+/* ---------------------------------------------------------------- runs */
+
+/* Everything a request persists at its end, in one transaction: the thread
+ * (created when new), the new messages, the run row and its tool calls. */
+struct gh_run_commit {
+	const char *run_id;
+	const char *owner;
+	const char *key_id;
+	const char *agent_id;
+	const char *thread_id;         /* NULL: the run has no thread */
+	const char *resource_id;
+	int create_thread;             /* insert the thread row first */
+	const char *thread_title;
+	const cJSON *messages;         /* array of CoreMessages to append, or NULL */
+	const char *status;            /* runs.status */
+	const char *expect_status;     /* NULL: a new run (inserted; an existing id is
+					* GH_E_CONFLICT). Else the run must exist with
+					* this status (GH_E_CONFLICT otherwise). */
+	const cJSON *state;            /* run working state */
+	const cJSON *output;           /* final output or NULL */
+	const char *error;             /* NULL */
+	/* Tool calls handed out now (pending) and answered now. */
+	const char *const *pending_ids;
+	const char *const *pending_names;
+	const char *const *pending_sources;
+	size_t npending;
+	const char *const *answered_ids;
+	size_t nanswered;
+};
+enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit *c,
+				 struct gh_err *e);
+
+/* Atomically moves a run from `from` to `to` (e.g. waiting -> running when a
+ * continuation claims it), remembering `from` so a crash mid-run can be
+ * undone by gh_store_runs_recover. GH_E_CONFLICT when the run is not in
+ * `from`. */
+enum gh_code gh_store_run_transition(struct gh_store *s, const char *run_id, const char *from,
+				     const char *to, struct gh_err *e);
+
+/* At start: runs a crash left "running" go back to the status they were
+ * claimed from. *n gets how many. */
+enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e);
+
+/* Calls fn with the id of every run in status, oldest first. */
+enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
+				       int (*fn)(void *ud, const char *run_id), void *ud,
+				       struct gh_err *e);
+
+struct gh_run_row {
+	char id[48];
+	char owner[GH_NAME_MAX + 1];
+	char key_id[48];
+	char agent_id[GH_NAME_MAX + 1];
+	char thread_id[GH_NAME_MAX + 1];   /* "" = none */
+	char resource_id[GH_NAME_MAX + 1];
+	char status[16];
+	cJSON *state;                      /* owned; gh_run_row_clear */
+	cJSON *output;                     /* owned or NULL */
+	char *error;                       /* owned or NULL */
+	int64_t created_at;
+	int64_t updated_at;
+};
+void gh_run_row_clear(struct gh_run_row *r);
+/* GH_E_NOTFOUND when absent or owned by another owner (owner NULL = any). */
+enum gh_code gh_store_run_get(struct gh_store *s, const char *owner, const char *run_id,
+			      struct gh_run_row *out, struct gh_err *e);
+
+/* Finds the run waiting on a tool call id. *status_out is "pending" or
+ * "answered". GH_E_NOTFOUND when unknown (or another owner's). */
+enum gh_code gh_store_tool_call_find(struct gh_store *s, const char *owner,
+				     const char *tool_call_id, char run_id[48],
+				     char status_out[16], struct gh_err *e);
+
+/* ------------------------------------------------------------- memory */
+
+enum gh_code gh_store_memory_save(struct gh_store *s, const char *owner, const char *resource,
+				  const char *content, const char *tags, int64_t *id_out,
+				  struct gh_err *e);
+/* bm25-ranked full-text search within (owner, resource); at most limit
+ * results. *out is an array of {id, content, tags, createdAt, score}. The
+ * query is taken as plain words (FTS syntax in it has no effect). */
+enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const char *resource,
+				    const char *query, int limit, cJSON **out, struct gh_err *e);
+/* GH_E_NOTFOUND when id is not a memory of (owner, resource). */
+enum gh_code gh_store_memory_delete(struct gh_store *s, const char *owner, const char *resource,
+				    int64_t id, struct gh_err *e);
+enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
+					 const char *resource, const char *content,
+					 struct gh_err *e);
+/* *out is NULL when none; caller frees. */
+enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
+					 const char *resource, char **out, struct gh_err *e);
+
+/* -------------------------------------------------------------- audit */
+
+/* Appends one event to the hash chain and waits for its commit. The writer
+ * assigns seq and computes the hashes, and signs a checkpoint when due.
+ * Failing here means the event is not recorded: the caller must not run
+ * the tool (fail closed). */
+enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_event *ev,
+				   int64_t *seq_out, struct gh_err *e);
+
+
+/* A stored audit row; strings are borrowed until the callback returns. */
+struct gh_audit_row {
+	int64_t seq;
+	struct gh_audit_event *ev;
+	const unsigned char *prev_hash;   /* prev_len bytes */
+	size_t prev_len;
+	const unsigned char *hash;        /* hash_len bytes */
+	size_t hash_len;
+};
+
+/* Calls fn for every row with seq >= from_seq in ascending order (verify,
+ * export). Streams: memory use does not grow with the table. fn returns
+ * nonzero to stop. */
+enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
+				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
+				 struct gh_err *e);
+
+struct gh_audit_filter {
+	int64_t from_ms, to_ms;           /* 0 = open */
+	const char *key_id, *agent_id, *thread_id, *run_id, *tool_name, *event, *outcome;
+	const char *owner;                /* restrict to one owner (non-admin callers) */
+};
+/* One page of matching rows. Newest first with rows whose seq < cursor
+ * (cursor 0 = from the newest), or with ascending oldest first with rows
+ * whose seq > cursor. At most limit rows; fn is called per row; *next gets
+ * the cursor for the next page (0 when this was the last). */
+enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
+				  int64_t cursor, int limit, int ascending,
+				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
+				  int64_t *next, struct gh_err *e);
+
+struct gh_audit_checkpoint {
+	int64_t seq;
+	int64_t ts;
+	unsigned char hash[32];
+	unsigned char public_key[32];
+	unsigned char signature[64];
+	int ok_sizes;                      /* 0 when a blob had the wrong length */
+};
+/* Calls fn for every checkpoint in ascending seq. */
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
+					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
+					void *ud, struct gh_err *e);
+/* The retention anchor; GH_E_NOTFOUND when the chain starts at genesis. The
+ * anchor's hash field holds the prev_hash of its first kept row. */
+enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
+				   struct gh_err *e);
+/* Rows and seq range: for status displays. */
+enum gh_code gh_store_audit_bounds(struct gh_store *s, int64_t *first, int64_t *last,
+				   int64_t *count, struct gh_err *e);
+/* Deletes rows older than cutoff_ms, keeping the chain verifiable: records
+ * a signed anchor at the first kept row. Never deletes past the newest
+ * checkpoint. *deleted gets the count. */
+enum gh_code gh_store_audit_prune(struct gh_store *s, int64_t cutoff_ms, int64_t *deleted,
+				  struct gh_err *e);
+
+/* ------------------------------------------------------------ approvals */
+
+struct gh_approval {
+	char id[GH_ID_MAX];
+	char key_id[GH_ID_MAX];
+	char owner[GH_NAME_MAX + 1];
+	char agent_id[GH_NAME_MAX + 1];
+	char thread_id[GH_NAME_MAX + 1];
+	char run_id[GH_ID_MAX];
+	char tool_call_id[GH_ID_MAX];
+	char tool_name[64];
+	char source[16];
+	char args_sha256[65];
+	char policy_name[GH_NAME_MAX + 1];
+	char policy_version[17];
+	char approver[8];
+	char status[16];
+	char decided_by[GH_NAME_MAX + 16];
+	char *rule;                         /* owned */
+	char *reason;                       /* owned or NULL */
+	cJSON *args;                        /* owned: redacted canonical arguments */
+	int64_t created_at, expires_at, decided_at, executed_at;
+};
+/* Frees what a owns and zeroes it. */
+void gh_approval_clear(struct gh_approval *a);
+
+/* Inserts a (status pending) and its audit row ev in one transaction. */
+enum gh_code gh_store_approval_insert(struct gh_store *s, const struct gh_approval *a,
+				      const char *args_json, const struct gh_audit_event *ev,
+				      struct gh_err *e);
+/* By id, or by tool call id when by_call. GH_E_NOTFOUND when absent or
+ * owned by another owner (owner NULL = any). */
+enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const char *id,
+				   int by_call, struct gh_approval *out, struct gh_err *e);
+/* status NULL = any; owner NULL = any. Pending oldest first, else newest
+ * first; at most limit. fn returns nonzero to stop. */
+enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, const char *owner,
+				    int limit, int (*fn)(void *ud, const struct gh_approval *a),
+				    void *ud, struct gh_err *e);
+/* Decides a pending, unexpired approval (status "approved"/"denied") and
+ * appends ev in the same transaction. GH_E_CONFLICT (message says who
+ * decided, or that it expired) when not pending. */
+enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const char *status,
+				      const char *decided_by, const char *reason,
+				      const struct gh_audit_event *ev, struct gh_err *e);
+/* Sets executed_at once; GH_E_CONFLICT when already set. */
+enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e);
+/* Marks pending approvals past expiry as expired, appending an "expired"
+ * audit row for each, in one transaction; fn gets each (after commit). */
+enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,
+				       void (*fn)(void *ud, const struct gh_approval *a), void *ud,
+				       int *n, struct gh_err *e);
+
+/* --------------------------------------------------------- admin users */
+
+struct gh_admin_user {
+	char name[GH_NAME_MAX + 1];
+	char password_hash[160];          /* crypto_pwhash_str output */
+	int64_t created_at, disabled_at, last_login_at;
+};
+
+/* GH_E_CONFLICT when the name exists. */
+enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const char *pwhash,
+				   struct gh_err *e);
+enum gh_code gh_store_admin_get(struct gh_store *s, const char *name, struct gh_admin_user *out,
+				struct gh_err *e);
+enum gh_code gh_store_admin_list(struct gh_store *s,
+				 int (*fn)(void *ud, const struct gh_admin_user *u), void *ud,
+				 struct gh_err *e);
+/* Disables the user and ends all their sessions. */
+enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name, struct gh_err *e);
+
+struct gh_admin_session {
+	char user[GH_NAME_MAX + 1];
+	char csrf[64];
+	int64_t created_at, last_seen_at, expires_at;
+};
+
+/* Creates a session; also records the login time. */
+enum gh_code gh_store_session_create(struct gh_store *s, const unsigned char token_hash[32],
+				     const char *user, const char *csrf, int64_t expires_at,
+				     const char *remote_addr, struct gh_err *e);
+/* A live session (not expired, user not disabled) whose last_seen_at is
+ * within idle_ms; GH_E_NOTFOUND otherwise. Records use (fire and forget). */
+enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_hash[32],
+				  int64_t idle_ms, struct gh_admin_session *out,
+				  struct gh_err *e);
+enum gh_code gh_store_session_delete(struct gh_store *s, const unsigned char token_hash[32],
+				     struct gh_err *e);
+
+/* ---------------------------------------------------- rate-limit state */
+
+enum gh_code gh_store_ratelimit_save(struct gh_store *s, const char *const *keys,
+				     const int64_t *tats, size_t n, struct gh_err *e);
+enum gh_code gh_store_ratelimit_load(struct gh_store *s,
+				     int (*fn)(void *ud, const char *key, int64_t tat_ms),
+				     void *ud, struct gh_err *e);
+
+#endif

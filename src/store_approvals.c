@@ -1,0 +1,424 @@
+/*
+ * store_approvals.c - the approvals table and rate-limit snapshots.
+ * Threading as in store.c.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+#define APPROVAL_COLS "id, key_id, owner, agent_id, coalesce(thread_id, ''), run_id, " \
+		      "tool_call_id, tool_name, source, args, args_sha256, policy_version, " \
+		      "approver, rule, status, created_at, expires_at, coalesce(decided_at, 0), " \
+		      "coalesce(decided_by, ''), reason, coalesce(executed_at, 0), " \
+		      "coalesce(policy_name, '')"
+
+void gh_approval_clear(struct gh_approval *a)
+{
+	if (!a)
+		return;
+	free(a->rule);
+	free(a->reason);
+	cJSON_Delete(a->args);
+	memset(a, 0, sizeof(*a));
+}
+
+static int approval_from(sqlite3_stmt *st, struct gh_approval *a)
+{
+	memset(a, 0, sizeof(*a));
+	store_col_copy(st, 0, a->id, sizeof(a->id));
+	store_col_copy(st, 1, a->key_id, sizeof(a->key_id));
+	store_col_copy(st, 2, a->owner, sizeof(a->owner));
+	store_col_copy(st, 3, a->agent_id, sizeof(a->agent_id));
+	store_col_copy(st, 4, a->thread_id, sizeof(a->thread_id));
+	store_col_copy(st, 5, a->run_id, sizeof(a->run_id));
+	store_col_copy(st, 6, a->tool_call_id, sizeof(a->tool_call_id));
+	store_col_copy(st, 7, a->tool_name, sizeof(a->tool_name));
+	store_col_copy(st, 8, a->source, sizeof(a->source));
+	a->args = store_col_json(st, 9);
+	store_col_copy(st, 10, a->args_sha256, sizeof(a->args_sha256));
+	store_col_copy(st, 11, a->policy_version, sizeof(a->policy_version));
+	store_col_copy(st, 12, a->approver, sizeof(a->approver));
+	a->rule = gh_strdup((const char *)sqlite3_column_text(st, 13));
+	store_col_copy(st, 14, a->status, sizeof(a->status));
+	a->created_at = sqlite3_column_int64(st, 15);
+	a->expires_at = sqlite3_column_int64(st, 16);
+	a->decided_at = sqlite3_column_int64(st, 17);
+	store_col_copy(st, 18, a->decided_by, sizeof(a->decided_by));
+	if (sqlite3_column_type(st, 19) != SQLITE_NULL)
+		a->reason = gh_strdup((const char *)sqlite3_column_text(st, 19));
+	a->executed_at = sqlite3_column_int64(st, 20);
+	store_col_copy(st, 21, a->policy_name, sizeof(a->policy_name));
+	if (!a->args || !a->rule) {
+		gh_approval_clear(a);
+		return -1;
+	}
+	return 0;
+}
+
+struct insert_arg {
+	const struct gh_approval *a;
+	const char *args_json;
+	const struct gh_audit_event *ev;
+};
+
+static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct insert_arg *ia = arg;
+	const struct gh_approval *a = ia->a;
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO approvals (id, key_id, owner, agent_id, "
+					 "thread_id, run_id, tool_call_id, tool_name, source, args, "
+					 "args_sha256, policy_name, policy_version, approver, rule, "
+					 "status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,"
+					 "?,?,?,?,?,'pending',?,?)", e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->id);
+	store_bind_text(st, 2, a->key_id);
+	store_bind_text(st, 3, a->owner);
+	store_bind_text(st, 4, a->agent_id);
+	store_bind_text(st, 5, a->thread_id[0] ? a->thread_id : NULL);
+	store_bind_text(st, 6, a->run_id);
+	store_bind_text(st, 7, a->tool_call_id);
+	store_bind_text(st, 8, a->tool_name);
+	store_bind_text(st, 9, a->source);
+	store_bind_text(st, 10, ia->args_json);
+	store_bind_text(st, 11, a->args_sha256);
+	store_bind_text(st, 12, a->policy_name[0] ? a->policy_name : NULL);
+	store_bind_text(st, 13, a->policy_version);
+	store_bind_text(st, 14, a->approver);
+	store_bind_text(st, 15, a->rule);
+	sqlite3_bind_int64(st, 16, a->created_at);
+	sqlite3_bind_int64(st, 17, a->expires_at);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "recording an approval", e);
+	return store_audit_append_in(s, w, ia->ev, NULL, e);
+}
+
+enum gh_code gh_store_approval_insert(struct gh_store *s, const struct gh_approval *a,
+				      const char *args_json, const struct gh_audit_event *ev,
+				      struct gh_err *e)
+{
+	struct insert_arg ia = {a, args_json, ev};
+
+	return store_write(s, insert_job, &ia, e);
+}
+
+enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const char *id,
+				   int by_call, struct gh_approval *out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = by_call
+		? store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
+				"AND (?2 IS NULL OR owner = ?2)", e)
+		: store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
+				"AND (?2 IS NULL OR owner = ?2)", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	memset(out, 0, sizeof(*out));
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, owner);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		if (approval_from(st, out) != 0)
+			rc = gh_err_set(e, GH_E_IO, "database: approval %s is damaged", id);
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no approval %s", id);
+	} else {
+		rc = store_fail(c, "reading an approval", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, const char *owner,
+				    int limit, int (*fn)(void *ud, const struct gh_approval *a),
+				    void *ud, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	int oldest_first = status && !strcmp(status, "pending");
+	sqlite3_stmt *st = oldest_first
+		? store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE status = ?1 "
+				"AND (?2 IS NULL OR owner = ?2) ORDER BY created_at, id LIMIT ?3", e)
+		: store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE (?1 IS NULL OR "
+				"status = ?1) AND (?2 IS NULL OR owner = ?2) "
+				"ORDER BY created_at DESC, id DESC LIMIT ?3", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, status);
+	store_bind_text(st, 2, owner);
+	sqlite3_bind_int(st, 3, limit);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct gh_approval a;
+		int stop;
+
+		if (approval_from(st, &a) != 0)
+			continue;
+		stop = fn(ud, &a);
+		gh_approval_clear(&a);
+		if (stop)
+			break;
+	}
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "listing approvals", e);
+	store_reader_put(s, c);
+	return rc;
+}
+
+struct decide_arg {
+	const char *id, *status, *decided_by, *reason;
+	const struct gh_audit_event *ev;
+	int64_t now;
+};
+
+static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct decide_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "SELECT status, coalesce(decided_by, ''), expires_at "
+					 "FROM approvals WHERE id = ?", e);
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->id);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return gh_err_set(e, GH_E_NOTFOUND, "no approval %s", a->id);
+	}
+	if (src != SQLITE_ROW)
+		return store_fail(w, "deciding an approval", e);
+	if (strcmp((const char *)sqlite3_column_text(st, 0), "pending")) {
+		const char *was = (const char *)sqlite3_column_text(st, 0);
+		const char *by = (const char *)sqlite3_column_text(st, 1);
+		enum gh_code rc = !strcmp(was, "expired")
+			? gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id)
+			: gh_err_set(e, GH_E_CONFLICT, "approval %s was already %s by %s", a->id,
+				     was, by);
+
+		sqlite3_reset(st);
+		return rc;
+	}
+	if (sqlite3_column_int64(st, 2) <= a->now) {
+		sqlite3_reset(st);
+		return gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id);
+	}
+	sqlite3_reset(st);
+	st = store_stmt(w, "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, "
+			   "reason = ? WHERE id = ? AND status = 'pending'", e);
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->status);
+	sqlite3_bind_int64(st, 2, a->now);
+	store_bind_text(st, 3, a->decided_by);
+	store_bind_text(st, 4, a->reason);
+	store_bind_text(st, 5, a->id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "deciding an approval", e);
+	return store_audit_append_in(s, w, a->ev, NULL, e);
+}
+
+enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const char *status,
+				      const char *decided_by, const char *reason,
+				      const struct gh_audit_event *ev, struct gh_err *e)
+{
+	struct decide_arg a = {id, status, decided_by, reason, ev, gh_now_ms()};
+
+	return store_write(s, decide_job, &a, e);
+}
+
+static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *arg,
+			      struct gh_err *e)
+{
+	const char *id = arg;
+	sqlite3_stmt *st = store_stmt(w, "UPDATE approvals SET executed_at = ? WHERE id = ? "
+					 "AND status = 'approved' AND executed_at IS NULL", e);
+
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, gh_now_ms());
+	store_bind_text(st, 2, id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "claiming an approved execution", e);
+	if (sqlite3_changes(w->db) == 0)
+		return gh_err_set(e, GH_E_CONFLICT, "approval %s was already executed", id);
+	return GH_OK;
+}
+
+enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e)
+{
+	return store_write(s, claim_job, (void *)(uintptr_t)id, e);
+}
+
+struct expire_arg {
+	int64_t now;
+	struct gh_approval *rows;
+	size_t n, cap;
+};
+
+static enum gh_code expire_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct expire_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "SELECT " APPROVAL_COLS " FROM approvals WHERE "
+					 "status = 'pending' AND expires_at <= ? ORDER BY expires_at "
+					 "LIMIT 256", e);
+	enum gh_code rc;
+	size_t i;
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, a->now);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW && a->n < a->cap)
+		if (approval_from(st, &a->rows[a->n]) == 0)
+			a->n++;
+	sqlite3_reset(st);
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		return store_fail(w, "finding expired approvals", e);
+	for (i = 0; i < a->n; i++) {
+		struct gh_approval *ap = &a->rows[i];
+		struct gh_audit_event ev;
+		char detail[128], *args = gh_json_dump(ap->args);
+
+		st = store_stmt(w, "UPDATE approvals SET status = 'expired', decided_at = ?, "
+				   "decided_by = 'system', reason = 'expired' WHERE id = ? "
+				   "AND status = 'pending'", e);
+		if (!st || !args) {
+			free(args);
+			return st ? gh_err_set(e, GH_E_NOMEM, "out of memory") : GH_E_IO;
+		}
+		sqlite3_bind_int64(st, 1, a->now);
+		store_bind_text(st, 2, ap->id);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			free(args);
+			return store_fail(w, "expiring an approval", e);
+		}
+		snprintf(detail, sizeof(detail), "{\"approval_id\":\"%s\"}", ap->id);
+		memset(&ev, 0, sizeof(ev));
+		ev.event = "expired";
+		ev.key_id = ap->key_id;
+		ev.owner = ap->owner;
+		ev.agent_id = ap->agent_id;
+		ev.thread_id = ap->thread_id[0] ? ap->thread_id : NULL;
+		ev.run_id = ap->run_id;
+		ev.tool_call_id = ap->tool_call_id;
+		ev.tool_name = ap->tool_name;
+		ev.source = ap->source;
+		ev.args = args;
+		ev.outcome = "expired";
+		ev.duration_ms = -1;
+		ev.reason = "approval expired: treated as denied";
+		ev.detail = detail;
+		rc = store_audit_append_in(s, w, &ev, NULL, e);
+		free(args);
+		if (rc != GH_OK)
+			return rc;
+		gh_strlcpy(ap->status, "expired", sizeof(ap->status));
+	}
+	return GH_OK;
+}
+
+enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,
+				       void (*fn)(void *ud, const struct gh_approval *a), void *ud,
+				       int *n, struct gh_err *e)
+{
+	struct expire_arg a = {now_ms, NULL, 0, 256};
+	enum gh_code rc;
+	size_t i;
+
+	a.rows = calloc(a.cap, sizeof(*a.rows));
+	if (!a.rows)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	rc = store_write(s, expire_job, &a, e);
+	if (n)
+		*n = rc == GH_OK ? (int)a.n : 0;
+	for (i = 0; i < a.n; i++) {
+		if (rc == GH_OK && fn)
+			fn(ud, &a.rows[i]);
+		gh_approval_clear(&a.rows[i]);
+	}
+	free(a.rows);
+	return rc;
+}
+
+/* ---------------------------------------------------- rate-limit state */
+
+struct rl_arg {
+	const char *const *keys;
+	const int64_t *tats;
+	size_t n;
+};
+
+static enum gh_code rl_save_job(struct gh_store *s, struct store_conn *w, void *arg,
+				struct gh_err *e)
+{
+	struct rl_arg *a = arg;
+	sqlite3_stmt *st;
+	size_t i;
+
+	st = store_stmt(w, "DELETE FROM rate_limit_state WHERE tat_ms < ?", e);
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, gh_now_ms());
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "pruning rate-limit state", e);
+	for (i = 0; i < a->n; i++) {
+		st = store_stmt(w, "INSERT INTO rate_limit_state (key, tat_ms) VALUES (?1, ?2) "
+				   "ON CONFLICT (key) DO UPDATE SET tat_ms = ?2", e);
+		if (!st)
+			return GH_E_IO;
+		store_bind_text(st, 1, a->keys[i]);
+		sqlite3_bind_int64(st, 2, a->tats[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			return store_fail(w, "saving rate-limit state", e);
+	}
+	return GH_OK;
+}
+
+enum gh_code gh_store_ratelimit_save(struct gh_store *s, const char *const *keys,
+				     const int64_t *tats, size_t n, struct gh_err *e)
+{
+	struct rl_arg a = {keys, tats, n};
+
+	return store_write(s, rl_save_job, &a, e);
+}
+
+enum gh_code gh_store_ratelimit_load(struct gh_store *s,
+				     int (*fn)(void *ud, const char *key, int64_t tat_ms),
+				     void *ud, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT key, tat_ms FROM rate_limit_state", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1)))
+			break;
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "loading rate-limit state", e);
+	store_reader_put(s, c);
+	return rc;
+}

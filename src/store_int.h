@@ -1,0 +1,124 @@
+/*
+ * store_int.h - shared between store.c (connections, migrations, the
+ * writer thread) and the store_*.c files that hold each domain's SQL.
+ * Not for use outside the store module.
+ */
+#ifndef GH_STORE_INT_H
+#define GH_STORE_INT_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "store.h"
+
+#define STORE_STMT_CACHE 96
+
+/* A connection with its own prepared-statement cache, keyed by the address
+ * of the SQL literal. Used by one thread at a time. */
+struct store_conn {
+	sqlite3 *db;
+	struct {
+		const char *sql;
+		sqlite3_stmt *st;
+	} cache[STORE_STMT_CACHE];
+	size_t ncache;
+	int busy;
+};
+
+/* A write job: fn runs on the writer connection inside a savepoint of the
+ * batch transaction. It returns GH_OK or an error (with e filled): on error
+ * the savepoint is rolled back and the rest of the batch goes on. */
+typedef enum gh_code (*store_write_fn)(struct gh_store *s, struct store_conn *w, void *arg,
+				       struct gh_err *e);
+
+struct store_job {
+	store_write_fn fn;
+	void *arg;
+	void (*free_arg)(void *arg);   /* async jobs: called by the writer */
+	enum gh_code rc;
+	struct gh_err err;
+	sem_t done;
+	int async;
+	struct store_job *next;
+};
+
+/* Audit chain state, owned by whoever holds the writer (thread or inline). */
+struct store_chain {
+	int known;                      /* loaded in this transaction */
+	int64_t last_seq;
+	unsigned char last_hash[GH_AUDIT_HASH_LEN];
+	int64_t ckpt_seq;               /* newest checkpoint */
+	int64_t ckpt_ms;
+};
+
+struct gh_store {
+	struct gh_store_opts o;
+	char *path;
+	char *lock_path;
+	int lock_fd;
+	int schema_version;
+
+	struct store_conn w;            /* the writer connection (NULL db when readonly) */
+	pthread_mutex_t inline_mu;      /* serialises inline (CLI) writes */
+
+	struct store_conn *readers;
+	size_t nreaders;
+	pthread_mutex_t rmu;
+	pthread_cond_t rcv;
+
+	pthread_t writer;
+	int writer_started;
+	pthread_mutex_t qmu;
+	pthread_cond_t qcv;
+	struct store_job *qhead, *qtail;
+	int stopping;
+
+	struct store_chain chain;
+	const struct gh_audit_signer *signer;
+	int64_t ckpt_rows;
+	int64_t ckpt_every_ms;
+
+	_Atomic uint64_t n_tx, n_jobs, max_batch;
+};
+
+/* Runs fn as a write job and waits for its commit. The result is fn's code,
+ * or GH_E_IO when the transaction could not commit. */
+enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e);
+/* Queues fn without waiting; free_arg(arg) runs after it (NULL ok). Drops the
+ * job silently when the queue cannot take it. */
+void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
+		       void (*free_arg)(void *arg));
+
+/* Borrows a read connection from the pool (waits when all are taken). */
+struct store_conn *store_reader(struct gh_store *s);
+/* Resets every statement of c (ending its read snapshot) and returns it. */
+void store_reader_put(struct gh_store *s, struct store_conn *c);
+
+/* A reset, cleared cached statement for sql (a string literal), or NULL with
+ * e filled. */
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e);
+
+/* Fills e from the connection's last error: GH_E_IO "database: <what>: <msg>". */
+enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e);
+
+/* Binds text or NULL. */
+int store_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Column text copied into dst (cap bytes); "" when NULL. */
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
+/* Column text parsed as JSON, or NULL when NULL/unparsable. Caller frees. */
+cJSON *store_col_json(sqlite3_stmt *st, int i);
+
+/* Audit writer helpers (store_audit.c), run inside the batch transaction. */
+enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct gh_err *e);
+/* Appends ev to the chain inside the current job (same transaction). */
+enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
+				   const struct gh_audit_event *ev, int64_t *seq_out,
+				   struct gh_err *e);
+enum gh_code store_checkpoint_if_due(struct gh_store *s, struct store_conn *w, int force,
+				     struct gh_err *e);
+
+#endif

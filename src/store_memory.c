@@ -1,0 +1,233 @@
+/*
+ * store_memory.c - long-term memories (FTS5, bm25) and working memory, each
+ * scoped to (owner, resource). Threading as in store.c.
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "json.h"
+#include "util.h"
+
+struct mem_arg {
+	const char *owner, *resource, *content, *tags;
+	int64_t id;
+	int64_t now;
+};
+
+static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg,
+			     struct gh_err *e)
+{
+	struct mem_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO memories (owner, resource_id, content, tags, "
+					 "created_at) VALUES (?,?,?,?,?)", e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->owner);
+	store_bind_text(st, 2, a->resource);
+	store_bind_text(st, 3, a->content);
+	store_bind_text(st, 4, a->tags ? a->tags : "");
+	sqlite3_bind_int64(st, 5, a->now);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "saving a memory", e);
+	a->id = sqlite3_last_insert_rowid(w->db);
+	return GH_OK;
+}
+
+enum gh_code gh_store_memory_save(struct gh_store *s, const char *owner, const char *resource,
+				  const char *content, const char *tags, int64_t *id_out,
+				  struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, content, tags, 0, gh_now_ms()};
+	enum gh_code rc = store_write(s, save_job, &a, e);
+
+	if (rc == GH_OK && id_out)
+		*id_out = a.id;
+	return rc;
+}
+
+/* Turns free text into an FTS5 query of quoted words joined by OR, so any
+ * FTS syntax in it (NEAR, column filters, quotes) is inert. */
+static int fts_query(const char *q, struct gh_buf *out)
+{
+	const unsigned char *p = (const unsigned char *)q;
+	int words = 0;
+
+	while (*p && words < 32) {
+		const unsigned char *start;
+
+		while (*p && !(*p >= 0x80 || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+			       (*p >= 'A' && *p <= 'Z')))
+			p++;
+		start = p;
+		while (*p >= 0x80 || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+		       (*p >= 'A' && *p <= 'Z'))
+			p++;
+		if (p == start)
+			break;
+		if ((words && gh_buf_puts(out, " OR ") != GH_BUF_OK) ||
+		    gh_buf_putc(out, '"') != GH_BUF_OK ||
+		    gh_buf_append(out, start, (size_t)(p - start)) != GH_BUF_OK ||
+		    gh_buf_putc(out, '"') != GH_BUF_OK)
+			return -1;
+		words++;
+	}
+	return words;
+}
+
+enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const char *resource,
+				    const char *query, int limit, cJSON **out, struct gh_err *e)
+{
+	struct store_conn *c;
+	sqlite3_stmt *st;
+	struct gh_buf q;
+	cJSON *arr = NULL;
+	enum gh_code rc = GH_OK;
+	int words, src;
+
+	*out = NULL;
+	gh_buf_init(&q, 8192);
+	words = fts_query(query ? query : "", &q);
+	if (words < 0) {
+		gh_buf_free(&q);
+		return gh_err_set(e, GH_E_BADREQ, "query is too long");
+	}
+	c = store_reader(s);
+	if (words == 0)
+		st = store_stmt(c, "SELECT id, content, tags, created_at, 0.0 FROM memories "
+				   "WHERE owner = ?1 AND resource_id = ?2 "
+				   "ORDER BY id DESC LIMIT ?4", e);
+	else
+		st = store_stmt(c, "SELECT m.id, m.content, m.tags, m.created_at, "
+				   "bm25(memories_fts) AS score FROM memories_fts "
+				   "JOIN memories m ON m.id = memories_fts.rowid "
+				   "WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
+				   "AND m.resource_id = ?2 ORDER BY score LIMIT ?4", e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, owner);
+	store_bind_text(st, 2, resource);
+	if (words > 0)
+		store_bind_text(st, 3, q.data);
+	sqlite3_bind_int(st, 4, limit);
+	arr = cJSON_CreateArray();
+	if (!arr) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *m = cJSON_CreateObject();
+		char ts[GH_ISO8601_MAX];
+
+		if (!m) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			goto out;
+		}
+		cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
+		gh_json_add_str(m, "content", (const char *)sqlite3_column_text(st, 1));
+		gh_json_add_str(m, "tags", (const char *)sqlite3_column_text(st, 2));
+		gh_iso8601(sqlite3_column_int64(st, 3), ts, sizeof(ts));
+		cJSON_AddStringToObject(m, "createdAt", ts);
+		/* bm25 is lower-is-better and negative; report higher-is-better */
+		cJSON_AddNumberToObject(m, "score", -sqlite3_column_double(st, 4));
+		cJSON_AddItemToArray(arr, m);
+	}
+	if (src != SQLITE_DONE) {
+		rc = store_fail(c, "searching memories", e);
+		goto out;
+	}
+	*out = arr;
+	arr = NULL;
+out:
+	cJSON_Delete(arr);
+	store_reader_put(s, c);
+	gh_buf_free(&q);
+	return rc;
+}
+
+static enum gh_code delete_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct mem_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "DELETE FROM memories WHERE id = ? AND owner = ? "
+					 "AND resource_id = ?", e);
+
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, a->id);
+	store_bind_text(st, 2, a->owner);
+	store_bind_text(st, 3, a->resource);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "deleting a memory", e);
+	if (sqlite3_changes(w->db) == 0)
+		return gh_err_set(e, GH_E_NOTFOUND, "no memory %lld", (long long)a->id);
+	return GH_OK;
+}
+
+enum gh_code gh_store_memory_delete(struct gh_store *s, const char *owner, const char *resource,
+				    int64_t id, struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, NULL, NULL, id, 0};
+
+	return store_write(s, delete_job, &a, e);
+}
+
+static enum gh_code wm_job(struct gh_store *s, struct store_conn *w, void *arg, struct gh_err *e)
+{
+	struct mem_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO working_memory (owner, resource_id, content, "
+					 "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
+					 "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
+				      e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->owner);
+	store_bind_text(st, 2, a->resource);
+	store_bind_text(st, 3, a->content);
+	sqlite3_bind_int64(st, 4, a->now);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "saving working memory", e);
+	return GH_OK;
+}
+
+enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
+					 const char *resource, const char *content,
+					 struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, content, NULL, 0, gh_now_ms()};
+
+	return store_write(s, wm_job, &a, e);
+}
+
+enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
+					 const char *resource, char **out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT content FROM working_memory WHERE owner = ? "
+					 "AND resource_id = ?", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	*out = NULL;
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, owner);
+	store_bind_text(st, 2, resource);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		if (!(*out = gh_strdup((const char *)sqlite3_column_text(st, 0))))
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	} else if (src != SQLITE_DONE) {
+		rc = store_fail(c, "reading working memory", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}

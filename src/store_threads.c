@@ -1,0 +1,757 @@
+/*
+ * store_threads.c - threads, messages, runs and the tool calls runs wait
+ * on. Threading as in store.c.
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+/* ------------------------------------------------------------- threads */
+
+static cJSON *thread_json(sqlite3_stmt *st)
+{
+	cJSON *o = cJSON_CreateObject(), *md;
+	char ts[GH_ISO8601_MAX];
+
+	if (!o)
+		return NULL;
+	gh_json_add_str(o, "id", (const char *)sqlite3_column_text(st, 0));
+	gh_json_add_str(o, "resourceId", (const char *)sqlite3_column_text(st, 1));
+	gh_json_add_str(o, "agentId", (const char *)sqlite3_column_text(st, 2));
+	gh_json_add_str(o, "title", (const char *)sqlite3_column_text(st, 3));
+	md = store_col_json(st, 4);
+	cJSON_AddItemToObject(o, "metadata", md ? md : cJSON_CreateObject());
+	gh_iso8601(sqlite3_column_int64(st, 5), ts, sizeof(ts));
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	gh_iso8601(sqlite3_column_int64(st, 6), ts, sizeof(ts));
+	cJSON_AddStringToObject(o, "updatedAt", ts);
+	return o;
+}
+
+#define THREAD_COLS "id, resource_id, agent_id, title, metadata, created_at, updated_at"
+
+enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
+				 cJSON **out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT " THREAD_COLS " FROM threads "
+					 "WHERE id = ? AND owner = ?", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	*out = NULL;
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, owner);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		if (!(*out = thread_json(st)))
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", id);
+	} else {
+		rc = store_fail(c, "reading a thread", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const char *agent_id,
+				  const char *resource_id, int page, int per_page, cJSON **out,
+				  struct gh_err *e)
+{
+	static const char *const sql_count =
+		"SELECT count(*) FROM threads WHERE owner = ?1 AND (?2 IS NULL OR agent_id = ?2) "
+		"AND (?3 IS NULL OR resource_id = ?3)";
+	static const char *const sql_page =
+		"SELECT " THREAD_COLS " FROM threads WHERE owner = ?1 "
+		"AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR resource_id = ?3) "
+		"ORDER BY updated_at DESC, id LIMIT ?4 OFFSET ?5";
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st;
+	cJSON *res = NULL, *arr;
+	enum gh_code rc = GH_OK;
+	int64_t total = 0;
+	int src;
+
+	*out = NULL;
+	st = store_stmt(c, sql_count, e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, owner);
+	store_bind_text(st, 2, agent_id);
+	store_bind_text(st, 3, resource_id);
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		rc = store_fail(c, "counting threads", e);
+		goto out;
+	}
+	total = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	res = cJSON_CreateObject();
+	arr = cJSON_AddArrayToObject(res, "threads");
+	if (!res || !arr) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	st = store_stmt(c, sql_page, e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, owner);
+	store_bind_text(st, 2, agent_id);
+	store_bind_text(st, 3, resource_id);
+	sqlite3_bind_int(st, 4, per_page);
+	sqlite3_bind_int64(st, 5, (int64_t)page * per_page);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *t = thread_json(st);
+
+		if (!t) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			goto out;
+		}
+		cJSON_AddItemToArray(arr, t);
+	}
+	if (src != SQLITE_DONE) {
+		rc = store_fail(c, "listing threads", e);
+		goto out;
+	}
+	cJSON_AddNumberToObject(res, "total", (double)total);
+	cJSON_AddNumberToObject(res, "page", page);
+	cJSON_AddNumberToObject(res, "perPage", per_page);
+	cJSON_AddBoolToObject(res, "hasMore", (int64_t)(page + 1) * per_page < total);
+	*out = res;
+	res = NULL;
+out:
+	cJSON_Delete(res);
+	store_reader_put(s, c);
+	return rc;
+}
+
+struct thread_arg {
+	const char *owner, *id, *resource_id, *agent_id, *title;
+	const cJSON *metadata;
+	int64_t now;
+};
+
+static enum gh_code insert_thread(struct store_conn *w, const struct thread_arg *a,
+				  struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO threads (id, owner, resource_id, agent_id, "
+					 "title, metadata, created_at, updated_at) "
+					 "VALUES (?,?,?,?,?,?,?,?)", e);
+	char *md = NULL;
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	if (a->metadata && !(md = gh_json_dump(a->metadata)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	store_bind_text(st, 1, a->id);
+	store_bind_text(st, 2, a->owner);
+	store_bind_text(st, 3, a->resource_id);
+	store_bind_text(st, 4, a->agent_id);
+	store_bind_text(st, 5, a->title);
+	store_bind_text(st, 6, md);
+	sqlite3_bind_int64(st, 7, a->now);
+	sqlite3_bind_int64(st, 8, a->now);
+	src = sqlite3_step(st);
+	free(md);
+	if (src != SQLITE_DONE) {
+		enum gh_code rc = store_fail(w, "creating a thread", e);
+
+		if (rc == GH_E_CONFLICT)
+			gh_err_set(e, GH_E_CONFLICT, "thread %s already exists", a->id);
+		return rc;
+	}
+	return GH_OK;
+}
+
+static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	return insert_thread(w, arg, e);
+}
+
+enum gh_code gh_store_thread_create(struct gh_store *s, const char *owner, const char *id,
+				    const char *resource_id, const char *agent_id,
+				    const char *title, const cJSON *metadata, struct gh_err *e)
+{
+	struct thread_arg a = {owner, id, resource_id, agent_id, title, metadata, gh_now_ms()};
+
+	return store_write(s, create_job, &a, e);
+}
+
+static enum gh_code update_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct thread_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "UPDATE threads SET title = coalesce(?1, title), "
+					 "metadata = coalesce(?2, metadata), "
+					 "resource_id = coalesce(?3, resource_id), updated_at = ?4 "
+					 "WHERE id = ?5 AND owner = ?6", e);
+	char *md = NULL;
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	if (a->metadata && !(md = gh_json_dump(a->metadata)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	store_bind_text(st, 1, a->title);
+	store_bind_text(st, 2, md);
+	store_bind_text(st, 3, a->resource_id);
+	sqlite3_bind_int64(st, 4, a->now);
+	store_bind_text(st, 5, a->id);
+	store_bind_text(st, 6, a->owner);
+	src = sqlite3_step(st);
+	free(md);
+	if (src != SQLITE_DONE)
+		return store_fail(w, "updating a thread", e);
+	if (sqlite3_changes(w->db) == 0)
+		return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", a->id);
+	return GH_OK;
+}
+
+enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
+				    const char *title, const cJSON *metadata,
+				    const char *resource_id, struct gh_err *e)
+{
+	struct thread_arg a = {owner, id, resource_id, NULL, title, metadata, gh_now_ms()};
+
+	return store_write(s, update_job, &a, e);
+}
+
+static enum gh_code delete_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct thread_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "DELETE FROM threads WHERE id = ? AND owner = ?", e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->id);
+	store_bind_text(st, 2, a->owner);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "deleting a thread", e);
+	if (sqlite3_changes(w->db) == 0)
+		return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", a->id);
+	return GH_OK;
+}
+
+enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const char *id,
+				    struct gh_err *e)
+{
+	struct thread_arg a = {.owner = owner, .id = id};
+
+	return store_write(s, delete_job, &a, e);
+}
+
+/* ------------------------------------------------------------ messages */
+
+enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id, int limit,
+				      cJSON **out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT role, content FROM messages WHERE thread_id = ? "
+					 "ORDER BY seq DESC LIMIT ?", e);
+	cJSON *arr = cJSON_CreateArray();
+	enum gh_code rc = GH_OK;
+	int src;
+
+	*out = NULL;
+	if (!st || !arr) {
+		rc = st ? gh_err_set(e, GH_E_NOMEM, "out of memory") : GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, thread_id);
+	sqlite3_bind_int(st, 2, limit);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 1);
+
+		if (!m || !content) {
+			cJSON_Delete(m);
+			cJSON_Delete(content);
+			rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
+			goto out;
+		}
+		gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 0));
+		cJSON_AddItemToObject(m, "content", content);
+		/* newest first from SQL: prepend to get oldest first */
+		cJSON_InsertItemInArray(arr, 0, m);
+	}
+	if (src != SQLITE_DONE) {
+		rc = store_fail(c, "reading messages", e);
+		goto out;
+	}
+	*out = arr;
+	arr = NULL;
+out:
+	cJSON_Delete(arr);
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const char *thread_id,
+				    int page, int per_page, cJSON **out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st;
+	cJSON *res = NULL, *arr;
+	enum gh_code rc = GH_OK;
+	char resource[GH_NAME_MAX + 1];
+	int64_t total;
+	int src;
+
+	*out = NULL;
+	st = store_stmt(c, "SELECT resource_id, (SELECT count(*) FROM messages m "
+			   "WHERE m.thread_id = t.id) FROM threads t WHERE id = ? AND owner = ?",
+			e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, thread_id);
+	store_bind_text(st, 2, owner);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", thread_id);
+		goto out;
+	}
+	if (src != SQLITE_ROW) {
+		rc = store_fail(c, "reading a thread", e);
+		goto out;
+	}
+	store_col_copy(st, 0, resource, sizeof(resource));
+	total = sqlite3_column_int64(st, 1);
+	sqlite3_reset(st);
+	res = cJSON_CreateObject();
+	arr = cJSON_AddArrayToObject(res, "messages");
+	if (!res || !arr) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	st = store_stmt(c, "SELECT id, role, content, run_id, created_at FROM messages "
+			   "WHERE thread_id = ? ORDER BY seq LIMIT ? OFFSET ?", e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, thread_id);
+	sqlite3_bind_int(st, 2, per_page);
+	sqlite3_bind_int64(st, 3, (int64_t)page * per_page);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 2);
+		char ts[GH_ISO8601_MAX];
+
+		if (!m || !content) {
+			cJSON_Delete(m);
+			cJSON_Delete(content);
+			rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
+			goto out;
+		}
+		gh_json_add_str(m, "id", (const char *)sqlite3_column_text(st, 0));
+		gh_json_add_str(m, "threadId", thread_id);
+		gh_json_add_str(m, "resourceId", resource);
+		gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 1));
+		cJSON_AddItemToObject(m, "content", content);
+		cJSON_AddStringToObject(m, "type", cJSON_IsString(content) ? "text" : "tool-call");
+		gh_iso8601(sqlite3_column_int64(st, 4), ts, sizeof(ts));
+		cJSON_AddStringToObject(m, "createdAt", ts);
+		gh_json_add_str(m, "runId", (const char *)sqlite3_column_text(st, 3));
+		cJSON_AddItemToArray(arr, m);
+	}
+	if (src != SQLITE_DONE) {
+		rc = store_fail(c, "reading messages", e);
+		goto out;
+	}
+	cJSON_AddNumberToObject(res, "total", (double)total);
+	cJSON_AddNumberToObject(res, "page", page);
+	cJSON_AddNumberToObject(res, "perPage", per_page);
+	cJSON_AddBoolToObject(res, "hasMore", (int64_t)(page + 1) * per_page < total);
+	*out = res;
+	res = NULL;
+out:
+	cJSON_Delete(res);
+	store_reader_put(s, c);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- runs */
+
+static enum gh_code check_status(struct store_conn *w, const char *run_id, const char *want,
+				 struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, "SELECT status FROM runs WHERE id = ?", e);
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, run_id);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
+	}
+	if (src != SQLITE_ROW)
+		return store_fail(w, "reading a run", e);
+	if (strcmp((const char *)sqlite3_column_text(st, 0), want) != 0) {
+		enum gh_code rc = gh_err_set(e, GH_E_CONFLICT, "run %s is %s, not %s", run_id,
+					     (const char *)sqlite3_column_text(st, 0), want);
+
+		sqlite3_reset(st);
+		return rc;
+	}
+	sqlite3_reset(st);
+	return GH_OK;
+}
+
+static enum gh_code append_messages(struct store_conn *w, const struct gh_run_commit *c,
+				    int64_t now, struct gh_err *e)
+{
+	sqlite3_stmt *st;
+	const cJSON *m;
+	int64_t seq;
+
+	st = store_stmt(w, "SELECT coalesce(max(seq), 0) FROM messages WHERE thread_id = ?", e);
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, c->thread_id);
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return store_fail(w, "reading messages", e);
+	seq = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	st = store_stmt(w, "INSERT INTO messages (id, thread_id, seq, role, content, run_id, "
+			   "created_at) VALUES (?,?,?,?,?,?,?)", e);
+	if (!st)
+		return GH_E_IO;
+	cJSON_ArrayForEach(m, c->messages) {
+		char id[GH_ID_MAX], *content;
+		const char *role = gh_json_str(m, "role");
+		int src;
+
+		content = gh_json_dump(cJSON_GetObjectItemCaseSensitive(m, "content"));
+		if (!role || !content) {
+			free(content);
+			return gh_err_set(e, GH_E_INTERNAL, "message without role or content");
+		}
+		gh_id_new("msg_", id, sizeof(id));
+		sqlite3_reset(st);
+		store_bind_text(st, 1, id);
+		store_bind_text(st, 2, c->thread_id);
+		sqlite3_bind_int64(st, 3, ++seq);
+		store_bind_text(st, 4, role);
+		store_bind_text(st, 5, content);
+		store_bind_text(st, 6, c->run_id);
+		sqlite3_bind_int64(st, 7, now);
+		src = sqlite3_step(st);
+		free(content);
+		if (src != SQLITE_DONE)
+			return store_fail(w, "appending a message", e);
+	}
+	sqlite3_reset(st);
+	st = store_stmt(w, "UPDATE threads SET updated_at = ? WHERE id = ?", e);
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, now);
+	store_bind_text(st, 2, c->thread_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "touching a thread", e);
+	return GH_OK;
+}
+
+static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, void *arg,
+				   struct gh_err *e)
+{
+	const struct gh_run_commit *c = arg;
+	int64_t now = gh_now_ms();
+	sqlite3_stmt *st;
+	char *state = NULL, *output = NULL;
+	enum gh_code rc;
+	size_t i;
+	int src;
+
+	if (c->expect_status && (rc = check_status(w, c->run_id, c->expect_status, e)) != GH_OK)
+		return rc;
+	if (c->create_thread) {
+		struct thread_arg ta = {c->owner,    c->thread_id, c->resource_id, c->agent_id,
+					c->thread_title, NULL,     now};
+
+		if ((rc = insert_thread(w, &ta, e)) != GH_OK)
+			return rc;
+	}
+	if (c->thread_id && c->messages && cJSON_GetArraySize(c->messages) > 0 &&
+	    (rc = append_messages(w, c, now, e)) != GH_OK)
+		return rc;
+	state = gh_json_dump(c->state);
+	output = c->output ? gh_json_dump(c->output) : NULL;
+	if (!state || (c->output && !output)) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if (!c->expect_status)
+		st = store_stmt(w, "INSERT INTO runs (id, owner, key_id, agent_id, thread_id, "
+				   "resource_id, status, state, output, error, created_at, updated_at) "
+				   "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11)", e);
+	else
+		st = store_stmt(w, "UPDATE runs SET status = ?7, state = ?8, output = ?9, "
+				   "error = ?10, updated_at = ?11, prev_status = NULL, "
+				   "thread_id = coalesce(?5, thread_id) WHERE id = ?1 AND owner = ?2 "
+				   "AND agent_id = ?4", e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	store_bind_text(st, 1, c->run_id);
+	store_bind_text(st, 2, c->owner);
+	store_bind_text(st, 3, c->key_id);
+	store_bind_text(st, 4, c->agent_id);
+	store_bind_text(st, 5, c->thread_id);
+	store_bind_text(st, 6, c->resource_id);
+	store_bind_text(st, 7, c->status);
+	store_bind_text(st, 8, state);
+	store_bind_text(st, 9, output);
+	store_bind_text(st, 10, c->error);
+	sqlite3_bind_int64(st, 11, now);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		rc = store_fail(w, "saving the run", e);
+		if (rc == GH_E_CONFLICT)
+			gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
+		goto out;
+	}
+	for (i = 0; i < c->npending; i++) {
+		st = store_stmt(w, "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, "
+				   "tool_name, source, status, created_at) "
+				   "VALUES (?,?,?,?,?,'pending',?)", e);
+		if (!st) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		store_bind_text(st, 1, c->pending_ids[i]);
+		store_bind_text(st, 2, c->run_id);
+		store_bind_text(st, 3, c->owner);
+		store_bind_text(st, 4, c->pending_names[i]);
+		store_bind_text(st, 5, c->pending_sources[i]);
+		sqlite3_bind_int64(st, 6, now);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			rc = store_fail(w, "saving a pending tool call", e);
+			goto out;
+		}
+	}
+	for (i = 0; i < c->nanswered; i++) {
+		st = store_stmt(w, "UPDATE run_tool_calls SET status = 'answered', answered_at = ? "
+				   "WHERE tool_call_id = ? AND run_id = ? AND status = 'pending'",
+				e);
+		if (!st) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		sqlite3_bind_int64(st, 1, now);
+		store_bind_text(st, 2, c->answered_ids[i]);
+		store_bind_text(st, 3, c->run_id);
+		src = sqlite3_step(st);
+		if (src != SQLITE_DONE) {
+			rc = store_fail(w, "answering a tool call", e);
+			goto out;
+		}
+		if (sqlite3_changes(w->db) == 0) {
+			rc = gh_err_set(e, GH_E_CONFLICT, "tool call %s was already answered",
+					c->answered_ids[i]);
+			goto out;
+		}
+	}
+	rc = GH_OK;
+out:
+	free(state);
+	free(output);
+	return rc;
+}
+
+enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit *c,
+				 struct gh_err *e)
+{
+	return store_write(s, run_commit_job, (void *)(uintptr_t)c, e);
+}
+
+struct transition_arg {
+	const char *run_id, *from, *to;
+};
+
+static enum gh_code transition_job(struct gh_store *s, struct store_conn *w, void *arg,
+				   struct gh_err *e)
+{
+	struct transition_arg *a = arg;
+	sqlite3_stmt *st;
+	enum gh_code rc;
+
+	if ((rc = check_status(w, a->run_id, a->from, e)) != GH_OK)
+		return rc;
+	st = store_stmt(w, "UPDATE runs SET status = ?, prev_status = ?, updated_at = ? "
+			   "WHERE id = ?", e);
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->to);
+	store_bind_text(st, 2, a->from);
+	sqlite3_bind_int64(st, 3, gh_now_ms());
+	store_bind_text(st, 4, a->run_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "updating a run", e);
+	return GH_OK;
+}
+
+enum gh_code gh_store_run_transition(struct gh_store *s, const char *run_id, const char *from,
+				     const char *to, struct gh_err *e)
+{
+	struct transition_arg a = {run_id, from, to};
+
+	return store_write(s, transition_job, &a, e);
+}
+
+void gh_run_row_clear(struct gh_run_row *r)
+{
+	if (!r)
+		return;
+	cJSON_Delete(r->state);
+	cJSON_Delete(r->output);
+	free(r->error);
+	memset(r, 0, sizeof(*r));
+}
+
+enum gh_code gh_store_run_get(struct gh_store *s, const char *owner, const char *run_id,
+			      struct gh_run_row *out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT id, owner, key_id, agent_id, "
+					 "coalesce(thread_id, ''), coalesce(resource_id, ''), "
+					 "status, state, output, error, created_at, updated_at "
+					 "FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
+				      e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	memset(out, 0, sizeof(*out));
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, run_id);
+	store_bind_text(st, 2, owner);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		store_col_copy(st, 0, out->id, sizeof(out->id));
+		store_col_copy(st, 1, out->owner, sizeof(out->owner));
+		store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
+		store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
+		store_col_copy(st, 4, out->thread_id, sizeof(out->thread_id));
+		store_col_copy(st, 5, out->resource_id, sizeof(out->resource_id));
+		store_col_copy(st, 6, out->status, sizeof(out->status));
+		out->state = store_col_json(st, 7);
+		out->output = store_col_json(st, 8);
+		if (sqlite3_column_type(st, 9) != SQLITE_NULL)
+			out->error = gh_strdup((const char *)sqlite3_column_text(st, 9));
+		out->created_at = sqlite3_column_int64(st, 10);
+		out->updated_at = sqlite3_column_int64(st, 11);
+		if (!out->state) {
+			gh_run_row_clear(out);
+			rc = gh_err_set(e, GH_E_IO, "database: run %s has damaged state", run_id);
+		}
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
+	} else {
+		rc = store_fail(c, "reading a run", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_tool_call_find(struct gh_store *s, const char *owner,
+				     const char *tool_call_id, char run_id[48],
+				     char status_out[16], struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT run_id, status FROM run_tool_calls "
+					 "WHERE tool_call_id = ? AND owner = ?", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, tool_call_id);
+	store_bind_text(st, 2, owner);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		store_col_copy(st, 0, run_id, 48);
+		store_col_copy(st, 1, status_out, 16);
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "unknown toolCallId %s", tool_call_id);
+	} else {
+		rc = store_fail(c, "finding a tool call", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
+
+struct recover_arg {
+	int n;
+};
+
+static enum gh_code recover_job(struct gh_store *s, struct store_conn *w, void *arg,
+				struct gh_err *e)
+{
+	struct recover_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
+					 "error = CASE WHEN prev_status IS NULL THEN "
+					 "'interrupted by a restart' ELSE error END, "
+					 "prev_status = NULL WHERE status = 'running'", e);
+
+	if (!st)
+		return GH_E_IO;
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "recovering runs", e);
+	a->n = sqlite3_changes(w->db);
+	return GH_OK;
+}
+
+enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e)
+{
+	struct recover_arg a = {0};
+	enum gh_code rc = store_write(s, recover_job, &a, e);
+
+	if (n)
+		*n = a.n;
+	return rc;
+}
+
+enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
+				       int (*fn)(void *ud, const char *run_id), void *ud,
+				       struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT id FROM runs WHERE status = ? "
+					 "ORDER BY updated_at", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, status);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn(ud, (const char *)sqlite3_column_text(st, 0)))
+			break;
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "listing runs", e);
+	store_reader_put(s, c);
+	return rc;
+}

@@ -1,0 +1,328 @@
+/*
+ * tools.c - building a run's tool set; see tools.h.
+ */
+#include "tools.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "schema.h"
+#include "util.h"
+
+const char *const gh_memory_tool_names[] = {"memory_save", "memory_search", "memory_delete",
+					    "working_memory_update", NULL};
+
+static const char *const memory_descriptions[] = {
+	"Save a fact worth remembering about the user or the task, for later conversations.",
+	"Search saved memories by keywords; returns the best matches, most relevant first.",
+	"Delete a saved memory by its id (from memory_search).",
+	"Replace the working memory: a short note about the user kept in every conversation.",
+};
+
+static const char *const memory_schemas[] = {
+	"{\"type\":\"object\",\"properties\":{"
+	"\"content\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":8000,"
+	"\"description\":\"The fact to remember, as a full sentence.\"},"
+	"\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":64},"
+	"\"maxItems\":16}},\"required\":[\"content\"],\"additionalProperties\":false}",
+	"{\"type\":\"object\",\"properties\":{"
+	"\"query\":{\"type\":\"string\",\"maxLength\":1000,\"description\":\"Keywords.\"},"
+	"\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":20}},"
+	"\"required\":[\"query\"],\"additionalProperties\":false}",
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
+	"\"required\":[\"id\"],\"additionalProperties\":false}",
+	"{\"type\":\"object\",\"properties\":{\"content\":{\"type\":\"string\",\"maxLength\":16000}},"
+	"\"required\":[\"content\"],\"additionalProperties\":false}",
+};
+
+static cJSON *memory_parsed[4];
+static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
+
+static void parse_memory_schemas(void)
+{
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(memory_schemas); i++)
+		memory_parsed[i] = cJSON_Parse(memory_schemas[i]);
+}
+
+const cJSON *gh_tools_memory_schema(const char *name)
+{
+	size_t i;
+
+	pthread_once(&memory_once, parse_memory_schemas);
+	for (i = 0; gh_memory_tool_names[i]; i++)
+		if (!strcmp(gh_memory_tool_names[i], name))
+			return memory_parsed[i];
+	return NULL;
+}
+
+void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX])
+{
+	size_t o = 0;
+	const char *p = in;
+
+	if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+		out[o++] = '_';
+	for (; *p && o < GH_TOOL_NAME_MAX - 1; p++) {
+		char c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-'))
+			c = '_';
+		out[o++] = c;
+	}
+	out[o] = '\0';
+}
+
+static enum gh_code add_def(cJSON *arr, const char *name, const char *desc, const cJSON *schema,
+			    int approval, const char *where, struct gh_err *e)
+{
+	char norm[GH_TOOL_NAME_MAX], msg[256];
+	cJSON *d, *sc;
+
+	if (!name || !*name || strlen(name) > 256)
+		return gh_err_set(e, GH_E_BADREQ, "%s: a tool needs a name (1..256 characters)",
+				  where);
+	if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+		return gh_err_set(e, GH_E_BADREQ, "%s.%s: the input schema must be a JSON Schema "
+						  "object", where, name);
+	if (schema && gh_schema_check(schema, msg, sizeof(msg)) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "%s.%s: invalid input schema: %s", where, name,
+				  msg);
+	if (desc && strlen(desc) > 16384)
+		return gh_err_set(e, GH_E_BADREQ, "%s.%s: description longer than 16384 bytes",
+				  where, name);
+	gh_tool_normalize(name, norm);
+	d = cJSON_CreateObject();
+	if (!d)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	cJSON_AddItemToArray(arr, d);
+	cJSON_AddStringToObject(d, "name", norm);
+	cJSON_AddStringToObject(d, "origName", name);
+	cJSON_AddStringToObject(d, "description", desc ? desc : "");
+	sc = schema ? cJSON_Duplicate(schema, 1)
+		    : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
+	if (!sc)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	cJSON_AddItemToObject(d, "parameters", sc);
+	cJSON_AddBoolToObject(d, "requireApproval", approval);
+	return GH_OK;
+}
+
+enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, const char *where,
+				  cJSON **out, struct gh_err *e)
+{
+	cJSON *arr = cJSON_CreateArray();
+	const cJSON *it;
+	enum gh_code rc = GH_OK;
+	int n = 0;
+
+	*out = NULL;
+	if (!arr)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (mastra && !cJSON_IsNull(mastra)) {
+		if (!cJSON_IsObject(mastra)) {
+			rc = gh_err_set(e, GH_E_BADREQ, "%s: expected an object of name -> tool",
+					where);
+			goto out;
+		}
+		cJSON_ArrayForEach(it, mastra) {
+			const cJSON *schema = cJSON_GetObjectItemCaseSensitive(it, "inputSchema");
+			int approval;
+
+			if (!cJSON_IsObject(it)) {
+				rc = gh_err_set(e, GH_E_BADREQ, "%s.%s: expected an object", where,
+						it->string);
+				goto out;
+			}
+			if (!schema || cJSON_IsNull(schema))
+				schema = cJSON_GetObjectItemCaseSensitive(it, "parameters");
+			if (cJSON_IsNull(schema))
+				schema = NULL;
+			/* zod-to-json-schema output may arrive wrapped as {jsonSchema: ...} */
+			if (schema && cJSON_GetObjectItemCaseSensitive(schema, "jsonSchema"))
+				schema = cJSON_GetObjectItemCaseSensitive(schema, "jsonSchema");
+			approval = gh_json_bool(it, "requireApproval", 0) ||
+				   gh_json_bool(it, "needsApproval", 0);
+			if ((rc = add_def(arr, it->string, gh_json_str(it, "description"), schema,
+					  approval, where, e)) != GH_OK)
+				goto out;
+			if (++n > 128) {
+				rc = gh_err_set(e, GH_E_BADREQ, "%s: more than 128 tools", where);
+				goto out;
+			}
+		}
+	}
+	if (openai && !cJSON_IsNull(openai)) {
+		if (!cJSON_IsArray(openai)) {
+			rc = gh_err_set(e, GH_E_BADREQ, "%s: expected an array of tools", where);
+			goto out;
+		}
+		cJSON_ArrayForEach(it, openai) {
+			const cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
+			const char *type = gh_json_str(it, "type");
+			const cJSON *params;
+
+			if (!cJSON_IsObject(it) || (type && strcmp(type, "function")) ||
+			    !cJSON_IsObject(fn)) {
+				rc = gh_err_set(e, GH_E_BADREQ, "%s[%d]: expected {\"type\":\"function\","
+						"\"function\":{name, description, parameters}}",
+						where, n);
+				goto out;
+			}
+			params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+			if (cJSON_IsNull(params))
+				params = NULL;
+			if ((rc = add_def(arr, gh_json_str(fn, "name"), gh_json_str(fn, "description"),
+					  params,
+					  gh_json_bool(fn, "requireApproval", 0) ||
+						  gh_json_bool(it, "requireApproval", 0),
+					  where, e)) != GH_OK)
+				goto out;
+			if (++n > 128) {
+				rc = gh_err_set(e, GH_E_BADREQ, "%s: more than 128 tools", where);
+				goto out;
+			}
+		}
+	}
+	*out = arr;
+	arr = NULL;
+out:
+	cJSON_Delete(arr);
+	return rc;
+}
+
+static int agent_lists(const struct gh_agent_conf *a, const char *name)
+{
+	return gh_strlist_match(&a->tools, name);
+}
+
+static enum gh_code add_tool(struct gh_toolset *ts, size_t cap, const char *name,
+			     const char *orig, enum gh_tool_source src, struct gh_err *e,
+			     struct gh_tool **out)
+{
+	size_t i;
+	struct gh_tool *t;
+
+	for (i = 0; i < ts->n; i++) {
+		if (!strcmp(ts->v[i].name, name)) {
+			const char *other = ts->v[i].orig_name ? ts->v[i].orig_name : ts->v[i].name;
+
+			return gh_err_set(e, GH_E_BADREQ,
+					  "tool name collision: %s tool \"%s\" and %s tool \"%s\" "
+					  "both resolve to \"%s\"",
+					  gh_tool_source_name(ts->v[i].src), other,
+					  gh_tool_source_name(src), orig ? orig : name, name);
+		}
+	}
+	if (ts->n >= cap)
+		return gh_err_set(e, GH_E_INTERNAL, "tool set overflow");
+	t = &ts->v[ts->n++];
+	memset(t, 0, sizeof(*t));
+	gh_strlcpy(t->name, name, sizeof(t->name));
+	if (orig && !(t->orig_name = strdup(orig)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	t->src = src;
+	*out = t;
+	return GH_OK;
+}
+
+enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent_conf *a,
+			      const struct gh_policy_conf *p, const cJSON *client_defs,
+			      struct gh_toolset *out, struct gh_err *e)
+{
+	size_t cap = 4 + cfg->ntools + (size_t)cJSON_GetArraySize(client_defs), i;
+	const cJSON *d;
+	struct gh_tool *t;
+	enum gh_code rc;
+
+	memset(out, 0, sizeof(*out));
+	out->v = calloc(cap, sizeof(*out->v));
+	out->specs = calloc(cap, sizeof(*out->specs));
+	if (!out->v || !out->specs) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto fail;
+	}
+	pthread_once(&memory_once, parse_memory_schemas);
+	if (a->memory_enabled) {
+		for (i = 0; gh_memory_tool_names[i]; i++) {
+			if (!agent_lists(a, gh_memory_tool_names[i]))
+				continue;
+			if ((rc = add_tool(out, cap, gh_memory_tool_names[i], NULL, GH_SRC_MEMORY, e,
+					   &t)) != GH_OK)
+				goto fail;
+			t->description = memory_descriptions[i];
+			t->schema = memory_parsed[i];
+		}
+	}
+	for (i = 0; i < cfg->ntools; i++) {
+		const struct gh_tool_conf *tc = &cfg->tools[i];
+
+		if (!agent_lists(a, tc->name))
+			continue;
+		if ((rc = add_tool(out, cap, tc->name, NULL, GH_SRC_SERVER, e, &t)) != GH_OK)
+			goto fail;
+		t->description = tc->description;
+		t->schema = tc->input_schema;
+		t->conf = tc;
+		t->require_approval = tc->require_approval;
+	}
+	cJSON_ArrayForEach(d, client_defs) {
+		struct gh_decision dec;
+		const char *name = gh_json_str(d, "name");
+
+		gh_policy_client_tool(p, name, &dec);
+		if (dec.verdict == GH_V_DENY) {
+			rc = gh_err_set(e, GH_E_FORBIDDEN, "client tool \"%s\" refused: %s",
+					gh_json_str(d, "origName"), dec.rule);
+			goto fail;
+		}
+		if ((rc = add_tool(out, cap, name, gh_json_str(d, "origName"), GH_SRC_CLIENT, e,
+				   &t)) != GH_OK)
+			goto fail;
+		t->description = gh_json_str(d, "description");
+		t->schema = cJSON_GetObjectItemCaseSensitive(d, "parameters");
+		t->require_approval = gh_json_bool(d, "requireApproval", 0);
+	}
+	for (i = 0; i < out->n; i++) {
+		t = &out->v[i];
+		gh_policy_tool(p, a, t->name, t->src, t->require_approval, &t->decision);
+		t->offered = t->decision.verdict != GH_V_DENY;
+		if (t->offered) {
+			out->specs[out->nspecs].name = t->name;
+			out->specs[out->nspecs].description = t->description;
+			out->specs[out->nspecs].schema = t->schema;
+			out->nspecs++;
+		}
+	}
+	return GH_OK;
+fail:
+	gh_toolset_free(out);
+	return rc;
+}
+
+const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < ts->n; i++)
+		if (!strcmp(ts->v[i].name, name))
+			return &ts->v[i];
+	return NULL;
+}
+
+void gh_toolset_free(struct gh_toolset *ts)
+{
+	size_t i;
+
+	if (!ts)
+		return;
+	for (i = 0; i < ts->n; i++)
+		free(ts->v[i].orig_name);
+	free(ts->v);
+	free(ts->specs);
+	memset(ts, 0, sizeof(*ts));
+}

@@ -1,0 +1,92 @@
+/*
+ * tools.h - the tool set of one run: built-in memory tools, the agent's
+ * configured server tools and the client's own tools, merged under one
+ * namespace.
+ *
+ * Names are normalised the way Mastra does (characters outside
+ * [a-zA-Z0-9_-] become '_', the first character is a letter or '_', at
+ * most 63 characters); two tools that resolve to one name are a 400 naming
+ * both, never silent shadowing. Client tool schemas are checked before use.
+ *
+ * A toolset belongs to one run on one thread.
+ */
+#ifndef GH_TOOLS_H
+#define GH_TOOLS_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "err.h"
+#include "policy.h"
+#include "provider.h"
+
+#define GH_TOOL_NAME_MAX 64
+
+struct gh_tool {
+	char name[GH_TOOL_NAME_MAX];      /* normalised */
+	char *orig_name;                  /* as declared (client tools) */
+	enum gh_tool_source src;
+	const char *description;          /* borrowed from config or the client defs */
+	const cJSON *schema;              /* borrowed */
+	const struct gh_tool_conf *conf;  /* server tools */
+	int require_approval;             /* the tool's own flag */
+	int offered;                      /* sent to the model (policy allows it) */
+	struct gh_decision decision;      /* the allowlist verdict for offered */
+};
+
+struct gh_toolset {
+	struct gh_tool *v;
+	size_t n;
+	struct gh_tool_spec *specs;       /* the offered tools, for providers */
+	size_t nspecs;
+};
+
+/* Normalises a tool name into out (GH_TOOL_NAME_MAX bytes). */
+void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX]);
+
+/* Turns what a client sent into gatehouse's client tool definitions: an
+ * array of {name, origName, description, parameters, requireApproval}.
+ *  - Mastra clientTools: object name -> {id?, description, inputSchema |
+ *    parameters, requireApproval?, needsApproval?}
+ *  - OpenAI tools: array of {type:"function", function:{name, description,
+ *    parameters}}
+ * Checks every schema; GH_E_BADREQ naming the tool and field. *out owned by
+ * the caller; NULL input gives an empty array. where names the field in
+ * messages ("clientTools", "tools"). */
+enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, const char *where,
+				  cJSON **out, struct gh_err *e);
+
+/* Builds the run's tool set. client_defs (from gh_tools_client_defs, may be
+ * NULL) is borrowed and must outlive the set. Client tools the policy does
+ * not allow are a GH_E_FORBIDDEN naming the rule. Collisions are
+ * GH_E_BADREQ. */
+enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent_conf *a,
+			      const struct gh_policy_conf *p, const cJSON *client_defs,
+			      struct gh_toolset *out, struct gh_err *e);
+
+const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name);
+
+void gh_toolset_free(struct gh_toolset *ts);
+
+/* The built-in memory tools: names and schemas, for listing. */
+const cJSON *gh_tools_memory_schema(const char *name);
+extern const char *const gh_memory_tool_names[];
+
+/* Running tools. Both return GH_OK with *result set (owned by the caller)
+ * whenever the tool ran or failed in a way the model should hear about;
+ * *is_error then says which. Other codes mean gatehouse itself failed. */
+struct gh_store;
+enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const char *resource,
+				 const char *name, const cJSON *args, cJSON **result,
+				 int *is_error, struct gh_err *e);
+/* POSTs args as JSON to the tool's configured URL (never another), with its
+ * headers, timeout and response cap; redirects are not followed. The JSON
+ * response is the result; a non-2xx status, a timeout or a non-JSON body is
+ * a tool error whose message names the status. */
+enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
+			       int (*tick)(void *ud), void *ud, cJSON **result, int *is_error,
+			       struct gh_err *e);
+
+#endif

@@ -1,0 +1,540 @@
+/*
+ * upstream.c - outbound HTTP with libcurl; see upstream.h for the contract.
+ *
+ * Each thread keeps one multi handle and one easy handle in thread-specific
+ * storage (created on first use, destroyed by gh_upstream_thread_cleanup()
+ * or when the thread exits). The easy handle is added to the multi handle
+ * for one request and removed afterwards, so the multi handle's connection
+ * cache keeps upstream connections alive between requests; curl_easy_reset()
+ * clears the previous request's options first. The transfer is driven with
+ * curl_multi_poll() in slices of at most 50 ms so on_tick runs on time and
+ * an abort removes the transfer at once. Nothing here is shared between
+ * threads apart from the key that finds each thread's handles.
+ */
+#include "upstream.h"
+
+#include "util.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define TICK_MS 50                   /* longest wait between two on_tick calls */
+#define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
+#define MAX_BACKOFF_MS INT64_C(30000)
+#define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
+
+struct handles {
+	CURLM *multi;
+	CURL *easy;
+};
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key;
+static int key_ok;
+
+static void handles_destroy(void *p)
+{
+	struct handles *h = p;
+
+	if (!h)
+		return;
+	/* the easy handle is never left attached to the multi handle */
+	if (h->easy)
+		curl_easy_cleanup(h->easy);
+	if (h->multi)
+		curl_multi_cleanup(h->multi);
+	free(h);
+}
+
+static void key_make(void)
+{
+	key_ok = pthread_key_create(&key, handles_destroy) == 0;
+}
+
+static struct handles *handles_get(void)
+{
+	struct handles *h;
+
+	pthread_once(&key_once, key_make);
+	if (!key_ok)
+		return NULL;
+	h = pthread_getspecific(key);
+	if (h)
+		return h;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->multi = curl_multi_init();
+	h->easy = curl_easy_init();
+	if (!h->multi || !h->easy || pthread_setspecific(key, h) != 0) {
+		handles_destroy(h);
+		return NULL;
+	}
+	return h;
+}
+
+void gh_upstream_thread_cleanup(void)
+{
+	struct handles *h;
+
+	pthread_once(&key_once, key_make);
+	if (!key_ok)
+		return;
+	h = pthread_getspecific(key);
+	if (!h)
+		return;
+	pthread_setspecific(key, NULL);
+	handles_destroy(h);
+}
+
+int gh_upstream_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void gh_upstream_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+void gh_upstream_resp_init(struct gh_upstream_resp *r, size_t cap)
+{
+	r->status = 0;
+	gh_buf_init(&r->body, cap);
+	r->content_type[0] = '\0';
+	r->retry_after_ms = -1;
+	r->attempts = 0;
+	r->streamed_bytes = 0;
+}
+
+void gh_upstream_resp_free(struct gh_upstream_resp *r)
+{
+	if (!r)
+		return;
+	gh_buf_free(&r->body);
+}
+
+/* "scheme://host:port" of url, never its path, query or user info. */
+static void url_origin(const char *url, char *out, size_t cap)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL;
+
+	gh_strlcpy(out, "(invalid URL)", cap);
+	if (!u || !url)
+		goto out;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+		goto out;
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+		goto out;
+	snprintf(out, cap, "%s://%s:%s", scheme, host, port);
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+}
+
+/* One attempt's transfer state, shared with the curl callbacks. */
+struct xfer {
+	const struct gh_upstream_req *req;
+	struct gh_upstream_resp *resp;
+	CURL *easy;
+	size_t limit;    /* most body bytes buffered: the buffer's cap or max_response */
+	int mode;        /* -1 undecided, 0 buffer the body, 1 hand it to on_data */
+	int toobig;      /* the buffered body hit its cap */
+	int cancelled;   /* on_data or on_tick asked to stop */
+};
+
+static size_t write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+
+	if (x->mode < 0) {
+		long code = 0;
+
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		x->mode = x->req->on_data && code >= 200 && code < 300;
+	}
+	if (x->mode == 1) {
+		if (n && x->req->on_data(x->req->ud, p, n)) {
+			x->cancelled = 1;
+			return CURL_WRITEFUNC_ERROR;
+		}
+		x->resp->streamed_bytes += (int64_t)n;
+		return n;
+	}
+	if (n > x->limit - x->resp->body.len ||
+	    gh_buf_append(&x->resp->body, p, n) != GH_BUF_OK) {
+		x->toobig = 1;
+		return CURL_WRITEFUNC_ERROR;
+	}
+	return n;
+}
+
+/* Copies a header's value (after "name:") trimmed into out. */
+static void header_value(const char *p, size_t n, size_t skip, char *out, size_t cap)
+{
+	size_t a = skip, b = n, len;
+
+	while (a < b && (p[a] == ' ' || p[a] == '\t'))
+		a++;
+	while (b > a && (p[b - 1] == '\r' || p[b - 1] == '\n' || p[b - 1] == ' ' ||
+			 p[b - 1] == '\t'))
+		b--;
+	len = b - a;
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(out, p + a, len);
+	out[len] = '\0';
+}
+
+/* Retry-After: delay-seconds or an HTTP-date; -1 when unusable. */
+static int64_t parse_retry_after(const char *v)
+{
+	int64_t secs;
+	time_t t;
+
+	if (gh_parse_i64(v, 0, INT64_MAX / 1000, &secs) == 0)
+		return secs * 1000;
+	t = curl_getdate(v, NULL);
+	if (t == (time_t)-1)
+		return -1;
+	secs = (int64_t)t * 1000 - gh_now_ms();
+	return secs > 0 ? secs : 0;
+}
+
+static size_t header_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+	char v[128];
+
+	if (n >= 5 && !memcmp(p, "HTTP/", 5)) {
+		/* a new response head (after a 1xx): forget the last one's */
+		x->resp->content_type[0] = '\0';
+		x->resp->retry_after_ms = -1;
+	} else if (n > 13 && !strncasecmp(p, "content-type:", 13)) {
+		header_value(p, n, 13, x->resp->content_type, sizeof(x->resp->content_type));
+	} else if (n > 12 && !strncasecmp(p, "retry-after:", 12)) {
+		header_value(p, n, 12, v, sizeof(v));
+		x->resp->retry_after_ms = parse_retry_after(v);
+	}
+	return n;
+}
+
+static int bad_header_text(const char *s)
+{
+	return !s || strpbrk(s, "\r\n") != NULL;
+}
+
+/* Wipes and frees a header list: its lines may hold secret values. */
+static void headers_free(struct curl_slist *list)
+{
+	struct curl_slist *t;
+
+	for (t = list; t; t = t->next)
+		if (t->data)
+			sodium_memzero(t->data, strlen(t->data));
+	curl_slist_free_all(list);
+}
+
+/* Builds the header list once per request: "Expect:" first so curl never
+ * waits for a 100-continue, then the caller's headers. */
+static enum gh_code make_headers(const struct gh_upstream_req *req, const char *origin,
+				 struct curl_slist **out, struct gh_err *e)
+{
+	struct curl_slist *list, *t;
+	struct gh_buf line;
+	enum gh_code rc = GH_OK;
+	size_t i;
+
+	*out = NULL;
+	gh_buf_init(&line, 64 << 10);
+	if (!(list = curl_slist_append(NULL, "Expect:")))
+		rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: out of memory", origin);
+	for (i = 0; rc == GH_OK && i < req->nheaders; i++) {
+		const struct gh_upstream_header *h = &req->headers[i];
+
+		if (bad_header_text(h->name) || !*h->name || strchr(h->name, ':') ||
+		    bad_header_text(h->value)) {
+			/* name the header, never its value */
+			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: header \"%.64s\" is not valid",
+					origin, bad_header_text(h->name) ? "?" : h->name);
+			break;
+		}
+		gh_buf_reset(&line);
+		if (gh_buf_printf(&line, "%s: %s", h->name, h->value) != GH_BUF_OK) {
+			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: header \"%.64s\" is too long",
+					origin, h->name);
+			break;
+		}
+		if (!(t = curl_slist_append(list, line.data))) {
+			rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: out of memory", origin);
+			break;
+		}
+		list = t;
+	}
+	if (line.data)
+		sodium_memzero(line.data, line.alloc);
+	gh_buf_free(&line);
+	if (rc != GH_OK) {
+		headers_free(list);
+		return rc;
+	}
+	*out = list;
+	return GH_OK;
+}
+
+static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist *headers,
+		   struct xfer *x)
+{
+	const char *method = req->method ? req->method : "POST";
+	CURLcode r = CURLE_OK;
+
+#define SET(opt, val) do { if (r == CURLE_OK) r = curl_easy_setopt(c, opt, val); } while (0)
+	SET(CURLOPT_URL, req->url);
+	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_FOLLOWLOCATION, 0L);
+	SET(CURLOPT_TCP_NODELAY, 1L);
+	SET(CURLOPT_USERAGENT, "gatehouse");
+	SET(CURLOPT_HTTPHEADER, headers);
+	SET(CURLOPT_TIMEOUT_MS, (long)(req->timeout_ms > 0 ? req->timeout_ms : 0));
+	SET(CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)(req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 0));
+	SET(CURLOPT_WRITEFUNCTION, write_cb);
+	SET(CURLOPT_WRITEDATA, x);
+	SET(CURLOPT_HEADERFUNCTION, header_cb);
+	SET(CURLOPT_HEADERDATA, x);
+	if (!strcmp(method, "GET")) {
+		SET(CURLOPT_HTTPGET, 1L);
+	} else {
+		if (strcmp(method, "POST"))
+			SET(CURLOPT_CUSTOMREQUEST, method);
+		if (req->body || strcmp(method, "POST") == 0) {
+			SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req->body ? req->body_len : 0));
+			SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		}
+	}
+#undef SET
+	return r == CURLE_OK ? 0 : -1;
+}
+
+static int method_ok(const char *m)
+{
+	size_t i;
+
+	if (!m)
+		return 1;
+	for (i = 0; m[i]; i++)
+		if (m[i] < 'A' || m[i] > 'Z' || i >= 16)
+			return 0;
+	return i > 0;
+}
+
+/* Error text for a failed transfer; names no header and no URL path. */
+static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstream_req *req,
+				   const char *origin, struct gh_err *e)
+{
+	long oserr = 0;
+	curl_off_t connect_us = 0;
+
+	curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &oserr);
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: %s", origin,
+				  oserr == ECONNREFUSED ? "connection refused" : "could not connect");
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: could not resolve host", origin);
+	case CURLE_OPERATION_TIMEDOUT:
+		curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
+		if (connect_us == 0)
+			return gh_err_set(e, GH_E_TIMEOUT, "upstream %s: no connection within %lld ms",
+					  origin, (long long)req->connect_timeout_ms);
+		return gh_err_set(e, GH_E_TIMEOUT, "upstream %s: no complete answer within %lld ms",
+				  origin, (long long)req->timeout_ms);
+	case CURLE_GOT_NOTHING:
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: connection closed without a reply",
+				  origin);
+	case CURLE_PARTIAL_FILE:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: connection broken mid-reply (%s)",
+				  origin, curl_easy_strerror(cc));
+	default:
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: %s", origin,
+				  curl_easy_strerror(cc));
+	}
+}
+
+/* Runs one attempt. *cc_out gets curl's result (CURLE_OK when the transfer
+ * completed or a callback stopped it). */
+static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req,
+			    struct gh_upstream_resp *resp, struct curl_slist *headers,
+			    const char *origin, CURLcode *cc_out, struct gh_err *e)
+{
+	struct xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0};
+	CURLcode cc = CURLE_OK;
+	CURLMsg *msg;
+	int running = 1, left, done = 0;
+	enum gh_code rc;
+
+	*cc_out = CURLE_OK;
+	if (req->max_response && req->max_response < x.limit)
+		x.limit = req->max_response;
+	curl_easy_reset(h->easy);
+	if (setopts(h->easy, req, headers, &x) != 0)
+		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: could not set up the request",
+				  origin);
+	if (curl_multi_add_handle(h->multi, h->easy) != CURLM_OK)
+		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: could not start the request",
+				  origin);
+	while (!done) {
+		if (curl_multi_perform(h->multi, &running) != CURLM_OK) {
+			cc = CURLE_FAILED_INIT;
+			break;
+		}
+		while ((msg = curl_multi_info_read(h->multi, &left))) {
+			if (msg->msg == CURLMSG_DONE && msg->easy_handle == h->easy) {
+				cc = msg->data.result;
+				done = 1;
+			}
+		}
+		if (done || !running) {
+			done = 1;
+			break;
+		}
+		if (x.cancelled || (req->on_tick && req->on_tick(req->ud))) {
+			x.cancelled = 1;
+			break;
+		}
+		if (curl_multi_poll(h->multi, NULL, 0, TICK_MS, NULL) != CURLM_OK) {
+			cc = CURLE_FAILED_INIT;
+			break;
+		}
+	}
+	/* removing a transfer in flight closes its connection: the abort is
+	 * immediate */
+	curl_multi_remove_handle(h->multi, h->easy);
+	curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &resp->status);
+	if (x.cancelled)
+		return gh_err_set(e, GH_E_CANCELLED, "upstream %s: request cancelled", origin);
+	if (x.toobig)
+		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: response body over %zu bytes",
+				  origin, x.limit);
+	*cc_out = cc;
+	if (cc == CURLE_OK)
+		return GH_OK;
+	rc = transfer_error(h->easy, cc, req, origin, e);
+	return rc;
+}
+
+static int is_connect_error(CURLcode cc)
+{
+	return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+	       cc == CURLE_GOT_NOTHING;
+}
+
+/* Backoff before try number n + 1 (n >= 1 tries made): base * 2^(n-1) plus
+ * up to half of that again at random, or the server's Retry-After; never
+ * more than 30 s. */
+static int64_t backoff_ms(const struct gh_upstream_req *req, int n, int64_t retry_after_ms)
+{
+	int64_t base = req->retry_base_ms > 0 ? req->retry_base_ms : 1, d = base;
+	int i;
+
+	if (retry_after_ms >= 0)
+		return retry_after_ms < MAX_BACKOFF_MS ? retry_after_ms : MAX_BACKOFF_MS;
+	for (i = 1; i < n && d < MAX_BACKOFF_MS; i++)
+		d *= 2;
+	if (d > MAX_BACKOFF_MS)
+		d = MAX_BACKOFF_MS;
+	d += (int64_t)randombytes_uniform((uint32_t)(d / 2 + 1));
+	return d < MAX_BACKOFF_MS ? d : MAX_BACKOFF_MS;
+}
+
+/* Sleeps ms, calling on_tick every slice; nonzero when it asked to stop. */
+static int sleep_ticking(const struct gh_upstream_req *req, int64_t ms)
+{
+	int64_t end = gh_mono_ns() + ms * 1000000, now, left;
+	struct timespec ts;
+
+	for (;;) {
+		if (req->on_tick && req->on_tick(req->ud))
+			return 1;
+		now = gh_mono_ns();
+		if (now >= end)
+			return 0;
+		left = end - now;
+		if (left > SLEEP_SLICE_MS * INT64_C(1000000))
+			left = SLEEP_SLICE_MS * INT64_C(1000000);
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)left;
+		nanosleep(&ts, NULL);
+	}
+}
+
+enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
+			    struct gh_err *e)
+{
+	struct curl_slist *headers = NULL;
+	struct handles *h;
+	char origin[ORIGIN_MAX];
+	enum gh_code rc = GH_E_INTERNAL;
+	int max_tries = req->max_retries > 0 ? req->max_retries + 1 : 1;
+	int64_t retry_after;
+	CURLcode cc;
+
+	url_origin(req->url, origin, sizeof(origin));
+	resp->status = 0;
+	resp->content_type[0] = '\0';
+	resp->retry_after_ms = -1;
+	resp->attempts = 0;
+	resp->streamed_bytes = 0;
+	gh_buf_reset(&resp->body);
+	if (!req->url || !method_ok(req->method))
+		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
+	if (!(h = handles_get()))
+		return gh_err_set(e, GH_E_NOMEM, "upstream %s: could not create a curl handle",
+				  origin);
+	if ((rc = make_headers(req, origin, &headers, e)) != GH_OK)
+		return rc;
+	for (;;) {
+		resp->attempts++;
+		rc = attempt(h, req, resp, headers, origin, &cc, e);
+		if (resp->attempts >= max_tries || resp->streamed_bytes > 0)
+			break;
+		if (rc == GH_OK) {
+			if (resp->status != 429 && (resp->status < 500 || resp->status > 599))
+				break;
+		} else if (rc != GH_E_UPSTREAM || !is_connect_error(cc)) {
+			break;
+		}
+		retry_after = rc == GH_OK ? resp->retry_after_ms : -1;
+		if (sleep_ticking(req, backoff_ms(req, resp->attempts, retry_after))) {
+			rc = gh_err_set(e, GH_E_CANCELLED, "upstream %s: request cancelled", origin);
+			break;
+		}
+		resp->status = 0;
+		resp->content_type[0] = '\0';
+		resp->retry_after_ms = -1;
+		gh_buf_reset(&resp->body);
+	}
+	if (rc == GH_E_UPSTREAM && is_connect_error(cc) && resp->attempts > 1 && e) {
+		size_t len = strlen(e->msg);
+
+		snprintf(e->msg + len, sizeof(e->msg) - len, " (%d attempts)", resp->attempts);
+	}
+	headers_free(headers);
+	return rc;
+}

@@ -1,0 +1,83 @@
+/*
+ * upstream.h - outbound HTTP with libcurl, for providers and HTTP tools.
+ *
+ * Each thread owns one curl multi handle and one easy handle, created on
+ * first use and reused for every request that thread makes, so upstream
+ * connections stay alive between requests. Nothing is shared between
+ * threads. gh_upstream_thread_cleanup() releases them (called when a worker
+ * thread exits; also safe to call at any time between requests).
+ *
+ * Never follows redirects. Never sends "Expect: 100-continue". Uses
+ * CURLOPT_NOSIGNAL. Error messages name the URL's host and what failed,
+ * never a header value (Authorization and provider keys stay out of
+ * errors and logs).
+ */
+#ifndef GH_UPSTREAM_H
+#define GH_UPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+struct gh_upstream_header {
+	const char *name;
+	const char *value;          /* may be a secret */
+};
+
+struct gh_upstream_req {
+	const char *url;
+	const char *method;         /* "POST" (default) or "GET" */
+	const struct gh_upstream_header *headers;
+	size_t nheaders;
+	const char *body;           /* may be NULL */
+	size_t body_len;
+	int64_t timeout_ms;         /* whole transfer; 0 = none */
+	int64_t connect_timeout_ms;
+	size_t max_response;        /* body bytes; more is an error (GH_E_UPSTREAM) */
+	/* Streaming: when on_data is set and the status is 2xx, body bytes are
+	 * handed over as they arrive instead of being buffered. Return nonzero
+	 * to abort (the request then fails with GH_E_CANCELLED). */
+	int (*on_data)(void *ud, const char *p, size_t n);
+	/* Called at least every 50 ms while the request is in flight; return
+	 * nonzero to abort (GH_E_CANCELLED). Used to stop an upstream transfer
+	 * within 100 ms of the client going away. */
+	int (*on_tick)(void *ud);
+	void *ud;
+	/* Retries on connect errors, 429 and 5xx with exponential backoff from
+	 * retry_base_ms, honouring Retry-After (capped at 30 s), but never once
+	 * streamed data has been delivered. */
+	int max_retries;
+	int64_t retry_base_ms;
+};
+
+struct gh_upstream_resp {
+	long status;                /* 0 when no response */
+	struct gh_buf body;         /* buffered body (error bodies always) */
+	char content_type[128];
+	int64_t retry_after_ms;     /* from Retry-After, -1 when absent */
+	int attempts;               /* how many tries were made */
+	int64_t streamed_bytes;     /* bytes given to on_data */
+};
+
+/* Initialises r (empty body capped at cap). */
+void gh_upstream_resp_init(struct gh_upstream_resp *r, size_t cap);
+void gh_upstream_resp_free(struct gh_upstream_resp *r);
+
+/* Performs the request. Returns GH_OK when a response arrived (any status:
+ * the caller judges it), GH_E_UPSTREAM when the server could not be
+ * reached, the connection broke, or the body exceeded max_response,
+ * GH_E_TIMEOUT on timeout, GH_E_CANCELLED when a callback aborted. e names
+ * the host, e.g. "upstream 127.0.0.1:9999: connection refused". */
+enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
+			    struct gh_err *e);
+
+/* Frees this thread's curl handles. */
+void gh_upstream_thread_cleanup(void);
+
+/* Process-wide init/cleanup (curl_global_*); call once from main. */
+int gh_upstream_global_init(void);
+void gh_upstream_global_cleanup(void);
+
+#endif

@@ -1,0 +1,230 @@
+/*
+ * util.c - stateless helpers; see util.h.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+int64_t gh_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t gh_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void gh_id_new(const char *prefix, char *out, size_t cap)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+	unsigned char rnd[24];
+	size_t plen = strlen(prefix), i;
+
+	if (cap < plen + 25) {
+		if (cap)
+			out[0] = '\0';
+		return;
+	}
+	randombytes_buf(rnd, sizeof(rnd));
+	memcpy(out, prefix, plen);
+	for (i = 0; i < sizeof(rnd); i++)
+		out[plen + i] = alphabet[rnd[i] & 31];
+	out[plen + sizeof(rnd)] = '\0';
+}
+
+void gh_hex(const unsigned char *p, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hex[p[i] >> 4];
+		out[2 * i + 1] = hex[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int gh_unhex(const char *hex, unsigned char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		int hi = hexval(hex[2 * i]), lo;
+
+		if (hi < 0)
+			return -1;
+		lo = hexval(hex[2 * i + 1]);
+		if (lo < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return hex[2 * n] == '\0' ? 0 : -1;
+}
+
+size_t gh_strlcpy(char *dst, const char *src, size_t cap)
+{
+	size_t n = strlen(src);
+
+	if (cap) {
+		size_t c = n < cap - 1 ? n : cap - 1;
+
+		memcpy(dst, src, c);
+		dst[c] = '\0';
+	}
+	return n;
+}
+
+int gh_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+char *gh_strdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int gh_glob_match(const char *p, const char *s)
+{
+	const char *star = NULL, *ss = s;
+
+	/* Iterative matcher with single-star backtracking: linear in practice
+	 * and never recursive, so a hostile pattern cannot blow the stack. */
+	while (*s) {
+		if (*p == '*') {
+			star = p++;
+			ss = s;
+		} else if (*p == '?' || *p == *s) {
+			p++;
+			s++;
+		} else if (star) {
+			p = star + 1;
+			s = ++ss;
+		} else {
+			return 0;
+		}
+	}
+	while (*p == '*')
+		p++;
+	return *p == '\0';
+}
+
+void gh_iso8601(int64_t ms, char *out, size_t cap)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char tmp[24];
+
+	gmtime_r(&t, &tm);
+	strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* tmp is at most 19 chars; ".mmmZ" adds 5 */
+	if (cap < 25) {
+		if (cap)
+			out[0] = '\0';
+		return;
+	}
+	memcpy(out, tmp, 19);
+	out[19] = '.';
+	out[20] = (char)('0' + (ms % 1000) / 100);
+	out[21] = (char)('0' + (ms % 100) / 10);
+	out[22] = (char)('0' + ms % 10);
+	out[23] = 'Z';
+	out[24] = '\0';
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static int digits(const char *s, int n, int *out)
+{
+	int v = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+int gh_parse_time(const char *s, int64_t *ms_out)
+{
+	int y, mo, d, h, mi, sec, ms = 0;
+	const char *p;
+
+	if (!s)
+		return -1;
+	if (gh_parse_i64(s, 0, INT64_MAX, ms_out) == 0)
+		return 0;
+	if (strlen(s) < 19 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) ||
+	    s[7] != '-' || digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != ' ') ||
+	    digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) ||
+	    s[16] != ':' || digits(s + 17, 2, &sec))
+		return -1;
+	p = s + 19;
+	if (*p == '.') {
+		int scale = 100;
+
+		p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		while (*p >= '0' && *p <= '9') {
+			ms += (*p - '0') * scale;
+			scale /= 10;
+			p++;
+		}
+	}
+	if (*p == 'Z')
+		p++;
+	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -1;
+	*ms_out = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 24 + h) * 60 + mi) * 60000 +
+		  (int64_t)sec * 1000 + ms;
+	return 0;
+}

@@ -1,0 +1,49 @@
+/*
+ * util.h - small helpers with no state: clocks, ids, hex, bounded string
+ * copies and checked number parsing (instead of atoi/strcpy/sprintf).
+ * Safe from any thread.
+ */
+#ifndef GH_UTIL_H
+#define GH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Wall clock in milliseconds since the Unix epoch. */
+int64_t gh_now_ms(void);
+/* Monotonic clock in nanoseconds (for durations and rate limits). */
+int64_t gh_mono_ns(void);
+
+/* Writes prefix + 24 random base32 chars + NUL into out (cap bytes).
+ * Ids look like "run_k3j5...". cap must be >= strlen(prefix) + 25. */
+void gh_id_new(const char *prefix, char *out, size_t cap);
+#define GH_ID_MAX 48
+
+/* Lower-case hex of n bytes into out (2n+1 bytes). */
+void gh_hex(const unsigned char *p, size_t n, char *out);
+/* Parses 2n hex chars into n bytes; -1 on bad input. */
+int gh_unhex(const char *hex, unsigned char *out, size_t n);
+
+/* Copies at most cap-1 bytes and terminates; returns strlen(src). */
+size_t gh_strlcpy(char *dst, const char *src, size_t cap);
+
+/* Parses a whole decimal integer within [min, max]; -1 on junk/overflow. */
+int gh_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* strdup that returns NULL for NULL. Caller frees. */
+char *gh_strdup(const char *s);
+
+/* 1 when s matches glob pattern p ('*' any run, '?' one char). */
+int gh_glob_match(const char *p, const char *s);
+
+/* ISO-8601 UTC with milliseconds ("2026-11-21T10:00:00.123Z") into out
+ * (at least 25 bytes). */
+void gh_iso8601(int64_t ms, char *out, size_t cap);
+#define GH_ISO8601_MAX 32
+/* Parses ISO-8601 UTC ("YYYY-MM-DDTHH:MM:SS[.mmm]Z") or a plain integer of
+ * Unix milliseconds; -1 on junk. */
+int gh_parse_time(const char *s, int64_t *ms_out);
+
+#endif

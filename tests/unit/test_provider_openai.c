@@ -1,0 +1,866 @@
+/*
+ * test_provider_openai.c - the Chat Completions provider against a server
+ * on 127.0.0.1 that answers like the real API: the request body for every
+ * CoreMessage shape, tools, options and stream_options; JSON replies with
+ * text and tool calls (invalid arguments kept raw); SSE streams split at
+ * odd bytes with tool calls joined by index and the usage chunk; truncated,
+ * malformed, erroring and reset streams; HTTP errors with the upstream's
+ * message (429 retried, then rate-limited); timeouts, refused connections,
+ * the reply cap, redirects; aborts from tick and text_delta. No error
+ * message may carry the API key.
+ */
+#include "provider.h"
+
+#include "buf.h"
+#include "err.h"
+#include "json.h"
+#include "t.h"
+#include "t_httpd.h"
+#include "upstream.h"
+
+#include <cjson/cJSON.h>
+
+#define KEY "sk-test-K3Y-never-in-errors"
+
+static struct t_httpd srv;
+static struct gh_provider_conf conf;
+static char base_url[160];
+
+static void stop_server(void)
+{
+	t_httpd_stop(&srv);
+}
+
+/* Points conf at srv.base + prefix. */
+static void setup(const char *prefix)
+{
+	if (gh_upstream_global_init() != 0)
+		exit(2);
+	if (!srv.ctx) {
+		if (t_httpd_start(&srv) != 0) {
+			fprintf(stderr, "could not start the test server\n");
+			exit(2);
+		}
+		atexit(stop_server);
+	}
+	snprintf(base_url, sizeof(base_url), "%s%s", srv.base, prefix);
+	memset(&conf, 0, sizeof(conf));
+	conf.name = "local";
+	conf.type = GH_PROVIDER_OPENAI;
+	conf.base_url = base_url;
+	conf.api_key = KEY;
+	conf.timeout_ms = 5000;
+	conf.connect_timeout_ms = 2000;
+	conf.max_retries = 0;
+	conf.retry_base_ms = 10;
+	conf.max_response_bytes = 1 << 20;
+}
+
+static void teardown(void)
+{
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < n; i++)
+		r->replies[i] = rp[i];
+	r->nreplies = n;
+	t_httpd_route(&srv, uri, r);
+}
+
+/* What the events callbacks saw. */
+struct capture {
+	struct gh_buf text;
+	struct gh_buf tools;     /* "index|id|name|fragment\n" per call */
+	int ndeltas;
+	int stop_on_delta;
+	double start, stop_at_ms;  /* tick asks to stop this long after start */
+	double stopped_at;
+	int ticks;
+};
+
+static void cap_init(struct capture *c)
+{
+	memset(c, 0, sizeof(*c));
+	gh_buf_init(&c->text, 1 << 20);
+	gh_buf_init(&c->tools, 1 << 20);
+	c->stop_at_ms = -1;
+	c->start = t_now_ms();
+}
+
+static void cap_free(struct capture *c)
+{
+	gh_buf_free(&c->text);
+	gh_buf_free(&c->tools);
+}
+
+static int cap_text(void *ud, const char *t, size_t n)
+{
+	struct capture *c = ud;
+
+	gh_buf_append(&c->text, t, n);
+	c->ndeltas++;
+	return c->stop_on_delta && c->ndeltas >= c->stop_on_delta;
+}
+
+static int cap_tool(void *ud, int index, const char *id, const char *name, const char *frag)
+{
+	struct capture *c = ud;
+
+	gh_buf_printf(&c->tools, "%d|%s|%s|%s\n", index, id ? id : "-", name ? name : "-", frag);
+	return 0;
+}
+
+static int cap_tick(void *ud)
+{
+	struct capture *c = ud;
+	double now = t_now_ms();
+
+	c->ticks++;
+	if (c->stop_at_ms >= 0 && now - c->start >= c->stop_at_ms) {
+		c->stopped_at = c->start + c->stop_at_ms;
+		return 1;
+	}
+	return 0;
+}
+
+static const char *const simple_msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+
+static enum gh_code chat(const char *messages, int stream, struct capture *c,
+			 struct gh_chat_response *out, struct gh_err *e)
+{
+	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, c};
+	struct gh_chat_request req;
+	cJSON *m = cJSON_Parse(messages);
+	enum gh_code rc;
+
+	memset(&req, 0, sizeof(req));
+	req.model = "gpt-test";
+	req.messages = m;
+	req.stream = stream;
+	memset(out, 0, sizeof(*out));
+	gh_err_clear(e);
+	rc = gh_provider_chat(&conf, &req, c ? &ev : NULL, out, e);
+	cJSON_Delete(m);
+	return rc;
+}
+
+/* Cuts s into chunks of awkward sizes (caller frees with free_chunks). */
+static char **split(const char *s)
+{
+	static const size_t sizes[] = {1, 6, 17, 2, 40, 3, 11, 64};
+	size_t len = strlen(s), off = 0, n = 0, i = 0;
+	char **v = calloc(len + 1, sizeof(*v));
+
+	while (v && off < len) {
+		size_t k = sizes[i++ % (sizeof(sizes) / sizeof(sizes[0]))];
+
+		if (k > len - off)
+			k = len - off;
+		v[n] = malloc(k + 1);
+		memcpy(v[n], s + off, k);
+		v[n][k] = '\0';
+		n++;
+		off += k;
+	}
+	return v;
+}
+
+static void free_chunks(char **v)
+{
+	size_t i;
+
+	for (i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* 1 when the JSON text a equals the JSON value b; prints both when not. */
+static int json_eq(const cJSON *got, const char *want_text)
+{
+	cJSON *want = cJSON_Parse(want_text);
+	int eq = want && got && cJSON_Compare(got, want, 1);
+
+	if (!eq) {
+		char *g = got ? cJSON_PrintUnformatted(got) : NULL;
+
+		fprintf(stderr, "  got:  %s\n  want: %s\n", g ? g : "(null)", want_text);
+		free(g);
+	}
+	cJSON_Delete(want);
+	return eq;
+}
+
+static const char json_reply[] =
+	"{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
+	"\"message\":{\"role\":\"assistant\",\"content\":\"Hi there\"},\"finish_reason\":\"stop\"}],"
+	"\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,\"total_tokens\":15}}";
+
+static void test_json_text_reply(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	char v[256], *body;
+	cJSON *sent;
+
+	setup("/json");
+	route(&r, "/json/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hi there");
+	T_EQ_INT(out.ncalls, 0);
+	T_EQ_INT(out.finish, GH_FINISH_STOP);
+	T_EQ_INT(out.input_tokens, 12);
+	T_EQ_INT(out.output_tokens, 3);
+	T_EQ_STR(r.method, "POST");
+	T_ASSERT(t_route_header(&r, "Authorization", v, sizeof(v)));
+	T_EQ_STR(v, "Bearer " KEY);
+	T_ASSERT(t_route_header(&r, "Content-Type", v, sizeof(v)));
+	T_EQ_STR(v, "application/json");
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(json_eq(sent, "{\"model\":\"gpt-test\",\"messages\":[{\"role\":\"user\","
+			       "\"content\":\"Hi\"}]}"));
+	cJSON_Delete(sent);
+	free(body);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_request_translation(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	static const char msgs[] =
+		"[{\"role\":\"system\",\"content\":\"Extra rules.\"},"
+		"{\"role\":\"user\",\"content\":\"Hi\"},"
+		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Look:\"},"
+		" {\"type\":\"image\",\"image\":\"https://x.test/a.png\"},"
+		" {\"type\":\"image\",\"image\":\"QUJD\",\"mimeType\":\"image/jpeg\"}]},"
+		"{\"role\":\"assistant\",\"content\":\"Sure.\"},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Checking.\"},"
+		" {\"type\":\"reasoning\",\"text\":\"hmm\"},"
+		" {\"type\":\"tool-call\",\"toolCallId\":\"c1\",\"toolName\":\"get_weather\","
+		"  \"args\":{\"city\":\"Paris\"}},"
+		" {\"type\":\"tool-call\",\"toolCallId\":\"c2\",\"toolName\":\"get_time\","
+		"  \"args\":\"{\\\"tz\\\":\\\"UTC\\\"}\"}]},"
+		"{\"role\":\"tool\",\"content\":["
+		" {\"type\":\"tool-result\",\"toolCallId\":\"c1\",\"toolName\":\"get_weather\","
+		"  \"result\":{\"temp\":21}},"
+		" {\"type\":\"tool-result\",\"toolCallId\":\"c2\",\"toolName\":\"get_time\","
+		"  \"result\":\"10:00\",\"isError\":true}]},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\",\"toolCallId\":\"c3\","
+		" \"toolName\":\"noargs\"}]},"
+		"{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\",\"toolCallId\":\"c3\","
+		" \"toolName\":\"noargs\",\"result\":null}]}]";
+	static const char want_msgs[] =
+		"[{\"role\":\"system\",\"content\":\"You are helpful.\"},"
+		"{\"role\":\"system\",\"content\":\"Extra rules.\"},"
+		"{\"role\":\"user\",\"content\":\"Hi\"},"
+		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Look:\"},"
+		" {\"type\":\"image_url\",\"image_url\":{\"url\":\"https://x.test/a.png\"}},"
+		" {\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/jpeg;base64,QUJD\"}}]},"
+		"{\"role\":\"assistant\",\"content\":\"Sure.\"},"
+		"{\"role\":\"assistant\",\"content\":\"Checking.\",\"tool_calls\":["
+		" {\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+		"  \"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}},"
+		" {\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"get_time\","
+		"  \"arguments\":\"{\\\"tz\\\":\\\"UTC\\\"}\"}}]},"
+		"{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"{\\\"temp\\\":21}\"},"
+		"{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"10:00\"},"
+		"{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+		" {\"id\":\"c3\",\"type\":\"function\",\"function\":{\"name\":\"noargs\","
+		"  \"arguments\":\"{}\"}}]},"
+		"{\"role\":\"tool\",\"tool_call_id\":\"c3\",\"content\":\"null\"}]";
+	static const char want_tools[] =
+		"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+		" \"description\":\"Weather by city\",\"parameters\":{\"type\":\"object\","
+		" \"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+		"{\"type\":\"function\",\"function\":{\"name\":\"noargs\","
+		" \"parameters\":{\"type\":\"object\",\"properties\":{}}}}]";
+	struct t_route r;
+	struct gh_chat_request req;
+	struct gh_chat_response out;
+	struct gh_tool_spec tools[2];
+	struct gh_err e;
+	cJSON *m = cJSON_Parse(msgs), *schema, *sent;
+	char *body;
+
+	schema = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+			     "\"required\":[\"city\"]}");
+	tools[0].name = "get_weather";
+	tools[0].description = "Weather by city";
+	tools[0].schema = schema;
+	tools[1].name = "noargs";
+	tools[1].description = NULL;
+	tools[1].schema = NULL;
+	setup("/tr");
+	route(&r, "/tr/chat/completions", rp, 1);
+	memset(&req, 0, sizeof(req));
+	req.model = "gpt-test";
+	req.system = "You are helpful.";
+	req.messages = m;
+	req.tools = tools;
+	req.ntools = 2;
+	req.has_temperature = 1;
+	req.temperature = 0.5;
+	req.max_tokens = 100;
+	T_ASSERT(m && schema);
+	T_EQ_INT(gh_provider_chat(&conf, &req, NULL, &out, &e), GH_OK);
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(sent);
+	T_EQ_STR(gh_json_str(sent, "model"), "gpt-test");
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.5"));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "100"));
+	T_ASSERT(!cJSON_GetObjectItem(sent, "stream"));
+	T_ASSERT(!cJSON_GetObjectItem(sent, "stream_options"));
+	cJSON_Delete(sent);
+	free(body);
+	cJSON_Delete(m);
+	cJSON_Delete(schema);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_json_tool_calls(void)
+{
+	static const struct t_reply rp[] = {{200, NULL,
+		"{\"id\":\"x\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+		"\"content\":null,\"tool_calls\":["
+		"{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+		"\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}},"
+		"{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"memory_save\","
+		"\"arguments\":\"{oops\"}}]},\"finish_reason\":\"tool_calls\"}],"
+		"\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":20}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/tc");
+	route(&r, "/tc/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "");
+	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(out.ncalls, 2);
+	T_EQ_STR(out.calls[0].id, "call_1");
+	T_EQ_STR(out.calls[0].name, "get_weather");
+	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Oslo\"}"));
+	T_EQ_STR(out.calls[0].raw_args, "{\"city\":\"Oslo\"}");
+	T_EQ_STR(out.calls[1].name, "memory_save");
+	T_ASSERT(out.calls[1].args == NULL);
+	T_EQ_STR(out.calls[1].raw_args, "{oops");
+	T_EQ_INT(out.input_tokens, 50);
+	T_EQ_INT(out.output_tokens, 20);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static const char stream_text[] =
+	"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+	"\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n"
+	"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo \\u00e9\"},"
+	"\"finish_reason\":null}]}\r\n\r\n"
+	": keep-alive\n\n"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\","
+	"\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}\n\n"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_b\","
+	"\"type\":\"function\",\"function\":{\"name\":\"memory_save\",\"arguments\":\"{\\\"con\"}}]}}]}"
+	"\r\r"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+	"{\"arguments\":\"{\\\"city\\\":\"}}]}}]}\n\n"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+	"{\"arguments\":\"\\\"Paris\\\"}\"}}]}}]}\n\n"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":"
+	"{\"arguments\":\"tent\\\":\\\"x\\\"}\"}}]}}]}\n\n"
+	"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+	"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":31,\"completion_tokens\":9,"
+	"\"total_tokens\":40}}\n\n"
+	"data: [DONE]\n\n";
+
+static void test_sse_stream_split_oddly(void)
+{
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	char **chunks = split(stream_text), *body;
+	cJSON *sent;
+
+	rp[0].chunks = (const char *const *)chunks;
+	cap_init(&c);
+	setup("/sse");
+	route(&r, "/sse/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hello \xc3\xa9");
+	T_EQ_STR(c.text.data, "Hello \xc3\xa9");
+	T_EQ_INT(c.ndeltas, 2);
+	T_EQ_STR(c.tools.data, "0|call_a|get_weather|\n"
+			       "1|call_b|memory_save|\n"
+			       "1|-|-|{\"con\n"
+			       "0|-|-|{\"city\":\n"
+			       "0|-|-|\"Paris\"}\n"
+			       "1|-|-|tent\":\"x\"}\n");
+	T_EQ_INT(out.ncalls, 2);
+	T_EQ_STR(out.calls[0].id, "call_a");
+	T_EQ_STR(out.calls[0].name, "get_weather");
+	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_EQ_STR(out.calls[1].id, "call_b");
+	T_ASSERT(json_eq(out.calls[1].args, "{\"content\":\"x\"}"));
+	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(out.input_tokens, 31);
+	T_EQ_INT(out.output_tokens, 9);
+	T_ASSERT(c.ticks >= 1);
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream_options"), "{\"include_usage\":true}"));
+	cJSON_Delete(sent);
+	free(body);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	cap_free(&c);
+	free_chunks(chunks);
+	teardown();
+}
+
+static void test_stream_invalid_tool_args(void)
+{
+	static const char *const chunks[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+		"\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\"}}]}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+		"data: [DONE]\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, chunks, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/badargs");
+	route(&r, "/badargs/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
+	T_EQ_INT(out.ncalls, 1);
+	T_ASSERT(out.calls[0].args == NULL);
+	T_EQ_STR(out.calls[0].raw_args, "{\"a\":");
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+/* Runs a stream that must fail with GH_E_UPSTREAM and a message holding
+ * want. */
+static void stream_fails(const char *prefix, const char *const *chunks, const char *want)
+{
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	char uri[128];
+
+	rp[0].chunks = chunks;
+	cap_init(&c);
+	setup(prefix);
+	snprintf(uri, sizeof(uri), "%s/chat/completions", prefix);
+	route(&r, uri, rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_CONTAINS(e.msg, "provider local (openai): ");
+	T_CONTAINS(e.msg, want);
+	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(out.text == NULL && out.ncalls == 0);
+	T_EQ_INT(atomic_load(&r.hits), 1);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_stream_truncated(void)
+{
+	static const char *const no_done[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+		NULL};
+	static const char *const no_finish[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n",
+		"data: [DONE]\n\n", NULL};
+	static const char *const cut_event[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+		"data: [DO", NULL};
+
+	stream_fails("/trunc1", no_done, "stream ended early");
+	stream_fails("/trunc2", no_finish, "stream ended early");
+	stream_fails("/trunc3", cut_event, "stream ended early");
+}
+
+static void test_stream_malformed_chunk(void)
+{
+	static const char *const chunks[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"\n\n",
+		"data: [DONE]\n\n", NULL};
+
+	stream_fails("/malformed", chunks, "malformed chunk");
+}
+
+static void test_stream_error_chunk(void)
+{
+	static const char *const chunks[] = {
+		"data: {\"error\":{\"message\":\"model overloaded\",\"type\":\"server_error\"}}\n\n",
+		NULL};
+
+	stream_fails("/errchunk", chunks, "model overloaded");
+}
+
+static void test_stream_reset(void)
+{
+	static const char reply[] =
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"3f\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n\r\n";
+	struct t_raw raw;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+
+	cap_init(&c);
+	setup("");
+	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 1, 1) == 0);
+	snprintf(base_url, sizeof(base_url), "%s/v1", raw.base);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
+	T_EQ_STR(c.text.data, "partial");
+	T_ASSERT(!strstr(e.msg, KEY) && !strstr(e.msg, "/v1"));
+	t_raw_stop(&raw);
+	T_EQ_INT(atomic_load(&raw.accepted), 1);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_http_500_retried_then_reported(void)
+{
+	static const struct t_reply rp[] = {{500, NULL,
+		"{\"error\":{\"message\":\"The server had an error\",\"type\":\"server_error\"}}", NULL,
+		0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/e500");
+	conf.max_retries = 2;
+	route(&r, "/e500/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 500: The server had an error");
+	T_EQ_INT(atomic_load(&r.hits), 3);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_http_error_plain_body(void)
+{
+	static char body[400];
+	struct t_reply rp[1] = {{400, "Content-Type: text/html\r\n", body, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	const char *p;
+
+	memset(body, 'x', sizeof(body) - 1);
+	memcpy(body, "<html>\n", 7);
+	setup("/e400");
+	conf.max_retries = 2;
+	route(&r, "/e400/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	p = strstr(e.msg, "HTTP 400: ");
+	T_ASSERT(p);
+	p += 10;
+	T_EQ_INT(strlen(p), 200);
+	T_ASSERT(!strncmp(p, "<html> xxx", 10));
+	T_EQ_INT(atomic_load(&r.hits), 1);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_429_then_success(void)
+{
+	static const struct t_reply rp[] = {
+		{429, "Content-Type: application/json\r\nRetry-After: 0\r\n",
+		 "{\"error\":{\"message\":\"Rate limit reached\"}}", NULL, 0, 0, 0},
+		{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/r429");
+	conf.max_retries = 2;
+	route(&r, "/r429/chat/completions", rp, 2);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hi there");
+	T_EQ_INT(atomic_load(&r.hits), 2);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_429_exhausted_is_ratelimit(void)
+{
+	static const struct t_reply rp[] = {
+		{429, "Content-Type: application/json\r\nRetry-After: 0\r\n",
+		 "{\"error\":{\"message\":\"Rate limit reached for requests\"}}", NULL, 0, 0, 0},
+		{429, "Content-Type: application/json\r\nRetry-After: 7\r\n",
+		 "{\"error\":{\"message\":\"Rate limit reached for requests\"}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/x429");
+	conf.max_retries = 1;
+	route(&r, "/x429/chat/completions", rp, 2);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 429: Rate limit reached for requests");
+	T_EQ_INT(e.retry_after, 7);
+	T_EQ_INT(atomic_load(&r.hits), 2);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_key_echoed_by_upstream_is_redacted(void)
+{
+	static const struct t_reply rp[] = {{401, NULL,
+		"{\"error\":{\"message\":\"Incorrect API key provided: " KEY ". Find yours at "
+		"https://example.test.\",\"type\":\"invalid_request_error\"}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/e401");
+	route(&r, "/e401/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_ASSERT(!strstr(e.msg, KEY));
+	T_CONTAINS(e.msg, "HTTP 401: Incorrect API key provided: [redacted]. Find yours");
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_timeout(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 3000, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	double t0 = t_now_ms(), ms;
+
+	setup("/slow");
+	conf.timeout_ms = 300;
+	conf.max_retries = 2;
+	route(&r, "/slow/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
+	ms = t_now_ms() - t0;
+	printf("  %.0f ms: %s\n", ms, e.msg);
+	T_ASSERT(ms < 1500);
+	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
+	T_ASSERT(!strstr(e.msg, KEY) && !strstr(e.msg, "/slow"));
+	T_EQ_INT(atomic_load(&r.hits), 1);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_connection_refused(void)
+{
+	struct gh_chat_response out;
+	struct gh_err e;
+	double t0, ms;
+	char want[96];
+	int port = t_dead_port();
+
+	setup("");
+	conf.max_retries = 2;
+	conf.retry_base_ms = 5;
+	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
+	snprintf(want, sizeof(want), "upstream http://127.0.0.1:%d: connection refused", port);
+	t0 = t_now_ms();
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	ms = t_now_ms() - t0;
+	printf("  %.0f ms: %s\n", ms, e.msg);
+	T_ASSERT(ms < 1000);
+	T_CONTAINS(e.msg, want);
+	T_ASSERT(!strstr(e.msg, KEY));
+	teardown();
+}
+
+static void test_reply_over_cap(void)
+{
+	static char big[5000];
+	struct t_reply rp[1] = {{200, NULL, big, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	memset(big, ' ', sizeof(big) - 1);
+	memcpy(big, json_reply, strlen(json_reply));
+	setup("/big");
+	conf.max_response_bytes = 1024;
+	route(&r, "/big/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_CONTAINS(e.msg, "over 1024 bytes");
+	/* the same reply fits a bigger cap */
+	conf.max_response_bytes = 8192;
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hi there");
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_redirect_not_followed(void)
+{
+	static const struct t_reply rp[] = {{307, "Location: /elsewhere/chat/completions\r\n", "",
+					      NULL, 0, 0, 0}};
+	static const struct t_reply tp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r, t;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/moved");
+	route(&r, "/moved/chat/completions", rp, 1);
+	route(&t, "/elsewhere/chat/completions", tp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_CONTAINS(e.msg, "HTTP 307");
+	T_EQ_INT(atomic_load(&t.hits), 0);
+	t_route_close(&r);
+	t_route_close(&t);
+	teardown();
+}
+
+static void test_tick_abort(void)
+{
+	static const char *const first[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"}}]}\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, first, 0, 0, 20}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	double ret;
+
+	cap_init(&c);
+	c.stop_at_ms = 250;
+	setup("/drip");
+	conf.timeout_ms = 20000;
+	route(&r, "/drip/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	ret = t_now_ms();
+	printf("  returned %.1f ms after the client left\n", ret - c.stopped_at);
+	T_ASSERT(ret - c.start < 1000);
+	T_ASSERT(ret - c.stopped_at < 100);
+	T_EQ_STR(c.text.data, "thinking");
+	T_ASSERT(out.text == NULL);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_text_delta_abort(void)
+{
+	static const char *const chunks[] = {
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"one\"}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"two\"}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+		"data: [DONE]\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, chunks, 20, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+
+	cap_init(&c);
+	c.stop_on_delta = 1;
+	setup("/stopdelta");
+	route(&r, "/stopdelta/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	T_EQ_STR(c.text.data, "one");
+	T_EQ_INT(c.ndeltas, 1);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_stream_answered_with_json(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+
+	cap_init(&c);
+	setup("/jsonstream");
+	route(&r, "/jsonstream/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hi there");
+	T_EQ_STR(c.text.data, "Hi there");
+	T_EQ_INT(out.input_tokens, 12);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_no_key_no_authorization(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	char v[128];
+
+	setup("/nokey");
+	conf.api_key = NULL;
+	route(&r, "/nokey/chat/completions", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
+	gh_chat_response_clear(&out);
+	conf.api_key = "";
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_bad_message_refused(void)
+{
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/never");
+	T_EQ_INT(chat("[{\"role\":\"robot\",\"content\":\"x\"}]", 0, NULL, &out, &e), GH_E_BADREQ);
+	T_CONTAINS(e.msg, "messages[0]: role");
+	T_EQ_INT(chat("[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]", 0, NULL, &out, &e),
+		 GH_E_BADREQ);
+	T_CONTAINS(e.msg, "messages[0]: unsupported content part type");
+	teardown();
+}
+
+T_MAIN(T(test_json_text_reply), T(test_request_translation), T(test_json_tool_calls),
+       T(test_sse_stream_split_oddly), T(test_stream_invalid_tool_args), T(test_stream_truncated),
+       T(test_stream_malformed_chunk), T(test_stream_error_chunk), T(test_stream_reset),
+       T(test_http_500_retried_then_reported), T(test_http_error_plain_body),
+       T(test_429_then_success), T(test_429_exhausted_is_ratelimit),
+       T(test_key_echoed_by_upstream_is_redacted), T(test_timeout), T(test_connection_refused),
+       T(test_reply_over_cap), T(test_redirect_not_followed), T(test_tick_abort),
+       T(test_text_delta_abort), T(test_stream_answered_with_json),
+       T(test_no_key_no_authorization), T(test_bad_message_refused))

@@ -1,0 +1,850 @@
+/*
+ * test_upstream.c - outbound HTTP against a real server on 127.0.0.1: what
+ * goes on the wire (method, body, headers, no "Expect:"), keep-alive across
+ * requests, retries on 429 / 5xx / dropped connections with Retry-After
+ * honoured, timeouts, refused connections, the response cap, redirects left
+ * alone, streaming to on_data, aborts from on_data and on_tick (timed), a
+ * reset mid-stream, and that error messages carry neither header values nor
+ * the URL's path and query. test_two_threads is the one to run under TSan.
+ */
+#include "upstream.h"
+
+#include "err.h"
+#include "t.h"
+#include "t_httpd.h"
+
+#include <stdatomic.h>
+
+#define SECRET "sk-test-5ecr3t-value"
+
+static struct t_httpd srv;
+
+static void stop_server(void)
+{
+	t_httpd_stop(&srv);
+}
+
+static void setup(void)
+{
+	if (gh_upstream_global_init() != 0) {
+		fprintf(stderr, "setup failed\n");
+		exit(2);
+	}
+	if (!srv.ctx) {
+		if (t_httpd_start(&srv) != 0) {
+			fprintf(stderr, "could not start the test server\n");
+			exit(2);
+		}
+		atexit(stop_server);
+	}
+}
+
+static void teardown(void)
+{
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < n; i++)
+		r->replies[i] = rp[i];
+	r->nreplies = n;
+	t_httpd_route(&srv, uri, r);
+}
+
+static const struct gh_upstream_header secret_hdr[] = {
+	{"Authorization", "Bearer " SECRET},
+	{"Content-Type", "application/json"},
+};
+
+static void req_init(struct gh_upstream_req *q, const char *url)
+{
+	memset(q, 0, sizeof(*q));
+	q->url = url;
+	q->headers = secret_hdr;
+	q->nheaders = 2;
+	q->body = "{}";
+	q->body_len = 2;
+	q->timeout_ms = 5000;
+	q->connect_timeout_ms = 2000;
+	q->max_response = 1 << 20;
+	q->retry_base_ms = 10;
+}
+
+/* An error message must name the origin and nothing else of the request. */
+static int msg_clean(const char *msg)
+{
+	return !strstr(msg, SECRET) && !strstr(msg, "Bearer") && !strstr(msg, "token=") &&
+	       !strstr(msg, "/private/");
+}
+
+static void test_post_json(void)
+{
+	static const struct t_reply rp[] = {{200, "Content-Type: application/json; charset=utf-8\r\n",
+					      "{\"ok\":true}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128], v[256], *body = NULL, *sent;
+	size_t i, big = 1536 * 1024;
+	enum gh_code rc;
+
+	setup();
+	route(&r, "/v1/chat", rp, 1);
+	snprintf(url, sizeof(url), "%s/v1/chat", srv.base);
+	/* over 1 MB, curl would ask "Expect: 100-continue" unless told not to */
+	body = malloc(big + 1);
+	T_ASSERT(body);
+	for (i = 0; i < big; i++)
+		body[i] = (char)('a' + i % 26);
+	body[big] = '\0';
+	req_init(&q, url);
+	q.body = body;
+	q.body_len = big;
+	gh_upstream_resp_init(&resp, 1 << 20);
+	rc = gh_upstream_do(&q, &resp, &e);
+	T_EQ_INT(rc, GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(resp.body.data, "{\"ok\":true}");
+	T_EQ_STR(resp.content_type, "application/json; charset=utf-8");
+	T_EQ_INT(resp.attempts, 1);
+	T_EQ_INT(resp.retry_after_ms, -1);
+	T_EQ_STR(r.method, "POST");
+	sent = t_route_body(&r);
+	T_ASSERT(sent && strlen(sent) == big && !memcmp(sent, body, big));
+	free(sent);
+	T_ASSERT(t_route_header(&r, "Authorization", v, sizeof(v)));
+	T_EQ_STR(v, "Bearer " SECRET);
+	T_ASSERT(t_route_header(&r, "Content-Type", v, sizeof(v)));
+	T_EQ_STR(v, "application/json");
+	T_ASSERT(!t_route_header(&r, "Expect", v, sizeof(v)));
+	gh_upstream_resp_free(&resp);
+	free(body);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_get(void)
+{
+	static const struct t_reply rp[] = {{200, "Content-Type: text/plain\r\n", "pong", NULL, 0, 0,
+					      0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128], *sent;
+
+	setup();
+	route(&r, "/ping", rp, 1);
+	snprintf(url, sizeof(url), "%s/ping?x=1", srv.base);
+	req_init(&q, url);
+	q.method = "GET";
+	q.body = NULL;
+	q.body_len = 0;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(resp.body.data, "pong");
+	T_EQ_STR(resp.content_type, "text/plain");
+	T_EQ_STR(r.method, "GET");
+	T_EQ_STR(r.query, "x=1");
+	sent = t_route_body(&r);
+	T_EQ_STR(sent, "");
+	free(sent);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_keep_alive(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+	int i;
+
+	setup();
+	route(&r, "/ka", rp, 1);
+	snprintf(url, sizeof(url), "%s/ka", srv.base);
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	for (i = 0; i < 3; i++) {
+		T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+		T_EQ_INT(resp.status, 200);
+	}
+	/* one TCP connection served all three requests */
+	T_EQ_INT(atomic_load(&r.hits), 3);
+	T_ASSERT(r.ports[0] != 0);
+	T_EQ_INT(r.ports[1], r.ports[0]);
+	T_EQ_INT(r.ports[2], r.ports[0]);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_retry_429_honours_retry_after(void)
+{
+	static const struct t_reply rp[] = {
+		{429, "Content-Type: application/json\r\nRetry-After: 1\r\n",
+		 "{\"error\":{\"message\":\"slow down\"}}", NULL, 0, 0, 0},
+		{200, NULL, "{\"ok\":1}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+	double t0, ms;
+
+	setup();
+	route(&r, "/r", rp, 2);
+	snprintf(url, sizeof(url), "%s/r", srv.base);
+	req_init(&q, url);
+	q.max_retries = 2;
+	gh_upstream_resp_init(&resp, 1024);
+	t0 = t_now_ms();
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	ms = t_now_ms() - t0;
+	printf("  429 + Retry-After: 1 then 200 took %.0f ms\n", ms);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(resp.body.data, "{\"ok\":1}");
+	T_EQ_INT(resp.attempts, 2);
+	T_EQ_INT(atomic_load(&r.hits), 2);
+	/* waited the second the server asked for, not the 10 ms backoff */
+	T_ASSERT(ms >= 950);
+	T_ASSERT(ms < 3000);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_retry_after_http_date(void)
+{
+	struct t_reply rp[1] = {{429, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128], hdr[128], date[64];
+	time_t later = time(NULL) + 20;
+	struct tm tm;
+
+	gmtime_r(&later, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	snprintf(hdr, sizeof(hdr), "Content-Type: application/json\r\nRetry-After: %s\r\n", date);
+	rp[0].headers = hdr;
+	setup();
+	route(&r, "/d", rp, 1);
+	snprintf(url, sizeof(url), "%s/d", srv.base);
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 429);
+	T_EQ_INT(resp.attempts, 1);
+	T_ASSERT(resp.retry_after_ms >= 18000 && resp.retry_after_ms <= 20000);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_5xx_exhausts_retries(void)
+{
+	static const struct t_reply rp[] = {{503, NULL, "{\"error\":\"busy\"}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+	double t0, ms;
+
+	setup();
+	route(&r, "/busy", rp, 1);
+	snprintf(url, sizeof(url), "%s/busy", srv.base);
+	req_init(&q, url);
+	q.max_retries = 2;
+	q.retry_base_ms = 40;
+	gh_upstream_resp_init(&resp, 1024);
+	t0 = t_now_ms();
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	ms = t_now_ms() - t0;
+	T_EQ_INT(resp.status, 503);
+	T_EQ_STR(resp.body.data, "{\"error\":\"busy\"}");
+	T_EQ_INT(resp.attempts, 3);
+	T_EQ_INT(atomic_load(&r.hits), 3);
+	/* backoff 40 ms then 80 ms, each plus up to half again */
+	printf("  3 tries with backoff took %.0f ms\n", ms);
+	T_ASSERT(ms >= 115 && ms < 2000);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_4xx_not_retried(void)
+{
+	static const struct t_reply rp[] = {{400, NULL, "{\"error\":\"bad\"}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	setup();
+	route(&r, "/bad", rp, 1);
+	snprintf(url, sizeof(url), "%s/bad", srv.base);
+	req_init(&q, url);
+	q.max_retries = 3;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 400);
+	T_EQ_INT(resp.attempts, 1);
+	T_EQ_INT(atomic_load(&r.hits), 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_timeout(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 3000, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[160], origin[128];
+	double t0, ms;
+
+	setup();
+	route(&r, "/private/slow", rp, 1);
+	snprintf(url, sizeof(url), "%s/private/slow?token=" SECRET, srv.base);
+	snprintf(origin, sizeof(origin), "upstream %s", srv.base);
+	req_init(&q, url);
+	q.timeout_ms = 300;
+	q.max_retries = 2;
+	gh_upstream_resp_init(&resp, 1024);
+	t0 = t_now_ms();
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_TIMEOUT);
+	ms = t_now_ms() - t0;
+	printf("  timeout after %.0f ms: %s\n", ms, e.msg);
+	T_ASSERT(ms >= 250 && ms < 1500);
+	T_EQ_INT(e.code, GH_E_TIMEOUT);
+	T_CONTAINS(e.msg, origin);
+	T_ASSERT(msg_clean(e.msg));
+	T_EQ_INT(resp.attempts, 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_connection_refused(void)
+{
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[160], origin[128];
+	int port = t_dead_port();
+	double t0, ms;
+
+	gh_upstream_global_init();
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/private/x?token=" SECRET, port);
+	snprintf(origin, sizeof(origin), "upstream http://127.0.0.1:%d: connection refused", port);
+	req_init(&q, url);
+	q.max_retries = 2;
+	q.retry_base_ms = 5;
+	gh_upstream_resp_init(&resp, 1024);
+	t0 = t_now_ms();
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	ms = t_now_ms() - t0;
+	printf("  refused after %.0f ms: %s\n", ms, e.msg);
+	T_ASSERT(ms < 1000);
+	T_CONTAINS(e.msg, origin);
+	T_CONTAINS(e.msg, "3 attempts");
+	T_ASSERT(msg_clean(e.msg));
+	T_EQ_INT(resp.attempts, 3);
+	T_EQ_INT(resp.status, 0);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void test_response_over_cap(void)
+{
+	static char big[10001];
+	struct t_reply rp[1] = {{200, NULL, big, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[160];
+
+	memset(big, 'x', sizeof(big) - 1);
+	setup();
+	route(&r, "/private/big", rp, 1);
+	snprintf(url, sizeof(url), "%s/private/big?token=" SECRET, srv.base);
+	req_init(&q, url);
+	q.max_response = 1000;
+	gh_upstream_resp_init(&resp, 1 << 20);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	T_CONTAINS(e.msg, "over 1000 bytes");
+	T_ASSERT(msg_clean(e.msg));
+	T_ASSERT(resp.body.len <= 1000);
+	/* the same body within the cap of the buffer alone is fine */
+	q.max_response = 0;
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.body.len, 10000);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_redirect_not_followed(void)
+{
+	static const struct t_reply rp[] = {{302, "Location: /target\r\n", "", NULL, 0, 0, 0}};
+	static const struct t_reply tp[] = {{200, NULL, "{\"followed\":true}", NULL, 0, 0, 0}};
+	struct t_route r, t;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	setup();
+	route(&r, "/moved", rp, 1);
+	route(&t, "/target", tp, 1);
+	snprintf(url, sizeof(url), "%s/moved", srv.base);
+	req_init(&q, url);
+	q.max_retries = 2;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 302);
+	T_EQ_INT(atomic_load(&t.hits), 0);
+	T_EQ_INT(resp.attempts, 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	t_route_close(&t);
+	teardown();
+}
+
+struct sink {
+	char buf[4096];
+	size_t len;
+	int calls;
+	int stop_after;   /* return nonzero on this call (1-based); 0 = never */
+};
+
+static int sink_data(void *ud, const char *p, size_t n)
+{
+	struct sink *s = ud;
+
+	s->calls++;
+	if (s->len + n < sizeof(s->buf)) {
+		memcpy(s->buf + s->len, p, n);
+		s->len += n;
+		s->buf[s->len] = '\0';
+	}
+	return s->stop_after && s->calls >= s->stop_after;
+}
+
+static void test_stream_to_on_data(void)
+{
+	static const char *const chunks[] = {"data: {\"a\"", ":1}\n", "\ndata: b\r", "\n\r\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, chunks, 15, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct sink s;
+	char url[128];
+	const char *want = "data: {\"a\":1}\n\ndata: b\r\n\r\n";
+
+	memset(&s, 0, sizeof(s));
+	setup();
+	route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	req_init(&q, url);
+	q.on_data = sink_data;
+	q.ud = &s;
+	q.max_response = 4; /* the cap is for buffered bodies, not streams */
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(resp.content_type, "text/event-stream");
+	T_EQ_STR(s.buf, want);
+	T_ASSERT(s.calls >= 2);
+	T_EQ_INT(resp.streamed_bytes, (int64_t)strlen(want));
+	T_EQ_INT(resp.body.len, 0);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_stream_error_is_buffered(void)
+{
+	static const struct t_reply rp[] = {
+		{500, NULL, "{\"error\":{\"message\":\"boom\"}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct sink s;
+	char url[128];
+
+	memset(&s, 0, sizeof(s));
+	setup();
+	route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	req_init(&q, url);
+	q.on_data = sink_data;
+	q.ud = &s;
+	q.max_retries = 1;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 500);
+	T_EQ_INT(s.calls, 0);
+	T_EQ_INT(resp.streamed_bytes, 0);
+	T_EQ_STR(resp.body.data, "{\"error\":{\"message\":\"boom\"}}");
+	T_EQ_INT(resp.attempts, 2);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_on_data_abort(void)
+{
+	static const char *const chunks[] = {"data: 1\n\n", "data: 2\n\n", "data: 3\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, chunks, 30, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct sink s;
+	char url[128];
+
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 1;
+	setup();
+	route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	req_init(&q, url);
+	q.on_data = sink_data;
+	q.ud = &s;
+	q.max_retries = 2;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_CANCELLED);
+	T_EQ_INT(s.calls, 1);
+	T_EQ_INT(resp.attempts, 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+struct ticker {
+	double start, abort_at_ms;  /* abort once this long after start; < 0 = never */
+	double last, max_gap, aborted_at;
+	int ticks;
+};
+
+static int tick(void *ud)
+{
+	struct ticker *t = ud;
+	double now = t_now_ms();
+
+	if (t->ticks && now - t->last > t->max_gap)
+		t->max_gap = now - t->last;
+	t->last = now;
+	t->ticks++;
+	if (t->abort_at_ms >= 0 && now - t->start >= t->abort_at_ms) {
+		/* the client went away at start + abort_at_ms */
+		t->aborted_at = t->start + t->abort_at_ms;
+		return 1;
+	}
+	return 0;
+}
+
+static int ignore_data(void *ud, const char *p, size_t n)
+{
+	return 0;
+}
+
+static void test_tick_abort_mid_stream(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, NULL, NULL, 0, 0, 20}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct ticker t;
+	char url[128];
+	double ret, latency;
+
+	memset(&t, 0, sizeof(t));
+	setup();
+	route(&r, "/drip", rp, 1);
+	snprintf(url, sizeof(url), "%s/drip", srv.base);
+	req_init(&q, url);
+	q.timeout_ms = 20000;
+	q.on_data = ignore_data;
+	q.on_tick = tick;
+	q.ud = &t;
+	t.start = t_now_ms();
+	t.abort_at_ms = 300;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_CANCELLED);
+	ret = t_now_ms();
+	latency = ret - t.aborted_at;
+	printf("  abort took effect %.1f ms after the client left (ticks %d, max gap %.1f ms)\n",
+	       latency, t.ticks, t.max_gap);
+	T_ASSERT(ret - t.start < 1000);
+	T_ASSERT(latency < 100);
+	T_ASSERT(t.max_gap < 100);
+	T_EQ_INT(resp.attempts, 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_tick_while_server_silent(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 400, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct ticker t;
+	char url[128];
+
+	memset(&t, 0, sizeof(t));
+	setup();
+	route(&r, "/quiet", rp, 1);
+	snprintf(url, sizeof(url), "%s/quiet", srv.base);
+	req_init(&q, url);
+	q.on_tick = tick;
+	q.ud = &t;
+	t.start = t_now_ms();
+	t.abort_at_ms = -1;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	printf("  %d ticks over a 400 ms wait, longest gap %.1f ms\n", t.ticks, t.max_gap);
+	T_EQ_INT(resp.status, 200);
+	T_ASSERT(t.ticks >= 6);
+	T_ASSERT(t.max_gap < 80);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_abort_during_backoff(void)
+{
+	static const struct t_reply rp[] = {
+		{429, "Content-Type: application/json\r\nRetry-After: 20\r\n", "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct ticker t;
+	char url[128];
+	double ms;
+
+	memset(&t, 0, sizeof(t));
+	setup();
+	route(&r, "/limited", rp, 1);
+	snprintf(url, sizeof(url), "%s/limited", srv.base);
+	req_init(&q, url);
+	q.max_retries = 3;
+	q.on_tick = tick;
+	q.ud = &t;
+	t.start = t_now_ms();
+	t.abort_at_ms = 150;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_CANCELLED);
+	ms = t_now_ms() - t.start;
+	printf("  abort during a 20 s Retry-After wait returned after %.0f ms\n", ms);
+	T_ASSERT(ms < 1000);
+	T_EQ_INT(atomic_load(&r.hits), 1);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_reset_mid_stream_not_retried(void)
+{
+	static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+				    "Transfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n";
+	struct t_raw raw;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	struct sink s;
+	char url[160];
+
+	memset(&s, 0, sizeof(s));
+	gh_upstream_global_init();
+	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 1, 1) == 0);
+	snprintf(url, sizeof(url), "%s/private/s?token=" SECRET, raw.base);
+	req_init(&q, url);
+	q.on_data = sink_data;
+	q.ud = &s;
+	q.max_retries = 2;
+	q.retry_base_ms = 5;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_EQ_STR(s.buf, "data: a\n\n");
+	T_EQ_INT(resp.streamed_bytes, 9);
+	T_EQ_INT(resp.attempts, 1);
+	T_ASSERT(msg_clean(e.msg));
+	t_raw_stop(&raw);
+	T_EQ_INT(atomic_load(&raw.accepted), 1);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void test_closed_without_reply_is_retried(void)
+{
+	struct t_raw raw;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	gh_upstream_global_init();
+	T_ASSERT(t_raw_start(&raw, "", 0, 0, 3) == 0);
+	snprintf(url, sizeof(url), "%s/x", raw.base);
+	req_init(&q, url);
+	q.max_retries = 2;
+	q.retry_base_ms = 5;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	T_CONTAINS(e.msg, "closed without a reply");
+	T_EQ_INT(resp.attempts, 3);
+	t_raw_stop(&raw);
+	T_EQ_INT(atomic_load(&raw.accepted), 3);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void test_header_injection_refused(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	static const struct gh_upstream_header bad[] = {
+		{"X-Key", SECRET "\r\nX-Evil: 1"}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	setup();
+	route(&r, "/h", rp, 1);
+	snprintf(url, sizeof(url), "%s/h", srv.base);
+	req_init(&q, url);
+	q.headers = bad;
+	q.nheaders = 1;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_INTERNAL);
+	T_CONTAINS(e.msg, "X-Key");
+	T_ASSERT(!strstr(e.msg, "Evil") && msg_clean(e.msg));
+	T_EQ_INT(atomic_load(&r.hits), 0);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+struct worker {
+	const char *base;
+	int id;
+	int ok;
+	int cleanup;      /* call gh_upstream_thread_cleanup, else rely on thread exit */
+};
+
+static void *worker_main(void *ud)
+{
+	struct worker *w = ud;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128], body[64];
+	int i;
+
+	snprintf(url, sizeof(url), "%s/echo", w->base);
+	gh_upstream_resp_init(&resp, 4096);
+	for (i = 0; i < 25; i++) {
+		int n = snprintf(body, sizeof(body), "{\"worker\":%d,\"i\":%d}", w->id, i);
+
+		req_init(&q, url);
+		q.body = body;
+		q.body_len = (size_t)n;
+		if (gh_upstream_do(&q, &resp, &e) == GH_OK && resp.status == 200 &&
+		    !strcmp(resp.body.data, "{}"))
+			w->ok++;
+	}
+	gh_upstream_resp_free(&resp);
+	if (w->cleanup)
+		gh_upstream_thread_cleanup();
+	return NULL;
+}
+
+static void test_two_threads(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct worker w[2] = {{NULL, 0, 0, 1}, {NULL, 1, 0, 0}};
+	pthread_t th[2];
+	int i;
+
+	setup();
+	route(&r, "/echo", rp, 1);
+	for (i = 0; i < 2; i++) {
+		w[i].base = srv.base;
+		T_ASSERT(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	T_EQ_INT(w[0].ok, 25);
+	T_EQ_INT(w[1].ok, 25);
+	T_EQ_INT(atomic_load(&r.hits), 50);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_cleanup_then_reuse(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	setup();
+	route(&r, "/again", rp, 1);
+	snprintf(url, sizeof(url), "%s/again", srv.base);
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	gh_upstream_thread_cleanup();
+	gh_upstream_thread_cleanup();
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	/* a fresh handle means a fresh connection */
+	T_ASSERT(r.ports[1] != r.ports[0]);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+T_MAIN(T(test_post_json), T(test_get), T(test_keep_alive), T(test_retry_429_honours_retry_after),
+       T(test_retry_after_http_date), T(test_5xx_exhausts_retries), T(test_4xx_not_retried),
+       T(test_timeout), T(test_connection_refused), T(test_response_over_cap),
+       T(test_redirect_not_followed), T(test_stream_to_on_data), T(test_stream_error_is_buffered),
+       T(test_on_data_abort), T(test_tick_abort_mid_stream), T(test_tick_while_server_silent),
+       T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
+       T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
+       T(test_two_threads), T(test_cleanup_then_reuse))
