@@ -647,7 +647,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			}
 		}
 	}
-	if (!args) {
+	if (!args || raw) {
 		char ex[128];
 
 		gh_strlcpy(ex, raw ? raw : "", sizeof(ex));
@@ -1491,7 +1491,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 	r.memory = rq->agent->memory_enabled;
 	gh_strlcpy(r.resource_id, rq->resource_id && *rq->resource_id ? rq->resource_id : "default",
 		   sizeof(r.resource_id));
-	if (r.memory) {
+	if (r.memory && !rq->stateless) {
 		if (rq->thread_id && *rq->thread_id) {
 			cJSON *th = NULL;
 
@@ -1503,6 +1503,12 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 			gh_strlcpy(r.thread_id, rq->thread_id, sizeof(r.thread_id));
 			rc = gh_store_thread_get(app->store, rq->who->key.owner, rq->thread_id, &th, e);
 			if (rc == GH_E_NOTFOUND) {
+				/* another owner's thread looks exactly like none at all */
+				if (gh_store_thread_taken(app->store, rq->thread_id)) {
+					rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s",
+							rq->thread_id);
+					goto out;
+				}
 				r.new_thread = 1;
 			} else if (rc != GH_OK) {
 				goto out;

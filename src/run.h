@@ -54,6 +54,8 @@ struct gh_run_request {
 	const cJSON *client_defs;    /* from gh_tools_client_defs (may be NULL); borrowed */
 	int max_steps;               /* 0: the agent's; never above the agent's */
 	int stream;                  /* ask providers to stream deltas */
+	int stateless;               /* no thread: messages are the whole conversation
+				      * (clients that resend history, e.g. OpenAI's) */
 	const char *surface;         /* "native", "openai", "a2a": recorded in audit detail */
 };
 

@@ -121,6 +121,8 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 enum gh_code gh_store_thread_create(struct gh_store *s, const char *owner, const char *id,
 				    const char *resource_id, const char *agent_id,
 				    const char *title, const cJSON *metadata, struct gh_err *e);
+/* 1 when a thread with this id exists under any owner (ids are global). */
+int gh_store_thread_taken(struct gh_store *s, const char *id);
 /* Any of title/metadata/resource_id may be NULL (unchanged). */
 enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
 				    const char *title, const cJSON *metadata,

@@ -137,6 +137,21 @@ out:
 	return rc;
 }
 
+int gh_store_thread_taken(struct gh_store *s, const char *id)
+{
+	struct store_conn *c = store_reader(s);
+	struct gh_err e;
+	sqlite3_stmt *st = store_stmt(c, "SELECT 1 FROM threads WHERE id = ?", &e);
+	int taken = 1; /* on error, assume taken: never create over it */
+
+	if (st) {
+		store_bind_text(st, 1, id);
+		taken = sqlite3_step(st) != SQLITE_DONE;
+	}
+	store_reader_put(s, c);
+	return taken;
+}
+
 struct thread_arg {
 	const char *owner, *id, *resource_id, *agent_id, *title;
 	const cJSON *metadata;

@@ -1,0 +1,160 @@
+// Shared harness for the client-compatibility and browser tests: starts the
+// real gatehouse binary and the scripted fake upstream on loopback, the same
+// way tests/integration/harness.py does. Node's standard library only.
+//
+//   const fake = await startFake();
+//   const gw = await startGateway(config(fake, {...}));
+//   const key = gw.createKey('alice');
+//   ... drive gw.url with a real npm client ...
+//   await gw.stop(); await fake.stop();
+
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const GH_BIN = process.env.GH_BIN || join(here, '../../build/gatehouse');
+export const GH_FAKE = process.env.GH_FAKE || join(here, '../../build/tests/fake_upstream');
+export const GH_SRC = process.env.GH_SRC || join(here, '../..');
+
+const SANITIZER = ['ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
+  'ThreadSanitizer'];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(fn, what, timeoutMs = 20000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+function checkSanitizers(text, who) {
+  for (const m of SANITIZER) {
+    if (text.includes(m)) throw new Error(`${who} sanitizer report:\n${text.slice(-4000)}`);
+  }
+}
+
+export async function startFake() {
+  const dir = mkdtempSync(join(tmpdir(), 'gh-fake-'));
+  const portFile = join(dir, 'port');
+  let err = '';
+  const proc = spawn(GH_FAKE, ['--listen', '127.0.0.1:0', '--port-file', portFile], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  proc.stderr.on('data', (d) => { err += d; });
+  const port = await waitFor(() => existsSync(portFile) && readFileSync(portFile, 'utf8').trim(),
+    'the fake upstream');
+  const url = `http://127.0.0.1:${port}`;
+  const control = async (path, body) => {
+    const r = await fetch(url + path, body ? {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    } : undefined);
+    if (!r.ok) throw new Error(`fake ${path}: ${r.status} ${await r.text()}`);
+    return r.json();
+  };
+  return {
+    url,
+    port: Number(port),
+    script: (model, ...replies) => control('/_script', { model, replies }),
+    toolScript: (tool, ...replies) => control('/_script', { tool, replies }),
+    requests: (model) => control('/_requests' + (model ? `?model=${encodeURIComponent(model)}` : '')),
+    reset: () => control('/_reset', {}),
+    async stop() {
+      if (proc.exitCode === null) {
+        proc.kill('SIGTERM');
+        await new Promise((r) => proc.once('exit', r));
+      }
+      rmSync(dir, { recursive: true, force: true });
+      checkSanitizers(err, 'fake upstream');
+    },
+  };
+}
+
+// A config for tests: provider "fake" (OpenAI wire) points at the fake.
+export function config(fake, extra = {}) {
+  const cfg = {
+    server: { listen: '127.0.0.1:0', threads: 24, max_streams: 8, heartbeat_ms: 1000,
+      approval_wait_ms: 3000 },
+    database: { path: 'gatehouse.db' },
+    providers: {
+      offline: { type: 'mock' },
+      fake: { type: 'openai', base_url: `${fake.url}/v1`, api_key: 'sk-test-provider-secret',
+        timeout_ms: 5000, max_retries: 1, retry_base_ms: 20 },
+      fake_anthropic: { type: 'anthropic', base_url: fake.url, api_key: 'sk-ant-test',
+        timeout_ms: 5000, max_retries: 1, retry_base_ms: 20 },
+    },
+    agents: {
+      assistant: { provider: 'fake', model: 'm', instructions: 'Be brief.',
+        tools: ['memory_*'], memory: { enabled: true, last_messages: 20 }, max_steps: 6 },
+    },
+    policies: {
+      default: { agents: ['*'], tools: { allow: ['*'] }, client_tools: { allow: ['*'] } },
+    },
+    audit: { checkpoint_rows: 50, checkpoint_seconds: 2 },
+  };
+  for (const [k, v] of Object.entries(extra)) {
+    cfg[k] = (typeof v === 'object' && !Array.isArray(v) && typeof cfg[k] === 'object')
+      ? { ...cfg[k], ...v } : v;
+  }
+  return cfg;
+}
+
+export async function startGateway(cfg, { env = {} } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'gh-test-'));
+  const configPath = join(dir, 'gatehouse.json');
+  writeFileSync(configPath, JSON.stringify(cfg, null, 2));
+  let out = '';
+  let err = '';
+  const proc = spawn(GH_BIN, ['serve', '--config', configPath], {
+    cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  const port = await waitFor(() => {
+    if (proc.exitCode !== null) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err}`);
+    const m = out.match(/listening on https?:\/\/[^:]+:(\d+)/);
+    return m && Number(m[1]);
+  }, 'gatehouse to listen', 30000);
+  const cli = (...args) => {
+    const p = spawnSync(GH_BIN, args, { cwd: dir, encoding: 'utf8', env: { ...process.env, ...env } });
+    checkSanitizers(p.stderr || '', 'gatehouse CLI');
+    if (p.status !== 0) throw new Error(`gatehouse ${args.join(' ')} failed:\n${p.stdout}${p.stderr}`);
+    return p.stdout;
+  };
+  return {
+    dir,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    configPath,
+    logs: () => err,
+    cli,
+    createKey(name, { owner, policy, admin } = {}) {
+      const args = ['keys', 'create', '--config', configPath, '--name', name];
+      if (owner) args.push('--owner', owner);
+      if (policy) args.push('--policy', policy);
+      if (admin) args.push('--admin');
+      return cli(...args).trim().split('\n').pop();
+    },
+    createAdmin(user, password) {
+      const p = spawnSync(GH_BIN, ['admin', 'create', '--config', configPath, '--user', user], {
+        cwd: dir, input: `${password}\n`, encoding: 'utf8',
+      });
+      if (p.status !== 0) throw new Error(`admin create failed: ${p.stderr}`);
+    },
+    async stop() {
+      if (proc.exitCode === null) {
+        proc.kill('SIGTERM');
+        await new Promise((r) => proc.once('exit', r));
+      }
+      checkSanitizers(err, 'gatehouse');
+      if (proc.exitCode !== 0) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err.slice(-3000)}`);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,378 @@
+"""Integration-test harness: starts the real gatehouse binary on loopback
+against the scripted fake upstream (tests/fake/fake_upstream.c) and talks
+to both over real HTTP. Python 3 standard library only.
+
+Environment (set by CTest): GH_BIN, GH_FAKE, GH_SRC.
+
+    fake = Fake()                       # started on a free port
+    gw = Gateway(config(fake))          # temp dir, temp database
+    key = gw.create_key("alice")
+    st, body, hdrs = gw.post("/api/agents/a/generate", {...}, key=key)
+    gw.stop()                           # fails the test on sanitizer reports
+"""
+
+import copy
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import unittest
+
+GH_BIN = os.environ.get("GH_BIN", os.path.join(os.path.dirname(__file__), "../../build/gatehouse"))
+GH_FAKE = os.environ.get("GH_FAKE",
+                         os.path.join(os.path.dirname(__file__), "../../build/tests/fake_upstream"))
+GH_SRC = os.environ.get("GH_SRC", os.path.join(os.path.dirname(__file__), "../.."))
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "WARNING: ThreadSanitizer", "ERROR: ThreadSanitizer")
+
+
+def _wait_port_file(path, proc, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("process exited early with %s" % proc.returncode)
+        try:
+            with open(path) as f:
+                s = f.read().strip()
+            if s:
+                return int(s)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("no port file after %.0f s" % timeout)
+
+
+class HTTP:
+    """A small keep-alive JSON client for one host:port."""
+
+    def __init__(self, port, host="127.0.0.1"):
+        self.host, self.port = host, port
+        self.conn = None
+
+    def _conn(self):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        return self.conn
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+            self.conn = None
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        """Returns (status, parsed JSON or text, headers dict lower-cased)."""
+        hdrs = dict(headers or {})
+        data = None
+        if raw is not None:
+            data = raw if isinstance(raw, bytes) else raw.encode()
+        elif body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        for attempt in range(2):
+            c = self._conn()
+            try:
+                c.request(method, path, body=data, headers=hdrs)
+                r = c.getresponse()
+                payload = r.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # a kept-alive connection the server closed: retry once fresh
+                self.close()
+                if attempt:
+                    raise
+        rh = {k.lower(): v for k, v in r.getheaders()}
+        if rh.get("connection", "").lower() == "close":
+            self.close()
+        text = payload.decode("utf-8", "replace")
+        ctype = rh.get("content-type", "")
+        if "json" in ctype and text:
+            try:
+                return r.status, json.loads(text), rh
+            except ValueError:
+                pass
+        return r.status, text, rh
+
+
+class Fake:
+    """The scripted fake LLM upstream (OpenAI and Anthropic wire formats)."""
+
+    def __init__(self, threads=64):
+        self.dir = tempfile.mkdtemp(prefix="gh-fake-")
+        pf = os.path.join(self.dir, "port")
+        self.log = open(os.path.join(self.dir, "fake.log"), "w+")
+        self.proc = subprocess.Popen([GH_FAKE, "--listen", "127.0.0.1:0", "--port-file", pf,
+                                      "--threads", str(threads)],
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
+        self.port = _wait_port_file(pf, self.proc)
+        self.http = HTTP(self.port)
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def script(self, model, *replies):
+        st, body, _ = self.http.request("POST", "/_script", {"model": model, "replies": list(replies)})
+        assert st == 200, body
+
+    def tool_script(self, tool, *replies):
+        st, body, _ = self.http.request("POST", "/_script", {"tool": tool, "replies": list(replies)})
+        assert st == 200, body
+
+    def requests(self, model=None, tool=None):
+        q = ""
+        if model:
+            q = "?model=" + model
+        elif tool:
+            q = "?tool=" + tool
+        st, body, _ = self.http.request("GET", "/_requests" + q)
+        assert st == 200, body
+        return body
+
+    def reset(self):
+        self.http.request("POST", "/_reset", {})
+
+    def stop(self):
+        self.http.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.seek(0)
+        errs = self.log.read()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for m in SANITIZER_MARKS:
+            if m in errs:
+                raise AssertionError("fake upstream sanitizer report:\n" + errs[-4000:])
+
+
+def config(fake=None, agents=None, tools=None, policies=None, **sections):
+    """A gatehouse config for tests: provider "fake" (OpenAI wire) and
+    "fake_anthropic" point at the fake upstream; "offline" is the mock."""
+    cfg = {
+        "server": {"listen": "127.0.0.1:0", "max_body_bytes": 262144, "threads": 24,
+                   "max_streams": 8, "heartbeat_ms": 1000, "approval_wait_ms": 3000},
+        "database": {"path": "gatehouse.db"},
+        "providers": {
+            "offline": {"type": "mock", "default": "mock says: {{message}}"},
+        },
+        "agents": agents or {
+            "assistant": {"provider": "fake" if fake else "offline", "model": "m",
+                          "instructions": "Be brief.",
+                          "tools": ["memory_*", "working_memory_update"],
+                          "memory": {"enabled": True, "last_messages": 20}, "max_steps": 6},
+        },
+        "tools": tools or {},
+        "policies": policies or {
+            "default": {"agents": ["*"],
+                        "tools": {"allow": ["*"]},
+                        "client_tools": {"allow": ["*"]}},
+        },
+        "audit": {"checkpoint_rows": 50, "checkpoint_seconds": 2},
+    }
+    if fake:
+        cfg["providers"]["fake"] = {"type": "openai", "base_url": fake.url + "/v1",
+                                    "api_key": "sk-test-provider-secret", "timeout_ms": 5000,
+                                    "max_retries": 2, "retry_base_ms": 20}
+        cfg["providers"]["fake_anthropic"] = {"type": "anthropic", "base_url": fake.url,
+                                              "api_key": "sk-ant-test-secret",
+                                              "timeout_ms": 5000, "max_retries": 1,
+                                              "retry_base_ms": 20}
+    for k, v in sections.items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+class Gateway:
+    """A gatehouse serve process with its own directory and database."""
+
+    def __init__(self, cfg, env=None, dirname=None):
+        self.dir = dirname or tempfile.mkdtemp(prefix="gh-test-")
+        self.cfg = copy.deepcopy(cfg)
+        self.config_path = os.path.join(self.dir, "gatehouse.json")
+        with open(self.config_path, "w") as f:
+            json.dump(self.cfg, f, indent=2)
+        self.db_path = os.path.join(self.dir, self.cfg["database"]["path"])
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.out = open(os.path.join(self.dir, "serve.out"), "w+")
+        self.err = open(os.path.join(self.dir, "serve.err"), "a+")
+        self.proc = subprocess.Popen([GH_BIN, "serve", "--config", self.config_path],
+                                     cwd=self.dir, stdout=self.out, stderr=self.err, env=self.env)
+        deadline = time.time() + 30
+        self.port = None
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.err.seek(0)
+                raise RuntimeError("gatehouse exited %s:\n%s" % (self.proc.returncode,
+                                                                   self.err.read()[-3000:]))
+            self.out.seek(0)
+            m = re.search(r"listening on https?://[^:]+:(\d+)", self.out.read())
+            if m:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.02)
+        if not self.port:
+            raise RuntimeError("gatehouse did not start")
+        self.http = HTTP(self.port)
+
+    def stop(self, sig=signal.SIGTERM, check=True):
+        """Stops the server; with check, asserts a clean exit and no
+        sanitizer report. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        self.http.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        self.proc = None
+        self.out.close()
+        self.err.seek(0)
+        errs = self.err.read()
+        self.err.close()
+        if check:
+            for m in SANITIZER_MARKS:
+                if m in errs:
+                    raise AssertionError("gatehouse sanitizer report:\n" + errs[-6000:])
+            if sig == signal.SIGTERM and rc != 0:
+                raise AssertionError("gatehouse exited %s:\n%s" % (rc, errs[-3000:]))
+        return rc
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def cleanup(self):
+        if self.proc is not None:
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def logs(self):
+        with open(os.path.join(self.dir, "serve.err")) as f:
+            return f.read()
+
+    # ---- CLI ----
+
+    def cli(self, *args, stdin=None, check=False):
+        p = subprocess.run([GH_BIN] + list(args), cwd=self.dir, input=stdin,
+                           capture_output=True, text=True, env=self.env, timeout=120)
+        for m in SANITIZER_MARKS:
+            if m in p.stderr:
+                raise AssertionError("gatehouse CLI sanitizer report:\n" + p.stderr[-4000:])
+        if check and p.returncode != 0:
+            raise AssertionError("gatehouse %s failed (%d):\n%s%s" % (" ".join(args), p.returncode,
+                                                                    p.stdout, p.stderr))
+        return p.returncode, p.stdout, p.stderr
+
+    def create_key(self, name, owner=None, policy=None, admin=False):
+        args = ["keys", "create", "--config", self.config_path, "--name", name]
+        if owner:
+            args += ["--owner", owner]
+        if policy:
+            args += ["--policy", policy]
+        if admin:
+            args.append("--admin")
+        _, out, _ = self.cli(*args, check=True)
+        return out.strip().splitlines()[-1]
+
+    # ---- HTTP ----
+
+    def request(self, method, path, body=None, key=None, headers=None, raw=None):
+        h = dict(headers or {})
+        if key:
+            h["Authorization"] = "Bearer " + key
+        return self.http.request(method, path, body=body, headers=h, raw=raw)
+
+    def get(self, path, key=None, headers=None):
+        return self.request("GET", path, key=key, headers=headers)
+
+    def post(self, path, body=None, key=None, headers=None, raw=None):
+        return self.request("POST", path, body=body, key=key, headers=headers, raw=raw)
+
+    def stream(self, path, body, key=None, headers=None, timeout=60):
+        """POSTs and reads an SSE response whole: (status, [data strings], raw text)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        if key:
+            h["Authorization"] = "Bearer " + key
+        c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        events = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
+        return r.status, events, text
+
+    # ---- database (read-only; never writes, never checkpoints) ----
+
+    def db(self):
+        c = sqlite3.connect("file:%s?mode=ro" % self.db_path, uri=True, timeout=10)
+        c.row_factory = sqlite3.Row
+        return c
+
+    def query(self, sql, *args):
+        c = self.db()
+        try:
+            return [dict(r) for r in c.execute(sql, args)]
+        finally:
+            c.close()
+
+
+class GatewayTest(unittest.TestCase):
+    """Base class: one fake upstream per test class, gateways per test."""
+
+    fake = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fake = Fake()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.fake:
+            cls.fake.stop()
+
+    def setUp(self):
+        self._gateways = []
+
+    def tearDown(self):
+        for g in self._gateways:
+            g.cleanup()
+
+    def gateway(self, cfg=None, **kw):
+        g = Gateway(cfg if cfg is not None else config(self.fake), **kw)
+        self._gateways.append(g)
+        return g
+
+    def model(self):
+        """A model name unique to the calling test, so scripted replies of
+        different tests never mix."""
+        return "m-" + self.id().split(".")[-1]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
