@@ -209,6 +209,11 @@ static void *maint_main(void *p)
 	struct gh_bg *bg = p;
 	struct gh_app *app = bg->app;
 	int64_t last_snap = gh_now_ms(), last_prune = 0;
+	/* retention: prune hourly, or more often for short retention windows */
+	int64_t keep_ms = app->cfg->audit.retention_seconds > 0
+				  ? app->cfg->audit.retention_seconds * 1000
+				  : app->cfg->audit.retention_days * 86400000LL;
+	int64_t prune_every = keep_ms / 4 < 3600000 ? keep_ms / 4 : 3600000;
 
 	pthread_mutex_lock(&bg->mu);
 	while (!bg->stopping) {
@@ -227,13 +232,10 @@ static void *maint_main(void *p)
 			gh_bg_snapshot_ratelimits(app);
 			last_snap = now;
 		}
-		if (app->cfg->audit.retention_days > 0 && app->has_signer &&
-		    now - last_prune >= 3600000) {
+		if (keep_ms > 0 && app->has_signer && now - last_prune >= prune_every) {
 			int64_t deleted = 0;
 
-			if (gh_store_audit_prune(app->store,
-						 now - app->cfg->audit.retention_days * 86400000LL,
-						 &deleted, &e) != GH_OK)
+			if (gh_store_audit_prune(app->store, now - keep_ms, &deleted, &e) != GH_OK)
 				gh_warn("audit: retention pruning failed: %s", e.msg);
 			last_prune = now;
 		}

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -853,6 +854,8 @@ static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_
 		 1, 86400, 60, NULL},
 		{"retention_days", F_INT, offsetof(struct gh_audit_conf, retention_days), 0, 0, 36500,
 		 0, NULL},
+		{"retention_seconds", F_INT, offsetof(struct gh_audit_conf, retention_seconds), 0, 0,
+		 INT32_MAX, 0, NULL},
 		{"signing_key_file", F_STR, offsetof(struct gh_audit_conf, signing_key_file), 0, 0, 0,
 		 0, NULL},
 		{"max_args_bytes", F_INT, offsetof(struct gh_audit_conf, max_args_bytes), 0, 256,

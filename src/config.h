@@ -132,6 +132,7 @@ struct gh_audit_conf {
 	int64_t checkpoint_rows;             /* sign a checkpoint every N rows ... */
 	int64_t checkpoint_seconds;          /* ... or every T seconds */
 	int64_t retention_days;              /* 0 = keep forever */
+	int64_t retention_seconds;           /* finer alternative; wins when set */
 	char *signing_key_file;              /* Ed25519 secret key, created 0600 at first start */
 	int64_t max_args_bytes;              /* larger args are stored truncated (hash of full) */
 };

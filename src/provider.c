@@ -312,7 +312,8 @@ int gh_provider_replay(const struct gh_chat_events *ev, const struct gh_chat_res
 {
 	size_t i;
 
-	if (ev->text_delta && r->text && *r->text && ev->text_delta(ev->ud, r->text, strlen(r->text)))
+	if (ev->text_delta && r->text && *r->text &&
+	    ev->text_delta(ev->ud, r->text, strlen(r->text)))
 		return 1;
 	for (i = 0; ev->tool_delta && i < r->ncalls; i++) {
 		if (ev->tool_delta(ev->ud, (int)i, r->calls[i].id, r->calls[i].name, ""))
@@ -446,7 +447,8 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	gh_upstream_resp_init(&resp, cap);
 	if (!conf->base_url || gh_buf_puts(&url, conf->base_url) != GH_BUF_OK ||
 	    gh_buf_puts(&url, h->path) != GH_BUF_OK) {
-		rc = gh_err_set(e, GH_E_INTERNAL, "provider %s (%s): bad base_url", conf->name, type);
+		rc = gh_err_set(e, GH_E_INTERNAL, "provider %s (%s): bad base_url", conf->name,
+				type);
 		goto out;
 	}
 	if (h->stream && !(x.sse = gh_sse_new(GH_PROVIDER_MAX_LINE, cap))) {
@@ -475,8 +477,8 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 				*e = st->err;
 			rc = st->err.code;
 		} else {
-			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (%s): cancelled", conf->name,
-					type);
+			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (%s): cancelled",
+					conf->name, type);
 		}
 		goto out;
 	}
@@ -488,21 +490,22 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	if (resp.status < 200 || resp.status > 299) {
 		error_text(&resp.body, what, sizeof(what));
 		rc = gh_err_set(e, resp.status == 429 ? GH_E_RATELIMIT : GH_E_UPSTREAM,
-				"provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status, what);
+				"provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status,
+				what);
 		if (rc == GH_E_RATELIMIT && e && resp.retry_after_ms >= 0)
 			e->retry_after = (int)((resp.retry_after_ms + 999) / 1000);
 		goto out;
 	}
+	/* a stream's completeness is judged by the provider, by its end marker */
 	if (!h->stream || x.mode == 0) {
 		const struct gh_buf *b = h->stream ? &x.raw : &resp.body;
 
 		if (gh_json_parse(b->data ? b->data : "", b->len, "reply", json, e) != GH_OK) {
-			rc = gh_err_set(e, GH_E_UPSTREAM, "provider %s (%s): reply is not valid JSON",
-					conf->name, type);
+			rc = gh_err_set(e, GH_E_UPSTREAM,
+					"provider %s (%s): reply is not valid JSON", conf->name,
+					type);
 			goto out;
 		}
-	} else {
-		gh_sse_finish(x.sse);
 	}
 	rc = GH_OK;
 out:

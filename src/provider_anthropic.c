@@ -138,7 +138,8 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 				return bad_msg(conf, i, "image part without a usable image", e);
 		} else if (!strcmp(type, "tool-call") && !strcmp(role, "assistant")) {
 			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName"))
-				return bad_msg(conf, i, "tool-call part needs toolCallId and toolName", e);
+				return bad_msg(conf, i,
+					       "tool-call part needs toolCallId and toolName", e);
 			if (!(o = add_block(blocks, "tool_use")) ||
 			    !cJSON_AddStringToObject(o, "id", gh_json_str(p, "toolCallId")) ||
 			    !cJSON_AddStringToObject(o, "name", gh_json_str(p, "toolName")) ||
@@ -146,15 +147,18 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 				return oom(conf, e);
 			cJSON_AddItemToObject(o, "input", in);
 		} else if (!strcmp(type, "tool-result") && !strcmp(role, "tool")) {
+			const char *id = gh_json_str(p, "toolCallId");
+			const cJSON *result = cJSON_GetObjectItemCaseSensitive(p, "result");
+			int is_error = gh_json_bool(p, "isError", 0);
 			char *res;
 
-			if (!gh_json_str(p, "toolCallId"))
+			if (!id)
 				return bad_msg(conf, i, "tool-result part needs toolCallId", e);
-			res = gh_provider_result_text(cJSON_GetObjectItemCaseSensitive(p, "result"));
+			res = gh_provider_result_text(result);
 			if (!res || !(o = add_block(blocks, "tool_result")) ||
-			    !cJSON_AddStringToObject(o, "tool_use_id", gh_json_str(p, "toolCallId")) ||
+			    !cJSON_AddStringToObject(o, "tool_use_id", id) ||
 			    !cJSON_AddStringToObject(o, "content", res) ||
-			    (gh_json_bool(p, "isError", 0) && !cJSON_AddTrueToObject(o, "is_error"))) {
+			    (is_error && !cJSON_AddTrueToObject(o, "is_error"))) {
 				free(res);
 				return oom(conf, e);
 			}
@@ -178,7 +182,8 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 	enum gh_code rc;
 
 	if (req->messages && !cJSON_IsArray(req->messages))
-		return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages: expected an array",
+		return gh_err_set(e, GH_E_BADREQ,
+				  "provider %s (" TYPE "): messages: expected an array",
 				  conf->name);
 	cJSON_ArrayForEach(m, req->messages) {
 		const char *role = gh_json_str(m, "role"), *wire;
@@ -199,7 +204,8 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		else if (!strcmp(role, "assistant"))
 			wire = "assistant";
 		else
-			return bad_msg(conf, i, "role: expected user, assistant, tool or system", e);
+			return bad_msg(conf, i, "role: expected user, assistant, tool or system",
+				       e);
 		if (!(blocks = cJSON_CreateArray()))
 			return oom(conf, e);
 		if ((rc = message_blocks(conf, i, role, content, blocks, e)) != GH_OK) {
@@ -277,7 +283,8 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			cJSON_AddItemToArray(tools, o);
 			if (!cJSON_AddStringToObject(o, "name", t->name))
 				goto nomem;
-			if (t->description && !cJSON_AddStringToObject(o, "description", t->description))
+			if (t->description &&
+			    !cJSON_AddStringToObject(o, "description", t->description))
 				goto nomem;
 			schema = t->schema ? cJSON_Duplicate(t->schema, 1)
 					   : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
@@ -422,10 +429,11 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 
 			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
 		} else if (bt && !strcmp(bt, "tool_use")) {
+			const char *id = gh_json_str(block, "id");
+			const char *name = gh_json_str(block, "name");
 			struct gh_provider_acc *a;
 
-			stop = gh_provider_stream_call_start(st, (int)index, gh_json_str(block, "id"),
-							     gh_json_str(block, "name"), &a);
+			stop = gh_provider_stream_call_start(st, (int)index, id, name, &a);
 		}
 	} else if (!strcmp(type, "content_block_delta")) {
 		const char *dt = gh_json_str(delta, "type");
@@ -435,17 +443,17 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 
 			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
 		} else if (dt && !strcmp(dt, "input_json_delta")) {
-			struct gh_provider_acc *a = index < 0 || index > INT32_MAX
-							    ? NULL
-							    : gh_provider_stream_call(st, (int)index);
+			const char *frag = gh_json_str(delta, "partial_json");
+			struct gh_provider_acc *a = NULL;
 
+			if (index >= 0 && index <= INT32_MAX)
+				a = gh_provider_stream_call(st, (int)index);
 			if (!a)
-				stop = gh_provider_stream_fail(st, "input_json_delta for block %lld, "
-								   "which is not a tool_use",
+				stop = gh_provider_stream_fail(st, "input_json_delta for block "
+								   "%lld, which is not a tool_use",
 							       (long long)index);
 			else
-				stop = gh_provider_stream_call_args(st, a,
-								    gh_json_str(delta, "partial_json"));
+				stop = gh_provider_stream_call_args(st, a, frag);
 		}
 	} else if (!strcmp(type, "message_delta")) {
 		const char *sr = gh_json_str(delta, "stop_reason");
@@ -516,8 +524,8 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 	} else {
 		if (!st.done) {
 			rc = gh_err_set(e, GH_E_UPSTREAM,
-					"provider %s (" TYPE "): stream ended early (no message_stop)",
-					conf->name);
+					"provider %s (" TYPE "): stream ended early "
+					"(no message_stop)", conf->name);
 			goto out;
 		}
 		if ((rc = gh_provider_stream_take(&st, out, e)) != GH_OK)

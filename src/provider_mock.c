@@ -254,6 +254,8 @@ static int64_t input_words(const cJSON *messages)
 		}
 		cJSON_ArrayForEach(p, content) {
 			const char *type = gh_json_str(p, "type");
+			const cJSON *args = cJSON_GetObjectItemCaseSensitive(p, "args");
+			const cJSON *result = cJSON_GetObjectItemCaseSensitive(p, "result");
 			char *s = NULL;
 
 			if (!type)
@@ -261,9 +263,9 @@ static int64_t input_words(const cJSON *messages)
 			if (!strcmp(type, "text"))
 				n += count_words(gh_json_str(p, "text"));
 			else if (!strcmp(type, "tool-call"))
-				s = gh_provider_args_text(cJSON_GetObjectItemCaseSensitive(p, "args"));
+				s = gh_provider_args_text(args);
 			else if (!strcmp(type, "tool-result"))
-				s = gh_provider_result_text(cJSON_GetObjectItemCaseSensitive(p, "result"));
+				s = gh_provider_result_text(result);
 			n += count_words(s);
 			free(s);
 		}
@@ -399,17 +401,18 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 		}
 		if (chosen && gh_json_str(chosen, "tool")) {
 			const cJSON *a = cJSON_GetObjectItemCaseSensitive(chosen, "args");
+			const char *tool = gh_json_str(chosen, "tool");
 
-			if (!(args = cJSON_IsObject(a) ? cJSON_Duplicate(a, 1) : cJSON_CreateObject()) ||
-			    render_values(args, &c) != GH_BUF_OK || !(raw = gh_json_dump(args)))
+			args = cJSON_IsObject(a) ? cJSON_Duplicate(a, 1) : cJSON_CreateObject();
+			if (!args || render_values(args, &c) != GH_BUF_OK ||
+			    !(raw = gh_json_dump(args)))
 				goto nomem;
 			snprintf(id, sizeof(id), "mock_call_%llu",
 				 (unsigned long long)atomic_fetch_add(&next_call, 1));
 			if (!(out->calls = calloc(1, sizeof(*out->calls))))
 				goto nomem;
 			out->ncalls = 1;
-			if (gh_provider_call_set(&out->calls[0], id, gh_json_str(chosen, "tool"), raw,
-						 strlen(raw)) != GH_OK)
+			if (gh_provider_call_set(&out->calls[0], id, tool, raw, strlen(raw)))
 				goto nomem;
 			out->finish = GH_FINISH_TOOL_CALLS;
 			out->output_tokens = count_words(raw);
@@ -432,10 +435,11 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 		if (events->text_delta && *out->text)
 			stop = stream_text(events, out->text);
 		if (!stop && out->ncalls && events->tool_delta) {
-			stop = events->tool_delta(events->ud, 0, out->calls[0].id, out->calls[0].name,
-						  "") ||
+			const struct gh_tool_call *tc = &out->calls[0];
+
+			stop = events->tool_delta(events->ud, 0, tc->id, tc->name, "") ||
 			       (events->tick && events->tick(events->ud)) ||
-			       events->tool_delta(events->ud, 0, NULL, NULL, out->calls[0].raw_args);
+			       events->tool_delta(events->ud, 0, NULL, NULL, tc->raw_args);
 		}
 		if (stop) {
 			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (" TYPE "): cancelled",

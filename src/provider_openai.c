@@ -129,7 +129,8 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 			if (!type || strcmp(type, "tool-call"))
 				continue;   /* text is above; reasoning stays with us */
 			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName")) {
-				rc = bad_msg(conf, i, "tool-call part needs toolCallId and toolName", e);
+				rc = bad_msg(conf, i, "tool-call part needs toolCallId and "
+					     "toolName", e);
 				goto out;
 			}
 			if (!calls && !(calls = cJSON_CreateArray()))
@@ -137,7 +138,8 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 			if (!(c = cJSON_CreateObject()))
 				goto nomem;
 			cJSON_AddItemToArray(calls, c);
-			if (!(args = gh_provider_args_text(cJSON_GetObjectItemCaseSensitive(p, "args"))))
+			args = gh_provider_args_text(cJSON_GetObjectItemCaseSensitive(p, "args"));
+			if (!args)
 				goto nomem;
 			if (!cJSON_AddStringToObject(c, "id", gh_json_str(p, "toolCallId")) ||
 			    !cJSON_AddStringToObject(c, "type", "function") ||
@@ -191,7 +193,8 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			return oom(conf, e);
 	}
 	if (req->messages && !cJSON_IsArray(req->messages))
-		return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages: expected an array",
+		return gh_err_set(e, GH_E_BADREQ,
+				  "provider %s (" TYPE "): messages: expected an array",
 				  conf->name);
 	cJSON_ArrayForEach(m, req->messages) {
 		const char *role = gh_json_str(m, "role");
@@ -207,18 +210,21 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 				return bad_msg(conf, i, "content: expected tool-result parts", e);
 			cJSON_ArrayForEach(p, content) {
 				const char *type = gh_json_str(p, "type");
+				const char *id = gh_json_str(p, "toolCallId");
+				const cJSON *result = cJSON_GetObjectItemCaseSensitive(p, "result");
 				char *res;
 
 				if (!type || strcmp(type, "tool-result"))
 					continue;
-				if (!gh_json_str(p, "toolCallId"))
-					return bad_msg(conf, i, "tool-result part needs toolCallId", e);
+				if (!id)
+					return bad_msg(conf, i, "tool-result part needs "
+						       "toolCallId", e);
 				if (!(o = cJSON_CreateObject()))
 					return oom(conf, e);
 				cJSON_AddItemToArray(arr, o);
-				res = gh_provider_result_text(cJSON_GetObjectItemCaseSensitive(p, "result"));
+				res = gh_provider_result_text(result);
 				if (!res || !cJSON_AddStringToObject(o, "role", "tool") ||
-				    !cJSON_AddStringToObject(o, "tool_call_id", gh_json_str(p, "toolCallId")) ||
+				    !cJSON_AddStringToObject(o, "tool_call_id", id) ||
 				    !cJSON_AddStringToObject(o, "content", res)) {
 					free(res);
 					return oom(conf, e);
@@ -254,7 +260,8 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			}
 			gh_buf_free(&t);
 		} else {
-			return bad_msg(conf, i, "role: expected user, assistant, tool or system", e);
+			return bad_msg(conf, i, "role: expected user, assistant, tool or system",
+				       e);
 		}
 		i++;
 	}
@@ -288,7 +295,8 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			    !(fn = cJSON_AddObjectToObject(o, "function")) ||
 			    !cJSON_AddStringToObject(fn, "name", t->name))
 				goto nomem;
-			if (t->description && !cJSON_AddStringToObject(fn, "description", t->description))
+			if (t->description &&
+			    !cJSON_AddStringToObject(fn, "description", t->description))
 				goto nomem;
 			params = t->schema ? cJSON_Duplicate(t->schema, 1)
 					   : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
@@ -353,7 +361,8 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 
 	memset(out, 0, sizeof(*out));
 	if (!cJSON_IsObject(msg))
-		return gh_err_set(e, GH_E_UPSTREAM, "provider %s (" TYPE "): reply has no choices[0].message",
+		return gh_err_set(e, GH_E_UPSTREAM,
+				  "provider %s (" TYPE "): reply has no choices[0].message",
 				  conf->name);
 	if (!(out->text = strdup(text ? text : "")))
 		goto nomem;
@@ -363,8 +372,8 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 		if (max > GH_PROVIDER_MAX_CALLS) {
 			gh_chat_response_clear(out);
 			return gh_err_set(e, GH_E_UPSTREAM,
-					  "provider %s (" TYPE "): more than %d tool calls in one reply",
-					  conf->name, GH_PROVIDER_MAX_CALLS);
+					  "provider %s (" TYPE "): more than %d tool calls in one "
+					  "reply", conf->name, GH_PROVIDER_MAX_CALLS);
 		}
 		if (!(out->calls = calloc(max, sizeof(*out->calls))))
 			goto nomem;
@@ -448,7 +457,8 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 			/* a new id at a used index is a new call (some servers
 			 * number every call 0) */
 			if (!a || (id && *id && *a->id && strcmp(id, a->id))) {
-				if ((stop = gh_provider_stream_call_start(st, (int)idx, id, name, &a)))
+				stop = gh_provider_stream_call_start(st, (int)idx, id, name, &a);
+				if (stop)
 					goto out;
 			} else if (id && *id && !*a->id) {
 				char *dup = strdup(id);
@@ -524,9 +534,9 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 		}
 	} else {
 		if (!st.done || !st.have_finish) {
-			rc = gh_err_set(e, GH_E_UPSTREAM, "provider %s (" TYPE "): stream ended early%s",
-					conf->name, !st.have_finish ? " (no finish_reason)"
-								    : " (no [DONE])");
+			rc = gh_err_set(e, GH_E_UPSTREAM,
+					"provider %s (" TYPE "): stream ended early%s", conf->name,
+					!st.have_finish ? " (no finish_reason)" : " (no [DONE])");
 			goto out;
 		}
 		if ((rc = gh_provider_stream_take(&st, out, e)) != GH_OK)

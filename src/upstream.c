@@ -268,14 +268,16 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 		if (bad_header_text(h->name) || !*h->name || strchr(h->name, ':') ||
 		    bad_header_text(h->value)) {
 			/* name the header, never its value */
-			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: header \"%.64s\" is not valid",
-					origin, bad_header_text(h->name) ? "?" : h->name);
+			rc = gh_err_set(e, GH_E_INTERNAL,
+					"upstream %s: header \"%.64s\" is not valid", origin,
+					bad_header_text(h->name) ? "?" : h->name);
 			break;
 		}
 		gh_buf_reset(&line);
 		if (gh_buf_printf(&line, "%s: %s", h->name, h->value) != GH_BUF_OK) {
-			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: header \"%.64s\" is too long",
-					origin, h->name);
+			rc = gh_err_set(e, GH_E_INTERNAL,
+					"upstream %s: header \"%.64s\" is too long", origin,
+					h->name);
 			break;
 		}
 		if (!(t = curl_slist_append(list, line.data))) {
@@ -322,7 +324,8 @@ static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist
 		if (strcmp(method, "POST"))
 			SET(CURLOPT_CUSTOMREQUEST, method);
 		if (req->body || strcmp(method, "POST") == 0) {
-			SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req->body ? req->body_len : 0));
+			SET(CURLOPT_POSTFIELDSIZE_LARGE,
+			    (curl_off_t)(req->body ? req->body_len : 0));
 			SET(CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		}
 	}
@@ -353,19 +356,21 @@ static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstrea
 	switch (cc) {
 	case CURLE_COULDNT_CONNECT:
 		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: %s", origin,
-				  oserr == ECONNREFUSED ? "connection refused" : "could not connect");
+				  oserr == ECONNREFUSED ? "connection refused"
+							: "could not connect");
 	case CURLE_COULDNT_RESOLVE_HOST:
 		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: could not resolve host", origin);
 	case CURLE_OPERATION_TIMEDOUT:
 		curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
 		if (connect_us == 0)
-			return gh_err_set(e, GH_E_TIMEOUT, "upstream %s: no connection within %lld ms",
-					  origin, (long long)req->connect_timeout_ms);
+			return gh_err_set(e, GH_E_TIMEOUT,
+					  "upstream %s: no connection within %lld ms", origin,
+					  (long long)req->connect_timeout_ms);
 		return gh_err_set(e, GH_E_TIMEOUT, "upstream %s: no complete answer within %lld ms",
 				  origin, (long long)req->timeout_ms);
 	case CURLE_GOT_NOTHING:
-		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: connection closed without a reply",
-				  origin);
+		return gh_err_set(e, GH_E_UPSTREAM,
+				  "upstream %s: connection closed without a reply", origin);
 	case CURLE_PARTIAL_FILE:
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
@@ -387,7 +392,6 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	CURLcode cc = CURLE_OK;
 	CURLMsg *msg;
 	int running = 1, left, done = 0;
-	enum gh_code rc;
 
 	*cc_out = CURLE_OK;
 	if (req->max_response && req->max_response < x.limit)
@@ -435,10 +439,12 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	*cc_out = cc;
 	if (cc == CURLE_OK)
 		return GH_OK;
-	rc = transfer_error(h->easy, cc, req, origin, e);
-	return rc;
+	return transfer_error(h->easy, cc, req, origin, e);
 }
 
+/* Failures where the request cannot have been acted on, or (a connection
+ * closed before any reply byte, typically a stale keep-alive) most likely
+ * was not: worth another try. */
 static int is_connect_error(CURLcode cc)
 {
 	return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
@@ -522,7 +528,8 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 		}
 		retry_after = rc == GH_OK ? resp->retry_after_ms : -1;
 		if (sleep_ticking(req, backoff_ms(req, resp->attempts, retry_after))) {
-			rc = gh_err_set(e, GH_E_CANCELLED, "upstream %s: request cancelled", origin);
+			rc = gh_err_set(e, GH_E_CANCELLED, "upstream %s: request cancelled",
+					origin);
 			break;
 		}
 		resp->status = 0;

@@ -33,9 +33,11 @@ struct gh_upstream_req {
 	size_t nheaders;
 	const char *body;           /* may be NULL */
 	size_t body_len;
-	int64_t timeout_ms;         /* whole transfer; 0 = none */
+	int64_t timeout_ms;         /* whole transfer, per try; 0 = none */
 	int64_t connect_timeout_ms;
-	size_t max_response;        /* body bytes; more is an error (GH_E_UPSTREAM) */
+	size_t max_response;        /* buffered body bytes (0 = the resp cap); more is an
+				     * error (GH_E_UPSTREAM). Bytes given to on_data are
+				     * not counted: their consumer bounds what it keeps. */
 	/* Streaming: when on_data is set and the status is 2xx, body bytes are
 	 * handed over as they arrive instead of being buffered. Return nonzero
 	 * to abort (the request then fails with GH_E_CANCELLED). */
@@ -68,8 +70,10 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r);
 /* Performs the request. Returns GH_OK when a response arrived (any status:
  * the caller judges it), GH_E_UPSTREAM when the server could not be
  * reached, the connection broke, or the body exceeded max_response,
- * GH_E_TIMEOUT on timeout, GH_E_CANCELLED when a callback aborted. e names
- * the host, e.g. "upstream 127.0.0.1:9999: connection refused". */
+ * GH_E_TIMEOUT on timeout, GH_E_CANCELLED when a callback aborted,
+ * GH_E_INTERNAL for a header name or value holding CR or LF (never sent).
+ * e names the origin, e.g. "upstream http://127.0.0.1:9999: connection
+ * refused". */
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e);
 

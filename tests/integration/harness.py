@@ -354,6 +354,9 @@ class GatewayTest(unittest.TestCase):
 
     def setUp(self):
         self._gateways = []
+        # each test class has its own fake; start every test from a clean log
+        if self.fake:
+            self.fake.reset()
 
     def tearDown(self):
         for g in self._gateways:

@@ -8,15 +8,16 @@
  * chunked frames, optionally with a pause between them, so a stream reaches
  * the client split at odd places), or an endless drip of SSE comments. A
  * test binary starts one server (stopping one takes CivetWeb up to two
- * seconds) and routes a fresh URI per test. A route records what the last request carried (method, body, headers,
- * client port) so a test can check what gatehouse put on the wire.
+ * seconds) and routes a fresh URI per test. A route records what the last
+ * request carried (method, body, headers, client ports) so a test can
+ * check what gatehouse put on the wire.
  *
  * t_raw is a bare TCP server for what CivetWeb cannot do: reply with exact
  * bytes and then close or reset the connection mid-response.
  *
  * Threading: CivetWeb runs handlers on its worker threads; a route's record
  * is guarded by its mutex and its hit counter is atomic. Waits inside
- * handlers end as soon as the server is stopping.
+ * handlers end as soon as their route closes or the server stops.
  */
 #ifndef GH_T_HTTPD_H
 #define GH_T_HTTPD_H
@@ -165,9 +166,10 @@ static inline int t_httpd_handler(struct mg_connection *c, void *cbdata)
 		mg_send_chunk(c, "", 0);
 	} else {
 		const char *b = rp->body ? rp->body : "";
+		const char *h = rp->headers ? rp->headers : "Content-Type: application/json\r\n";
 
-		mg_printf(c, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%s\r\n", rp->status, strlen(b),
-			  rp->headers ? rp->headers : "Content-Type: application/json\r\n");
+		mg_printf(c, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%s\r\n", rp->status,
+			  strlen(b), h);
 		mg_write(c, b, strlen(b));
 	}
 	return rp->status;

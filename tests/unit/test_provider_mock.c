@@ -17,12 +17,14 @@
 static const char cfg_json[] =
 	"{\"type\":\"mock\",\"rules\":["
 	"{\"if_contains\":\"remember\",\"tool\":\"memory_save\","
-	" \"args\":{\"content\":\"{{after:remember that}}\"},\"then\":\"Noted: {{result.content}}\"},"
+	" \"args\":{\"content\":\"{{after:remember that}}\"},\"then\":\"Noted:"
+	" {{result.content}}\"},"
 	"{\"if_contains\":\"favourite colour\",\"tool\":\"memory_search\","
 	" \"args\":{\"query\":\"favourite colour\"},"
 	" \"then\":\"From memory: {{result.memories.0.content}}\"},"
 	"{\"if_contains\":\"weather in\",\"tool\":\"get_weather\","
-	" \"args\":{\"city\":\"{{after:weather in}}\",\"opts\":{\"units\":[\"metric\",\"{{message}}\"],"
+	" \"args\":{\"city\":\"{{after:weather in}}\",\"opts\":{\"units\":[\"metric\","
+	"\"{{message}}\"],"
 	"  \"days\":3,\"alerts\":true}}},"
 	"{\"if_contains\":\"forecast\",\"tool\":\"get_weather\",\"args\":{\"city\":\"Oslo\"},"
 	" \"then\":\"Forecast: {{result.temp}} degrees [{{result.nothing.0}}]\"},"
@@ -108,8 +110,9 @@ static void test_tool_rule_when_offered(void)
 	char *a;
 
 	setup(cfg_json);
-	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"Please REMEMBER THAT my favourite colour is "
-		     "green  \"}]", 3, NULL, 0, &r, &e), GH_OK);
+	T_EQ_INT(run("[{\"role\":\"user\",\"content\":"
+		     "\"Please REMEMBER THAT my favourite colour is green  \"}]",
+		     3, NULL, 0, &r, &e), GH_OK);
 	T_EQ_INT(r.ncalls, 1);
 	T_EQ_INT(r.finish, GH_FINISH_TOOL_CALLS);
 	T_EQ_STR(r.text, "");
@@ -131,8 +134,8 @@ static void test_tool_rule_skipped_when_not_offered(void)
 
 	setup(cfg_json);
 	/* memory_save is not offered: the later "remember" text rule answers */
-	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"remember that I like tea\"}]", 0, NULL, 0, &r,
-		     &e), GH_OK);
+	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"remember that I like tea\"}]", 0, NULL, 0,
+		     &r, &e), GH_OK);
 	T_EQ_INT(r.ncalls, 0);
 	T_EQ_STR(r.text, "I cannot remember without my tool.");
 	gh_chat_response_clear(&r);
@@ -146,8 +149,8 @@ static void test_nested_args_rendered(void)
 	char *a;
 
 	setup(cfg_json);
-	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"what is the weather in Paris?\"}]", 3, NULL, 0,
-		     &r, &e), GH_OK);
+	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"what is the weather in Paris?\"}]", 3,
+		     NULL, 0, &r, &e), GH_OK);
 	T_EQ_INT(r.ncalls, 1);
 	T_EQ_STR(r.calls[0].name, "get_weather");
 	a = args_json(&r.calls[0]);
@@ -186,10 +189,12 @@ static void test_then_after_tool_result(void)
 
 	setup(cfg_json);
 	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"remember that I like tea\"},"
-		     "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\",\"toolCallId\":\"c1\","
-		     "\"toolName\":\"memory_save\",\"args\":{\"content\":\"I like tea\"}}]},"
-		     "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\",\"toolCallId\":\"c1\","
-		     "\"toolName\":\"memory_save\",\"result\":{\"id\":\"m1\",\"content\":\"I like tea\"}}]}]",
+		     "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\","
+		     "\"toolCallId\":\"c1\",\"toolName\":\"memory_save\","
+		     "\"args\":{\"content\":\"I like tea\"}}]},"
+		     "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+		     "\"toolCallId\":\"c1\",\"toolName\":\"memory_save\","
+		     "\"result\":{\"id\":\"m1\",\"content\":\"I like tea\"}}]}]",
 		     1, NULL, 0, &r, &e), GH_OK);
 	T_EQ_STR(r.text, "Noted: I like tea");
 	T_EQ_INT(r.ncalls, 0);
@@ -208,8 +213,10 @@ static void test_result_path_into_array(void)
 
 	setup(cfg_json);
 	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\"what is my favourite colour?\"},"
-		     "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\",\"toolCallId\":\"c1\","
-		     "\"toolName\":\"memory_search\",\"result\":{\"memories\":[{\"content\":\"green\"},"
+		     "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+		     "\"toolCallId\":\"c1\","
+		     "\"toolName\":\"memory_search\","
+		     "\"result\":{\"memories\":[{\"content\":\"green\"},"
 		     "{\"content\":\"blue\"}]}}]}]", 2, NULL, 0, &r, &e), GH_OK);
 	T_EQ_STR(r.text, "From memory: green");
 	gh_chat_response_clear(&r);
@@ -221,17 +228,20 @@ static void test_then_chosen_by_if_contains(void)
 	struct gh_chat_response r;
 	struct gh_err e;
 	const char *tail = "{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
-			   "\"toolCallId\":\"c1\",\"toolName\":\"get_weather\",\"result\":{\"temp\":21}}]}]";
+			   "\"toolCallId\":\"c1\",\"toolName\":\"get_weather\","
+			   "\"result\":{\"temp\":21}}]}]";
 	char msgs[512];
 
 	setup(cfg_json);
 	/* the "weather in" rule has no "then"; the "forecast" one matches */
-	snprintf(msgs, sizeof(msgs), "[{\"role\":\"user\",\"content\":\"forecast please\"},%s", tail);
+	snprintf(msgs, sizeof(msgs), "[{\"role\":\"user\",\"content\":\"forecast please\"},"
+				     "%s", tail);
 	T_EQ_INT(run(msgs, 3, NULL, 0, &r, &e), GH_OK);
 	T_EQ_STR(r.text, "Forecast: 21 degrees []");
 	gh_chat_response_clear(&r);
 	/* no rule with a "then" matches this user text: after_tool */
-	snprintf(msgs, sizeof(msgs), "[{\"role\":\"user\",\"content\":\"weather in Oslo\"},%s", tail);
+	snprintf(msgs, sizeof(msgs), "[{\"role\":\"user\",\"content\":\"weather in Oslo\"},"
+				     "%s", tail);
 	T_EQ_INT(run(msgs, 3, NULL, 0, &r, &e), GH_OK);
 	T_EQ_STR(r.text, "Tool get_weather said {\"temp\":21}");
 	gh_chat_response_clear(&r);
@@ -249,7 +259,8 @@ static void test_builtin_after_tool(void)
 		     "{\"type\":\"tool-result\",\"toolCallId\":\"a\",\"toolName\":\"get_time\","
 		     "\"result\":\"10:00\"},"
 		     "{\"type\":\"tool-result\",\"toolCallId\":\"b\",\"toolName\":\"get_date\","
-		     "\"result\":[1,{\"x\":null}],\"isError\":true}]}]", 0, NULL, 0, &r, &e), GH_OK);
+		     "\"result\":[1,{\"x\":null}],"
+		     "\"isError\":true}]}]", 0, NULL, 0, &r, &e), GH_OK);
 	T_EQ_STR(r.text, "get_time returned 10:00\nget_date returned [1,{\"x\":null}]");
 	gh_chat_response_clear(&r);
 	teardown();
@@ -286,7 +297,8 @@ static void test_template_forms(void)
 	struct gh_err e;
 
 	setup(cfg_json);
-	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\" please ECHO  this back \"}]", 0, NULL, 0, &r,
+	T_EQ_INT(run("[{\"role\":\"user\",\"content\":\" please ECHO  this back"
+		     " \"}]", 0, NULL, 0, &r,
 		     &e), GH_OK);
 	T_EQ_STR(r.text, "< please ECHO  this back |this back|please ECHO  this back|||"
 			 "{{unknown}}||{{oops");

@@ -1,0 +1,708 @@
+/*
+ * test_provider_anthropic.c - the Messages API provider against a server on
+ * 127.0.0.1 that answers like the real API: headers (x-api-key,
+ * anthropic-version), the request body for every CoreMessage shape with
+ * same-role turns merged and empty turns dropped, tools as input_schema,
+ * the max_tokens default; JSON replies with text and tool_use blocks and
+ * every stop_reason; event streams split at odd bytes (text and
+ * input_json_delta per block, ping, usage from message_start and
+ * message_delta); error events, truncated and malformed streams; HTTP
+ * errors with the upstream's message; aborts. No error message may carry
+ * the API key.
+ */
+#include "provider.h"
+
+#include "buf.h"
+#include "err.h"
+#include "json.h"
+#include "t.h"
+#include "t_httpd.h"
+#include "upstream.h"
+
+#include <cjson/cJSON.h>
+
+#define KEY "sk-test-K3Y-never-in-errors"
+
+static struct t_httpd srv;
+static struct gh_provider_conf conf;
+static char base_url[160];
+
+static void stop_server(void)
+{
+	t_httpd_stop(&srv);
+}
+
+/* Points conf at srv.base + prefix. */
+static void setup(const char *prefix)
+{
+	if (gh_upstream_global_init() != 0)
+		exit(2);
+	if (!srv.ctx) {
+		if (t_httpd_start(&srv) != 0) {
+			fprintf(stderr, "could not start the test server\n");
+			exit(2);
+		}
+		atexit(stop_server);
+	}
+	snprintf(base_url, sizeof(base_url), "%s%s", srv.base, prefix);
+	memset(&conf, 0, sizeof(conf));
+	conf.name = "claude";
+	conf.type = GH_PROVIDER_ANTHROPIC;
+	conf.base_url = base_url;
+	conf.api_key = KEY;
+	conf.timeout_ms = 5000;
+	conf.connect_timeout_ms = 2000;
+	conf.max_retries = 0;
+	conf.retry_base_ms = 10;
+	conf.max_response_bytes = 1 << 20;
+	conf.anthropic_version = "2023-06-01";
+}
+
+static void teardown(void)
+{
+	gh_upstream_thread_cleanup();
+	gh_upstream_global_cleanup();
+}
+
+static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < n; i++)
+		r->replies[i] = rp[i];
+	r->nreplies = n;
+	t_httpd_route(&srv, uri, r);
+}
+
+/* What the events callbacks saw. */
+struct capture {
+	struct gh_buf text;
+	struct gh_buf tools;     /* "index|id|name|fragment\n" per call */
+	int ndeltas;
+	int stop_on_delta;
+	double start, stop_at_ms;  /* tick asks to stop this long after start */
+	double stopped_at;
+	int ticks;
+};
+
+static void cap_init(struct capture *c)
+{
+	memset(c, 0, sizeof(*c));
+	gh_buf_init(&c->text, 1 << 20);
+	gh_buf_init(&c->tools, 1 << 20);
+	c->stop_at_ms = -1;
+	c->start = t_now_ms();
+}
+
+static void cap_free(struct capture *c)
+{
+	gh_buf_free(&c->text);
+	gh_buf_free(&c->tools);
+}
+
+static int cap_text(void *ud, const char *t, size_t n)
+{
+	struct capture *c = ud;
+
+	gh_buf_append(&c->text, t, n);
+	c->ndeltas++;
+	return c->stop_on_delta && c->ndeltas >= c->stop_on_delta;
+}
+
+static int cap_tool(void *ud, int index, const char *id, const char *name, const char *frag)
+{
+	struct capture *c = ud;
+
+	gh_buf_printf(&c->tools, "%d|%s|%s|%s\n", index, id ? id : "-", name ? name : "-", frag);
+	return 0;
+}
+
+static int cap_tick(void *ud)
+{
+	struct capture *c = ud;
+	double now = t_now_ms();
+
+	c->ticks++;
+	if (c->stop_at_ms >= 0 && now - c->start >= c->stop_at_ms) {
+		c->stopped_at = c->start + c->stop_at_ms;
+		return 1;
+	}
+	return 0;
+}
+
+static const char *const simple_msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+
+static enum gh_code chat(const char *messages, int stream, struct capture *c,
+			 struct gh_chat_response *out, struct gh_err *e)
+{
+	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, c};
+	struct gh_chat_request req;
+	cJSON *m = cJSON_Parse(messages);
+	enum gh_code rc;
+
+	memset(&req, 0, sizeof(req));
+	req.model = "claude-test";
+	req.messages = m;
+	req.stream = stream;
+	memset(out, 0, sizeof(*out));
+	gh_err_clear(e);
+	rc = gh_provider_chat(&conf, &req, c ? &ev : NULL, out, e);
+	cJSON_Delete(m);
+	return rc;
+}
+
+/* Cuts s into chunks of awkward sizes (caller frees with free_chunks). */
+static char **split(const char *s)
+{
+	static const size_t sizes[] = {1, 6, 17, 2, 40, 3, 11, 64};
+	size_t len = strlen(s), off = 0, n = 0, i = 0;
+	char **v = calloc(len + 1, sizeof(*v));
+
+	while (v && off < len) {
+		size_t k = sizes[i++ % (sizeof(sizes) / sizeof(sizes[0]))];
+
+		if (k > len - off)
+			k = len - off;
+		v[n] = malloc(k + 1);
+		memcpy(v[n], s + off, k);
+		v[n][k] = '\0';
+		n++;
+		off += k;
+	}
+	return v;
+}
+
+static void free_chunks(char **v)
+{
+	size_t i;
+
+	for (i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* 1 when the JSON text a equals the JSON value b; prints both when not. */
+static int json_eq(const cJSON *got, const char *want_text)
+{
+	cJSON *want = cJSON_Parse(want_text);
+	int eq = want && got && cJSON_Compare(got, want, 1);
+
+	if (!eq) {
+		char *g = got ? cJSON_PrintUnformatted(got) : NULL;
+
+		fprintf(stderr, "  got:  %s\n  want: %s\n", g ? g : "(null)", want_text);
+		free(g);
+	}
+	cJSON_Delete(want);
+	return eq;
+}
+
+static const char json_reply[] =
+	"{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
+	"\"content\":[{\"type\":\"text\",\"text\":\"Let me check. \"},"
+	"{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{\"city\":"
+	"\"Paris\"}},{\"type\":\"text\",\"text\":\"Done.\"}],"
+	"\"stop_reason\":\"tool_use\",\"stop_sequence\":null,"
+	"\"usage\":{\"input_tokens\":40,\"output_tokens\":22}}";
+
+static const char text_reply[] =
+	"{\"id\":\"msg_2\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":"
+	"\"text\",\"text\":\"Hi there\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":"
+	"5,\"output_tokens\":2}}";
+
+static void test_json_reply_with_tool_use(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	char v[256], *body;
+	cJSON *sent;
+
+	setup("/json");
+	conf.anthropic_version = "2099-01-01";
+	route(&r, "/json/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Let me check. Done.");
+	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(out.ncalls, 1);
+	T_EQ_STR(out.calls[0].id, "toolu_1");
+	T_EQ_STR(out.calls[0].name, "get_weather");
+	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_EQ_STR(out.calls[0].raw_args, "{\"city\":\"Paris\"}");
+	T_EQ_INT(out.input_tokens, 40);
+	T_EQ_INT(out.output_tokens, 22);
+	T_ASSERT(t_route_header(&r, "x-api-key", v, sizeof(v)));
+	T_EQ_STR(v, KEY);
+	T_ASSERT(t_route_header(&r, "anthropic-version", v, sizeof(v)));
+	T_EQ_STR(v, "2099-01-01");
+	T_ASSERT(t_route_header(&r, "content-type", v, sizeof(v)));
+	T_EQ_STR(v, "application/json");
+	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(json_eq(sent, "{\"model\":\"claude-test\",\"max_tokens\":4096,\"messages\":["
+			       "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+			       "\"text\":\"Hi\"}]}]}"));
+	cJSON_Delete(sent);
+	free(body);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_request_translation(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, text_reply, NULL, 0, 0, 0}};
+	static const char msgs[] =
+		"[{\"role\":\"system\",\"content\":\"Extra rules.\"},"
+		"{\"role\":\"user\",\"content\":\"Hi\"},"
+		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Look:\"},"
+		" {\"type\":\"image\",\"image\":\"https://x.test/a.png\"},"
+		" {\"type\":\"image\",\"image\":\"data:image/jpeg;base64,QUJD\"}]},"
+		"{\"role\":\"assistant\",\"content\":\"\"},"
+		"{\"role\":\"user\",\"content\":\"Still there?\"},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Checking.\"},"
+		" {\"type\":\"reasoning\",\"text\":\"hmm\"},"
+		" {\"type\":\"tool-call\",\"toolCallId\":\"c1\",\"toolName\":\"get_weather\","
+		"  \"args\":{\"city\":\"Paris\"}},"
+		" {\"type\":\"tool-call\",\"toolCallId\":\"c2\",\"toolName\":\"get_time\","
+		"  \"args\":\"{\\\"tz\\\":\\\"UTC\\\"}\"}]},"
+		"{\"role\":\"tool\",\"content\":["
+		" {\"type\":\"tool-result\",\"toolCallId\":\"c1\",\"toolName\":\"get_weather\","
+		"  \"result\":{\"temp\":21}},"
+		" {\"type\":\"tool-result\",\"toolCallId\":\"c2\",\"toolName\":\"get_time\","
+		"  \"result\":\"10:00\",\"isError\":true}]},"
+		"{\"role\":\"user\",\"content\":\"And tomorrow?\"},"
+		"{\"role\":\"assistant\",\"content\":\"Sunny.\"},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\","
+		"\"toolCallId\":\"c3\","
+		" \"toolName\":\"noargs\"}]}]";
+	static const char want_msgs[] =
+		"[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},"
+		" {\"type\":\"text\",\"text\":\"Look:\"},"
+		" {\"type\":\"image\",\"source\":{\"type\":\"url\","
+		"\"url\":\"https://x.test/a.png\"}},"
+		" {\"type\":\"image\",\"source\":{\"type\":\"base64\","
+		"\"media_type\":\"image/jpeg\","
+		"  \"data\":\"QUJD\"}},"
+		" {\"type\":\"text\",\"text\":\"Still there?\"}]},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Checking.\"},"
+		" {\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"get_weather\","
+		"\"input\":{\"city\":\"Paris\"}},"
+		" {\"type\":\"tool_use\",\"id\":\"c2\",\"name\":\"get_time\","
+		"\"input\":{\"tz\":\"UTC\"}}]},"
+		"{\"role\":\"user\",\"content\":["
+		" {\"type\":\"tool_result\",\"tool_use_id\":\"c1\","
+		"\"content\":\"{\\\"temp\\\":21}\"},"
+		" {\"type\":\"tool_result\",\"tool_use_id\":\"c2\",\"content\":\"10:00\","
+		"\"is_error\":true},"
+		" {\"type\":\"text\",\"text\":\"And tomorrow?\"}]},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Sunny.\"},"
+		" {\"type\":\"tool_use\",\"id\":\"c3\",\"name\":\"noargs\",\"input\":{}}]}]";
+	static const char want_tools[] =
+		"[{\"name\":\"get_weather\",\"description\":\"Weather by city\",\"input_schema\":"
+		" {\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+		"  \"required\":[\"city\"]}},"
+		"{\"name\":\"noargs\",\"input_schema\":{\"type\":\"object\",\"properties\":{}}}]";
+	struct t_route r;
+	struct gh_chat_request req;
+	struct gh_chat_response out;
+	struct gh_tool_spec tools[2];
+	struct gh_err e;
+	cJSON *m = cJSON_Parse(msgs), *schema, *sent;
+	char *body;
+
+	schema = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+			     "\"required\":[\"city\"]}");
+	tools[0].name = "get_weather";
+	tools[0].description = "Weather by city";
+	tools[0].schema = schema;
+	tools[1].name = "noargs";
+	tools[1].description = NULL;
+	tools[1].schema = NULL;
+	setup("/tr");
+	route(&r, "/tr/v1/messages", rp, 1);
+	memset(&req, 0, sizeof(req));
+	req.model = "claude-test";
+	req.system = "You are helpful.";
+	req.messages = m;
+	req.tools = tools;
+	req.ntools = 2;
+	req.has_temperature = 1;
+	req.temperature = 0.25;
+	req.max_tokens = 300;
+	T_ASSERT(m && schema);
+	T_EQ_INT(gh_provider_chat(&conf, &req, NULL, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Hi there");
+	T_EQ_INT(out.finish, GH_FINISH_STOP);
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(sent);
+	T_EQ_STR(gh_json_str(sent, "model"), "claude-test");
+	T_EQ_STR(gh_json_str(sent, "system"), "You are helpful.\n\nExtra rules.");
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.25"));
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "300"));
+	T_ASSERT(!cJSON_GetObjectItem(sent, "stream"));
+	cJSON_Delete(sent);
+	free(body);
+	cJSON_Delete(m);
+	cJSON_Delete(schema);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_stop_reasons(void)
+{
+	static const struct t_reply rp[] = {
+		{200, NULL, "{\"content\":[{\"type\":\"text\",\"text\":\"a\"}],"
+			    "\"stop_reason\":\"end_turn\"}", NULL, 0, 0, 0},
+		{200, NULL, "{\"content\":[{\"type\":\"text\",\"text\":\"b\"}],"
+			    "\"stop_reason\":\"stop_sequence\"}", NULL, 0, 0, 0},
+		{200, NULL, "{\"content\":[{\"type\":\"text\",\"text\":\"c\"}],"
+			    "\"stop_reason\":\"max_tokens\"}", NULL, 0, 0, 0},
+		{200, NULL, "{\"content\":[],\"stop_reason\":\"refusal\"}", NULL, 0, 0, 0}};
+	static const enum gh_finish want[] = {GH_FINISH_STOP, GH_FINISH_STOP, GH_FINISH_LENGTH,
+					      GH_FINISH_CONTENT_FILTER};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	int i;
+
+	setup("/stops");
+	route(&r, "/stops/v1/messages", rp, 4);
+	for (i = 0; i < 4; i++) {
+		T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+		T_EQ_INT(out.finish, want[i]);
+		gh_chat_response_clear(&out);
+	}
+	t_route_close(&r);
+	teardown();
+}
+
+static const char stream_text[] =
+	"event: message_start\n"
+	"data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+	"\"role\":\"assistant\",\"content\":[],\"model\":\"claude-test\",\"stop_reason\":null,"
+	"\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"
+	"event: content_block_start\n"
+	"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+	"\"text\":\"\"}}\n\n"
+	"event: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n"
+	"event: content_block_delta\n"
+	"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+	"\"text\":\"Let me \"}}\n\n"
+	"event: content_block_delta\n"
+	"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+	"\"text\":\"check.\"}}\n\n"
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+	"event: content_block_start\n"
+	"data: {\"type\":\"content_block_start\",\"index\":1,"
+	"\"content_block\":{\"type\":\"tool_use\","
+	"\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{}}}\n\n"
+	"event: content_block_delta\n"
+	"data: {\"type\":\"content_block_delta\",\"index\":1,"
+	"\"delta\":{\"type\":\"input_json_delta\","
+	"\"partial_json\":\"\"}}\n\n"
+	"event: content_block_delta\n"
+	"data: {\"type\":\"content_block_delta\",\"index\":1,"
+	"\"delta\":{\"type\":\"input_json_delta\","
+	"\"partial_json\":\"{\\\"city\\\": \\\"Par\"}}\n\n"
+	"event: content_block_delta\n"
+	"data: {\"type\":\"content_block_delta\",\"index\":1,"
+	"\"delta\":{\"type\":\"input_json_delta\","
+	"\"partial_json\":\"is\\\"}\"}}\n\n"
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"
+	"event: content_block_start\n"
+	"data: {\"type\":\"content_block_start\",\"index\":2,"
+	"\"content_block\":{\"type\":\"tool_use\","
+	"\"id\":\"toolu_2\",\"name\":\"get_time\",\"input\":{}}}\n\n"
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n"
+	"event: message_delta\n"
+	"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\","
+	"\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n"
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+static void test_stream_split_oddly(void)
+{
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	char **chunks = split(stream_text), *body;
+	cJSON *sent;
+
+	rp[0].chunks = (const char *const *)chunks;
+	cap_init(&c);
+	setup("/sse");
+	route(&r, "/sse/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(out.text, "Let me check.");
+	T_EQ_STR(c.text.data, "Let me check.");
+	T_EQ_INT(c.ndeltas, 2);
+	T_EQ_STR(c.tools.data, "0|toolu_1|get_weather|\n"
+			       "0|-|-|{\"city\": \"Par\n"
+			       "0|-|-|is\"}\n"
+			       "1|toolu_2|get_time|\n");
+	T_EQ_INT(out.ncalls, 2);
+	T_EQ_STR(out.calls[0].id, "toolu_1");
+	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_EQ_STR(out.calls[1].name, "get_time");
+	T_ASSERT(json_eq(out.calls[1].args, "{}"));
+	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(out.input_tokens, 25);
+	T_EQ_INT(out.output_tokens, 15);
+	body = t_route_body(&r);
+	sent = cJSON_Parse(body);
+	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
+	cJSON_Delete(sent);
+	free(body);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	cap_free(&c);
+	free_chunks(chunks);
+	teardown();
+}
+
+static void test_stream_invalid_tool_json(void)
+{
+	static const char *const chunks[] = {
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+		"\"content_block\":{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"f\","
+		"\"input\":{}}}\n\n",
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n",
+		"event: message_delta\ndata: {\"type\":\"message_delta\","
+		"\"delta\":{\"stop_reason\":"
+		"\"tool_use\"},\"usage\":{\"output_tokens\":3}}\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, chunks, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/badjson");
+	route(&r, "/badjson/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
+	T_EQ_INT(out.ncalls, 1);
+	T_ASSERT(out.calls[0].args == NULL);
+	T_EQ_STR(out.calls[0].raw_args, "{\"a\":");
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	teardown();
+}
+
+static void stream_fails(const char *prefix, const char *const *chunks, const char *want)
+{
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	char uri[128];
+
+	rp[0].chunks = chunks;
+	cap_init(&c);
+	setup(prefix);
+	snprintf(uri, sizeof(uri), "%s/v1/messages", prefix);
+	route(&r, uri, rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_CONTAINS(e.msg, "provider claude (anthropic): ");
+	T_CONTAINS(e.msg, want);
+	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(out.text == NULL && out.ncalls == 0);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_stream_error_event(void)
+{
+	static const char *const chunks[] = {
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+		"{\"input_tokens\":3}}}\n\n",
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+		"\"message\":\"Overloaded\"}}\n\n", NULL};
+
+	stream_fails("/errev", chunks, "stream error: overloaded_error: Overloaded");
+}
+
+static void test_stream_truncated(void)
+{
+	static const char *const chunks[] = {
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+		"{\"input_tokens\":3}}}\n\n",
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+		"\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n",
+		"event: message_delta\ndata: {\"type\":\"message_delta\","
+		"\"delta\":{\"stop_reason\":"
+		"\"end_turn\"}}\n\n", NULL};
+
+	stream_fails("/trunc", chunks, "stream ended early");
+}
+
+static void test_stream_malformed_chunk(void)
+{
+	static const char *const chunks[] = {
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", NULL};
+
+	stream_fails("/malformed", chunks, "malformed chunk");
+}
+
+static void test_stream_delta_for_unknown_block(void)
+{
+	static const char *const chunks[] = {
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":4,"
+		"\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", NULL};
+
+	stream_fails("/unknownblock", chunks, "not a tool_use");
+}
+
+static void test_http_error_retried_then_reported(void)
+{
+	static const struct t_reply rp[] = {{529, NULL,
+		"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+		"\"message\":\"Overloaded\"}}",
+		NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/e529");
+	conf.max_retries = 1;
+	route(&r, "/e529/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_EQ_STR(e.msg, "provider claude (anthropic): HTTP 529: Overloaded");
+	T_EQ_INT(atomic_load(&r.hits), 2);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_key_echoed_by_upstream_is_redacted(void)
+{
+	static const struct t_reply rp[] = {{401, NULL,
+		"{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\","
+		"\"message\":\"invalid x-api-key " KEY "\"}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/e401");
+	route(&r, "/e401/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	printf("  %s\n", e.msg);
+	T_ASSERT(!strstr(e.msg, KEY));
+	T_EQ_STR(e.msg, "provider claude (anthropic): HTTP 401: invalid x-api-key [redacted]");
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_429_is_ratelimit(void)
+{
+	static const struct t_reply rp[] = {{429, "Retry-After: 3\r\n",
+		"{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+		"\"Number of requests has exceeded your rate limit\"}}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+
+	setup("/r429");
+	route(&r, "/r429/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
+	T_CONTAINS(e.msg, "HTTP 429: Number of requests has exceeded your rate limit");
+	T_EQ_INT(e.retry_after, 3);
+	t_route_close(&r);
+	teardown();
+}
+
+static void test_timeout_and_refused(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, text_reply, NULL, 0, 3000, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	double t0;
+
+	setup("/slow");
+	conf.timeout_ms = 250;
+	route(&r, "/slow/v1/messages", rp, 1);
+	t0 = t_now_ms();
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
+	T_ASSERT(t_now_ms() - t0 < 1500);
+	T_CONTAINS(e.msg, "provider claude (anthropic): upstream http://127.0.0.1:");
+	T_ASSERT(!strstr(e.msg, KEY));
+	t_route_close(&r);
+	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", t_dead_port());
+	t0 = t_now_ms();
+	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_ASSERT(t_now_ms() - t0 < 1000);
+	T_CONTAINS(e.msg, "connection refused");
+	teardown();
+}
+
+static void test_tick_abort(void)
+{
+	static const char *const first[] = {
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+		"\"content_block\":{\"type\":\"text\",\"text\":\"thinking\"}}\n\n", NULL};
+	static const struct t_reply rp[] = {{200, NULL, NULL, first, 0, 0, 20}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+	double ret;
+
+	cap_init(&c);
+	c.stop_at_ms = 250;
+	setup("/drip");
+	conf.timeout_ms = 20000;
+	route(&r, "/drip/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	ret = t_now_ms();
+	printf("  returned %.1f ms after the client left\n", ret - c.stopped_at);
+	T_ASSERT(ret - c.start < 1000);
+	T_ASSERT(ret - c.stopped_at < 150);   /* 100 ms promised; slack for sanitizers */
+	T_EQ_STR(c.text.data, "thinking");
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+static void test_stream_answered_with_json(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, json_reply, NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct capture c;
+
+	cap_init(&c);
+	setup("/jsonstream");
+	route(&r, "/jsonstream/v1/messages", rp, 1);
+	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(c.text.data, "Let me check. Done.");
+	T_EQ_STR(c.tools.data, "0|toolu_1|get_weather|\n0|-|-|{\"city\":\"Paris\"}\n");
+	T_EQ_INT(out.ncalls, 1);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	cap_free(&c);
+	teardown();
+}
+
+T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),
+       T(test_stream_split_oddly), T(test_stream_invalid_tool_json), T(test_stream_error_event),
+       T(test_stream_truncated), T(test_stream_malformed_chunk),
+       T(test_stream_delta_for_unknown_block), T(test_http_error_retried_then_reported),
+       T(test_key_echoed_by_upstream_is_redacted), T(test_429_is_ratelimit),
+       T(test_timeout_and_refused), T(test_tick_abort), T(test_stream_answered_with_json))
