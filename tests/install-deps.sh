@@ -19,10 +19,10 @@ if [ "$(id -u)" -ne 0 ]; then
 	fi
 fi
 
-pkgs="build-essential cmake pkg-config libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
+pkgs="build-essential cmake pkg-config curl sqlite3 libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
 libcjson-dev libsodium-dev"
 if [ "$want_test" -eq 1 ]; then
-	pkgs="$pkgs python3 sqlite3 curl chromium"
+	pkgs="$pkgs python3 chromium"
 	# Node.js: keep an existing installation (any vendor), else Debian's.
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		pkgs="$pkgs nodejs npm"
