@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,9 @@
 #include <unistd.h>
 
 #include <civetweb.h>
+#include <sodium.h>
 
+#include "admin_auth.h"
 #include "buf.h"
 #include "json.h"
 #include "keys.h"
@@ -48,8 +52,13 @@ static const struct gh_route routes_core[] = {
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };
 
+/* gh_routes_admin comes before gh_routes_governance: its
+ * GET /api/approvals/events must win over GET /api/approvals/:id. */
 static const struct gh_route *const route_tables[] = {
-	routes_core, gh_routes_agents, gh_routes_memory, gh_routes_governance, gh_routes_stream,
+	routes_core, gh_routes_agents, gh_routes_memory, gh_routes_admin, gh_routes_governance,
+	gh_routes_stream,
+	gh_routes_openai,
+	gh_routes_a2a,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -128,6 +137,8 @@ static void head(struct gh_req *r, struct gh_buf *b, int status, const char *cty
 		gh_buf_printf(b, "RateLimit-Limit: %lld\r\nRateLimit-Remaining: %lld\r\n"
 				 "RateLimit-Reset: %lld\r\n", (long long)r->rl_limit,
 			      (long long)r->rl_remaining, (long long)r->rl_reset_s);
+	if (gh_admin_ui_path(r->path))
+		gh_buf_puts(b, GH_ADMIN_SECURITY_HEADERS);
 	if (r->extra_headers)
 		gh_buf_puts(b, r->extra_headers);
 	gh_buf_puts(b, keep_alive(r) ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
@@ -389,7 +400,16 @@ static enum gh_code authenticate(struct gh_req *r, enum gh_auth need, struct gh_
 	enum gh_code rc;
 
 	if (!auth || !*auth) {
-		return gh_err_set(e, GH_E_AUTH, "missing API key: send Authorization: Bearer <key>");
+		/* no key: an admin session cookie, and for a request that changes
+		 * state, its CSRF token */
+		char csrf[GH_ADMIN_CSRF_MAX];
+
+		rc = gh_admin_session_auth(r, csrf, e);
+		if (rc == GH_OK)
+			rc = gh_admin_csrf_check(r, csrf, e);
+		sodium_memzero(csrf, sizeof(csrf));
+		if (rc != GH_OK)
+			return rc;
 	} else {
 		rc = gh_keys_authenticate(r->app->store, r->app->hashkey, auth, &r->who.key, e);
 		if (rc != GH_OK)
@@ -698,11 +718,53 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	return GH_OK;
 }
 
+/* CivetWeb's accept loop polls with a 2 s timeout and notices a stop only
+ * between polls. While mg_stop waits for it, this thread keeps knocking on
+ * the listening port so the loop wakes and shutdown takes milliseconds. */
+struct waker {
+	int port;
+	_Atomic int done;
+};
+
+static void *waker_main(void *arg)
+{
+	struct waker *w = arg;
+
+	while (!atomic_load(&w->done)) {
+		struct sockaddr_in a;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd >= 0) {
+			memset(&a, 0, sizeof(a));
+			a.sin_family = AF_INET;
+			a.sin_port = htons((uint16_t)w->port);
+			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+				close(fd);
+				break; /* nothing listens any more */
+			}
+			close(fd);
+		}
+		usleep(20000);
+	}
+	return NULL;
+}
+
 void gh_http_stop(struct gh_http *h)
 {
+	struct waker w;
+	pthread_t t;
+	int started;
+
 	if (!h)
 		return;
+	w.port = h->port;
+	atomic_init(&w.done, 0);
+	started = h->port > 0 && pthread_create(&t, NULL, waker_main, &w) == 0;
 	mg_stop(h->ctx);
+	atomic_store(&w.done, 1);
+	if (started)
+		pthread_join(t, NULL);
 	free(h);
 }
 

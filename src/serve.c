@@ -151,9 +151,19 @@ int gh_cmd_serve(struct gh_cli *c)
 	atomic_store(&app.stopping, 1);
 	rc = GH_EXIT_OK;
 out:
-	gh_http_stop(http);
-	gh_bg_stop(app.bg);
-	gh_store_close(app.store);
+	{
+		int64_t t0 = gh_mono_ns(), t1, t2;
+
+		gh_http_stop(http);
+		t1 = gh_mono_ns();
+		gh_bg_stop(app.bg);
+		t2 = gh_mono_ns();
+		gh_store_close(app.store);
+		if (http)
+			gh_info("stopped: http %.0f ms, background %.0f ms, store %.0f ms",
+				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+				(double)(gh_mono_ns() - t2) / 1e6);
+	}
 	gh_hub_free(app.hub);
 	gh_rl_free(app.rl);
 	sodium_memzero(app.hashkey, sizeof(app.hashkey));
