@@ -172,6 +172,40 @@ static enum gh_code subst_tree(struct ctx *c, cJSON *v)
 	return GH_OK;
 }
 
+/* cJSON keeps both members of {"a":1,"a":2} and lookups see the first: a
+ * repeated key in the config would be silently ignored, so refuse it. */
+static enum gh_code no_duplicates(struct ctx *c, const cJSON *v)
+{
+	const cJSON *it, *jt;
+	enum gh_code rc;
+	size_t n;
+	int i = 0;
+
+	if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+		return GH_OK;
+	for (it = v->child; it; it = it->next, i++) {
+		if (it->string) {
+			for (jt = it->next; jt; jt = jt->next) {
+				if (jt->string && !strcmp(it->string, jt->string)) {
+					n = push(c, it->string);
+					rc = fail(c, "duplicate key: given twice (one would be ignored)");
+					pop(c, n);
+					return rc;
+				}
+			}
+			n = push(c, it->string);
+		} else {
+			n = strlen(c->path);
+			snprintf(c->path + n, sizeof(c->path) - n, "[%d]", i);
+		}
+		rc = no_duplicates(c, it);
+		pop(c, n);
+		if (rc)
+			return rc;
+	}
+	return GH_OK;
+}
+
 /* ---- typed readers ---- */
 
 enum ftype { F_STR, F_INT, F_BOOL, F_DOUBLE, F_LIST, F_OBJ };
@@ -284,7 +318,11 @@ static enum gh_code read_fields(struct ctx *c, const cJSON *obj, const struct fi
 		if (!v && f[i].required) {
 			rc = fail(c, "required option is missing");
 		} else if (!dst) {
-			/* caller reads it */
+			/* the caller reads it, but its type is checked here */
+			if (v && f[i].type == F_STR && !cJSON_IsString(v))
+				rc = fail(c, "expected a string, got %s", type_name(v));
+			else if (v && f[i].type == F_OBJ && !cJSON_IsObject(v))
+				rc = fail(c, "expected an object, got %s", type_name(v));
 		} else {
 			switch (f[i].type) {
 			case F_STR:
@@ -471,7 +509,24 @@ static enum gh_code check_mock(struct ctx *c, const cJSON *obj)
 
 		snprintf(idx, sizeof(idx), "[%zu]", i);
 		snprintf(c->path + m2, sizeof(c->path) - m2, "%s", idx);
-		if (!cJSON_IsObject(r))
+		if (cJSON_IsObject(r)) {
+			static const char *const keys[] = {"if_contains", "tool", "text", "args",
+							   "then", NULL};
+			const cJSON *k;
+
+			for (k = r->child; k && !why; k = k->next) {
+				int known = 0;
+
+				for (size_t j = 0; keys[j] && !known; j++)
+					known = !strcmp(k->string, keys[j]);
+				if (!known)
+					why = "unknown key in a mock rule (known: if_contains, tool, text, "
+					      "args, then)";
+			}
+		}
+		if (why)
+			;
+		else if (!cJSON_IsObject(r))
 			why = "expected an object";
 		else if (m && !cJSON_IsString(m))
 			why = "if_contains: expected a string";
@@ -991,7 +1046,7 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 		rc = fail(c, "unterminated /* comment");
 		goto out;
 	}
-	if (gh_json_parse(copy, len, "config", &cfg->root, &perr) != GH_OK) {
+	if (gh_json_parse_dups(copy, len, "config", &cfg->root, &perr) != GH_OK) {
 		rc = gh_err_set(e, GH_E_BADREQ, "%s: %s", name, perr.msg);
 		goto out;
 	}
@@ -999,7 +1054,8 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((rc = check_top(c, cfg->root)) || (rc = subst_tree(c, cfg->root)))
+	if ((rc = check_top(c, cfg->root)) || (rc = no_duplicates(c, cfg->root)) ||
+	    (rc = subst_tree(c, cfg->root)))
 		goto out;
 	if ((rc = read_server(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "server"),
 			      &cfg->server)))

@@ -72,7 +72,18 @@ void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const
 		t = strdup(type);
 		d = strdup(data);
 		pthread_mutex_lock(&s->mu);
-		if (!t || !d || s->len == GH_HUB_QUEUE) {
+		if (s->len == GH_HUB_QUEUE) {
+			/* the watcher fell behind: what is queued is stale (it will
+			 * reload state), so drop it and start again from this event */
+			while (s->len) {
+				free(s->q[s->head].type);
+				free(s->q[s->head].data);
+				s->head = (s->head + 1) % GH_HUB_QUEUE;
+				s->len--;
+			}
+			s->lost = 1;
+		}
+		if (!t || !d) {
 			s->lost = 1;
 			free(t);
 			free(d);
@@ -159,6 +170,7 @@ int gh_hub_next(struct gh_hub_sub *s, int timeout_ms, char **type, char **data)
 			break;
 	}
 	if (s->lost) {
+		/* reported once; events after the loss stay queued */
 		s->lost = 0;
 		rc = -1;
 	} else if (s->len) {

@@ -8,22 +8,80 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int depth_ok(const cJSON *v, int depth)
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 1 when an object has two members with one name. cJSON keeps both and
+ * lookups see the first: what gets validated and what gets used could
+ * differ, so such input is refused. */
+static int has_duplicates(const cJSON *obj)
+{
+	const cJSON *a, *b;
+	const char **names;
+	size_t n = 0, i;
+	int dup = 0;
+
+	for (a = obj->child; a; a = a->next)
+		n++;
+	if (n < 2)
+		return 0;
+	if (n <= 16) {
+		for (a = obj->child; a; a = a->next)
+			for (b = a->next; b; b = b->next)
+				if (!strcmp(a->string, b->string))
+					return 1;
+		return 0;
+	}
+	names = malloc(n * sizeof(*names));
+	if (!names)
+		return 1; /* cannot check: refuse */
+	for (i = 0, a = obj->child; a; a = a->next)
+		names[i++] = a->string;
+	qsort(names, n, sizeof(*names), cmp_names);
+	for (i = 1; i < n && !dup; i++)
+		dup = !strcmp(names[i - 1], names[i]);
+	free(names);
+	return dup;
+}
+
+/* 0 ok, 1 too deep, 2 duplicate member names. Containers count toward the
+ * depth; the scalars inside the deepest ones do not. */
+static int check_tree(const cJSON *v, int depth, int dups_ok)
 {
 	const cJSON *c;
+	int rc;
 
-	if (depth > GH_JSON_MAX_DEPTH)
-		return 0;
 	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+		return 0;
+	if (depth > GH_JSON_MAX_DEPTH)
 		return 1;
+	if (!dups_ok && cJSON_IsObject(v) && has_duplicates(v))
+		return 2;
 	for (c = v->child; c; c = c->next)
-		if (!depth_ok(c, depth + 1))
-			return 0;
-	return 1;
+		if ((rc = check_tree(c, depth + 1, dups_ok)) != 0)
+			return rc;
+	return 0;
 }
+
+static enum gh_code parse(const char *s, size_t n, const char *what, int dups_ok, cJSON **out,
+			  struct gh_err *e);
 
 enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
 			   struct gh_err *e)
+{
+	return parse(s, n, what, 0, out, e);
+}
+
+enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON **out,
+				struct gh_err *e)
+{
+	return parse(s, n, what, 1, out, e);
+}
+
+static enum gh_code parse(const char *s, size_t n, const char *what, int dups_ok, cJSON **out,
+			  struct gh_err *e)
 {
 	const char *end = NULL;
 	cJSON *v;
@@ -40,10 +98,16 @@ enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **ou
 				   s[off] == '\n'))
 			off++;
 		if (off == n) {
-			if (!depth_ok(v, 0)) {
+			int bad = check_tree(v, 1, dups_ok);
+
+			if (bad) {
 				cJSON_Delete(v);
-				return gh_err_set(e, GH_E_BADREQ, "%s nests deeper than %d levels",
-						  what, GH_JSON_MAX_DEPTH);
+				return bad == 1 ? gh_err_set(e, GH_E_BADREQ,
+							     "%s nests deeper than %d levels", what,
+							     GH_JSON_MAX_DEPTH)
+						: gh_err_set(e, GH_E_BADREQ,
+							     "%s has an object with a member name "
+							     "given twice", what);
 			}
 			*out = v;
 			return GH_OK;

@@ -20,10 +20,16 @@
 /* Parses exactly n bytes of s as one JSON value (trailing whitespace
  * allowed). On failure returns GH_E_BADREQ with "invalid JSON at line L,
  * column C" in e, naming what (e.g. "request body"). *out is owned by the
- * caller (cJSON_Delete). Values nested deeper than GH_JSON_MAX_DEPTH are
- * refused. */
+ * caller (cJSON_Delete). Values nested deeper than GH_JSON_MAX_DEPTH
+ * containers, and objects with a member name given twice (what is checked
+ * and what is used could differ), are refused. */
 enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
 			   struct gh_err *e);
+
+/* The same, but leaving repeated member names to the caller (the config
+ * loader reports them with their JSON path). */
+enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON **out,
+				struct gh_err *e);
 
 /* Replaces // line and block comments outside strings with spaces, in
  * place, keeping newlines so positions stay right. Returns -1 on an

@@ -59,20 +59,62 @@ const cJSON *gh_tools_memory_schema(const char *name)
 	return NULL;
 }
 
+/* Length of the UTF-8 sequence at p and how many UTF-16 code units it is
+ * (what JavaScript's string functions count); invalid bytes count as one. */
+static size_t utf8_char(const unsigned char *p, int *units)
+{
+	size_t n = 1, i;
+	unsigned cp;
+
+	*units = 1;
+	if (p[0] < 0x80)
+		return 1;
+	if ((p[0] & 0xe0) == 0xc0) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if ((p[0] & 0xf0) == 0xe0) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if ((p[0] & 0xf8) == 0xf0) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 1;
+	}
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 1;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if (cp >= 0x10000)
+		*units = 2; /* a surrogate pair in UTF-16 */
+	return n;
+}
+
+/* Mastra's rule (Agent.formatTools): every UTF-16 code unit outside
+ * [a-zA-Z0-9_-] becomes '_', a '_' is prefixed when the first character is
+ * not a letter or '_', and the result is cut to 63 characters. */
 void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX])
 {
+	const unsigned char *p = (const unsigned char *)in;
 	size_t o = 0;
-	const char *p = in;
 
 	if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
 		out[o++] = '_';
-	for (; *p && o < GH_TOOL_NAME_MAX - 1; p++) {
-		char c = *p;
+	while (*p && o < GH_TOOL_NAME_MAX - 1) {
+		unsigned char c = *p;
 
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-'))
-			c = '_';
-		out[o++] = c;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '_' || c == '-') {
+			out[o++] = (char)c;
+			p++;
+		} else {
+			int units;
+
+			p += utf8_char(p, &units);
+			while (units-- > 0 && o < GH_TOOL_NAME_MAX - 1)
+				out[o++] = '_';
+		}
 	}
 	out[o] = '\0';
 }

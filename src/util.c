@@ -145,7 +145,9 @@ int gh_glob_match(const char *p, const char *s)
 
 void gh_iso8601(int64_t ms, char *out, size_t cap)
 {
-	time_t t = (time_t)(ms / 1000);
+	/* floor division, so times before 1970 keep a positive millisecond part */
+	int64_t secs = ms / 1000 - (ms % 1000 < 0);
+	time_t t = (time_t)secs;
 	struct tm tm;
 	char tmp[24];
 
@@ -158,8 +160,9 @@ void gh_iso8601(int64_t ms, char *out, size_t cap)
 		return;
 	}
 	memcpy(out, tmp, 19);
+	ms -= secs * 1000; /* 0..999 */
 	out[19] = '.';
-	out[20] = (char)('0' + (ms % 1000) / 100);
+	out[20] = (char)('0' + ms / 100);
 	out[21] = (char)('0' + (ms % 100) / 10);
 	out[22] = (char)('0' + ms % 10);
 	out[23] = 'Z';
@@ -222,8 +225,15 @@ int gh_parse_time(const char *s, int64_t *ms_out)
 	}
 	if (*p == 'Z')
 		p++;
-	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 60)
 		return -1;
+	{
+		static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+		int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+		if (d > mdays[mo - 1] + (mo == 2 && leap))
+			return -1;
+	}
 	*ms_out = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 24 + h) * 60 + mi) * 60000 +
 		  (int64_t)sec * 1000 + ms;
 	return 0;
