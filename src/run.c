@@ -75,6 +75,7 @@ struct run {
 	cJSON *registered;                 /* pending ids handed out in this request */
 	int cancelled;
 	const char *error;                 /* recorded with a failed run */
+	cJSON *partial;                    /* tool calls seen streaming in this step */
 };
 
 /* ------------------------------------------------------------- events */
@@ -117,6 +118,30 @@ static int on_text_delta(void *ud, const char *text, size_t len)
 	}
 	free(t);
 	emit(r, "text-delta", p);
+	return r->cancelled;
+}
+
+/* Tool calls as they stream in: if the stream then breaks, each one is
+ * recorded in the audit log as a call that never ran. */
+static int on_tool_delta(void *ud, int index, const char *id, const char *name,
+			 const char *frag)
+{
+	struct run *r = ud;
+	cJSON *c;
+
+	(void)frag;
+	if (!name || !*name || !r->partial)
+		return r->cancelled;
+	cJSON_ArrayForEach(c, r->partial)
+		if (gh_json_int(c, "index", -1) == index)
+			return r->cancelled;
+	c = cJSON_CreateObject();
+	if (c) {
+		cJSON_AddNumberToObject(c, "index", index);
+		cJSON_AddStringToObject(c, "toolName", name);
+		gh_json_add_str(c, "upstreamId", id);
+		cJSON_AddItemToArray(r->partial, c);
+	}
 	return r->cancelled;
 }
 
@@ -1005,13 +1030,40 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
 	req.stream = r->stream;
-	if (r->stream)
+	if (r->stream) {
 		ev.text_delta = on_text_delta;
+		ev.tool_delta = on_tool_delta;
+		cJSON_Delete(r->partial);
+		r->partial = cJSON_CreateArray();
+	}
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
 	free(sys);
 	if (rc != GH_OK) {
+		cJSON *pc;
+
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
+		/* a stream that broke mid tool call: the call never ran */
+		cJSON_ArrayForEach(pc, r->partial) {
+			struct gh_err ae;
+			cJSON *c = cJSON_CreateObject();
+			char id[GH_ID_MAX];
+
+			if (!c)
+				break;
+			gh_id_new("call_", id, sizeof(id));
+			cJSON_AddStringToObject(c, "toolCallId", id);
+			gh_json_add_str(c, "toolName", gh_json_str(pc, "toolName"));
+			cJSON_AddStringToObject(c, "source",
+						gh_tool_source_name(gh_toolset_find(&r->ts,
+						    gh_json_str(pc, "toolName"))
+						    ? gh_toolset_find(&r->ts, gh_json_str(pc, "toolName"))->src
+						    : GH_SRC_SERVER));
+			audit_call(r, "failed", c, rc == GH_E_CANCELLED ? "cancelled" : "error", -1,
+				   e->msg, "the model's tool call did not arrive whole; not run",
+				   NULL, &ae);
+			cJSON_Delete(c);
+		}
 		return rc;
 	}
 	add_usage(r, resp.input_tokens, resp.output_tokens);
@@ -1219,6 +1271,7 @@ void gh_run_result_clear(struct gh_run_result *r)
 
 static void run_free(struct run *r)
 {
+	cJSON_Delete(r->partial);
 	gh_toolset_free(&r->ts);
 	cJSON_Delete(r->state);
 	cJSON_Delete(r->last_calls);
@@ -1254,6 +1307,30 @@ static enum gh_code finish_run(struct run *r, struct gh_run_result *out, struct 
 	}
 	fill_result(r, out, status);
 	return GH_OK;
+}
+
+/* The client went away mid-run: the run is recorded as cancelled (without
+ * touching the thread, so no half exchange is left there). */
+static void record_cancelled(struct run *r)
+{
+	struct gh_err ce;
+	char tid[GH_NAME_MAX + 1];
+	int new_thread = r->new_thread;
+
+	gh_strlcpy(tid, r->thread_id, sizeof(tid));
+	r->thread_id[0] = '\0';
+	r->new_thread = 0;
+	r->error = "cancelled: the client went away";
+	cJSON_DeleteItemFromObjectCaseSensitive(r->state, "calls");
+	r->calls = NULL;
+	cJSON_Delete(r->registered);
+	r->registered = cJSON_CreateArray();
+	if (commit(r, "cancelled", &ce) != GH_OK)
+		gh_warn("run %s: could not record its cancellation: %s", r->run_id, ce.msg);
+	else
+		gh_info("run %s cancelled: the client went away", r->run_id);
+	gh_strlcpy(r->thread_id, tid, sizeof(r->thread_id));
+	r->new_thread = new_thread;
 }
 
 /* Gives a claimed run back (a continuation that failed): it keeps waiting
@@ -1422,6 +1499,18 @@ static enum gh_code continue_with_results(struct run *r, const struct gh_run_req
 		goto fail;
 	return GH_OK;
 fail:
+	if (rc == GH_E_CANCELLED && r->claimed) {
+		/* the client left mid-continuation: record it, as a new run would be */
+		struct gh_err ce;
+
+		r->error = "cancelled: the client went away";
+		cJSON_DeleteItemFromObjectCaseSensitive(r->state, "calls");
+		r->calls = NULL;
+		cJSON_Delete(r->registered);
+		r->registered = cJSON_CreateArray();
+		if (commit(r, "cancelled", &ce) == GH_OK)
+			return rc;
+	}
 	release_claim(r, from);
 	return rc;
 }
@@ -1587,6 +1676,8 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 		goto out;
 	rc = finish_run(&r, out, e);
 out:
+	if (rc == GH_E_CANCELLED && r.is_new && r.state)
+		record_cancelled(&r);
 	if (rc != GH_OK) {
 		cJSON *p = cJSON_CreateObject();
 
