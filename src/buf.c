@@ -108,7 +108,22 @@ int gh_buf_printf(struct gh_buf *b, const char *fmt, ...)
 	return rc;
 }
 
+static int json_str(struct gh_buf *b, const char *s);
+
 int gh_buf_json_str(struct gh_buf *b, const char *s)
+{
+	size_t len = b->len;
+	int rc = json_str(b, s);
+
+	if (rc != GH_BUF_OK && b->data) {
+		/* leave the buffer as it was */
+		b->len = len;
+		b->data[len] = '\0';
+	}
+	return rc;
+}
+
+static int json_str(struct gh_buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;

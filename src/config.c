@@ -940,9 +940,9 @@ static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_
 static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_conf *a)
 {
 	static const struct field f[] = {
-		{"session_idle_s", F_INT, offsetof(struct gh_admin_conf, session_idle_s), 0, 60,
+		{"session_idle_s", F_INT, offsetof(struct gh_admin_conf, session_idle_s), 0, 1,
 		 86400, 1800, NULL},
-		{"session_max_s", F_INT, offsetof(struct gh_admin_conf, session_max_s), 0, 300,
+		{"session_max_s", F_INT, offsetof(struct gh_admin_conf, session_max_s), 0, 1,
 		 30 * 86400, 43200, NULL},
 		{"login_attempts_per_minute", F_INT,
 		 offsetof(struct gh_admin_conf, login_attempts_per_minute), 0, 1, 1000, 5, NULL},

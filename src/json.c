@@ -184,7 +184,21 @@ static int cmp_keys(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
+static int canonical(const cJSON *v, struct gh_buf *out);
+
 int gh_json_canonical(const cJSON *v, struct gh_buf *out)
+{
+	size_t len = out->len;
+	int rc = canonical(v, out);
+
+	if (rc != GH_BUF_OK && out->data) {
+		out->len = len;
+		out->data[len] = '\0';
+	}
+	return rc;
+}
+
+static int canonical(const cJSON *v, struct gh_buf *out)
 {
 	int rc = GH_BUF_OK;
 
@@ -215,7 +229,7 @@ int gh_json_canonical(const cJSON *v, struct gh_buf *out)
 			if (!first && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
 				return rc;
 			first = 0;
-			if ((rc = gh_json_canonical(c, out)) != GH_BUF_OK)
+			if ((rc = canonical(c, out)) != GH_BUF_OK)
 				return rc;
 		}
 		return gh_buf_putc(out, ']');
@@ -242,7 +256,7 @@ int gh_json_canonical(const cJSON *v, struct gh_buf *out)
 				break;
 			if ((rc = gh_buf_putc(out, ':')) != GH_BUF_OK)
 				break;
-			rc = gh_json_canonical(keys[i], out);
+			rc = canonical(keys[i], out);
 		}
 		free(keys);
 		if (rc != GH_BUF_OK)

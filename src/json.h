@@ -37,8 +37,9 @@ enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON
 int gh_json_strip_comments(char *s, size_t n);
 
 /* Appends v in canonical form: object keys sorted bytewise, no whitespace,
- * integers without exponent, other numbers as %.17g, strings with the
- * minimal escapes. Equal JSON values give equal bytes. */
+ * integers up to 2^53 without exponent, other numbers as %.17g, strings
+ * with the minimal escapes. Equal JSON values give equal bytes. On failure
+ * (TOOBIG/NOMEM) the buffer is left as it was. */
 int gh_json_canonical(const cJSON *v, struct gh_buf *out);
 
 /* Appends v compactly (cJSON's own formatting) into a bounded buffer. */

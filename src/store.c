@@ -540,6 +540,13 @@ enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e
 
 	if (!s->w.db)
 		return gh_err_set(e, GH_E_IO, "database: opened read-only");
+	if (s->o.threaded) {
+		/* gh_store_open applied every migration before starting the
+		 * writer, which now owns the connection: nothing is pending */
+		if (applied)
+			*applied = 0;
+		return GH_OK;
+	}
 	pthread_mutex_lock(&s->inline_mu);
 	rc = migrate(s, applied, e);
 	pthread_mutex_unlock(&s->inline_mu);

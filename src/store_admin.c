@@ -240,7 +240,9 @@ enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_
 		rc = store_fail(c, "reading a session", e);
 	}
 	store_reader_put(s, c);
-	if (rc == GH_OK && now - out->last_seen_at > 15000) {
+	/* record use at most every 15 s (or half the idle window, when shorter)
+	 * so an active session never looks idle */
+	if (rc == GH_OK && now - out->last_seen_at > (idle_ms / 2 < 15000 ? idle_ms / 2 : 15000)) {
 		struct touch_arg *a = malloc(sizeof(*a));
 
 		if (a) {

@@ -467,16 +467,22 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 	sqlite3_bind_int64(st, 2, limit_seq);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_reset(st);
-		return GH_OK; /* nothing kept means nothing signed yet: keep all */
-	}
-	keep_seq = sqlite3_column_int64(st, 0);
-	if (sqlite3_column_bytes(st, 1) != GH_AUDIT_HASH_LEN) {
+		/* Every row is old and signed (a quiet log): all of them go, and
+		 * the anchor says the chain goes on after the last one. */
+		if (s->chain.last_seq == 0 || s->chain.ckpt_seq != s->chain.last_seq)
+			return GH_OK;
+		keep_seq = s->chain.last_seq + 1;
+		memcpy(prev, s->chain.last_hash, GH_AUDIT_HASH_LEN);
+	} else {
+		keep_seq = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_bytes(st, 1) != GH_AUDIT_HASH_LEN) {
+			sqlite3_reset(st);
+			return gh_err_set(e, GH_E_IO, "audit: row %lld has a damaged prev_hash",
+					  (long long)keep_seq);
+		}
+		memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
 		sqlite3_reset(st);
-		return gh_err_set(e, GH_E_IO, "audit: row %lld has a damaged prev_hash",
-				  (long long)keep_seq);
 	}
-	memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
-	sqlite3_reset(st);
 	st = store_stmt(w, "DELETE FROM audit_events WHERE seq < ?", e);
 	if (!st)
 		return GH_E_IO;

@@ -15,7 +15,7 @@
 #include "audit.h"
 #include "store.h"
 
-#define STORE_STMT_CACHE 96
+#define STORE_STMT_CACHE 256
 
 /* A connection with its own prepared-statement cache, keyed by the address
  * of the SQL literal. Used by one thread at a time. */

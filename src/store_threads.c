@@ -542,6 +542,11 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 			gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
 		goto out;
 	}
+	if (c->expect_status && sqlite3_changes(w->db) == 0) {
+		/* the run exists but not for this owner and agent */
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", c->run_id);
+		goto out;
+	}
 	for (i = 0; i < c->npending; i++) {
 		st = store_stmt(w, "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, "
 				   "tool_name, source, status, created_at) "

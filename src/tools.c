@@ -99,7 +99,9 @@ void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX])
 	const unsigned char *p = (const unsigned char *)in;
 	size_t o = 0;
 
-	if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+	/* after replacement only a digit or '-' can be a bad first character
+	 * (anything else became '_', a good one) */
+	if ((*p >= '0' && *p <= '9') || *p == '-' || !*p)
 		out[o++] = '_';
 	while (*p && o < GH_TOOL_NAME_MAX - 1) {
 		unsigned char c = *p;

@@ -1,0 +1,214 @@
+/*
+ * test_buf.c - the bounded buffer: the cap is exact (a buffer may fill to
+ * it, one byte more is GH_BUF_TOOBIG and changes nothing), printf grows
+ * past the first allocation, JSON string escaping (quotes, backslash,
+ * every control character, UTF-8 untouched), consume and detach.
+ */
+#include "buf.h"
+
+#include <cjson/cJSON.h>
+
+#include "t.h"
+
+static void test_cap_exact(void)
+{
+	struct gh_buf b;
+	char big[100];
+
+	memset(big, 'x', sizeof(big));
+	gh_buf_init(&b, 10);
+	T_EQ_INT(gh_buf_append(&b, "0123456789", 10), GH_BUF_OK);
+	T_EQ_INT(b.len, 10);
+	T_EQ_STR(b.data, "0123456789");
+	/* one more byte, by every entry point: refused, contents unchanged */
+	T_EQ_INT(gh_buf_putc(&b, 'x'), GH_BUF_TOOBIG);
+	T_EQ_INT(gh_buf_puts(&b, "y"), GH_BUF_TOOBIG);
+	T_EQ_INT(gh_buf_append(&b, "z", 1), GH_BUF_TOOBIG);
+	T_EQ_INT(gh_buf_printf(&b, "%d", 7), GH_BUF_TOOBIG);
+	T_EQ_INT(b.len, 10);
+	T_EQ_STR(b.data, "0123456789");
+	/* appending nothing at the cap is fine */
+	T_EQ_INT(gh_buf_append(&b, "", 0), GH_BUF_OK);
+	T_EQ_INT(b.len, 10);
+	gh_buf_free(&b);
+
+	/* a single append larger than the cap on an empty buffer */
+	gh_buf_init(&b, 50);
+	T_EQ_INT(gh_buf_append(&b, big, sizeof(big)), GH_BUF_TOOBIG);
+	T_EQ_INT(b.len, 0);
+	T_EQ_INT(gh_buf_append(&b, big, 50), GH_BUF_OK);
+	T_EQ_INT(b.len, 50);
+	T_ASSERT(b.data[50] == '\0');
+	T_ASSERT(b.alloc <= 51); /* never allocates past cap + terminator */
+	gh_buf_free(&b);
+
+	/* a huge n must not wrap the size arithmetic */
+	gh_buf_init(&b, 16);
+	T_EQ_INT(gh_buf_append(&b, "abc", 3), GH_BUF_OK);
+	T_EQ_INT(gh_buf_append(&b, big, (size_t)-1), GH_BUF_TOOBIG);
+	T_EQ_STR(b.data, "abc");
+	gh_buf_free(&b);
+
+	/* cap 0: only the empty string fits */
+	gh_buf_init(&b, 0);
+	T_EQ_INT(gh_buf_putc(&b, 'a'), GH_BUF_TOOBIG);
+	T_EQ_INT(gh_buf_printf(&b, "%s", ""), GH_BUF_OK);
+	T_EQ_STR(b.data, "");
+	gh_buf_free(&b);
+}
+
+static void test_printf_growth(void)
+{
+	struct gh_buf b;
+	size_t i;
+
+	gh_buf_init(&b, 1 << 20);
+	/* much more than the first allocation, in steps that cross it */
+	for (i = 0; i < 1000; i++)
+		T_EQ_INT(gh_buf_printf(&b, "%04zu,", i), GH_BUF_OK);
+	T_EQ_INT(b.len, 5000);
+	T_ASSERT(!memcmp(b.data, "0000,0001,", 10));
+	T_ASSERT(!memcmp(b.data + 4990, "0998,0999,", 10));
+	T_ASSERT(b.data[b.len] == '\0');
+	gh_buf_free(&b);
+
+	/* printf that would pass the cap is refused whole, not truncated */
+	gh_buf_init(&b, 8);
+	T_EQ_INT(gh_buf_printf(&b, "%s", "abcd"), GH_BUF_OK);
+	T_EQ_INT(gh_buf_printf(&b, "%s", "efghi"), GH_BUF_TOOBIG);
+	T_EQ_STR(b.data, "abcd");
+	T_EQ_INT(gh_buf_printf(&b, "%s", "efgh"), GH_BUF_OK);
+	T_EQ_STR(b.data, "abcdefgh");
+	gh_buf_free(&b);
+}
+
+/* gh_buf_json_str(s) must parse back (cJSON) to exactly s. */
+static int json_roundtrip(const char *s, char **shown)
+{
+	struct gh_buf b;
+	cJSON *v;
+	int ok;
+
+	gh_buf_init(&b, 1 << 16);
+	if (gh_buf_json_str(&b, s) != GH_BUF_OK)
+		return 0;
+	v = cJSON_Parse(b.data);
+	ok = cJSON_IsString(v) && !strcmp(v->valuestring, s);
+	cJSON_Delete(v);
+	*shown = gh_buf_detach(&b);
+	return ok;
+}
+
+static void test_json_str(void)
+{
+	struct gh_buf b;
+	char ctl[40], *shown = NULL;
+	int c;
+
+	gh_buf_init(&b, 4096);
+	T_EQ_INT(gh_buf_json_str(&b, "a\"b\\c/d"), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"a\\\"b\\\\c/d\"");
+	gh_buf_reset(&b);
+	T_EQ_INT(gh_buf_json_str(&b, "\n\r\t\b\f"), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"\\n\\r\\t\\b\\f\"");
+	gh_buf_reset(&b);
+	T_EQ_INT(gh_buf_json_str(&b, "\x01\x1f" "x\x7f"), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"\\u0001\\u001fx\x7f\"");
+	gh_buf_reset(&b);
+	T_EQ_INT(gh_buf_json_str(&b, ""), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"\"");
+	gh_buf_reset(&b);
+	/* UTF-8 passes through byte for byte */
+	T_EQ_INT(gh_buf_json_str(&b, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+	gh_buf_free(&b);
+
+	/* every control character survives a parse */
+	for (c = 1; c < 0x20; c++) {
+		ctl[0] = 'a';
+		ctl[1] = (char)c;
+		ctl[2] = 'b';
+		ctl[3] = '\0';
+		if (!json_roundtrip(ctl, &shown)) {
+			free(shown);
+			T_FAIL("control char 0x%02x does not round-trip", c);
+		}
+		T_ASSERT(!strchr(shown, c)); /* never emitted raw */
+		free(shown);
+		shown = NULL;
+	}
+	T_ASSERT(json_roundtrip("\"\\\"\\\\\"", &shown));
+	free(shown);
+}
+
+static void test_json_str_cap(void)
+{
+	struct gh_buf b;
+
+	/* "\"ab\\n\"" is 6 bytes */
+	gh_buf_init(&b, 6);
+	T_EQ_INT(gh_buf_json_str(&b, "ab\n"), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"ab\\n\"");
+	gh_buf_free(&b);
+	gh_buf_init(&b, 5);
+	T_EQ_INT(gh_buf_json_str(&b, "ab\n"), GH_BUF_TOOBIG);
+	gh_buf_free(&b);
+}
+
+static void test_consume(void)
+{
+	struct gh_buf b;
+
+	gh_buf_init(&b, 64);
+	T_EQ_INT(gh_buf_puts(&b, "line one\nline two\n"), GH_BUF_OK);
+	gh_buf_consume(&b, 9);
+	T_EQ_STR(b.data, "line two\n");
+	T_EQ_INT(b.len, 9);
+	/* room freed by consume is usable up to the cap again */
+	T_EQ_INT(gh_buf_append(&b, "0123456789012345678901234567890123456789012345678901234", 55),
+		 GH_BUF_OK);
+	T_EQ_INT(b.len, 64);
+	T_EQ_INT(gh_buf_putc(&b, 'x'), GH_BUF_TOOBIG);
+	gh_buf_consume(&b, 64);
+	T_EQ_INT(b.len, 0);
+	T_EQ_STR(b.data, "");
+	gh_buf_consume(&b, 0);
+	T_EQ_INT(b.len, 0);
+	gh_buf_free(&b);
+
+	/* consume and reset on a never-written buffer */
+	gh_buf_init(&b, 8);
+	gh_buf_consume(&b, 0);
+	gh_buf_reset(&b);
+	T_EQ_INT(b.len, 0);
+	gh_buf_free(&b);
+	gh_buf_free(&b); /* twice: no-op */
+	gh_buf_free(NULL);
+}
+
+static void test_detach(void)
+{
+	struct gh_buf b;
+	char *p;
+
+	gh_buf_init(&b, 64);
+	p = gh_buf_detach(&b);
+	T_ASSERT(p != NULL);
+	T_EQ_STR(p, "");
+	free(p);
+
+	T_EQ_INT(gh_buf_puts(&b, "hello"), GH_BUF_OK);
+	p = gh_buf_detach(&b);
+	T_EQ_STR(p, "hello");
+	T_ASSERT(b.data == NULL && b.len == 0 && b.alloc == 0);
+	T_EQ_INT(b.cap, 64);
+	/* the buffer is usable again, independent of the detached string */
+	T_EQ_INT(gh_buf_puts(&b, "again"), GH_BUF_OK);
+	T_EQ_STR(b.data, "again");
+	T_EQ_STR(p, "hello");
+	free(p);
+	gh_buf_free(&b);
+}
+
+T_MAIN(T(test_cap_exact), T(test_printf_growth), T(test_json_str), T(test_json_str_cap),
+       T(test_consume), T(test_detach))

@@ -1,0 +1,1309 @@
+/*
+ * test_store.c - the store on real SQLite files in a temporary directory:
+ * migrations (applied once, recorded, reopen is a no-op, a newer schema is
+ * refused, read-only opens of a missing or empty file fail clearly), group
+ * commit (16 threads x 500 audit appends: seq contiguous, chain verifies,
+ * fewer transactions than jobs; a failing job does not sink its batch),
+ * threads/messages/runs (new runs, continuations, conflicts, tool calls,
+ * recovery after a crash), memory (bm25 order, FTS syntax inert, owner and
+ * resource isolation, delete), working memory, rate-limit state, audit
+ * queries (filters, cursor pages), retention pruning with its signed
+ * anchor. The concurrency tests are the ones to run under TSan.
+ */
+#include "store.h"
+#include "store_int.h" /* white box: how many jobs wait in the writer's queue */
+
+#include <dirent.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <unistd.h>
+
+#include <sodium.h>
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "audit_verify.h"
+#include "json.h"
+#include "log.h"
+#include "t.h"
+#include "util.h"
+
+/* ---- a database in a temporary directory ---- */
+
+struct tdb {
+	char dir[64];
+	char path[128];
+	struct gh_store *s;
+	struct gh_audit_signer signer;
+};
+
+static void rm_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[512];
+
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+static int tdb_dir(struct tdb *t)
+{
+	memset(t, 0, sizeof(*t));
+	gh_strlcpy(t->dir, "/tmp/gh_test_store_XXXXXX", sizeof(t->dir));
+	if (!mkdtemp(t->dir))
+		return -1;
+	snprintf(t->path, sizeof(t->path), "%s/gatehouse.db", t->dir);
+	crypto_sign_keypair(t->signer.pk, t->signer.sk);
+	return 0;
+}
+
+static enum gh_code tdb_reopen(struct tdb *t, int signer, int64_t ckpt_rows, struct gh_err *e)
+{
+	struct gh_store_opts o = {0};
+
+	o.path = t->path;
+	o.readers = 4;
+	o.busy_timeout_ms = 5000;
+	o.group_commit_max = 1024;
+	o.threaded = 1;
+	o.signer = signer ? &t->signer : NULL;
+	o.ckpt_rows = ckpt_rows;
+	return gh_store_open(&o, &t->s, e);
+}
+
+static int tdb_open(struct tdb *t)
+{
+	struct gh_err e;
+
+	if (tdb_dir(t) != 0)
+		return -1;
+	if (tdb_reopen(t, 0, 0, &e) != GH_OK) {
+		fprintf(stderr, "  store: %s\n", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void tdb_close(struct tdb *t)
+{
+	gh_store_close(t->s);
+	t->s = NULL;
+	rm_dir(t->dir);
+}
+
+/* One value from the database file, through a connection of our own (only
+ * while the store is closed or idle). */
+static int64_t sql_int(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static int sql_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	int rc = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) ==
+	    SQLITE_OK)
+		rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+	sqlite3_close(db);
+	return rc;
+}
+
+/* ---- migrations ---- */
+
+static void test_migrations(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	int latest = gh_store_schema_latest(), applied = -1;
+	int64_t first_applied_at;
+
+	T_ASSERT(latest >= 3);
+	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(gh_store_schema_version(t.s), latest);
+	/* already applied: nothing to do */
+	T_EQ_INT(gh_store_migrate(t.s, &applied, &e), GH_OK);
+	T_EQ_INT(applied, 0);
+	gh_store_close(t.s);
+	t.s = NULL;
+	/* every migration recorded once, in order, with its file name */
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM schema_migrations"), latest);
+	T_EQ_INT(sql_int(t.path, "SELECT max(version) FROM schema_migrations"), latest);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM schema_migrations WHERE name = "
+				 "'0001_core.sql' AND version = 1"),
+		 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM sqlite_master WHERE name = 'audit_events'"),
+		 1);
+	first_applied_at = sql_int(t.path, "SELECT applied_at FROM schema_migrations WHERE "
+					   "version = 1");
+	T_ASSERT(first_applied_at > 0);
+	/* reopen: the same schema, nothing re-applied */
+	usleep(2000);
+	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(t.s), latest);
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM schema_migrations"), latest);
+	T_EQ_INT(sql_int(t.path, "SELECT applied_at FROM schema_migrations WHERE version = 1"),
+		 first_applied_at);
+	/* the file is in WAL mode */
+	{
+		sqlite3 *db;
+		sqlite3_stmt *st;
+
+		T_EQ_INT(sqlite3_open_v2(t.path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+		T_EQ_INT(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+		T_EQ_INT(sqlite3_step(st), SQLITE_ROW);
+		T_EQ_STR((const char *)sqlite3_column_text(st, 0), "wal");
+		sqlite3_finalize(st);
+		sqlite3_close(db);
+	}
+	tdb_close(&t);
+}
+
+static void test_newer_schema_refused(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_store_opts ro = {0};
+	char sql[160], want[128];
+	int latest = gh_store_schema_latest();
+
+	T_EQ_INT(tdb_open(&t), 0);
+	gh_store_close(t.s);
+	t.s = NULL;
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, "
+		 "'%04d_future.sql', 1)",
+		 latest + 1, latest + 1);
+	T_EQ_INT(sql_exec(t.path, sql), 0);
+	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_E_IO);
+	T_ASSERT(t.s == NULL);
+	snprintf(want, sizeof(want), "has schema version %d, newer than this gatehouse knows (%d)",
+		 latest + 1, latest);
+	T_CONTAINS(e.msg, want);
+	T_CONTAINS(e.msg, t.path);
+	/* the database was not touched */
+	T_EQ_INT(sql_int(t.path, "SELECT max(version) FROM schema_migrations"), latest + 1);
+	/* read-only opens refuse it too */
+	ro.path = t.path;
+	ro.readonly = 1;
+	ro.readers = 1;
+	T_EQ_INT(gh_store_open(&ro, &t.s, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "newer than this gatehouse knows");
+	tdb_close(&t);
+}
+
+static void test_readonly(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_store_opts ro = {0};
+	struct gh_store *s = NULL;
+	int64_t id;
+	cJSON *out;
+
+	T_EQ_INT(tdb_dir(&t), 0);
+	ro.path = t.path;
+	ro.readonly = 1;
+	ro.readers = 1;
+	/* a missing file: a clear message, and no file created */
+	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_E_IO);
+	T_ASSERT(s == NULL);
+	T_CONTAINS(e.msg, "does not exist (run gatehouse migrate first)");
+	T_ASSERT(access(t.path, F_OK) != 0);
+	/* an empty database file: no schema */
+	T_EQ_INT(sql_exec(t.path, "CREATE TABLE x (y)"), 0);
+	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "has no schema (run gatehouse migrate first)");
+	unlink(t.path);
+	/* a migrated database opens read-only; writes are refused */
+	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "a fact", NULL, &id, &e), GH_OK);
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(s), gh_store_schema_latest());
+	T_EQ_INT(gh_store_memory_search(s, "o", "r", "fact", 5, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "read-only");
+	gh_store_close(s);
+	tdb_close(&t);
+}
+
+/* ---- group commit ---- */
+
+#define WRITERS 16
+#define APPENDS 500
+
+struct append_arg {
+	struct gh_store *s;
+	int id;
+	int64_t seqs[APPENDS];
+	int failures;
+	char err[GH_ERR_MSG_MAX];
+};
+
+static void *appender(void *arg)
+{
+	struct append_arg *a = arg;
+	char key[32], args[64];
+	int i;
+
+	snprintf(key, sizeof(key), "key_%d", a->id);
+	for (i = 0; i < APPENDS; i++) {
+		struct gh_audit_event ev = {0};
+		struct gh_err e;
+
+		snprintf(args, sizeof(args), "{\"i\":%d}", i);
+		ev.event = "executed";
+		ev.key_id = key;
+		ev.tool_name = "t";
+		ev.args = args;
+		ev.outcome = "ok";
+		ev.duration_ms = i;
+		if (gh_store_audit_append(a->s, &ev, &a->seqs[i], &e) != GH_OK) {
+			a->failures++;
+			gh_strlcpy(a->err, e.msg, sizeof(a->err));
+		}
+	}
+	return NULL;
+}
+
+static void test_group_commit(void)
+{
+	static struct append_arg args[WRITERS];
+	pthread_t th[WRITERS];
+	struct tdb t;
+	struct gh_err e;
+	struct gh_store_stats st;
+	struct gh_audit_verify rep;
+	unsigned char *seen;
+	int64_t first, last, count;
+	int i, j;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	for (i = 0; i < WRITERS; i++) {
+		memset(&args[i], 0, sizeof(args[i]));
+		args[i].s = t.s;
+		args[i].id = i;
+		T_EQ_INT(pthread_create(&th[i], NULL, appender, &args[i]), 0);
+	}
+	for (i = 0; i < WRITERS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < WRITERS; i++)
+		if (args[i].failures)
+			T_FAIL("writer %d: %d appends failed: %s", i, args[i].failures,
+			       args[i].err);
+	/* every seq handed out once, and they are exactly 1..N */
+	seen = calloc(WRITERS * APPENDS + 1, 1);
+	for (i = 0; i < WRITERS; i++) {
+		for (j = 0; j < APPENDS; j++) {
+			int64_t q = args[i].seqs[j];
+
+			if (q < 1 || q > WRITERS * APPENDS || seen[q]) {
+				free(seen);
+				T_FAIL("writer %d append %d: seq %lld out of range or twice", i, j,
+				       (long long)q);
+			}
+			seen[q] = 1;
+			/* one writer's appends are ordered */
+			if (j && q <= args[i].seqs[j - 1]) {
+				free(seen);
+				T_FAIL("writer %d: seq went back", i);
+			}
+		}
+	}
+	free(seen);
+	T_EQ_INT(gh_store_audit_bounds(t.s, &first, &last, &count, &e), GH_OK);
+	T_EQ_INT(first, 1);
+	T_EQ_INT(last, WRITERS * APPENDS);
+	T_EQ_INT(count, WRITERS * APPENDS);
+	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
+	if (!rep.ok)
+		T_FAIL("chain broken: %s", rep.message);
+	T_EQ_INT(rep.rows, WRITERS * APPENDS);
+	T_EQ_INT(rep.last_seq, WRITERS * APPENDS);
+	/* batching happened */
+	gh_store_stats(t.s, &st);
+	T_ASSERT(st.jobs >= WRITERS * APPENDS);
+	T_ASSERT(st.transactions < st.jobs);
+	T_ASSERT(st.max_batch > 1);
+	tdb_close(&t);
+}
+
+/* A write job that holds the writer until released: everything queued
+ * meanwhile lands in the next batch. */
+struct blocker {
+	struct gh_store *s;
+	sem_t started, release;
+	enum gh_code rc;
+};
+
+static enum gh_code blocker_job(struct gh_store *s, struct store_conn *w, void *arg,
+				struct gh_err *e)
+{
+	struct blocker *b = arg;
+
+	sem_post(&b->started);
+	while (sem_wait(&b->release) != 0)
+		;
+	return GH_OK;
+}
+
+static void *blocker_thread(void *arg)
+{
+	struct blocker *b = arg;
+	struct gh_err e;
+
+	b->rc = store_write(b->s, blocker_job, b, &e);
+	return NULL;
+}
+
+static int queued_jobs(struct gh_store *s)
+{
+	const struct store_job *j;
+	int n = 0;
+
+	pthread_mutex_lock(&s->qmu);
+	for (j = s->qhead; j; j = j->next)
+		n++;
+	pthread_mutex_unlock(&s->qmu);
+	return n;
+}
+
+struct commit_arg {
+	struct gh_store *s;
+	int n;
+	int bad;           /* a message without a role: fails after inserting the thread */
+	enum gh_code rc;
+	char msg[GH_ERR_MSG_MAX];
+};
+
+static void *committer(void *arg)
+{
+	struct commit_arg *a = arg;
+	char run[32], thread[32];
+	struct gh_run_commit c = {0};
+	struct gh_err e;
+	cJSON *msgs = cJSON_Parse(a->bad ? "[{\"role\":\"user\",\"content\":\"hi\"},"
+					   "{\"content\":\"no role\"}]"
+					 : "[{\"role\":\"user\",\"content\":\"hi\"}]");
+	cJSON *state = cJSON_CreateObject();
+
+	snprintf(run, sizeof(run), "run_%d", a->n);
+	snprintf(thread, sizeof(thread), "thr_%d", a->n);
+	c.run_id = run;
+	c.owner = "o";
+	c.key_id = "k";
+	c.agent_id = "a";
+	c.thread_id = thread;
+	c.resource_id = "r";
+	c.create_thread = 1;
+	c.messages = msgs;
+	c.status = "completed";
+	c.state = state;
+	gh_err_clear(&e);
+	a->rc = gh_store_run_commit(a->s, &c, &e);
+	gh_strlcpy(a->msg, e.msg, sizeof(a->msg));
+	cJSON_Delete(msgs);
+	cJSON_Delete(state);
+	return NULL;
+}
+
+static void test_failing_job_in_batch(void)
+{
+	enum { N = 12 };
+	struct tdb t;
+	struct blocker bl;
+	pthread_t th[N + 2];
+	struct commit_arg ca[N];
+	struct append_arg *aa = calloc(1, sizeof(*aa));
+	struct gh_store_stats st;
+	struct gh_audit_verify rep;
+	struct gh_err e;
+	cJSON *out;
+	int i, bad = 0;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	bl.s = t.s;
+	sem_init(&bl.started, 0, 0);
+	sem_init(&bl.release, 0, 0);
+	T_EQ_INT(pthread_create(&th[N + 1], NULL, blocker_thread, &bl), 0);
+	while (sem_wait(&bl.started) != 0)
+		;
+	/* the writer is busy: queue 12 commits (every third one failing after
+	 * it inserted its thread) and the first of 500 audit appends */
+	aa->s = t.s;
+	for (i = 0; i < N; i++) {
+		ca[i].s = t.s;
+		ca[i].n = i;
+		ca[i].bad = i % 3 == 1;
+		T_EQ_INT(pthread_create(&th[i], NULL, committer, &ca[i]), 0);
+	}
+	T_EQ_INT(pthread_create(&th[N], NULL, appender, aa), 0);
+	for (i = 0; i < 2000 && queued_jobs(t.s) < N + 1; i++)
+		usleep(5000);
+	T_EQ_INT(queued_jobs(t.s), N + 1);
+	sem_post(&bl.release);
+	for (i = 0; i <= N + 1; i++)
+		pthread_join(th[i], NULL);
+	sem_destroy(&bl.started);
+	sem_destroy(&bl.release);
+	T_EQ_INT(bl.rc, GH_OK);
+	gh_store_stats(t.s, &st);
+	T_ASSERT(st.max_batch >= N + 1); /* all of them in one transaction */
+	for (i = 0; i < N; i++) {
+		char thread[32];
+		enum gh_code rc;
+
+		snprintf(thread, sizeof(thread), "thr_%d", i);
+		rc = gh_store_thread_get(t.s, "o", thread, &out, &e);
+		cJSON_Delete(out);
+		if (ca[i].bad) {
+			/* refused, and its thread insert rolled back with it */
+			if (ca[i].rc != GH_E_INTERNAL ||
+			    !strstr(ca[i].msg, "message without role") ||
+			    rc != GH_E_NOTFOUND) {
+				fprintf(stderr, "  failing commit %d: rc %d \"%s\", thread %s\n", i,
+					ca[i].rc, ca[i].msg, rc == GH_OK ? "kept" : "gone");
+				bad++;
+			}
+		} else if (ca[i].rc != GH_OK || rc != GH_OK) {
+			fprintf(stderr, "  commit %d beside a failing one: rc %d \"%s\"\n", i,
+				ca[i].rc, ca[i].msg);
+			bad++;
+		}
+	}
+	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
+	tdb_close(&t);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(aa->failures, 0);
+	free(aa);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.rows, APPENDS);
+}
+
+/* ---- threads, messages, runs ---- */
+
+static void test_threads(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	cJSON *md = cJSON_Parse("{\"topic\":\"tea\"}"), *out, *arr;
+	int i;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(gh_store_thread_create(t.s, "alice", "thr_a", "res_1", "assistant", "Tea",
+					md, &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_thread_create(t.s, "alice", "thr_a", "res_1", "assistant", "Again",
+					NULL, &e),
+		 GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "thread thr_a already exists");
+	/* another owner cannot take the same id either */
+	T_EQ_INT(gh_store_thread_create(t.s, "bob", "thr_a", "res_1", "assistant", NULL, NULL, &e),
+		 GH_E_CONFLICT);
+	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_OK);
+	T_EQ_STR(gh_json_str(out, "id"), "thr_a");
+	T_EQ_STR(gh_json_str(out, "resourceId"), "res_1");
+	T_EQ_STR(gh_json_str(out, "agentId"), "assistant");
+	T_EQ_STR(gh_json_str(out, "title"), "Tea");
+	T_EQ_STR(gh_json_str(cJSON_GetObjectItem(out, "metadata"), "topic"), "tea");
+	T_EQ_INT(strlen(gh_json_str(out, "createdAt")), 24);
+	cJSON_Delete(out);
+	/* another owner: not found, whether or not it exists */
+	T_EQ_INT(gh_store_thread_get(t.s, "bob", "thr_a", &out, &e), GH_E_NOTFOUND);
+	T_ASSERT(out == NULL);
+	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_zz", &out, &e), GH_E_NOTFOUND);
+	/* update: only what is given */
+	T_EQ_INT(gh_store_thread_update(t.s, "alice", "thr_a", "Green tea", NULL, NULL, &e), GH_OK);
+	T_EQ_INT(gh_store_thread_update(t.s, "bob", "thr_a", "Hijack", NULL, NULL, &e),
+		 GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_OK);
+	T_EQ_STR(gh_json_str(out, "title"), "Green tea");
+	T_EQ_STR(gh_json_str(cJSON_GetObjectItem(out, "metadata"), "topic"), "tea");
+	cJSON_Delete(out);
+	/* listing: newest first, filters, pages */
+	for (i = 0; i < 5; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "thr_%d", i);
+		usleep(2000);
+		T_EQ_INT(gh_store_thread_create(t.s, "alice", id, i < 3 ? "res_1" : "res_2",
+						i == 4 ? "other" : "assistant", NULL, NULL, &e),
+			 GH_OK);
+	}
+	T_EQ_INT(gh_store_thread_list(t.s, "alice", NULL, NULL, 0, 4, &out, &e), GH_OK);
+	T_EQ_INT(gh_json_int(out, "total", -1), 6);
+	T_EQ_INT(gh_json_bool(out, "hasMore", -1), 1);
+	arr = cJSON_GetObjectItem(out, "threads");
+	T_EQ_INT(cJSON_GetArraySize(arr), 4);
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 0), "id"), "thr_4");
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_thread_list(t.s, "alice", NULL, NULL, 1, 4, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(out, "threads")), 2);
+	T_EQ_INT(gh_json_bool(out, "hasMore", -1), 0);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_thread_list(t.s, "alice", "assistant", "res_1", 0, 10, &out, &e), GH_OK);
+	T_EQ_INT(gh_json_int(out, "total", -1), 4); /* thr_a, thr_0..2 */
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_thread_list(t.s, "bob", NULL, NULL, 0, 10, &out, &e), GH_OK);
+	T_EQ_INT(gh_json_int(out, "total", -1), 0);
+	cJSON_Delete(out);
+	/* delete */
+	T_EQ_INT(gh_store_thread_delete(t.s, "bob", "thr_a", &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_a", &e), GH_OK);
+	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_a", &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_E_NOTFOUND);
+	cJSON_Delete(md);
+	tdb_close(&t);
+}
+
+static struct gh_run_commit run_commit(const char *run, const char *thread, const char *status,
+				       const char *expect, const cJSON *msgs, const cJSON *state)
+{
+	struct gh_run_commit c = {0};
+
+	c.run_id = run;
+	c.owner = "alice";
+	c.key_id = "key_1";
+	c.agent_id = "assistant";
+	c.thread_id = thread;
+	c.resource_id = "res_1";
+	c.messages = msgs;
+	c.status = status;
+	c.expect_status = expect;
+	c.state = state;
+	return c;
+}
+
+static void test_runs(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_run_row row;
+	cJSON *m1 = cJSON_Parse("[{\"role\":\"user\",\"content\":\"What is the time?\"},"
+				"{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\","
+				"\"toolCallId\":\"call_1\",\"toolName\":\"clock\",\"args\":{}}]}]");
+	cJSON *m2 = cJSON_Parse("[{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+				"\"toolCallId\":\"call_1\",\"toolName\":\"clock\","
+				"\"result\":\"noon\"}]},"
+				"{\"role\":\"assistant\",\"content\":\"It is noon.\"}]");
+	cJSON *state = cJSON_Parse("{\"step\":1,\"calls\":[\"call_1\"]}");
+	cJSON *output = cJSON_Parse("{\"text\":\"It is noon.\"}"), *out, *arr;
+	const char *pid[] = {"call_1"}, *pname[] = {"clock"}, *psrc[] = {"client"};
+	const char *ans[] = {"call_1"};
+	char run_id[48], status[16];
+
+	T_EQ_INT(tdb_open(&t), 0);
+	/* a new run that creates its thread and waits on a client tool */
+	c = run_commit("run_1", "thr_1", "waiting", NULL, m1, state);
+	c.create_thread = 1;
+	c.thread_title = "Time";
+	c.pending_ids = pid;
+	c.pending_names = pname;
+	c.pending_sources = psrc;
+	c.npending = 1;
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_1", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "waiting");
+	T_EQ_STR(row.thread_id, "thr_1");
+	T_EQ_STR(row.key_id, "key_1");
+	T_EQ_STR(row.agent_id, "assistant");
+	T_ASSERT(cJSON_Compare(row.state, state, 1));
+	T_ASSERT(row.output == NULL && row.error == NULL);
+	T_ASSERT(row.created_at > 0 && row.updated_at == row.created_at);
+	gh_run_row_clear(&row);
+	T_EQ_INT(gh_store_run_get(t.s, "bob", "run_1", &row, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_1", &row, &e), GH_OK);
+	gh_run_row_clear(&row);
+	/* the same id again is a conflict */
+	c.create_thread = 0;
+	c.npending = 0;
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "run run_1 already exists");
+	/* the waiting tool call is found by its id alone, for its owner only */
+	T_EQ_INT(gh_store_tool_call_find(t.s, "alice", "call_1", run_id, status, &e), GH_OK);
+	T_EQ_STR(run_id, "run_1");
+	T_EQ_STR(status, "pending");
+	T_EQ_INT(gh_store_tool_call_find(t.s, "bob", "call_1", run_id, status, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_tool_call_find(t.s, "alice", "call_9", run_id, status, &e),
+		 GH_E_NOTFOUND);
+	T_CONTAINS(e.msg, "unknown toolCallId call_9");
+	/* the thread got the messages, oldest first */
+	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 2);
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "role"), "user");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "content"), "What is the time?");
+	T_ASSERT(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 1), "content")));
+	cJSON_Delete(out);
+
+	/* the continuation: must find the run waiting */
+	c = run_commit("run_1", "thr_1", "completed", "waiting", m2, state);
+	c.output = output;
+	c.answered_ids = ans;
+	c.nanswered = 1;
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	T_EQ_INT(gh_store_tool_call_find(t.s, "alice", "call_1", run_id, status, &e), GH_OK);
+	T_EQ_STR(status, "answered");
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_1", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "completed");
+	T_ASSERT(cJSON_Compare(row.output, output, 1));
+	gh_run_row_clear(&row);
+	/* a second continuation of the same wait is a conflict, and changes nothing */
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "run run_1 is completed, not waiting");
+	c.run_id = "run_404";
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_NOTFOUND);
+	/* messages appended in order after the first ones */
+	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 3, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 3);
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 1), "role"), "tool");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 2), "content"), "It is noon.");
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_messages_page(t.s, "alice", "thr_1", 0, 3, &out, &e), GH_OK);
+	T_EQ_INT(gh_json_int(out, "total", -1), 4);
+	T_EQ_INT(gh_json_bool(out, "hasMore", -1), 1);
+	arr = cJSON_GetObjectItem(out, "messages");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 0), "threadId"), "thr_1");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 0), "resourceId"), "res_1");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 0), "runId"), "run_1");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 0), "type"), "text");
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(arr, 1), "type"), "tool-call");
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_messages_page(t.s, "bob", "thr_1", 0, 3, &out, &e), GH_E_NOTFOUND);
+
+	/* answering a call that is already answered (through another waiting run) */
+	c = run_commit("run_2", NULL, "waiting", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	c = run_commit("run_2", NULL, "completed", "waiting", NULL, state);
+	c.answered_ids = ans;
+	c.nanswered = 1;
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "tool call call_1 was already answered");
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_2", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "waiting"); /* the failed commit left nothing behind */
+	T_EQ_STR(row.thread_id, "");
+	gh_run_row_clear(&row);
+	/* a tool call id is unique across runs */
+	c = run_commit("run_3", NULL, "waiting", NULL, NULL, state);
+	c.pending_ids = pid;
+	c.pending_names = pname;
+	c.pending_sources = psrc;
+	c.npending = 1;
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_3", &row, &e), GH_E_NOTFOUND);
+	/* deleting the thread takes its messages */
+	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_1", &e), GH_OK);
+	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 0);
+	cJSON_Delete(out);
+	cJSON_Delete(m1);
+	cJSON_Delete(m2);
+	cJSON_Delete(state);
+	cJSON_Delete(output);
+	tdb_close(&t);
+}
+
+/* A continuation is a commit to the caller's own run: with another owner
+ * (or agent) it must fail, not report success and change nothing. */
+static void test_run_commit_checks_owner(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_run_row row;
+	cJSON *state = cJSON_CreateObject();
+	enum gh_code rc;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	c = run_commit("run_1", NULL, "waiting", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	c = run_commit("run_1", NULL, "completed", "waiting", NULL, state);
+	c.owner = "mallory";
+	rc = gh_store_run_commit(t.s, &c, &e);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_1", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "waiting");
+	gh_run_row_clear(&row);
+	cJSON_Delete(state);
+	tdb_close(&t);
+	if (rc == GH_OK)
+		T_FAIL("a continuation by another owner reported success without saving");
+}
+
+struct ids {
+	char v[8][48];
+	int n;
+};
+
+static int collect_id(void *ud, const char *id)
+{
+	struct ids *l = ud;
+
+	if (l->n < 8)
+		gh_strlcpy(l->v[l->n++], id, sizeof(l->v[0]));
+	return 0;
+}
+
+static void test_transition_recover(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_run_row row;
+	struct ids l = {0};
+	cJSON *state = cJSON_CreateObject();
+	int n = -1;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	c = run_commit("run_w", NULL, "waiting", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	c = run_commit("run_s", NULL, "suspended", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	c = run_commit("run_r", NULL, "running", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	c = run_commit("run_c", NULL, "completed", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
+	/* a continuation claims the waiting run, once */
+	T_EQ_INT(gh_store_run_transition(t.s, "run_w", "waiting", "running", &e), GH_OK);
+	T_EQ_INT(gh_store_run_transition(t.s, "run_w", "waiting", "running", &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "run run_w is running, not waiting");
+	T_EQ_INT(gh_store_run_transition(t.s, "run_s", "suspended", "running", &e), GH_OK);
+	T_EQ_INT(gh_store_run_transition(t.s, "run_x", "waiting", "running", &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_runs_with_status(t.s, "running", collect_id, &l, &e), GH_OK);
+	T_EQ_INT(l.n, 3);
+	/* a crash: claimed runs go back to where they were; a run that was
+	 * running from the start cannot go back and is failed */
+	T_EQ_INT(gh_store_runs_recover(t.s, &n, &e), GH_OK);
+	T_EQ_INT(n, 3);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_w", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "waiting");
+	gh_run_row_clear(&row);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_s", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "suspended");
+	gh_run_row_clear(&row);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_r", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "failed");
+	T_EQ_STR(row.error, "interrupted by a restart");
+	gh_run_row_clear(&row);
+	T_EQ_INT(gh_store_run_get(t.s, NULL, "run_c", &row, &e), GH_OK);
+	T_EQ_STR(row.status, "completed");
+	gh_run_row_clear(&row);
+	T_EQ_INT(gh_store_runs_recover(t.s, &n, &e), GH_OK);
+	T_EQ_INT(n, 0);
+	/* the recovered run can be claimed again */
+	T_EQ_INT(gh_store_run_transition(t.s, "run_w", "waiting", "running", &e), GH_OK);
+	cJSON_Delete(state);
+	tdb_close(&t);
+}
+
+/* ---- memory ---- */
+
+static int64_t result_id(const cJSON *arr, int i)
+{
+	return gh_json_int(cJSON_GetArrayItem(arr, i), "id", -1);
+}
+
+static void test_memory(void)
+{
+	static const char *const junk_queries[] = {
+		"colour\"", "\"", "NEAR(favourite colour)", "content:blue", "*", "blue*",
+		"favourite AND OR NOT colour", "-blue", "^blue", "(blue", "blue)",
+		"'; DROP TABLE x",
+		"colour:", "{content tags}: blue", "\xc3\xa9t\xc3\xa9 blue", "a\"b\"c", "",
+	};
+	struct tdb t;
+	struct gh_err e;
+	int64_t tea, fav, whale, theory, other_owner, other_res, id;
+	cJSON *out;
+	size_t i;
+	char *wm;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "I like green tea", "drink", &tea, &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1",
+				      "The favourite colour of the user is blue", NULL, &fav, &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "Blue whales are big", NULL, &whale,
+				      &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "Colour theory is fun", NULL, &theory,
+				      &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "bob", "r1", "Bob's favourite colour is red", NULL,
+				      &other_owner, &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r2", "favourite colour in r2: green", NULL,
+				      &other_res, &e),
+		 GH_OK);
+	T_ASSERT(tea > 0 && fav > tea);
+
+	/* the memory matching both words ranks first; score falls */
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "favourite colour", 10, &out, &e),
+		 GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 2); /* fav and theory; only alice's r1 */
+	T_EQ_INT(result_id(out, 0), fav);
+	T_EQ_INT(result_id(out, 1), theory);
+	T_ASSERT(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 0), "score")->valuedouble >
+		 cJSON_GetObjectItem(cJSON_GetArrayItem(out, 1), "score")->valuedouble);
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "content"),
+		 "The favourite colour of the user is blue");
+	T_EQ_INT(strlen(gh_json_str(cJSON_GetArrayItem(out, 0), "createdAt")), 24);
+	cJSON_Delete(out);
+	/* tags are searched; limit is kept */
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "drink", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), tea);
+	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "tags"), "drink");
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "blue colour tea", 2, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 2);
+	cJSON_Delete(out);
+	/* owner and resource isolation */
+	T_EQ_INT(gh_store_memory_search(t.s, "bob", "r1", "favourite colour", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), other_owner);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r2", "favourite colour", 10, &out, &e),
+		 GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), other_res);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_search(t.s, "carol", "r1", "colour", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 0);
+	cJSON_Delete(out);
+
+	/* FTS syntax in a query is taken as plain words, never an error */
+	for (i = 0; i < GH_ARRAY_LEN(junk_queries); i++) {
+		if (gh_store_memory_search(t.s, "alice", "r1", junk_queries[i], 10, &out, &e) !=
+		    GH_OK)
+			T_FAIL("query \"%s\": %s", junk_queries[i], e.msg);
+		cJSON_Delete(out);
+	}
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "content:blue", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 2); /* "content" OR "blue": fav, whale */
+	cJSON_Delete(out);
+	/* no words at all: the newest memories */
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "?!", 2, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 2);
+	T_EQ_INT(result_id(out, 0), theory);
+	cJSON_Delete(out);
+	/* a query too long to search is refused, not truncated silently */
+	{
+		char *q = malloc(10001);
+
+		memset(q, 'a', 10000);
+		q[10000] = '\0';
+		T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", q, 10, &out, &e), GH_E_BADREQ);
+		free(q);
+	}
+
+	/* delete: own memories only */
+	T_EQ_INT(gh_store_memory_delete(t.s, "bob", "r1", fav, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_memory_delete(t.s, "alice", "r2", fav, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_memory_delete(t.s, "alice", "r1", fav, &e), GH_OK);
+	T_EQ_INT(gh_store_memory_delete(t.s, "alice", "r1", fav, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "favourite", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 0); /* gone from the index too */
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "favourite number is 7", NULL, &id, &e),
+		 GH_OK);
+	T_ASSERT(id != fav);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "favourite", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), id);
+	cJSON_Delete(out);
+
+	/* working memory: one per (owner, resource), replaced on set */
+	T_EQ_INT(gh_store_working_memory_get(t.s, "alice", "r1", &wm, &e), GH_OK);
+	T_ASSERT(wm == NULL);
+	T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "r1", "Name: Alice", &e), GH_OK);
+	T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "r1", "Name: Alice\nTea: green", &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_working_memory_set(t.s, "bob", "r1", "Name: Bob", &e), GH_OK);
+	T_EQ_INT(gh_store_working_memory_get(t.s, "alice", "r1", &wm, &e), GH_OK);
+	T_EQ_STR(wm, "Name: Alice\nTea: green");
+	free(wm);
+	T_EQ_INT(gh_store_working_memory_get(t.s, "alice", "r2", &wm, &e), GH_OK);
+	T_ASSERT(wm == NULL);
+	T_EQ_INT(gh_store_working_memory_get(t.s, "bob", "r1", &wm, &e), GH_OK);
+	T_EQ_STR(wm, "Name: Bob");
+	free(wm);
+	tdb_close(&t);
+}
+
+/* ---- rate-limit state ---- */
+
+struct rl_seen {
+	char keys[8][32];
+	int64_t tats[8];
+	int n;
+};
+
+static int rl_cb(void *ud, const char *key, int64_t tat)
+{
+	struct rl_seen *r = ud;
+
+	if (r->n < 8) {
+		gh_strlcpy(r->keys[r->n], key, sizeof(r->keys[0]));
+		r->tats[r->n++] = tat;
+	}
+	return 0;
+}
+
+static int64_t rl_get(const struct rl_seen *r, const char *key)
+{
+	int i;
+
+	for (i = 0; i < r->n; i++)
+		if (!strcmp(r->keys[i], key))
+			return r->tats[i];
+	return -1;
+}
+
+static void test_ratelimit_state(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct rl_seen r = {0};
+	int64_t now = gh_now_ms();
+	const char *k1[] = {"key_a", "key_b", "tool:key_a:send_email"};
+	int64_t t1[] = {now + 60000, now - 5000, now + 120000};
+	const char *k2[] = {"key_a"};
+	int64_t t2[] = {now + 90000};
+
+	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(gh_store_ratelimit_save(t.s, k1, t1, 3, &e), GH_OK);
+	T_EQ_INT(gh_store_ratelimit_load(t.s, rl_cb, &r, &e), GH_OK);
+	T_EQ_INT(r.n, 3);
+	T_EQ_INT(rl_get(&r, "tool:key_a:send_email"), now + 120000);
+	/* a later snapshot updates, and drops state that has run out */
+	T_EQ_INT(gh_store_ratelimit_save(t.s, k2, t2, 1, &e), GH_OK);
+	memset(&r, 0, sizeof(r));
+	T_EQ_INT(gh_store_ratelimit_load(t.s, rl_cb, &r, &e), GH_OK);
+	T_EQ_INT(r.n, 2);
+	T_EQ_INT(rl_get(&r, "key_a"), now + 90000);
+	T_EQ_INT(rl_get(&r, "key_b"), -1);
+	/* it survives a restart */
+	gh_store_close(t.s);
+	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	memset(&r, 0, sizeof(r));
+	T_EQ_INT(gh_store_ratelimit_load(t.s, rl_cb, &r, &e), GH_OK);
+	T_EQ_INT(rl_get(&r, "tool:key_a:send_email"), now + 120000);
+	tdb_close(&t);
+}
+
+/* ---- audit queries ---- */
+
+struct page {
+	int64_t seqs[64];
+	int n;
+	const char *want_key; /* every row must have it (NULL: no check) */
+	int wrong;
+};
+
+static int page_cb(void *ud, const struct gh_audit_row *r)
+{
+	struct page *p = ud;
+
+	if (p->want_key && (!r->ev->key_id || strcmp(r->ev->key_id, p->want_key)))
+		p->wrong++;
+	if (p->n < 64)
+		p->seqs[p->n++] = r->seq;
+	return 0;
+}
+
+static void test_audit_query(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_audit_filter f;
+	struct page p;
+	int64_t base = INT64_C(1795255200000), cursor, next, all[64];
+	int i, n, pages;
+
+	T_EQ_INT(tdb_open(&t), 0);
+	for (i = 1; i <= 50; i++) {
+		struct gh_audit_event ev = {0};
+		int64_t seq;
+
+		ev.ts = base + i * 1000;
+		ev.event = i % 5 == 0 ? "denied" : "executed";
+		ev.key_id = i % 2 ? "key_odd" : "key_even";
+		ev.owner = i <= 40 ? "alice" : "bob";
+		ev.tool_name = i % 3 == 0 ? "send_email" : "get_weather";
+		ev.outcome = i % 5 == 0 ? "denied" : "ok";
+		ev.run_id = "run_1";
+		ev.duration_ms = -1;
+		T_EQ_INT(gh_store_audit_append(t.s, &ev, &seq, &e), GH_OK);
+		T_EQ_INT(seq, i);
+	}
+	/* newest first, pages of 10, every key_odd row once */
+	memset(&f, 0, sizeof(f));
+	f.key_id = "key_odd";
+	cursor = 0;
+	n = 0;
+	pages = 0;
+	do {
+		memset(&p, 0, sizeof(p));
+		p.want_key = "key_odd";
+		T_EQ_INT(gh_store_audit_query(t.s, &f, cursor, 10, 0, page_cb, &p, &next, &e),
+			 GH_OK);
+		T_EQ_INT(p.wrong, 0);
+		for (i = 0; i < p.n; i++) {
+			if (n && p.seqs[i] >= all[n - 1])
+				T_FAIL("page %d: seq %lld not below %lld", pages,
+				       (long long)p.seqs[i],
+				       (long long)all[n - 1]);
+			all[n++] = p.seqs[i];
+		}
+		if (next)
+			T_EQ_INT(next, p.seqs[p.n - 1]);
+		cursor = next;
+		pages++;
+	} while (cursor && pages < 10);
+	T_EQ_INT(n, 25);
+	T_EQ_INT(pages, 3);
+	T_EQ_INT(all[0], 49);
+	T_EQ_INT(all[24], 1);
+	/* oldest first; a page count that divides exactly ends without an empty page */
+	memset(&f, 0, sizeof(f));
+	f.owner = "bob";
+	cursor = 0;
+	n = 0;
+	pages = 0;
+	do {
+		memset(&p, 0, sizeof(p));
+		T_EQ_INT(gh_store_audit_query(t.s, &f, cursor, 5, 1, page_cb, &p, &next, &e),
+			 GH_OK);
+		T_EQ_INT(p.n, 5);
+		for (i = 0; i < p.n; i++)
+			all[n++] = p.seqs[i];
+		cursor = next;
+		pages++;
+	} while (cursor && pages < 10);
+	T_EQ_INT(pages, 2);
+	T_EQ_INT(n, 10);
+	T_EQ_INT(all[0], 41);
+	T_EQ_INT(all[9], 50);
+	/* combined filters and a time window [from, to) */
+	memset(&f, 0, sizeof(f));
+	f.event = "denied";
+	f.tool_name = "send_email";
+	memset(&p, 0, sizeof(p));
+	T_EQ_INT(gh_store_audit_query(t.s, &f, 0, 100, 0, page_cb, &p, &next, &e), GH_OK);
+	T_EQ_INT(p.n, 3); /* 15, 30, 45 */
+	T_EQ_INT(p.seqs[0], 45);
+	T_EQ_INT(next, 0);
+	memset(&f, 0, sizeof(f));
+	f.from_ms = base + 10 * 1000;
+	f.to_ms = base + 20 * 1000;
+	f.outcome = "ok";
+	memset(&p, 0, sizeof(p));
+	T_EQ_INT(gh_store_audit_query(t.s, &f, 0, 100, 1, page_cb, &p, &next, &e), GH_OK);
+	T_EQ_INT(p.n, 8); /* 10..19 without 10 and 15 */
+	T_EQ_INT(p.seqs[0], 11);
+	T_EQ_INT(p.seqs[7], 19);
+	/* filter values are bound, not spliced */
+	memset(&f, 0, sizeof(f));
+	f.key_id = "x' OR '1'='1";
+	memset(&p, 0, sizeof(p));
+	T_EQ_INT(gh_store_audit_query(t.s, &f, 0, 100, 0, page_cb, &p, &next, &e), GH_OK);
+	T_EQ_INT(p.n, 0);
+	T_EQ_INT(next, 0);
+	/* every column comes back as written */
+	{
+		struct gh_audit_event ev = {0};
+		int64_t seq;
+
+		ev.ts = base;
+		ev.event = "approved";
+		ev.key_id = "key_z";
+		ev.owner = "zed";
+		ev.admin_user = "root";
+		ev.agent_id = "agent";
+		ev.thread_id = "thr";
+		ev.run_id = "run_z";
+		ev.tool_call_id = "call_z";
+		ev.tool_name = "tool";
+		ev.source = "client";
+		ev.args = "{\"a\":1}";
+		ev.outcome = "ok";
+		ev.duration_ms = 0;
+		ev.error = "";
+		ev.reason = "because";
+		ev.detail = "{\"d\":true}";
+		T_EQ_INT(gh_store_audit_append(t.s, &ev, &seq, &e), GH_OK);
+		memset(&f, 0, sizeof(f));
+		f.run_id = "run_z";
+		memset(&p, 0, sizeof(p));
+		T_EQ_INT(gh_store_audit_query(t.s, &f, 0, 1, 0, page_cb, &p, &next, &e), GH_OK);
+		T_EQ_INT(p.n, 1);
+		T_EQ_INT(p.seqs[0], seq);
+	}
+	tdb_close(&t);
+}
+
+/* ---- retention ---- */
+
+static void append_at(struct tdb *t, int64_t ts, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct gh_audit_event ev = {0};
+		struct gh_err e;
+
+		ev.ts = ts + i;
+		ev.event = "executed";
+		ev.tool_name = "t";
+		ev.duration_ms = -1;
+		if (gh_store_audit_append(t->s, &ev, NULL, &e) != GH_OK)
+			fprintf(stderr, "  append: %s\n", e.msg);
+	}
+}
+
+static void test_prune(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_audit_verify rep;
+	struct gh_audit_checkpoint anchor;
+	int64_t now = gh_now_ms(), old = now - INT64_C(10) * 86400000, deleted = -1;
+	int64_t first, last, count;
+
+	gh_log_set_level(GH_LOG_WARN);
+	T_EQ_INT(tdb_dir(&t), 0);
+	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	/* 30 old rows: signed at 1 (the first checkpoint is due at once), 11, 21 */
+	append_at(&t, old, 30);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.signed_seq, 21);
+	T_EQ_INT(rep.unsigned_rows, 9);
+	T_EQ_INT(gh_store_audit_anchor(t.s, &anchor, &e), GH_E_NOTFOUND);
+	/* rows not yet covered by a checkpoint stay, however old */
+	T_EQ_INT(gh_store_audit_prune(t.s, now - 86400000, &deleted, &e), GH_OK);
+	T_EQ_INT(deleted, 21);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	if (!rep.ok)
+		T_FAIL("after the first prune: %s", rep.message);
+	T_EQ_INT(rep.anchor_seq, 22);
+	/* 5 recent rows (signed at 31): now the rest of the old ones go */
+	append_at(&t, now, 5);
+	T_EQ_INT(gh_store_audit_prune(t.s, now - 86400000, &deleted, &e), GH_OK);
+	T_EQ_INT(deleted, 9);
+	T_EQ_INT(gh_store_audit_bounds(t.s, &first, &last, &count, &e), GH_OK);
+	T_EQ_INT(first, 31);
+	T_EQ_INT(last, 35);
+	T_EQ_INT(count, 5);
+	/* the chain still verifies from the signed anchor */
+	T_EQ_INT(gh_store_audit_anchor(t.s, &anchor, &e), GH_OK);
+	T_EQ_INT(anchor.seq, 31);
+	T_ASSERT(gh_audit_sig_ok(anchor.public_key, "anchor", anchor.seq, anchor.hash, anchor.ts,
+				 anchor.signature));
+	T_ASSERT(!memcmp(anchor.public_key, t.signer.pk, 32));
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	if (!rep.ok)
+		T_FAIL("after pruning: %s", rep.message);
+	T_EQ_INT(rep.anchor_seq, 31);
+	T_EQ_INT(rep.rows, 5);
+	/* appending goes on from where the chain was */
+	append_at(&t, now + 10, 3);
+	T_EQ_INT(gh_store_audit_bounds(t.s, &first, &last, &count, &e), GH_OK);
+	T_EQ_INT(last, 38);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.rows, 8);
+	/* pruning again with the same cutoff deletes nothing */
+	T_EQ_INT(gh_store_audit_prune(t.s, now - 86400000, &deleted, &e), GH_OK);
+	T_EQ_INT(deleted, 0);
+	/* and after a restart (which signs what is unsigned) all still verifies */
+	gh_store_close(t.s);
+	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.signed_seq, 38);
+	T_EQ_INT(rep.unsigned_rows, 0);
+	/* verify is not vacuous: an edited row is found */
+	gh_store_close(t.s);
+	T_EQ_INT(sql_exec(t.path, "UPDATE audit_events SET outcome = 'ok' WHERE seq = 33"), 0);
+	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	T_EQ_INT(rep.ok, 0);
+	T_EQ_INT(rep.bad_seq, 33);
+	T_CONTAINS(rep.message, "row 33 was modified");
+	/* pruning needs the signing key */
+	gh_store_close(t.s);
+	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_prune(t.s, now, &deleted, &e), GH_E_INTERNAL);
+	T_CONTAINS(e.msg, "pruning needs the signing key");
+	gh_log_set_level(GH_LOG_INFO);
+	tdb_close(&t);
+}
+
+/* On a quiet server every row is old and signed (idle checkpoints, the
+ * checkpoint at shutdown): retention still removes them. */
+static void test_prune_quiet_log(void)
+{
+	struct tdb t;
+	struct gh_err e;
+	struct gh_audit_verify rep;
+	int64_t now = gh_now_ms(), old = now - INT64_C(40) * 86400000, deleted = -1;
+	int64_t first, last, count, seq = 0;
+
+	gh_log_set_level(GH_LOG_WARN);
+	T_EQ_INT(tdb_dir(&t), 0);
+	T_EQ_INT(tdb_reopen(&t, 1, 1000, &e), GH_OK);
+	append_at(&t, old, 20);
+	gh_store_close(t.s); /* signs row 20 */
+	T_EQ_INT(tdb_reopen(&t, 1, 1000, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_prune(t.s, now - INT64_C(30) * 86400000, &deleted, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_bounds(t.s, &first, &last, &count, &e), GH_OK);
+	/* the chain must go on from row 21 and verify */
+	{
+		struct gh_audit_event ev = {0};
+
+		ev.event = "executed";
+		ev.duration_ms = -1;
+		T_EQ_INT(gh_store_audit_append(t.s, &ev, &seq, &e), GH_OK);
+	}
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	gh_log_set_level(GH_LOG_INFO);
+	tdb_close(&t);
+	T_EQ_INT(seq, 21);
+	T_ASSERT(rep.ok);
+	if (deleted != 20)
+		T_FAIL("40-day-old rows kept past a 30-day retention: %lld of 20 deleted, "
+		       "%lld rows left",
+		       (long long)deleted, (long long)count);
+}
+
+T_MAIN(T(test_migrations), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
+       T(test_failing_job_in_batch), T(test_threads), T(test_runs),
+       T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
+       T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
