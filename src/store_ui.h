@@ -1,0 +1,60 @@
+/*
+ * store_ui.h - the reads the admin UI needs beyond what the agent API
+ * uses: threads across every owner, a thread's messages and runs without an
+ * owner check, counts of recent audit events for the overview, and a look
+ * at a session that does not count as activity.
+ *
+ * Admin-only: callers have checked that the principal is an admin. Every
+ * function is a read on the store's reader pool (never the writer) and is
+ * thread-safe. cJSON results are owned by the caller.
+ */
+#ifndef GH_STORE_UI_H
+#define GH_STORE_UI_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+#include "store.h"
+
+/* Threads of every owner (owner NULL) or of one, newest first, filtered by
+ * agent and/or resource (NULL = any); page is 0-based, per_page 1..100.
+ * *out is {threads:[{id, owner, resourceId, agentId, title, metadata,
+ * createdAt, updatedAt, messageCount}], total, page, perPage, hasMore}. */
+enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const char *agent_id,
+				 const char *resource_id, int page, int per_page, cJSON **out,
+				 struct gh_err *e);
+
+/* One thread of any owner, as in gh_store_ui_threads, plus its runs
+ * (newest first, at most 100): runs:[{id, status, agentId, keyId,
+ * createdAt, updatedAt}]. GH_E_NOTFOUND when absent. */
+enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
+				struct gh_err *e);
+
+/* A thread's messages, oldest first. last > 0: the last `last` messages
+ * (page and per_page ignored); else one page. *out is {messages:[{id, seq,
+ * threadId, role, content, runId, createdAt}], total, page, perPage,
+ * hasMore}; with last, hasMore says older messages exist. GH_E_NOTFOUND when
+ * the thread does not exist. */
+enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int page,
+				  int per_page, int last, cJSON **out, struct gh_err *e);
+
+/* Audit activity since since_ms: *out is {byEvent:{event: n, ...},
+ * toolCalls: distinct tool call ids, buckets:[n...]} where buckets has
+ * nbuckets counts of distinct tool calls, bucket i covering
+ * [since_ms + i * bucket_ms, since_ms + (i + 1) * bucket_ms). nbuckets
+ * 1..168. */
+enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t bucket_ms,
+				  int nbuckets, cJSON **out, struct gh_err *e);
+
+/* Pending approvals (not yet decided, whether or not past their expiry). */
+enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh_err *e);
+
+/* The session with this token hash as it is stored, without recording use
+ * (so a live stream does not keep an idle session alive). GH_E_NOTFOUND
+ * when absent or its admin is disabled; expiry is the caller's to judge. */
+enum gh_code gh_store_ui_session_peek(struct gh_store *s, const unsigned char token_hash[32],
+				      struct gh_admin_session *out, struct gh_err *e);
+
+#endif
