@@ -30,6 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "approvals.h"
 #include "buf.h"
 #include "http.h"
@@ -67,6 +69,7 @@ struct oai {
 	int64_t last_write_ns;
 	const char *approvals;              /* for the head, when known before it */
 	char headers[HEADERS_MAX];
+	char user_thread[GH_ID_MAX];        /* the thread the "user" field names */
 };
 
 /* How a request ended, whichever way the engine got there. */
@@ -663,8 +666,23 @@ static enum gh_code parse_request(struct oai *q, struct gh_err *e)
 	resource = gh_http_header(r, "X-Gatehouse-Resource");
 	if (resource && (rc = check_id(resource, "X-Gatehouse-Resource", e)) != GH_OK)
 		return rc;
-	if (!pin)
-		pin = user;
+	if (!pin && user) {
+		/* Thread ids are global; "user" is only unique within one owner (and
+		 * one agent), so the thread it names is derived from all three. */
+		unsigned char h[12];
+		crypto_generichash_state hs;
+		const char *owner = r->who.key.owner;
+		const char *agent = cJSON_GetObjectItemCaseSensitive(q->body, "model")->valuestring;
+
+		crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+		crypto_generichash_update(&hs, (const unsigned char *)owner, strlen(owner) + 1);
+		crypto_generichash_update(&hs, (const unsigned char *)agent, strlen(agent) + 1);
+		crypto_generichash_update(&hs, (const unsigned char *)user, strlen(user));
+		crypto_generichash_final(&hs, h, sizeof(h));
+		memcpy(q->user_thread, "usr_", 4);
+		gh_hex(h, sizeof(h), q->user_thread + 4);
+		pin = q->user_thread;
+	}
 	if (!resource)
 		resource = user;
 	/* tools are client tools; tool_choice "none" offers none of them */

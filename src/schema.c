@@ -66,6 +66,33 @@ static void mw_init(struct mw *w, char *p, size_t cap)
 		p[0] = '\0';
 }
 
+/* Length of s[0..n) without a UTF-8 sequence cut off at its end. */
+static size_t utf8_trim(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = n, need;
+
+	while (i > 0 && n - i < 4 && (p[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i == 0 || p[i - 1] < 0xC0)
+		return n;
+	need = p[i - 1] >= 0xF0 ? 4 : p[i - 1] >= 0xE0 ? 3 : 2;
+	return n - (i - 1) >= need ? n : i - 1;
+}
+
+/* Copies src into dst (cap bytes), cutting at a character boundary. */
+static void copy_msg(char *dst, size_t cap, const char *src)
+{
+	size_t n;
+
+	if (cap == 0)
+		return;
+	n = strlen(src);
+	n = utf8_trim(src, n > cap - 1 ? cap - 1 : n);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 static void mw_vprintf(struct mw *w, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 static void mw_vprintf(struct mw *w, const char *fmt, va_list ap)
@@ -79,9 +106,12 @@ static void mw_vprintf(struct mw *w, const char *fmt, va_list ap)
 		w->p[w->len] = '\0';
 		return;
 	}
+	if ((size_t)n > w->cap - 1 - w->len) {
+		w->len = utf8_trim(w->p, w->cap - 1);
+		w->p[w->len] = '\0';
+		return;
+	}
 	w->len += (size_t)n;
-	if (w->len > w->cap - 1)
-		w->len = w->cap - 1;
 }
 
 static void mw_printf(struct mw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -107,21 +137,29 @@ static void mw_quote(struct mw *w, const char *s, size_t max)
 	size_t n = 0;
 
 	mw_puts(w, "\"");
-	for (; *p; p++, n++) {
-		if (n >= max && (*p & 0xC0) != 0x80) {
+	while (*p) {
+		size_t k = 1;
+
+		if (n >= max) {
 			mw_puts(w, "...");
 			break;
 		}
-		if (*p == '"' || *p == '\\')
+		if (*p == '"' || *p == '\\') {
 			mw_printf(w, "\\%c", *p);
-		else if (*p == '\n')
+		} else if (*p == '\n') {
 			mw_puts(w, "\\n");
-		else if (*p == '\t')
+		} else if (*p == '\t') {
 			mw_puts(w, "\\t");
-		else if (*p < 0x20)
+		} else if (*p < 0x20) {
 			mw_printf(w, "\\u%04x", *p);
-		else
-			mw_printf(w, "%c", *p);
+		} else {
+			/* a whole UTF-8 sequence at once, so a cut never splits it */
+			while (*p >= 0xC0 && k < 4 && (p[k] & 0xC0) == 0x80)
+				k++;
+			mw_printf(w, "%.*s", (int)k, (const char *)p);
+		}
+		p += k;
+		n += k;
 	}
 	mw_puts(w, "\"");
 }
@@ -154,20 +192,38 @@ static void mw_num(struct mw *w, double d)
 	mw_puts(w, b);
 }
 
-/* Compact JSON of a container from a schema (enum, const), cut short. */
-static void mw_json(struct mw *w, const cJSON *v)
-{
-	char *s = cJSON_PrintUnformatted(v);
+static void mw_value(struct mw *w, const cJSON *v);
 
-	if (!s) {
-		mw_puts(w, cJSON_IsArray(v) ? "[...]" : "{...}");
+/* Compact JSON of a value from a schema (enum, const) into w, stopping
+ * once w has grown by QUOTE_MAX bytes, so a huge value costs nothing. */
+static void mw_json(struct mw *w, const cJSON *v, size_t start, int depth)
+{
+	const cJSON *c;
+
+	if (w->len - start > QUOTE_MAX || depth > 8) {
+		if (w->len < w->cap - 1)
+			mw_puts(w, "...");
 		return;
 	}
-	if (strlen(s) > QUOTE_MAX)
-		mw_printf(w, "%.*s...", QUOTE_MAX, s);
-	else
-		mw_puts(w, s);
-	cJSON_free(s);
+	if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) {
+		mw_value(w, v);
+		return;
+	}
+	mw_puts(w, cJSON_IsArray(v) ? "[" : "{");
+	for (c = v->child; c; c = c->next) {
+		if (w->len - start > QUOTE_MAX) {
+			mw_puts(w, "...");
+			return;
+		}
+		if (c != v->child)
+			mw_puts(w, ",");
+		if (cJSON_IsObject(v)) {
+			mw_quote(w, c->string, QUOTE_MAX / 2);
+			mw_puts(w, ":");
+		}
+		mw_json(w, c, start, depth + 1);
+	}
+	mw_puts(w, cJSON_IsArray(v) ? "]" : "}");
 }
 
 /* A short rendering of a JSON value for "must be one of ..." messages. */
@@ -184,7 +240,7 @@ static void mw_value(struct mw *w, const cJSON *v)
 	else if (cJSON_IsNull(v))
 		mw_puts(w, "null");
 	else if (cJSON_IsArray(v) || cJSON_IsObject(v))
-		mw_json(w, v);
+		mw_json(w, v, w->len, 0);
 	else
 		mw_puts(w, "?");
 }
@@ -340,7 +396,8 @@ struct kw {
 	const cJSON *type, *nullable, *ref, *properties, *pattern_props, *additional, *required,
 		*min_props, *max_props, *items, *prefix_items, *additional_items, *min_items,
 		*max_items, *unique, *min_len, *max_len, *pattern, *minimum, *maximum, *xmin, *xmax,
-		*multiple_of, *enum_, *const_, *all_of, *any_of, *one_of, *not_, *definitions, *defs;
+		*multiple_of, *enum_, *const_, *all_of, *any_of, *one_of, *not_, *definitions,
+		*defs;
 };
 
 #define KW(name, field) {name, offsetof(struct kw, field)}
@@ -523,8 +580,8 @@ static const cJSON *resolve_ref(const cJSON *root, const char *ref, int *covered
 			if (!strcmp(k, "properties") || !strcmp(k, "patternProperties") ||
 			    !strcmp(k, "definitions") || !strcmp(k, "$defs"))
 				st = AT_MAP;
-			else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf") ||
-				 !strcmp(k, "prefixItems"))
+			else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") ||
+				 !strcmp(k, "oneOf") || !strcmp(k, "prefixItems"))
 				st = AT_LIST;
 			else if (!strcmp(k, "items"))
 				st = cJSON_IsArray(next) ? AT_LIST : AT_SCHEMA;
@@ -1083,7 +1140,8 @@ static int rx_escape(struct rx *r)
 			return rx_cp(r, v);
 		}
 		if (is_alnum(c))
-			return rx_fail(r, "uses the escape \\%c, which gatehouse cannot enforce", c);
+			return rx_fail(r, "uses the escape \\%c, which gatehouse cannot enforce",
+				       c);
 		r->p += 2;
 		return rx_cp(r, c);
 	}
@@ -1225,14 +1283,15 @@ static void cloc_leave(struct cloc *l)
 }
 
 /* Translates the JavaScript pattern src and compiles it into re (caller
- * regfree()s on success). -1 with the reason in why ("uses lookahead"). */
-static int rx_compile(const char *src, regex_t *re, char *why, size_t cap)
+ * regfree()s on success); *cost is its size in regex nodes. -1 with the
+ * reason in why ("uses lookahead"). */
+static int rx_compile(const char *src, regex_t *re, long *cost, char *why, size_t cap)
 {
 	struct rx r;
 	struct cloc loc;
 	int rc = -1, e;
 
-	if (strlen(src) > GH_SCHEMA_MAX_PATTERN) {
+	if (!src || strlen(src) > GH_SCHEMA_MAX_PATTERN) {
 		snprintf(why, cap, "is longer than %d bytes", GH_SCHEMA_MAX_PATTERN);
 		return -1;
 	}
@@ -1258,6 +1317,7 @@ static int rx_compile(const char *src, regex_t *re, char *why, size_t cap)
 		snprintf(why, cap, "does not compile (%s)", b);
 		goto out;
 	}
+	*cost = r.cost[0] > 0 ? r.cost[0] : 1;
 	rc = 0;
 out:
 	gh_buf_free(&r.out);
@@ -1269,37 +1329,55 @@ struct rxcache {
 	struct {
 		const char *src;
 		regex_t re;
+		long cost;
 	} e[RX_CACHE];
 	int n;
+	int evict; /* next slot to reuse once all are taken */
 };
 
-/* 1 when s matches the pattern, 0 when not, -1 (reason in why) when the
- * pattern cannot be used. */
-static int rx_match(struct rxcache *c, const char *src, const char *s, char *why, size_t cap)
+/* 1 when s (n bytes) matches the pattern, 0 when not, -1 (reason in why)
+ * when the pattern cannot be used, -2 when s is too long to check against
+ * this pattern within GH_SCHEMA_MAX_PATTERN_WORK. A compilation adds the
+ * pattern's size to *steps. */
+static int rx_match(struct rxcache *c, const char *src, const char *s, size_t n, long *steps,
+		    char *why, size_t cap)
 {
-	regex_t tmp, *re = NULL;
+	regex_t *re = NULL;
 	struct cloc loc;
+	long cost = 1;
 	int i, e;
 
-	for (i = 0; i < c->n; i++)
-		if (c->e[i].src == src)
+	for (i = 0; i < c->n && !re; i++) {
+		if (c->e[i].src == src) {
 			re = &c->e[i].re;
-	if (!re) {
-		if (rx_compile(src, &tmp, why, cap))
-			return -1;
-		if (c->n < RX_CACHE) {
-			c->e[c->n].src = src;
-			c->e[c->n].re = tmp;
-			re = &c->e[c->n++].re;
-		} else {
-			re = &tmp;
+			cost = c->e[i].cost;
 		}
+	}
+	if (!re) {
+		regex_t tmp;
+
+		if (rx_compile(src, &tmp, &cost, why, cap))
+			return -1;
+		*steps += cost;
+		if (c->n < RX_CACHE) {
+			i = c->n++;
+		} else {
+			i = c->evict;
+			c->evict = (c->evict + 1) % RX_CACHE;
+			regfree(&c->e[i].re);
+		}
+		c->e[i].src = src;
+		c->e[i].re = tmp;
+		c->e[i].cost = cost;
+		re = &c->e[i].re;
+	}
+	if (n > (size_t)(GH_SCHEMA_MAX_PATTERN_WORK / cost)) {
+		snprintf(why, cap, "%zu bytes", (size_t)(GH_SCHEMA_MAX_PATTERN_WORK / cost));
+		return -2;
 	}
 	cloc_enter(&loc);
 	e = regexec(re, s, 0, NULL, 0);
 	cloc_leave(&loc);
-	if (re == &tmp)
-		regfree(&tmp);
 	if (e == 0)
 		return 1;
 	if (e == REG_NOMATCH)
@@ -1350,9 +1428,19 @@ static int json_equal(const cJSON *a, const cJSON *b, int depth, long *steps)
 		return a->valuedouble == b->valuedouble;
 	if ((a->type & 0xFF) != (b->type & 0xFF))
 		return 0;
-	if (cJSON_IsString(a))
-		return strcmp(a->valuestring ? a->valuestring : "",
-			      b->valuestring ? b->valuestring : "") == 0;
+	if (cJSON_IsString(a)) {
+		const char *p = a->valuestring ? a->valuestring : "";
+		const char *q = b->valuestring ? b->valuestring : "";
+		size_t n = 0;
+
+		while (*p && *p == *q) {
+			p++;
+			q++;
+			n++;
+		}
+		*steps += (long)(n / 64);
+		return *p == *q;
+	}
 	if (cJSON_IsArray(a)) {
 		for (x = a->child, y = b->child; x && y; x = x->next, y = y->next)
 			if (!json_equal(x, y, depth + 1, steps))
@@ -1392,23 +1480,30 @@ static uint64_t mix(uint64_t h, uint64_t x)
 	return h ^ (h >> 33);
 }
 
-static uint64_t hash_str(const char *s)
+static uint64_t hash_str(const char *s, long *steps)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
+	size_t n = 0;
 
-	for (; s && *s; s++)
+	for (; s && *s; s++, n++)
 		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	*steps += (long)(n / 64);
 	return h;
 }
 
-/* A hash consistent with json_equal (object member order ignored). */
-static uint64_t hash_value(const cJSON *v, int depth)
+/* A hash consistent with json_equal (object member order ignored). depth
+ * is the value's depth in the document; *deep is set when it goes past
+ * GH_SCHEMA_MAX_VALUE_DEPTH. Adds the work done to *steps. */
+static uint64_t hash_value(const cJSON *v, int depth, long *steps, int *deep)
 {
 	const cJSON *c;
 	uint64_t h, sum = 0;
 
-	if (depth > GH_SCHEMA_MAX_VALUE_DEPTH)
+	(*steps)++;
+	if (depth > GH_SCHEMA_MAX_VALUE_DEPTH) {
+		*deep = 1;
 		return 0;
+	}
 	if (cJSON_IsNumber(v)) {
 		double d = v->valuedouble == 0 ? 0.0 : v->valuedouble;
 
@@ -1416,16 +1511,17 @@ static uint64_t hash_value(const cJSON *v, int depth)
 		return mix(4, h);
 	}
 	if (cJSON_IsString(v))
-		return mix(5, hash_str(v->valuestring));
+		return mix(5, hash_str(v->valuestring, steps));
 	if (cJSON_IsArray(v)) {
 		h = 6;
-		for (c = v->child; c; c = c->next)
-			h = mix(h, hash_value(c, depth + 1));
+		for (c = v->child; c && !*deep; c = c->next)
+			h = mix(h, hash_value(c, depth + 1, steps, deep));
 		return h;
 	}
 	if (cJSON_IsObject(v)) {
-		for (c = v->child; c; c = c->next)
-			sum += mix(hash_str(c->string), hash_value(c, depth + 1));
+		for (c = v->child; c && !*deep; c = c->next)
+			sum += mix(hash_str(c->string, steps),
+				   hash_value(c, depth + 1, steps, deep));
 		return mix(7, sum);
 	}
 	return (uint64_t)(v->type & 0xFF);
@@ -1470,7 +1566,8 @@ static void cseg_fmt(const void *segs, int i, char *b, size_t cap)
 	if (!s->key)
 		snprintf(b, cap, "[%ld]", s->index);
 	else if (strlen(s->key) > QUOTE_MAX)
-		snprintf(b, cap, "%s%.*s...", i ? "." : "", QUOTE_MAX, s->key);
+		snprintf(b, cap, "%s%.*s...", i ? "." : "", (int)utf8_trim(s->key, QUOTE_MAX),
+			 s->key);
 	else
 		snprintf(b, cap, "%s%s", i ? "." : "", s->key);
 }
@@ -1563,9 +1660,12 @@ static int check_map(struct cctx *c, const char *kw, const cJSON *map, int depth
 		if (keys_are_patterns) {
 			regex_t re;
 			char why[128];
+			long cost;
 
-			if (rx_compile(e->string, &re, why, sizeof(why)) == 0)
+			if (rx_compile(e->string, &re, &cost, why, sizeof(why)) == 0) {
 				regfree(&re);
+				c->steps += cost;
+			}
 			else
 				rc = cfail(c, NULL, "pattern cannot be enforced: it %s", why);
 		}
@@ -1589,11 +1689,12 @@ static int check_count(struct cctx *c, const char *kw, const cJSON *v)
 static int check_type_kw(struct cctx *c, const cJSON *t)
 {
 	const cJSON *e;
-	char q[QUOTE_MAX + 16];
+	char q[SEG_MAX];
 
 	if (cJSON_IsString(t)) {
 		if (!type_bit(t->valuestring))
-			return cfail(c, "type", "unknown type %s", quoted(q, sizeof(q), t->valuestring));
+			return cfail(c, "type", "unknown type %s",
+				     quoted(q, sizeof(q), t->valuestring));
 		return 0;
 	}
 	if (!cJSON_IsArray(t))
@@ -1602,7 +1703,8 @@ static int check_type_kw(struct cctx *c, const cJSON *t)
 		if (!cJSON_IsString(e))
 			return cfail(c, "type", "must be a type name or an array of them");
 		if (!type_bit(e->valuestring))
-			return cfail(c, "type", "unknown type %s", quoted(q, sizeof(q), e->valuestring));
+			return cfail(c, "type", "unknown type %s",
+				     quoted(q, sizeof(q), e->valuestring));
 	}
 	return 0;
 }
@@ -1610,10 +1712,10 @@ static int check_type_kw(struct cctx *c, const cJSON *t)
 static int check_ref(struct cctx *c, const cJSON *ref, int depth)
 {
 	const cJSON *t, *u, *r;
-	char q[QUOTE_MAX + 16];
+	char q[SEG_MAX];
 	int covered, hops, rc;
 
-	if (!cJSON_IsString(ref))
+	if (!cJSON_IsString(ref) || !ref->valuestring)
 		return cfail(c, "$ref", "must be a string");
 	quoted(q, sizeof(q), ref->valuestring);
 	if (ref->valuestring[0] != '#')
@@ -1713,14 +1815,16 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 			     GH_SCHEMA_MAX_VALUE_DEPTH);
 	if (k.pattern) {
 		regex_t re;
-		char why[128], q[QUOTE_MAX + 16];
+		char why[128], q[SEG_MAX];
+		long cost;
 
-		if (!cJSON_IsString(k.pattern))
+		if (!cJSON_IsString(k.pattern) || !k.pattern->valuestring)
 			return cfail(c, "pattern", "must be a string");
-		if (rx_compile(k.pattern->valuestring, &re, why, sizeof(why)))
+		if (rx_compile(k.pattern->valuestring, &re, &cost, why, sizeof(why)))
 			return cfail(c, "pattern", "%s cannot be enforced: it %s",
 				     quoted(q, sizeof(q), k.pattern->valuestring), why);
 		regfree(&re);
+		c->steps += cost;
 	}
 	if (k.all_of && check_list(c, "allOf", k.all_of, depth, 1))
 		return -1;
@@ -1754,8 +1858,7 @@ int gh_schema_check(const cJSON *schema, char *msg, size_t cap)
 	} else if (check_node(&c, schema, 0) == 0) {
 		return 0;
 	}
-	if (cap)
-		gh_strlcpy(msg, buf, cap);
+	copy_msg(msg, cap, buf);
 	return -1;
 }
 
@@ -1878,6 +1981,14 @@ static void vpop(struct vctx *v)
 	v->npath--;
 }
 
+/* -1 (fatal) once the step budget is spent. */
+static int over_budget(struct vctx *v)
+{
+	if (v->steps <= GH_SCHEMA_MAX_STEPS)
+		return 0;
+	return vfatal(v, "schema too complex to check (over %ld steps)", GH_SCHEMA_MAX_STEPS);
+}
+
 static int validate(struct vctx *v, const cJSON *s, const cJSON *x);
 
 /* validate() one level down, at key or index. */
@@ -1984,13 +2095,23 @@ static int fail_count(struct vctx *v, const char *what, const char *bound, doubl
 static int validate_object(struct vctx *v, const struct kw *k, const cJSON *x)
 {
 	const cJSON *m, *r, *sub, *pp;
-	size_t n = 0;
+	size_t n = 0, nprops = 0;
 	char why[128];
 	struct mw *w;
+	int rc;
 
+	for (m = x->child; m; m = m->next)
+		n++;
+	if (cJSON_IsObject(k->properties))
+		for (m = k->properties->child; m; m = m->next)
+			nprops++;
 	if (cJSON_IsArray(k->required)) {
 		for (r = k->required->child; r; r = r->next) {
-			if (!cJSON_IsString(r) || cJSON_GetObjectItemCaseSensitive(x, r->valuestring))
+			v->steps += 1 + (long)(n / 64);
+			if (over_budget(v))
+				return -1;
+			if (!cJSON_IsString(r) ||
+			    cJSON_GetObjectItemCaseSensitive(x, r->valuestring))
 				continue;
 			w = vbegin(v);
 			mw_puts(w, "missing required property ");
@@ -1998,8 +2119,6 @@ static int validate_object(struct vctx *v, const struct kw *k, const cJSON *x)
 			return vend(v, EK_RULE);
 		}
 	}
-	for (m = x->child; m; m = m->next)
-		n++;
 	if (!count_ok(k->min_props, n, 1))
 		return fail_count(v, "must have", "at least", k->min_props->valuedouble,
 				  "property");
@@ -2011,7 +2130,9 @@ static int validate_object(struct vctx *v, const struct kw *k, const cJSON *x)
 
 		if (!m->string)
 			continue;
-		v->steps++;
+		v->steps += 1 + (long)(nprops / 64);
+		if (over_budget(v))
+			return -1;
 		sub = cJSON_IsObject(k->properties) ?
 			      cJSON_GetObjectItemCaseSensitive(k->properties, m->string) : NULL;
 		if (sub) {
@@ -2025,7 +2146,23 @@ static int validate_object(struct vctx *v, const struct kw *k, const cJSON *x)
 
 				if (!pp->string)
 					continue;
-				hit = rx_match(&v->rx, pp->string, m->string, why, sizeof(why));
+				hit = rx_match(&v->rx, pp->string, m->string, strlen(m->string),
+					       &v->steps, why, sizeof(why));
+				v->steps += 1 + (long)(strlen(m->string) / 64);
+				if (over_budget(v))
+					return -1;
+				if (hit == -2) {
+					if (vpush(v, m->string, 0))
+						return -1;
+					w = vbegin(v);
+					mw_puts(w, "property name too long to check against "
+						   "patternProperties ");
+					mw_quote(w, pp->string, QUOTE_MAX);
+					mw_printf(w, " (at most %s)", why);
+					rc = vend(v, EK_RULE);
+					vpop(v);
+					return rc;
+				}
 				if (hit < 0) {
 					w = vbegin(v);
 					mw_puts(w, "patternProperties ");
@@ -2088,20 +2225,26 @@ static int check_unique(struct vctx *v, const cJSON *x, size_t n)
 	if (!a)
 		return vfatal(v, "out of memory checking uniqueItems");
 	for (i = 0, e = x->child; e && i < n; e = e->next, i++) {
-		if (!depth_ok(e, GH_SCHEMA_MAX_VALUE_DEPTH - v->npath - 1)) {
+		int deep = 0;
+
+		a[i].h = hash_value(e, v->npath + 1, &v->steps, &deep);
+		a[i].i = i;
+		a[i].e = e;
+		if (deep) {
 			free(a);
 			return vfatal(v, "schema too deep (value nests deeper than %d levels)",
 				      GH_SCHEMA_MAX_VALUE_DEPTH);
 		}
-		a[i].h = hash_value(e, 0);
-		a[i].i = i;
-		a[i].e = e;
 	}
-	v->steps += (long)n;
 	qsort(a, n, sizeof(*a), cmp_hitem);
+	/* Within a run of equal hashes the indexes ascend, so a scan stops at
+	 * the first pair that could not beat the one already found. */
 	for (i = 0; i + 1 < n && v->steps <= GH_SCHEMA_MAX_STEPS; i++) {
-		for (j = i + 1; j < n && a[j].h == a[i].h; j++) {
-			if (a[j].i < hi && json_equal(a[i].e, a[j].e, 0, &v->steps)) {
+		if (a[i].i >= hi)
+			continue;
+		for (j = i + 1; j < n && a[j].h == a[i].h && a[j].i < hi; j++) {
+			v->steps++;
+			if (json_equal(a[i].e, a[j].e, 0, &v->steps)) {
 				lo = a[i].i;
 				hi = a[j].i;
 				break;
@@ -2111,9 +2254,8 @@ static int check_unique(struct vctx *v, const cJSON *x, size_t n)
 		}
 	}
 	free(a);
-	if (v->steps > GH_SCHEMA_MAX_STEPS)
-		return vfatal(v, "schema too complex to check (over %ld steps)",
-			      GH_SCHEMA_MAX_STEPS);
+	if (over_budget(v))
+		return -1;
 	if (hi != (size_t)-1)
 		return vfail(v, "items must be unique (item %zu repeats item %zu)", hi, lo);
 	return 0;
@@ -2126,6 +2268,7 @@ static int validate_array(struct vctx *v, const struct kw *k, const cJSON *x)
 
 	for (e = x->child; e; e = e->next)
 		n++;
+	v->steps += (long)(n / 64);
 	if (!count_ok(k->min_items, n, 1))
 		return fail_count(v, "must have", "at least", k->min_items->valuedouble, "item");
 	if (!count_ok(k->max_items, n, 0))
@@ -2170,6 +2313,7 @@ static int validate_string(struct vctx *v, const struct kw *k, const cJSON *x)
 		/* Code points: every byte that does not continue a sequence. */
 		for (p = (const unsigned char *)s; *p; p++)
 			n += (*p & 0xC0) != 0x80;
+		v->steps += (long)((size_t)(p - (const unsigned char *)s) / 1024);
 		if (!count_ok(k->min_len, n, 1))
 			return fail_count(v, "must be", "at least", k->min_len->valuedouble,
 					  "character");
@@ -2177,12 +2321,21 @@ static int validate_string(struct vctx *v, const struct kw *k, const cJSON *x)
 			return fail_count(v, "must be", "at most", k->max_len->valuedouble,
 					  "character");
 	}
-	if (cJSON_IsString(k->pattern)) {
-		hit = rx_match(&v->rx, k->pattern->valuestring, s, why, sizeof(why));
+	if (cJSON_IsString(k->pattern) && k->pattern->valuestring) {
+		size_t len = strlen(s);
+
+		/* regexec time and memory grow with the string */
+		v->steps += (long)(len / 64);
+		hit = rx_match(&v->rx, k->pattern->valuestring, s, len, &v->steps, why,
+			       sizeof(why));
 		if (hit == 1)
 			return 0;
 		w = vbegin(v);
-		if (hit < 0) {
+		if (hit == -2) {
+			mw_printf(w, "too long (%zu bytes) to check against pattern ", len);
+			mw_quote(w, k->pattern->valuestring, QUOTE_MAX);
+			mw_printf(w, " (at most %s)", why);
+		} else if (hit < 0) {
 			mw_puts(w, "pattern ");
 			mw_quote(w, k->pattern->valuestring, QUOTE_MAX);
 			mw_printf(w, " cannot be enforced: it %s", why);
@@ -2380,9 +2533,9 @@ static int validate(struct vctx *v, const cJSON *s, const cJSON *x)
 
 	if (v->fatal)
 		return -1;
-	if (++v->steps > GH_SCHEMA_MAX_STEPS)
-		return vfatal(v, "schema too complex to check (over %ld steps)",
-			      GH_SCHEMA_MAX_STEPS);
+	v->steps++;
+	if (over_budget(v))
+		return -1;
 	if (cJSON_IsTrue(s))
 		return 0;
 	if (cJSON_IsFalse(s))
@@ -2415,7 +2568,6 @@ int gh_schema_validate(const cJSON *schema, const cJSON *value, char *msg, size_
 	rx_cache_free(&v.rx);
 	if (rc == 0)
 		return 0;
-	if (cap)
-		gh_strlcpy(msg, v.err, cap);
+	copy_msg(msg, cap, v.err);
 	return -1;
 }

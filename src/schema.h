@@ -47,6 +47,13 @@
 #define GH_SCHEMA_MAX_STEPS (1L << 20)
 /* Longest "pattern" (bytes) gatehouse compiles. */
 #define GH_SCHEMA_MAX_PATTERN 2048
+/* glibc's regexec can take memory and time proportional to the string
+ * length times the pattern's size (hundreds of MB for a crafted pattern
+ * on a 64 KB string), so a string is checked against a pattern only when
+ * bytes * (pattern size in regex nodes) stays within this; a longer string
+ * fails with "too long (N bytes) to check against pattern ...". A simple
+ * pattern like "^[a-z0-9_-]+$" allows about 128 KB. */
+#define GH_SCHEMA_MAX_PATTERN_WORK (1L << 18)
 /* A msg buffer of this size never truncates a message of either function
  * except for very long property names or values quoted in it. */
 #define GH_SCHEMA_MSG_MAX 256
@@ -73,7 +80,10 @@ int gh_schema_check(const cJSON *schema, char *msg, size_t cap);
  *
  * Never recurses deeper than 64 levels of value or 32 $ref hops (returns -1
  * with "schema too deep" in the message instead) and gives up with "schema
- * too complex" after GH_SCHEMA_MAX_STEPS schema applications.
+ * too complex" after GH_SCHEMA_MAX_STEPS steps (a schema application, or
+ * 64 bytes of string scanned). A string too long for its pattern (see
+ * GH_SCHEMA_MAX_PATTERN_WORK) fails validation. Messages are valid UTF-8
+ * when the value's strings are, even when cut to fit cap.
  *
  * Keywords: type (string or array; "integer" means a number with no
  * fractional part), properties, required, additionalProperties (bool or

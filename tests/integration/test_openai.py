@@ -308,16 +308,28 @@ class OpenAITest(GatewayTest):
         st, b, h = self.chat({"model": "assistant", "user": "u-42",
                               "messages": [{"role": "user", "content": "first"}]})
         self.assertEqual(st, 200, b)
-        self.assertEqual(h["x-gatehouse-thread"], "u-42")
+        # "user" is unique only within an owner: the thread it names is
+        # derived from owner, agent and user
+        tid = h["x-gatehouse-thread"]
+        self.assertTrue(tid.startswith("usr_"), tid)
         st, b, h = self.chat({"model": "assistant", "user": "u-42",
                               "messages": [{"role": "user", "content": "first"},
                                            {"role": "assistant", "content": "a"},
                                            {"role": "user", "content": "second"}]})
         self.assertEqual(st, 200, b)
-        rows = self.gw.query("SELECT resource_id FROM threads WHERE id = 'u-42'")
+        self.assertEqual(h["x-gatehouse-thread"], tid)
+        rows = self.gw.query("SELECT resource_id FROM threads WHERE id = ?", tid)
         self.assertEqual(rows, [{"resource_id": "u-42"}])
-        rows = self.gw.query("SELECT role FROM messages WHERE thread_id = 'u-42' ORDER BY seq")
+        rows = self.gw.query("SELECT role FROM messages WHERE thread_id = ? ORDER BY seq", tid)
         self.assertEqual([r["role"] for r in rows], ["user", "assistant", "user", "assistant"])
+        # another owner's end user with the same id gets a thread of its own
+        other = self.gw.create_key("other-app")
+        self.fake.script(self.m, {"text": "c"})
+        st, b, h = self.gw.post("/v1/chat/completions",
+                                {"model": "assistant", "user": "u-42",
+                                 "messages": [{"role": "user", "content": "hi"}]}, key=other)
+        self.assertEqual(st, 200, b)
+        self.assertNotEqual(h["x-gatehouse-thread"], tid)
 
     def test_stateless_stores_no_thread(self):
         self.start()
