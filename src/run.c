@@ -1045,20 +1045,19 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 			r->cancelled = 1;
 		/* a stream that broke mid tool call: the call never ran */
 		cJSON_ArrayForEach(pc, r->partial) {
-			struct gh_err ae;
+			const char *name = gh_json_str(pc, "toolName");
+			const struct gh_tool *t = gh_toolset_find(&r->ts, name);
 			cJSON *c = cJSON_CreateObject();
+			struct gh_err ae;
 			char id[GH_ID_MAX];
 
 			if (!c)
 				break;
 			gh_id_new("call_", id, sizeof(id));
 			cJSON_AddStringToObject(c, "toolCallId", id);
-			gh_json_add_str(c, "toolName", gh_json_str(pc, "toolName"));
+			gh_json_add_str(c, "toolName", name);
 			cJSON_AddStringToObject(c, "source",
-						gh_tool_source_name(gh_toolset_find(&r->ts,
-						    gh_json_str(pc, "toolName"))
-						    ? gh_toolset_find(&r->ts, gh_json_str(pc, "toolName"))->src
-						    : GH_SRC_SERVER));
+						gh_tool_source_name(t ? t->src : GH_SRC_SERVER));
 			audit_call(r, "failed", c, rc == GH_E_CANCELLED ? "cancelled" : "error", -1,
 				   e->msg, "the model's tool call did not arrive whole; not run",
 				   NULL, &ae);
