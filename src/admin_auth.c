@@ -17,8 +17,7 @@
 #include <civetweb.h>
 #include <sodium.h>
 
-#include "audit.h"
-#include "buf.h"
+#include "admin_audit.h"
 #include "json.h"
 #include "log.h"
 #include "ratelimit.h"
@@ -172,35 +171,11 @@ static enum gh_code audit_admin(struct gh_req *r, const char *event, const char 
 				const char *outcome, const char *reason, const char *user,
 				struct gh_err *e)
 {
-	struct gh_audit_event ev;
-	struct gh_buf b;
-	cJSON *d = cJSON_CreateObject();
-	enum gh_code rc;
+	struct gh_admin_action a = {.event = event, .via = "web", .admin_user = admin_user,
+				    .outcome = outcome, .reason = reason,
+				    .address = r->ri->remote_addr, .user = user};
 
-	gh_buf_init(&b, 4096);
-	if (!d)
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	cJSON_AddStringToObject(d, "address", r->ri->remote_addr);
-	if (user)
-		cJSON_AddStringToObject(d, "user", user);
-	cJSON_AddStringToObject(d, "via", "web");
-	if (gh_json_canonical(d, &b) != GH_BUF_OK) {
-		cJSON_Delete(d);
-		gh_buf_free(&b);
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
-	cJSON_Delete(d);
-	memset(&ev, 0, sizeof(ev));
-	ev.event = event;
-	ev.admin_user = admin_user;
-	ev.source = "admin";
-	ev.outcome = outcome;
-	ev.duration_ms = -1;
-	ev.reason = reason;
-	ev.detail = b.data;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, e);
-	gh_buf_free(&b);
-	return rc;
+	return gh_admin_audit(r->app->store, &a, e);
 }
 
 /* --------------------------------------------------------------- login */
@@ -388,7 +363,9 @@ void gh_admin_login(struct gh_req *r)
 	n = snprintf(cookie, sizeof(cookie),
 		     "Set-Cookie: " GH_ADMIN_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; "
 		     "Max-Age=%lld%s\r\n", tok, (long long)ac->session_max_s,
-		     r->ri->is_ssl ? "; Secure" : "");
+		     r->ri->is_ssl || (r->app->cfg->server.public_url &&
+					!strncmp(r->app->cfg->server.public_url, "https://", 8))
+			     ? "; Secure" : "");
 	if (n <= 0 || n >= (int)sizeof(cookie)) {
 		gh_http_errorf(r, GH_E_INTERNAL, "session cookie too long");
 		goto out;

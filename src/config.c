@@ -441,7 +441,6 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 		{"approval_wait_ms", F_INT, offsetof(struct gh_server_conf, approval_wait_ms), 0, 0,
 		 3600000, 30000, NULL},
 		{"public_url", F_STR, offsetof(struct gh_server_conf, public_url), 0, 0, 0, 0, NULL},
-		{"tls_cert", F_STR, offsetof(struct gh_server_conf, tls_cert), 0, 0, 0, 0, NULL},
 	};
 	size_t n = push(c, "server");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), s, NULL);
@@ -1203,7 +1202,6 @@ void gh_config_free(struct gh_config *c)
 		return;
 	free(c->server.listen);
 	free(c->server.public_url);
-	free(c->server.tls_cert);
 	free(c->database.path);
 	free(c->key_hash_file);
 	for (i = 0; i < c->nproviders; i++) {

@@ -33,8 +33,8 @@ struct gh_server_conf {
 	int64_t heartbeat_ms;        /* SSE comment interval on idle streams */
 	int64_t request_timeout_ms;  /* idle read timeout of a connection */
 	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI wait */
-	char *public_url;            /* base URL announced in the A2A agent card */
-	char *tls_cert;              /* PEM file; when set the listener speaks TLS */
+	char *public_url;            /* how clients reach gatehouse (A2A cards; an https://
+				      * URL also marks admin cookies Secure behind a proxy) */
 };
 
 struct gh_database_conf {

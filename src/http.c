@@ -678,8 +678,7 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	h->app = app;
 	snprintf(threads, sizeof(threads), "%lld", (long long)app->cfg->server.threads);
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)app->cfg->server.request_timeout_ms);
-	snprintf(port_spec, sizeof(port_spec), "%s%s", listen,
-		 app->cfg->server.tls_cert ? "s" : "");
+	snprintf(port_spec, sizeof(port_spec), "%s", listen);
 	opts[n++] = "listening_ports";
 	opts[n++] = port_spec;
 	opts[n++] = "num_threads";
@@ -696,16 +695,20 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	opts[n++] = "1024";
 	opts[n++] = "decode_url";
 	opts[n++] = "yes";
-	if (app->cfg->server.tls_cert) {
-		opts[n++] = "ssl_certificate";
-		opts[n++] = app->cfg->server.tls_cert;
-	}
 	opts[n] = NULL;
+	/* Plain HTTP: TLS is terminated in front of gatehouse (Debian's
+	 * CivetWeb 1.15 is built for the OpenSSL 1.1 API and cannot load
+	 * Debian 12's OpenSSL 3). */
+	if (!mg_init_library(0)) {
+		free(h);
+		return gh_err_set(e, GH_E_IO, "cannot initialise the HTTP server");
+	}
 	memset(&cb, 0, sizeof(cb));
 	cb.exit_thread = on_exit_thread;
 	cb.log_message = on_log;
 	h->ctx = mg_start(&cb, app, opts);
 	if (!h->ctx) {
+		mg_exit_library();
 		free(h);
 		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
 				  "HOST:PORT)", listen);
@@ -765,6 +768,7 @@ void gh_http_stop(struct gh_http *h)
 	atomic_store(&w.done, 1);
 	if (started)
 		pthread_join(t, NULL);
+	mg_exit_library();
 	free(h);
 }
 

@@ -423,24 +423,6 @@ static void task_set(struct gh_a2a_task *t, const char *state, cJSON *status_mes
 	t->updated_at = gh_now_ms();
 }
 
-/* Text of a CoreMessage's content (a string or text parts). Caller frees. */
-static char *core_text(const cJSON *content)
-{
-	struct gh_buf b;
-	const cJSON *p;
-
-	if (cJSON_IsString(content))
-		return strdup(content->valuestring);
-	gh_buf_init(&b, 1 << 24);
-	cJSON_ArrayForEach(p, content) {
-		const char *ty = gh_json_str(p, "type"), *tx = gh_json_str(p, "text");
-
-		if (ty && !strcmp(ty, "text") && tx)
-			gh_buf_puts(&b, tx);
-	}
-	return gh_buf_detach(&b);
-}
-
 /* The text of the run's last step when it was the model's (the words that
  * came with its tool calls). Caller frees; NULL when none. */
 static char *last_step_text(const cJSON *state)
@@ -451,7 +433,7 @@ static char *last_step_text(const cJSON *state)
 
 	if (!role || strcmp(role, "assistant"))
 		return NULL;
-	return core_text(cJSON_GetObjectItemCaseSensitive(last, "content"));
+	return gh_run_content_text(cJSON_GetObjectItemCaseSensitive(last, "content"));
 }
 
 /* The failure of t as its status message: a text part and a DataPart
@@ -475,7 +457,7 @@ static cJSON *error_message(const struct gh_a2a_task *t, const char *code, const
  * per call waiting on a person. */
 static cJSON *waiting_parts(struct gh_app *app, const char *owner, const cJSON *state)
 {
-	cJSON *parts = cJSON_CreateArray(), *calls = cJSON_CreateArray();
+	cJSON *parts = cJSON_CreateArray(), *calls = gh_run_pending_calls(state);
 	const cJSON *c;
 	char *text = last_step_text(state);
 	int has_text = 0;
@@ -493,44 +475,30 @@ static cJSON *waiting_parts(struct gh_app *app, const char *owner, const cJSON *
 	free(text);
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(state, "calls")) {
 		const char *st = gh_json_str(c, "state");
-		cJSON *call;
+		cJSON *d, *ap;
+		struct gh_approval a;
+		struct gh_err e;
+		char ts[GH_ISO8601_MAX];
 
-		if (!st)
+		if (!st || strcmp(st, "pending_approval") || !(d = cJSON_CreateObject()))
 			continue;
-		if (!strcmp(st, "pending_client") || !strcmp(st, "released")) {
-			call = cJSON_CreateObject();
-			gh_json_add_str(call, "toolCallId", gh_json_str(c, "toolCallId"));
-			gh_json_add_str(call, "toolName", gh_json_str(c, "toolName"));
-			cJSON_AddItemToObject(call, "args", cJSON_Duplicate(
-						      cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
-			cJSON_AddItemToArray(calls, call);
-		} else if (!strcmp(st, "pending_approval")) {
-			cJSON *d = cJSON_CreateObject(), *ap;
-			struct gh_approval a;
-			struct gh_err e;
-			char ts[GH_ISO8601_MAX];
-
-			if (!d)
-				continue;
-			ap = cJSON_AddObjectToObject(d, "approval");
-			gh_json_add_str(ap, "id", gh_json_str(c, "approvalId"));
-			gh_json_add_str(ap, "toolCallId", gh_json_str(c, "toolCallId"));
-			gh_json_add_str(ap, "toolName", gh_json_str(c, "toolName"));
-			cJSON_AddItemToObject(ap, "args", cJSON_Duplicate(
-						      cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
-			if (gh_json_str(c, "approvalId") &&
-			    gh_approval_get(app, owner, gh_json_str(c, "approvalId"), &a, &e) ==
-				    GH_OK) {
-				cJSON_AddStringToObject(ap, "approver", a.approver);
-				cJSON_AddStringToObject(ap, "status", a.status);
-				gh_approval_clear(&a);
-			}
-			if (gh_json_int(c, "expiresAt", 0) > 0) {
-				gh_iso8601(gh_json_int(c, "expiresAt", 0), ts, sizeof(ts));
-				cJSON_AddStringToObject(ap, "expiresAt", ts);
-			}
-			cJSON_AddItemToArray(parts, data_part(d, "approval-required"));
+		ap = cJSON_AddObjectToObject(d, "approval");
+		gh_json_add_str(ap, "id", gh_json_str(c, "approvalId"));
+		gh_json_add_str(ap, "toolCallId", gh_json_str(c, "toolCallId"));
+		gh_json_add_str(ap, "toolName", gh_json_str(c, "toolName"));
+		cJSON_AddItemToObject(ap, "args", cJSON_Duplicate(
+					      cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
+		if (gh_json_str(c, "approvalId") &&
+		    gh_approval_get(app, owner, gh_json_str(c, "approvalId"), &a, &e) == GH_OK) {
+			cJSON_AddStringToObject(ap, "approver", a.approver);
+			cJSON_AddStringToObject(ap, "status", a.status);
+			gh_approval_clear(&a);
 		}
+		if (gh_json_int(c, "expiresAt", 0) > 0) {
+			gh_iso8601(gh_json_int(c, "expiresAt", 0), ts, sizeof(ts));
+			cJSON_AddStringToObject(ap, "expiresAt", ts);
+		}
+		cJSON_AddItemToArray(parts, data_part(d, "approval-required"));
 	}
 	if (cJSON_GetArraySize(calls) > 0) {
 		cJSON *d = cJSON_CreateObject();
@@ -1837,7 +1805,7 @@ static void base_url(struct gh_req *r, char *out, size_t cap)
 	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
 		    strlen(host))
 		host = r->app->cfg->server.listen;
-	snprintf(out, cap, "%s://%s", r->app->cfg->server.tls_cert ? "https" : "http", host);
+	snprintf(out, cap, "http://%s", host);
 }
 
 static cJSON *iface(const char *url, const char *version)

@@ -140,9 +140,8 @@ int gh_cmd_serve(struct gh_cli *c)
 		gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies",
 			GH_VERSION, c->cfg->database.path, gh_store_schema_version(app.store),
 			c->cfg->nagents, c->cfg->npolicies);
-		printf("gatehouse listening on %s://%s:%d\n", c->cfg->server.tls_cert ? "https"
-										       : "http",
-		       hl ? host : "127.0.0.1", gh_http_port(http));
+		printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1",
+		       gh_http_port(http));
 		fflush(stdout);
 	}
 	while (sigwait(&set, &sig) != 0)
