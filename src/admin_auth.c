@@ -156,7 +156,7 @@ int gh_admin_session_alive(struct gh_req *r)
 		return 0;
 	token_hash(tok, h);
 	sodium_memzero(tok, sizeof(tok));
-	if (gh_store_ui_session_peek(r->app->store, h, &s, &e) != GH_OK)
+	if (gh_store_session_peek(r->app->store, h, &s, &e) != GH_OK)
 		return e.code != GH_E_NOTFOUND; /* a read error is not a logout */
 	alive = s.expires_at > now && now - s.last_seen_at <= ac->session_idle_s * 1000;
 	sodium_memzero(&s, sizeof(s));
@@ -436,7 +436,7 @@ void gh_admin_me(struct gh_req *r)
 		}
 		token_hash(tok, h);
 		sodium_memzero(tok, sizeof(tok));
-		if (gh_store_ui_session_peek(r->app->store, h, &s, &e) != GH_OK) {
+		if (gh_store_session_peek(r->app->store, h, &s, &e) != GH_OK) {
 			cJSON_Delete(o);
 			if (e.code == GH_E_NOTFOUND)
 				gh_err_set(&e, GH_E_AUTH, "admin session ended: log in again");

@@ -10,8 +10,7 @@
 
 #include <sodium.h>
 
-#include "audit.h"
-#include "json.h"
+#include "admin_audit.h"
 #include "keys.h"
 #include "log.h"
 #include "util.h"
@@ -191,47 +190,14 @@ static int cmd_migrate(int argc, char **argv)
  * checkpoints itself (the server does, or the next CLI run with the key). */
 static int audit_admin(struct gh_store *s, const char *event, const struct gh_key *k)
 {
-	struct gh_audit_event ev;
+	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli", .key = k};
 	struct gh_err e;
-	char detail[512];
-	cJSON *d = cJSON_CreateObject();
-	char *ds;
 
-	cJSON_AddStringToObject(d, "name", k->name);
-	cJSON_AddStringToObject(d, "prefix", k->prefix);
-	cJSON_AddStringToObject(d, "policy", k->policy[0] ? k->policy : "default");
-	cJSON_AddStringToObject(d, "role", k->admin ? "admin" : "user");
-	cJSON_AddStringToObject(d, "via", "cli");
-	ds = gh_json_dump(d);
-	gh_strlcpy(detail, ds ? ds : "{}", sizeof(detail));
-	free(ds);
-	cJSON_Delete(d);
-	memset(&ev, 0, sizeof(ev));
-	ev.event = event;
-	ev.key_id = k->id;
-	ev.owner = k->owner;
-	ev.admin_user = "cli";
-	ev.source = "admin";
-	ev.outcome = "ok";
-	ev.duration_ms = -1;
-	ev.detail = detail;
-	if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK) {
+	if (gh_admin_audit(s, &a, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: audit: %s\n", e.msg);
 		return -1;
 	}
 	return 0;
-}
-
-static int valid_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > GH_NAME_MAX)
-		return 0;
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return 0;
-	return 1;
 }
 
 static int keys_create(int argc, char **argv)
@@ -255,7 +221,7 @@ static int keys_create(int argc, char **argv)
 		fprintf(stderr, "gatehouse: keys create needs --name NAME\n\n%s", usage_keys);
 		return GH_EXIT_USAGE;
 	}
-	if (!valid_name(name) || (owner && !valid_name(owner)) || (policy && !valid_name(policy))) {
+	if (!gh_name_ok(name) || (owner && !gh_name_ok(owner)) || (policy && !gh_name_ok(policy))) {
 		fprintf(stderr, "gatehouse: --name, --owner and --policy take 1..%d printable "
 			"characters\n", GH_NAME_MAX);
 		return GH_EXIT_USAGE;

@@ -11,7 +11,7 @@
 
 #include <sodium.h>
 
-#include "audit.h"
+#include "admin_audit.h"
 #include "cli.h"
 #include "util.h"
 
@@ -75,18 +75,11 @@ static int valid_user(const char *s)
 
 static void audit_admin_action(struct gh_store *s, const char *event, const char *user)
 {
-	struct gh_audit_event ev;
+	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli",
+				    .reason = user};
 	struct gh_err e;
 
-	memset(&ev, 0, sizeof(ev));
-	ev.event = event;
-	ev.admin_user = "cli";
-	ev.source = "admin";
-	ev.outcome = "ok";
-	ev.duration_ms = -1;
-	ev.reason = user;
-	ev.detail = "{\"via\":\"cli\"}";
-	if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK)
+	if (gh_admin_audit(s, &a, &e) != GH_OK)
 		fprintf(stderr, "gatehouse: audit: %s\n", e.msg);
 }
 

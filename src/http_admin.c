@@ -23,9 +23,9 @@
 
 #include <sodium.h>
 
+#include "admin_audit.h"
 #include "admin_auth.h"
 #include "approvals.h"
-#include "audit.h"
 #include "embed.h"
 #include "http.h"
 #include "hub.h"
@@ -100,18 +100,6 @@ static void ui_file(struct gh_req *r)
 
 /* -------------------------------------------------------- small helpers */
 
-static void add_time(cJSON *o, const char *name, int64_t ms)
-{
-	char ts[GH_ISO8601_MAX];
-
-	if (ms <= 0) {
-		cJSON_AddNullToObject(o, name);
-		return;
-	}
-	gh_iso8601(ms, ts, sizeof(ts));
-	cJSON_AddStringToObject(o, name, ts);
-}
-
 static cJSON *strlist_json(const struct gh_strlist *l)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -175,8 +163,8 @@ static void overview(struct gh_req *r)
 	cJSON_AddNumberToObject(o, "pendingApprovals", (double)pending);
 	first = cJSON_GetArrayItem(oldest, 0);
 	gh_json_add_str(o, "oldestPendingAt", first ? gh_json_str(first, "createdAt") : NULL);
-	add_time(o, "since", since);
-	add_time(o, "now", now);
+	gh_json_add_time(o, "since", since);
+	gh_json_add_time(o, "now", now);
 	cJSON_AddNumberToObject(o, "bucketSeconds", 3600);
 	{
 		const cJSON *by = cJSON_GetObjectItemCaseSensitive(act, "byEvent");
@@ -272,7 +260,7 @@ static int send_snapshot(struct gh_req *r)
 	}
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "approvals", arr);
-	add_time(o, "now", gh_now_ms());
+	gh_json_add_time(o, "now", gh_now_ms());
 	s = gh_json_dump(o);
 	cJSON_Delete(o);
 	if (!s)
@@ -354,9 +342,9 @@ static cJSON *key_json(const struct gh_key *k)
 	cJSON_AddStringToObject(o, "owner", k->owner);
 	cJSON_AddStringToObject(o, "policy", k->policy[0] ? k->policy : "default");
 	cJSON_AddStringToObject(o, "role", k->admin ? "admin" : "user");
-	add_time(o, "createdAt", k->created_at);
-	add_time(o, "lastUsedAt", k->last_used_at);
-	add_time(o, "revokedAt", k->revoked_at);
+	gh_json_add_time(o, "createdAt", k->created_at);
+	gh_json_add_time(o, "lastUsedAt", k->last_used_at);
+	gh_json_add_time(o, "revokedAt", k->revoked_at);
 	return o;
 }
 
@@ -386,51 +374,15 @@ static void keys_list(struct gh_req *r)
 static enum gh_code audit_key(struct gh_req *r, const char *event, const struct gh_key *k,
 			      struct gh_err *e)
 {
-	struct gh_audit_event ev;
-	struct gh_buf b;
-	cJSON *d = cJSON_CreateObject();
-	enum gh_code rc;
+	struct gh_admin_action a = {
+		.event = event, .via = r->session ? "web" : "api",
+		.admin_user = r->who.admin_user[0] ? r->who.admin_user : NULL,
+		.key = k, .by = r->who.actor};
 
-	gh_buf_init(&b, 4096);
-	cJSON_AddStringToObject(d, "name", k->name);
-	cJSON_AddStringToObject(d, "prefix", k->prefix);
-	cJSON_AddStringToObject(d, "policy", k->policy[0] ? k->policy : "default");
-	cJSON_AddStringToObject(d, "role", k->admin ? "admin" : "user");
-	cJSON_AddStringToObject(d, "by", r->who.actor);
-	cJSON_AddStringToObject(d, "via", r->session ? "web" : "api");
-	if (gh_json_canonical(d, &b) != GH_BUF_OK) {
-		cJSON_Delete(d);
-		gh_buf_free(&b);
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
-	cJSON_Delete(d);
-	memset(&ev, 0, sizeof(ev));
-	ev.event = event;
-	ev.key_id = k->id;
-	ev.owner = k->owner;
-	ev.admin_user = r->who.admin_user[0] ? r->who.admin_user : NULL;
-	ev.source = "admin";
-	ev.outcome = "ok";
-	ev.duration_ms = -1;
-	ev.detail = b.data;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, e);
-	gh_buf_free(&b);
-	return rc;
+	return gh_admin_audit(r->app->store, &a, e);
 }
 
 /* 1..GH_NAME_MAX bytes without control characters (as the CLI takes). */
-static int valid_name(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n > GH_NAME_MAX)
-		return 0;
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return 0;
-	return 1;
-}
-
 static void keys_create(struct gh_req *r)
 {
 	struct gh_key k;
@@ -452,7 +404,7 @@ static void keys_create(struct gh_req *r)
 		owner = NULL;
 	if (policy && (!*policy || !strcmp(policy, "default")))
 		policy = NULL;
-	if (!valid_name(name) || (owner && !valid_name(owner)) || (policy && !valid_name(policy))) {
+	if (!gh_name_ok(name) || (owner && !gh_name_ok(owner)) || (policy && !gh_name_ok(policy))) {
 		gh_http_errorf(r, GH_E_BADREQ, "name (required), owner and policy: 1..%d printable "
 			       "characters", GH_NAME_MAX);
 		goto out;

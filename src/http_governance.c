@@ -119,7 +119,7 @@ static void deny(struct gh_req *r)
 /* A run as GET /api/runs/:id shows it. */
 static cJSON *run_json(struct gh_app *app, const struct gh_run_row *row)
 {
-	cJSON *o = cJSON_CreateObject(), *pending, *apprs, *c;
+	cJSON *o = cJSON_CreateObject(), *apprs, *c;
 	char ts[GH_ISO8601_MAX];
 
 	cJSON_AddStringToObject(o, "id", row->id);
@@ -132,31 +132,17 @@ static cJSON *run_json(struct gh_app *app, const struct gh_run_row *row)
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	gh_iso8601(row->updated_at, ts, sizeof(ts));
 	cJSON_AddStringToObject(o, "updatedAt", ts);
-	pending = cJSON_AddArrayToObject(o, "pending");
+	cJSON_AddItemToObject(o, "pending", gh_run_pending_calls(row->state));
 	apprs = cJSON_AddArrayToObject(o, "approvals");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(row->state, "calls")) {
 		const char *s = gh_json_str(c, "state");
-		cJSON *p;
+		struct gh_approval a;
+		struct gh_err e;
 
-		if (!s)
-			continue;
-		if (!strcmp(s, "pending_client") || !strcmp(s, "released")) {
-			p = cJSON_CreateObject();
-			gh_json_add_str(p, "toolCallId", gh_json_str(c, "toolCallId"));
-			gh_json_add_str(p, "toolName", gh_json_str(c, "clientName")
-							       ? gh_json_str(c, "clientName")
-							       : gh_json_str(c, "toolName"));
-			cJSON_AddItemToObject(p, "args", cJSON_Duplicate(
-								 cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
-			cJSON_AddItemToArray(pending, p);
-		} else if (!strcmp(s, "pending_approval")) {
-			struct gh_approval a;
-			struct gh_err e;
-
-			if (gh_approval_get(app, NULL, gh_json_str(c, "approvalId"), &a, &e) == GH_OK) {
-				cJSON_AddItemToArray(apprs, gh_approval_json(&a));
-				gh_approval_clear(&a);
-			}
+		if (s && !strcmp(s, "pending_approval") &&
+		    gh_approval_get(app, NULL, gh_json_str(c, "approvalId"), &a, &e) == GH_OK) {
+			cJSON_AddItemToArray(apprs, gh_approval_json(&a));
+			gh_approval_clear(&a);
 		}
 	}
 	if (row->output)
@@ -287,7 +273,7 @@ out:
 static cJSON *row_as_result(const struct gh_run_row *row)
 {
 	struct gh_run_result res;
-	cJSON *c, *o;
+	cJSON *o;
 	const cJSON *out = row->output;
 
 	memset(&res, 0, sizeof(res));
@@ -300,26 +286,11 @@ static cJSON *row_as_result(const struct gh_run_row *row)
 			    : !strcmp(row->status, "waiting") ? "tool-calls"
 			    : out && gh_json_str(out, "finishReason") ? gh_json_str(out, "finishReason")
 								       : row->status;
-	res.tool_calls = cJSON_CreateArray();
+	res.tool_calls = gh_run_pending_calls(row->state);
 	res.tool_results = cJSON_CreateArray();
 	res.pending = cJSON_CreateArray();
 	res.approvals = cJSON_CreateArray();
 	res.messages = cJSON_CreateArray();
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(row->state, "calls")) {
-		const char *s = gh_json_str(c, "state");
-		cJSON *p;
-
-		if (!s || (strcmp(s, "pending_client") && strcmp(s, "released")))
-			continue;
-		p = cJSON_CreateObject();
-		gh_json_add_str(p, "toolCallId", gh_json_str(c, "toolCallId"));
-		gh_json_add_str(p, "toolName", gh_json_str(c, "clientName")
-						       ? gh_json_str(c, "clientName")
-						       : gh_json_str(c, "toolName"));
-		cJSON_AddItemToObject(p, "args",
-				      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
-		cJSON_AddItemToArray(res.tool_calls, p);
-	}
 	res.input_tokens = gh_json_int(cJSON_GetObjectItemCaseSensitive(row->state, "usage"),
 				       "input", 0);
 	res.output_tokens = gh_json_int(cJSON_GetObjectItemCaseSensitive(row->state, "usage"),
@@ -330,26 +301,28 @@ static cJSON *row_as_result(const struct gh_run_row *row)
 	return o;
 }
 
-/* Waits (bounded) until the run leaves "running" after a decision the
- * background resumer acts on; then the stored row tells the outcome. */
-static int wait_settled(struct gh_req *r, const char *run_id, struct gh_run_row *row,
-			int64_t wait_ms)
+static int client_gone(void *ud)
 {
-	int64_t deadline = gh_mono_ns() + wait_ms * 1000000;
-	struct gh_err e;
+	return gh_http_client_gone(ud);
+}
 
-	for (;;) {
-		if (gh_store_run_get(r->app->store, NULL, run_id, row, &e) != GH_OK) {
-			gh_http_error(r, &e);
-			return -1;
-		}
-		if (strcmp(row->status, "running") && strcmp(row->status, "suspended"))
-			return 0;
-		if (gh_mono_ns() >= deadline || gh_http_client_gone(r))
-			return 0;
-		gh_run_row_clear(row);
-		usleep(100000);
+/* Waits (bounded by server.approval_wait_ms) until the run leaves
+ * "running" and "suspended" after a decision the background resumer acts
+ * on; then the stored row (caller clears) tells the outcome, or where the
+ * run got to when the wait ran out or the client left. -1 (answered) when
+ * the run cannot be read. */
+static int wait_settled(struct gh_req *r, const char *run_id, struct gh_run_row *row)
+{
+	struct gh_err e;
+	enum gh_code rc = gh_run_wait_settled(r->app, NULL, run_id,
+					      r->app->cfg->server.approval_wait_ms, client_gone, r,
+					      row, &e);
+
+	if (rc != GH_OK && rc != GH_E_TIMEOUT && rc != GH_E_CANCELLED) {
+		gh_http_error(r, &e);
+		return -1;
 	}
+	return 0;
 }
 
 static void tool_call_decision(struct gh_req *r, int approve_it, int as_stream)
@@ -431,8 +404,7 @@ static void tool_call_decision(struct gh_req *r, int approve_it, int as_stream)
 		} else {
 			/* the admin's decision is carried out by the background
 			 * resumer: report where the run got to */
-			if (wait_settled(r, ap.run_id, &row, r->app->cfg->server.approval_wait_ms)
-			    == 0) {
+			if (wait_settled(r, ap.run_id, &row) == 0) {
 				o = row_as_result(&row);
 				char *d = gh_json_dump(o);
 
@@ -465,7 +437,7 @@ static void tool_call_decision(struct gh_req *r, int approve_it, int as_stream)
 		o = gh_native_result_json(&res);
 		gh_run_result_clear(&res);
 	} else {
-		if (wait_settled(r, ap.run_id, &row, r->app->cfg->server.approval_wait_ms) != 0)
+		if (wait_settled(r, ap.run_id, &row) != 0)
 			goto out;
 		o = row_as_result(&row);
 		{

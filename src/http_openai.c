@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
@@ -45,7 +44,6 @@
 #define MAX_MESSAGES 1000
 #define TEXT_MAX (16u << 20)        /* assistant text one response carries */
 #define HEADERS_MAX 1024
-#define POLL_US 100000              /* run status poll while an approval waits */
 
 /* One chat completion request, from parsing to the last byte. */
 struct oai {
@@ -957,28 +955,6 @@ static int sink_event(void *ud, const char *run_id, const char *type, const cJSO
 
 /* -------------------------------------------------------------- approvals */
 
-/* Pending client calls of a stored run. Caller frees. */
-static cJSON *row_pending(const struct gh_run_row *row)
-{
-	cJSON *arr = cJSON_CreateArray();
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(row->state, "calls")) {
-		const char *s = gh_json_str(c, "state");
-		cJSON *p;
-
-		if (!s || (strcmp(s, "pending_client") && strcmp(s, "released")))
-			continue;
-		p = cJSON_CreateObject();
-		gh_json_add_str(p, "toolCallId", gh_json_str(c, "toolCallId"));
-		gh_json_add_str(p, "toolName", gh_json_str(c, "toolName"));
-		cJSON_AddItemToObject(p, "args", cJSON_Duplicate(
-						 cJSON_GetObjectItemCaseSensitive(c, "args"), 1));
-		cJSON_AddItemToArray(arr, p);
-	}
-	return arr;
-}
-
 /* The assistant message that says which approvals still wait, so an
  * unmodified client shows something sensible. */
 static void pending_note(struct oai *q, const cJSON *approvals, struct outcome *oc)
@@ -1054,6 +1030,15 @@ static cJSON *row_approvals(const struct gh_run_row *row)
 	return arr;
 }
 
+/* Whether the client left while an approval waits; a stream's head goes
+ * out with the first heartbeat. */
+static int wait_gone(void *ud)
+{
+	struct oai *q = ud;
+
+	return q->stream ? stream_tick(q) : gh_http_client_gone(q->r);
+}
+
 /* The run is suspended on approvals: wait (bounded by
  * server.approval_wait_ms) for a person's decision, which the background
  * resumer carries out, then answer with where the run got to. Returns
@@ -1062,29 +1047,23 @@ static cJSON *row_approvals(const struct gh_run_row *row)
 static enum gh_code await_approval(struct oai *q, const struct gh_run_result *res,
 				   struct outcome *oc, struct gh_err *e)
 {
-	int64_t deadline = gh_mono_ns() + q->r->app->cfg->server.approval_wait_ms * 1000000;
 	struct gh_run_row row;
 	enum gh_code rc;
 
-	for (;;) {
-		rc = gh_store_run_get(q->r->app->store, q->r->who.key.owner, res->run_id, &row, e);
-		if (rc != GH_OK)
-			return rc;
-		if (strcmp(row.status, "suspended") && strcmp(row.status, "running"))
-			break;
-		if (gh_mono_ns() >= deadline) {
-			cJSON *ap = row_approvals(&row);
+	rc = gh_run_wait_settled(q->r->app, q->r->who.key.owner, res->run_id,
+				 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &row, e);
+	if (rc == GH_E_TIMEOUT) {
+		cJSON *ap = row_approvals(&row);
 
-			pending_note(q, cJSON_GetArraySize(ap) ? ap : res->approvals, oc);
-			cJSON_Delete(ap);
-			gh_run_row_clear(&row);
-			return GH_OK;
-		}
+		gh_err_clear(e);
+		pending_note(q, cJSON_GetArraySize(ap) ? ap : res->approvals, oc);
+		cJSON_Delete(ap);
 		gh_run_row_clear(&row);
-		/* a stream's head goes out with the first heartbeat */
-		if (q->stream ? stream_tick(q) : gh_http_client_gone(q->r))
-			return gh_err_set(e, GH_E_CANCELLED, "the client went away");
-		usleep(POLL_US);
+		return GH_OK;
+	}
+	if (rc != GH_OK) {
+		gh_run_row_clear(&row);
+		return rc;
 	}
 	/* decided and carried out: the stored run tells the outcome */
 	{
@@ -1098,7 +1077,7 @@ static enum gh_code await_approval(struct oai *q, const struct gh_run_result *re
 		oc->finish = finish_of(gh_json_str(row.output, "finishReason"));
 		rc = GH_OK;
 	} else if (!strcmp(row.status, "waiting")) {
-		oc->calls = row_pending(&row);
+		oc->calls = gh_run_pending_calls(row.state);
 		oc->finish = "tool_calls";
 		rc = GH_OK;
 	} else {

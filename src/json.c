@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 static int cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -330,4 +332,16 @@ cJSON *gh_json_add_str(cJSON *obj, const char *key, const char *s)
 	if (!s)
 		return cJSON_AddNullToObject(obj, key);
 	return cJSON_AddStringToObject(obj, key, s);
+}
+
+void gh_json_add_time(cJSON *obj, const char *key, int64_t ms)
+{
+	char ts[GH_ISO8601_MAX];
+
+	if (ms <= 0) {
+		cJSON_AddNullToObject(obj, key);
+		return;
+	}
+	gh_iso8601(ms, ts, sizeof(ts));
+	cJSON_AddStringToObject(obj, key, ts);
 }

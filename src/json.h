@@ -60,4 +60,7 @@ int gh_json_is_int(const cJSON *v);
  * on OOM. */
 cJSON *gh_json_add_str(cJSON *obj, const char *key, const char *s);
 
+/* Adds an ISO-8601 UTC time for Unix ms, or null when ms <= 0. */
+void gh_json_add_time(cJSON *obj, const char *key, int64_t ms);
+
 #endif

@@ -53,6 +53,18 @@ enum gh_code gh_keys_load_hashkey(const char *path, int create, unsigned char ke
 	return GH_OK;
 }
 
+int gh_name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > GH_NAME_MAX)
+		return 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
 void gh_keys_generate(char secret[GH_KEY_SECRET_MAX])
 {
 	unsigned char rnd[32];

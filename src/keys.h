@@ -19,6 +19,10 @@
 #define GH_KEY_SECRET_MAX 64
 #define GH_KEY_PREFIX_LEN 11
 
+/* 1 when s is a usable key name, owner or policy name: 1..GH_NAME_MAX bytes
+ * without control characters. */
+int gh_name_ok(const char *s);
+
 /* Loads the 32-byte hashing key, creating it when absent and create != 0. */
 enum gh_code gh_keys_load_hashkey(const char *path, int create, unsigned char key[32],
 				  struct gh_err *e);

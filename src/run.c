@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "approvals.h"
 #include "audit.h"
@@ -322,8 +323,7 @@ enum gh_code gh_run_normalize_messages(const cJSON *in, cJSON **out, struct gh_e
 	return GH_OK;
 }
 
-/* Text of a CoreMessage's content. Caller frees. */
-static char *content_text(const cJSON *content)
+char *gh_run_content_text(const cJSON *content)
 {
 	struct gh_buf b;
 	const cJSON *p;
@@ -389,7 +389,7 @@ static cJSON *sanitize_history(cJSON *hist)
 				i++;
 			} else {
 				/* keep the text, drop the unanswered calls */
-				char *t = content_text(content);
+				char *t = gh_run_content_text(content);
 
 				if (t && *t) {
 					cJSON *tm = cJSON_CreateObject();
@@ -1657,7 +1657,8 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 	cJSON_ArrayForEach(m, rq->messages) {
 		cJSON_AddItemToArray(r.context, cJSON_Duplicate(m, 1));
 		if (!r.title[0] && !strcmp(gh_json_str(m, "role"), "user")) {
-			char *t = content_text(cJSON_GetObjectItemCaseSensitive(m, "content"));
+			const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+			char *t = gh_run_content_text(content);
 
 			if (t) {
 				gh_strlcpy(r.title, t, sizeof(r.title) > 80 ? 81 : sizeof(r.title));
@@ -1847,4 +1848,44 @@ out:
 	gh_run_row_clear(&row);
 	run_free(&r);
 	return rc;
+}
+
+/* --------------------------------------------------------- stored runs */
+
+cJSON *gh_run_pending_calls(const cJSON *state)
+{
+	cJSON *arr = cJSON_CreateArray();
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(state, "calls")) {
+		const char *s = gh_json_str(c, "state");
+
+		if (s && (!strcmp(s, "pending_client") || !strcmp(s, "released")))
+			cJSON_AddItemToArray(arr, call_payload(c));
+	}
+	return arr;
+}
+
+#define SETTLE_POLL_US 100000
+
+enum gh_code gh_run_wait_settled(struct gh_app *app, const char *owner, const char *run_id,
+				 int64_t wait_ms, int (*gone)(void *ud), void *ud,
+				 struct gh_run_row *row, struct gh_err *e)
+{
+	int64_t deadline = gh_mono_ns() + wait_ms * 1000000;
+	enum gh_code rc;
+
+	for (;;) {
+		if ((rc = gh_store_run_get(app->store, owner, run_id, row, e)) != GH_OK)
+			return rc;
+		if (strcmp(row->status, "running") && strcmp(row->status, "suspended"))
+			return GH_OK;
+		if (gh_mono_ns() >= deadline)
+			return gh_err_set(e, GH_E_TIMEOUT, "run %s is still %s", run_id,
+					  row->status);
+		if (gone && gone(ud))
+			return gh_err_set(e, GH_E_CANCELLED, "the client went away");
+		gh_run_row_clear(row);
+		usleep(SETTLE_POLL_US);
+	}
 }

@@ -100,4 +100,26 @@ enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
  * parts). Unknown roles and shapes are a GH_E_BADREQ naming the index. */
 enum gh_code gh_run_normalize_messages(const cJSON *in, cJSON **out, struct gh_err *e);
 
+/* The text of a CoreMessage's content: a string as it is, or the text of
+ * its {type:'text'} parts run together; "" when there is none. Caller
+ * frees; NULL when out of memory. */
+char *gh_run_content_text(const cJSON *content);
+
+/* The client calls a stored run waits on (state.calls in "pending_client"
+ * or "released") as [{toolCallId, toolName, args}]; state is borrowed.
+ * Caller frees. */
+cJSON *gh_run_pending_calls(const cJSON *state);
+
+/* Waits, bounded by wait_ms, until run_id (of owner; NULL = any) leaves
+ * "running" and "suspended", as a run does once the background resumer has
+ * carried out a person's decision on its approvals. Polls the store every
+ * 100 ms on the calling thread; gone(ud) (NULL = never) is asked between
+ * polls and a nonzero answer ends the wait (the client left).
+ * GH_OK: *row is the settled run. GH_E_TIMEOUT (deadline) or GH_E_CANCELLED
+ * (gone): *row is the run as last read. Either way the caller clears *row
+ * with gh_run_row_clear. Other codes are the store's (*row empty). */
+enum gh_code gh_run_wait_settled(struct gh_app *app, const char *owner, const char *run_id,
+				 int64_t wait_ms, int (*gone)(void *ud), void *ud,
+				 struct gh_run_row *row, struct gh_err *e);
+
 #endif

@@ -386,6 +386,10 @@ enum gh_code gh_store_session_create(struct gh_store *s, const unsigned char tok
 enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_hash[32],
 				  int64_t idle_ms, struct gh_admin_session *out,
 				  struct gh_err *e);
+/* The session as stored (expired ones too, disabled users' not), without
+ * recording use. */
+enum gh_code gh_store_session_peek(struct gh_store *s, const unsigned char token_hash[32],
+				   struct gh_admin_session *out, struct gh_err *e);
 enum gh_code gh_store_session_delete(struct gh_store *s, const unsigned char token_hash[32],
 				     struct gh_err *e);
 

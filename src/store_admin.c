@@ -206,16 +206,14 @@ static enum gh_code touch_job(struct gh_store *s, struct store_conn *w, void *ar
 	return GH_OK;
 }
 
-enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_hash[32],
-				  int64_t idle_ms, struct gh_admin_session *out,
-				  struct gh_err *e)
+enum gh_code gh_store_session_peek(struct gh_store *s, const unsigned char token_hash[32],
+				   struct gh_admin_session *out, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st = store_stmt(c, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, "
 					 "s.expires_at FROM admin_sessions s JOIN admin_users u "
 					 "ON u.name = s.user WHERE s.token_hash = ? AND "
 					 "u.disabled_at IS NULL", e);
-	int64_t now = gh_now_ms();
 	enum gh_code rc = GH_OK;
 	int src;
 
@@ -232,14 +230,24 @@ enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_
 		out->created_at = sqlite3_column_int64(st, 2);
 		out->last_seen_at = sqlite3_column_int64(st, 3);
 		out->expires_at = sqlite3_column_int64(st, 4);
-		if (out->expires_at <= now || now - out->last_seen_at > idle_ms)
-			rc = gh_err_set(e, GH_E_NOTFOUND, "session expired");
 	} else if (src == SQLITE_DONE) {
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no session");
 	} else {
 		rc = store_fail(c, "reading a session", e);
 	}
 	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_hash[32],
+				  int64_t idle_ms, struct gh_admin_session *out,
+				  struct gh_err *e)
+{
+	int64_t now = gh_now_ms();
+	enum gh_code rc = gh_store_session_peek(s, token_hash, out, e);
+
+	if (rc == GH_OK && (out->expires_at <= now || now - out->last_seen_at > idle_ms))
+		rc = gh_err_set(e, GH_E_NOTFOUND, "session expired");
 	/* record use at most every 15 s (or half the idle window, when shorter)
 	 * so an active session never looks idle */
 	if (rc == GH_OK && now - out->last_seen_at > (idle_ms / 2 < 15000 ? idle_ms / 2 : 15000)) {

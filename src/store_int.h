@@ -112,6 +112,32 @@ void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
 /* Column text parsed as JSON, or NULL when NULL/unparsable. Caller frees. */
 cJSON *store_col_json(sqlite3_stmt *st, int i);
 
+
+/* Threads and messages (store_threads.c) as the agent API shows them
+ * (store.h: one owner, where NULL matches nothing; Mastra's shapes) or as
+ * the admin UI does (store_ui.h: owner NULL = every owner; a thread adds
+ * owner and messageCount, a message its seq, an unset time is null). Page
+ * bounds are the callers' to check. cJSON results are owned by the
+ * caller. */
+enum store_view { STORE_VIEW_API, STORE_VIEW_ADMIN };
+
+/* One thread of owner, read on c. GH_E_NOTFOUND when absent. */
+enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const char *owner,
+			       const char *id, cJSON **out, struct gh_err *e);
+/* Threads of owner, newest first, filtered by agent and/or resource (NULL =
+ * any); page is 0-based. *out is {threads:[...], total, page, perPage,
+ * hasMore}. */
+enum gh_code store_thread_list(struct gh_store *s, enum store_view v, const char *owner,
+			       const char *agent_id, const char *resource_id, int page,
+			       int per_page, cJSON **out, struct gh_err *e);
+/* A thread's messages, oldest first: the last `last` when last > 0 (page
+ * and per_page ignored; hasMore then says older ones exist), else one
+ * page. *out is {messages:[...], total, page, perPage, hasMore}.
+ * GH_E_NOTFOUND when owner has no such thread. */
+enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const char *owner,
+				 const char *thread_id, int page, int per_page, int last,
+				 cJSON **out, struct gh_err *e);
+
 /* Audit writer helpers (store_audit.c), run inside the batch transaction. */
 enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct gh_err *e);
 /* Appends ev to the chain inside the current job (same transaction). */

@@ -12,78 +12,129 @@
 
 /* ------------------------------------------------------------- threads */
 
-static cJSON *thread_json(sqlite3_stmt *st)
+
+/* The agent API always gives a time as a string (Mastra's clients parse
+ * it); the admin view shows an unset one as null. */
+static void add_time(cJSON *o, const char *name, int64_t ms, enum store_view v)
+{
+	char ts[GH_ISO8601_MAX];
+
+	if (v == STORE_VIEW_ADMIN) {
+		gh_json_add_time(o, name, ms);
+		return;
+	}
+	gh_iso8601(ms, ts, sizeof(ts));
+	cJSON_AddStringToObject(o, name, ts);
+}
+
+static void page_fields(cJSON *res, int64_t total, int page, int per_page)
+{
+	cJSON_AddNumberToObject(res, "total", (double)total);
+	cJSON_AddNumberToObject(res, "page", page);
+	cJSON_AddNumberToObject(res, "perPage", per_page);
+	cJSON_AddBoolToObject(res, "hasMore", (int64_t)(page + 1) * per_page < total);
+}
+
+/* What thread_json reads: THREAD_COLS, and for the admin view the owner
+ * and the message count after them. */
+#define THREAD_COLS "t.id, t.resource_id, t.agent_id, t.title, t.metadata, t.created_at, " \
+		    "t.updated_at"
+#define THREAD_ADMIN_COLS THREAD_COLS ", t.owner, " \
+			  "(SELECT count(*) FROM messages m WHERE m.thread_id = t.id)"
+/* The agent API asks for one owner (and so uses the owner indexes); the
+ * admin view's owner NULL means every owner. */
+#define OWNER_IS(n) "t.owner = ?" #n
+#define OWNER_ANY(n) "(?" #n " IS NULL OR t.owner = ?" #n ")"
+#define THREAD_FILTER "(?2 IS NULL OR t.agent_id = ?2) AND (?3 IS NULL OR t.resource_id = ?3)"
+#define THREAD_ORDER " ORDER BY t.updated_at DESC, t.id LIMIT ?4 OFFSET ?5"
+
+static cJSON *thread_json(sqlite3_stmt *st, enum store_view v)
 {
 	cJSON *o = cJSON_CreateObject(), *md;
-	char ts[GH_ISO8601_MAX];
 
 	if (!o)
 		return NULL;
 	gh_json_add_str(o, "id", (const char *)sqlite3_column_text(st, 0));
+	if (v == STORE_VIEW_ADMIN)
+		gh_json_add_str(o, "owner", (const char *)sqlite3_column_text(st, 7));
 	gh_json_add_str(o, "resourceId", (const char *)sqlite3_column_text(st, 1));
 	gh_json_add_str(o, "agentId", (const char *)sqlite3_column_text(st, 2));
 	gh_json_add_str(o, "title", (const char *)sqlite3_column_text(st, 3));
 	md = store_col_json(st, 4);
 	cJSON_AddItemToObject(o, "metadata", md ? md : cJSON_CreateObject());
-	gh_iso8601(sqlite3_column_int64(st, 5), ts, sizeof(ts));
-	cJSON_AddStringToObject(o, "createdAt", ts);
-	gh_iso8601(sqlite3_column_int64(st, 6), ts, sizeof(ts));
-	cJSON_AddStringToObject(o, "updatedAt", ts);
+	add_time(o, "createdAt", sqlite3_column_int64(st, 5), v);
+	add_time(o, "updatedAt", sqlite3_column_int64(st, 6), v);
+	if (v == STORE_VIEW_ADMIN)
+		cJSON_AddNumberToObject(o, "messageCount", (double)sqlite3_column_int64(st, 8));
 	return o;
 }
 
-#define THREAD_COLS "id, resource_id, agent_id, title, metadata, created_at, updated_at"
-
-enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
-				 cJSON **out, struct gh_err *e)
+enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const char *owner,
+			       const char *id, cJSON **out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT " THREAD_COLS " FROM threads "
-					 "WHERE id = ? AND owner = ?", e);
+	static const char *const sql[] = {
+		[STORE_VIEW_API] = "SELECT " THREAD_COLS " FROM threads t "
+				   "WHERE t.id = ?1 AND " OWNER_IS(2),
+		[STORE_VIEW_ADMIN] = "SELECT " THREAD_ADMIN_COLS " FROM threads t "
+				     "WHERE t.id = ?1 AND " OWNER_ANY(2),
+	};
+	sqlite3_stmt *st = store_stmt(c, sql[v], e);
 	enum gh_code rc = GH_OK;
 	int src;
 
 	*out = NULL;
-	if (!st) {
-		store_reader_put(s, c);
+	if (!st)
 		return GH_E_IO;
-	}
 	store_bind_text(st, 1, id);
 	store_bind_text(st, 2, owner);
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW) {
-		if (!(*out = thread_json(st)))
+		if (!(*out = thread_json(st, v)))
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 	} else if (src == SQLITE_DONE) {
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", id);
 	} else {
 		rc = store_fail(c, "reading a thread", e);
 	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
+				 cJSON **out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = store_thread_read(c, STORE_VIEW_API, owner, id, out, e);
+
 	store_reader_put(s, c);
 	return rc;
 }
 
-enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const char *agent_id,
-				  const char *resource_id, int page, int per_page, cJSON **out,
-				  struct gh_err *e)
+enum gh_code store_thread_list(struct gh_store *s, enum store_view v, const char *owner,
+			       const char *agent_id, const char *resource_id, int page,
+			       int per_page, cJSON **out, struct gh_err *e)
 {
-	static const char *const sql_count =
-		"SELECT count(*) FROM threads WHERE owner = ?1 AND (?2 IS NULL OR agent_id = ?2) "
-		"AND (?3 IS NULL OR resource_id = ?3)";
-	static const char *const sql_page =
-		"SELECT " THREAD_COLS " FROM threads WHERE owner = ?1 "
-		"AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR resource_id = ?3) "
-		"ORDER BY updated_at DESC, id LIMIT ?4 OFFSET ?5";
+	static const char *const sql_count[] = {
+		[STORE_VIEW_API] = "SELECT count(*) FROM threads t WHERE " OWNER_IS(1)
+				   " AND " THREAD_FILTER,
+		[STORE_VIEW_ADMIN] = "SELECT count(*) FROM threads t WHERE " OWNER_ANY(1)
+				     " AND " THREAD_FILTER,
+	};
+	static const char *const sql_page[] = {
+		[STORE_VIEW_API] = "SELECT " THREAD_COLS " FROM threads t WHERE " OWNER_IS(1)
+				   " AND " THREAD_FILTER THREAD_ORDER,
+		[STORE_VIEW_ADMIN] = "SELECT " THREAD_ADMIN_COLS " FROM threads t WHERE "
+				     OWNER_ANY(1) " AND " THREAD_FILTER THREAD_ORDER,
+	};
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st;
 	cJSON *res = NULL, *arr;
 	enum gh_code rc = GH_OK;
-	int64_t total = 0;
+	int64_t total;
 	int src;
 
 	*out = NULL;
-	st = store_stmt(c, sql_count, e);
-	if (!st) {
+	if (!(st = store_stmt(c, sql_count[v], e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
@@ -97,13 +148,11 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 	total = sqlite3_column_int64(st, 0);
 	sqlite3_reset(st);
 	res = cJSON_CreateObject();
-	arr = cJSON_AddArrayToObject(res, "threads");
-	if (!res || !arr) {
+	if (!res || !(arr = cJSON_AddArrayToObject(res, "threads"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	st = store_stmt(c, sql_page, e);
-	if (!st) {
+	if (!(st = store_stmt(c, sql_page[v], e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
@@ -113,7 +162,7 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 	sqlite3_bind_int(st, 4, per_page);
 	sqlite3_bind_int64(st, 5, (int64_t)page * per_page);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *t = thread_json(st);
+		cJSON *t = thread_json(st, v);
 
 		if (!t) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
@@ -125,16 +174,21 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 		rc = store_fail(c, "listing threads", e);
 		goto out;
 	}
-	cJSON_AddNumberToObject(res, "total", (double)total);
-	cJSON_AddNumberToObject(res, "page", page);
-	cJSON_AddNumberToObject(res, "perPage", per_page);
-	cJSON_AddBoolToObject(res, "hasMore", (int64_t)(page + 1) * per_page < total);
+	page_fields(res, total, page, per_page);
 	*out = res;
 	res = NULL;
 out:
 	cJSON_Delete(res);
 	store_reader_put(s, c);
 	return rc;
+}
+
+enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const char *agent_id,
+				  const char *resource_id, int page, int per_page, cJSON **out,
+				  struct gh_err *e)
+{
+	return store_thread_list(s, STORE_VIEW_API, owner, agent_id, resource_id, page, per_page,
+				 out, e);
 }
 
 int gh_store_thread_taken(struct gh_store *s, const char *id)
@@ -315,22 +369,56 @@ out:
 	return rc;
 }
 
-enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const char *thread_id,
-				    int page, int per_page, cJSON **out, struct gh_err *e)
+/* A thread's resource and message count, by id (?1) and owner (?2). */
+#define THREAD_SIZE "SELECT t.resource_id, (SELECT count(*) FROM messages m " \
+		    "WHERE m.thread_id = t.id) FROM threads t WHERE t.id = ?1 AND "
+
+/* A message row (id, role, content, run_id, created_at, seq) of thread_id;
+ * NULL when content is damaged or memory ran out. The agent API adds the
+ * thread's resource and Mastra's type; the admin view the sequence number. */
+static cJSON *message_json(sqlite3_stmt *st, enum store_view v, const char *thread_id,
+			   const char *resource)
 {
+	cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 2);
+
+	if (!m || !content) {
+		cJSON_Delete(m);
+		cJSON_Delete(content);
+		return NULL;
+	}
+	gh_json_add_str(m, "id", (const char *)sqlite3_column_text(st, 0));
+	if (v == STORE_VIEW_ADMIN)
+		cJSON_AddNumberToObject(m, "seq", (double)sqlite3_column_int64(st, 5));
+	gh_json_add_str(m, "threadId", thread_id);
+	if (v == STORE_VIEW_API)
+		gh_json_add_str(m, "resourceId", resource);
+	gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 1));
+	cJSON_AddItemToObject(m, "content", content);
+	if (v == STORE_VIEW_API)
+		cJSON_AddStringToObject(m, "type", cJSON_IsString(content) ? "text" : "tool-call");
+	add_time(m, "createdAt", sqlite3_column_int64(st, 4), v);
+	gh_json_add_str(m, "runId", (const char *)sqlite3_column_text(st, 3));
+	return m;
+}
+
+enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const char *owner,
+				 const char *thread_id, int page, int per_page, int last,
+				 cJSON **out, struct gh_err *e)
+{
+	static const char *const sql_thread[] = {
+		[STORE_VIEW_API] = THREAD_SIZE OWNER_IS(2),
+		[STORE_VIEW_ADMIN] = THREAD_SIZE OWNER_ANY(2),
+	};
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st;
 	cJSON *res = NULL, *arr;
 	enum gh_code rc = GH_OK;
 	char resource[GH_NAME_MAX + 1];
-	int64_t total;
-	int src;
+	int64_t total, offset;
+	int src, limit;
 
 	*out = NULL;
-	st = store_stmt(c, "SELECT resource_id, (SELECT count(*) FROM messages m "
-			   "WHERE m.thread_id = t.id) FROM threads t WHERE id = ? AND owner = ?",
-			e);
-	if (!st) {
+	if (!(st = store_stmt(c, sql_thread[v], e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
@@ -348,56 +436,60 @@ enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const
 	store_col_copy(st, 0, resource, sizeof(resource));
 	total = sqlite3_column_int64(st, 1);
 	sqlite3_reset(st);
+	if (last > 0) {
+		limit = last;
+		offset = total > last ? total - last : 0;
+	} else {
+		limit = per_page;
+		offset = (int64_t)page * per_page;
+	}
 	res = cJSON_CreateObject();
-	arr = cJSON_AddArrayToObject(res, "messages");
-	if (!res || !arr) {
+	if (!res || !(arr = cJSON_AddArrayToObject(res, "messages"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	st = store_stmt(c, "SELECT id, role, content, run_id, created_at FROM messages "
-			   "WHERE thread_id = ? ORDER BY seq LIMIT ? OFFSET ?", e);
-	if (!st) {
+	if (!(st = store_stmt(c, "SELECT id, role, content, run_id, created_at, seq FROM messages "
+				 "WHERE thread_id = ? ORDER BY seq LIMIT ? OFFSET ?", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
 	store_bind_text(st, 1, thread_id);
-	sqlite3_bind_int(st, 2, per_page);
-	sqlite3_bind_int64(st, 3, (int64_t)page * per_page);
+	sqlite3_bind_int(st, 2, limit);
+	sqlite3_bind_int64(st, 3, offset);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 2);
-		char ts[GH_ISO8601_MAX];
+		cJSON *m = message_json(st, v, thread_id, resource);
 
-		if (!m || !content) {
-			cJSON_Delete(m);
-			cJSON_Delete(content);
+		if (!m) {
 			rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
 			goto out;
 		}
-		gh_json_add_str(m, "id", (const char *)sqlite3_column_text(st, 0));
-		gh_json_add_str(m, "threadId", thread_id);
-		gh_json_add_str(m, "resourceId", resource);
-		gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 1));
-		cJSON_AddItemToObject(m, "content", content);
-		cJSON_AddStringToObject(m, "type", cJSON_IsString(content) ? "text" : "tool-call");
-		gh_iso8601(sqlite3_column_int64(st, 4), ts, sizeof(ts));
-		cJSON_AddStringToObject(m, "createdAt", ts);
-		gh_json_add_str(m, "runId", (const char *)sqlite3_column_text(st, 3));
 		cJSON_AddItemToArray(arr, m);
 	}
 	if (src != SQLITE_DONE) {
 		rc = store_fail(c, "reading messages", e);
 		goto out;
 	}
-	cJSON_AddNumberToObject(res, "total", (double)total);
-	cJSON_AddNumberToObject(res, "page", page);
-	cJSON_AddNumberToObject(res, "perPage", per_page);
-	cJSON_AddBoolToObject(res, "hasMore", (int64_t)(page + 1) * per_page < total);
+	if (last > 0) {
+		/* the window ends at the newest message: "more" lies before it */
+		cJSON_AddNumberToObject(res, "total", (double)total);
+		cJSON_AddNumberToObject(res, "page", 0);
+		cJSON_AddNumberToObject(res, "perPage", last);
+		cJSON_AddBoolToObject(res, "hasMore", total > last);
+	} else {
+		page_fields(res, total, page, per_page);
+	}
 	*out = res;
 	res = NULL;
 out:
 	cJSON_Delete(res);
 	store_reader_put(s, c);
 	return rc;
+}
+
+enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const char *thread_id,
+				    int page, int per_page, cJSON **out, struct gh_err *e)
+{
+	return store_messages_list(s, STORE_VIEW_API, owner, thread_id, page, per_page, 0, out, e);
 }
 
 /* ---------------------------------------------------------------- runs */

@@ -51,10 +51,5 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 /* Pending approvals (not yet decided, whether or not past their expiry). */
 enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh_err *e);
 
-/* The session with this token hash as it is stored, without recording use
- * (so a live stream does not keep an idle session alive). GH_E_NOTFOUND
- * when absent or its admin is disabled; expiry is the caller's to judge. */
-enum gh_code gh_store_ui_session_peek(struct gh_store *s, const unsigned char token_hash[32],
-				      struct gh_admin_session *out, struct gh_err *e);
 
 #endif

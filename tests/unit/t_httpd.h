@@ -12,6 +12,10 @@
  * request carried (method, body, headers, client ports) so a test can
  * check what gatehouse put on the wire.
  *
+ * t_srv is the test binary's one server, started on first use by t_srv_up
+ * and stopped at exit; t_srv_route scripts a route on it and t_split cuts a
+ * stream into chunks of awkward sizes for a reply's chunks.
+ *
  * t_raw is a bare TCP server for what CivetWeb cannot do: reply with exact
  * bytes and then close or reset the connection mid-response.
  *
@@ -270,6 +274,72 @@ static inline char *t_route_body(struct t_route *r)
 	b = strdup(r->body ? r->body : "");
 	pthread_mutex_unlock(&r->mu);
 	return b;
+}
+
+/* ---- the test binary's one server ---- */
+
+static struct t_httpd t_srv;
+
+static inline void t_srv_stop(void)
+{
+	t_httpd_stop(&t_srv);
+}
+
+/* Starts t_srv unless it runs (it stops at exit); exits 2 when it cannot. */
+static inline void t_srv_up(void)
+{
+	if (t_srv.ctx)
+		return;
+	if (t_httpd_start(&t_srv) != 0) {
+		fprintf(stderr, "could not start the test server\n");
+		exit(2);
+	}
+	atexit(t_srv_stop);
+}
+
+/* Routes uri on t_srv to r (cleared first), which answers hit i with
+ * rp[min(i, n - 1)]; n is 1..T_HTTPD_MAX_REPLIES. */
+static inline void t_srv_route(struct t_route *r, const char *uri, const struct t_reply *rp,
+			       int n)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < n; i++)
+		r->replies[i] = rp[i];
+	r->nreplies = n;
+	t_httpd_route(&t_srv, uri, r);
+}
+
+/* Cuts s into chunks of awkward sizes, as a NULL-terminated array for a
+ * reply's chunks (caller frees with t_free_chunks). */
+static inline char **t_split(const char *s)
+{
+	static const size_t sizes[] = {1, 6, 17, 2, 40, 3, 11, 64};
+	size_t len = strlen(s), off = 0, n = 0, i = 0;
+	char **v = calloc(len + 1, sizeof(*v));
+
+	while (v && off < len) {
+		size_t k = sizes[i++ % (sizeof(sizes) / sizeof(sizes[0]))];
+
+		if (k > len - off)
+			k = len - off;
+		v[n] = malloc(k + 1);
+		memcpy(v[n], s + off, k);
+		v[n][k] = '\0';
+		n++;
+		off += k;
+	}
+	return v;
+}
+
+static inline void t_free_chunks(char **v)
+{
+	size_t i;
+
+	for (i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
 }
 
 /* ---- a bare TCP server ---- */

@@ -8,69 +8,18 @@
  */
 #include "store.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 #include "audit.h"
 #include "audit_verify.h"
 #include "json.h"
 #include "t.h"
+#include "t_store.h"
 #include "util.h"
 
-struct tdb {
-	char dir[64];
-	char path[128];
-	struct gh_store *s;
-};
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
-static int tdb_open(struct tdb *t)
-{
-	struct gh_store_opts o = {0};
-	struct gh_err e;
-
-	memset(t, 0, sizeof(*t));
-	gh_strlcpy(t->dir, "/tmp/gh_test_approvals_XXXXXX", sizeof(t->dir));
-	if (!mkdtemp(t->dir))
-		return -1;
-	snprintf(t->path, sizeof(t->path), "%s/gatehouse.db", t->dir);
-	o.path = t->path;
-	o.readers = 4;
-	o.busy_timeout_ms = 5000;
-	o.threaded = 1;
-	if (gh_store_open(&o, &t->s, &e) != GH_OK) {
-		fprintf(stderr, "  store: %s\n", e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static void tdb_close(struct tdb *t)
-{
-	gh_store_close(t->s);
-	rm_dir(t->dir);
-}
-
-static int64_t audit_rows(struct tdb *t)
+static int64_t audit_rows(struct t_store *t)
 {
 	int64_t first = 0, last = 0, count = -1;
 	struct gh_err e;
@@ -101,7 +50,7 @@ static void fill(struct gh_approval *a, const char *id, const char *call, const 
 	a->expires_at = expires_at;
 }
 
-static enum gh_code insert(struct tdb *t, const struct gh_approval *a, struct gh_err *e)
+static enum gh_code insert(struct t_store *t, const struct gh_approval *a, struct gh_err *e)
 {
 	struct gh_audit_event ev = {0};
 
@@ -116,7 +65,7 @@ static enum gh_code insert(struct tdb *t, const struct gh_approval *a, struct gh
 	return gh_store_approval_insert(t->s, a, "{\"to\":\"team@example.com\"}", &ev, e);
 }
 
-static enum gh_code decide(struct tdb *t, const char *id, const char *status, const char *by,
+static enum gh_code decide(struct t_store *t, const char *id, const char *status, const char *by,
 			   struct gh_err *e)
 {
 	struct gh_audit_event ev = {0};
@@ -131,12 +80,12 @@ static enum gh_code decide(struct tdb *t, const char *id, const char *status, co
 
 static void test_insert_get(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_approval a, got;
 	struct gh_err e;
 	int64_t exp = gh_now_ms() + 3600000;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	fill(&a, "apr_1", "call_1", "alice", exp);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	/* the request and its audit row are one transaction */
@@ -178,7 +127,7 @@ static void test_insert_get(void)
 	T_EQ_INT(gh_store_approval_get(t.s, NULL, "apr_3", 0, &got, &e), GH_OK);
 	T_EQ_STR(got.thread_id, "");
 	gh_approval_clear(&got);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 struct listed {
@@ -197,14 +146,14 @@ static int list_cb(void *ud, const struct gh_approval *a)
 
 static void test_list(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_approval a;
 	struct gh_err e;
 	struct listed l;
 	int64_t exp = gh_now_ms() + 3600000;
 	int i;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	for (i = 1; i <= 4; i++) {
 		char id[16], call[16];
 
@@ -236,17 +185,17 @@ static void test_list(void)
 	memset(&l, 0, sizeof(l));
 	T_EQ_INT(gh_store_approval_list(t.s, NULL, NULL, 2, list_cb, &l, &e), GH_OK);
 	T_EQ_INT(l.n, 2);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 static void test_decide_once(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_approval a, got;
 	struct gh_err e;
 	struct gh_audit_verify rep;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	fill(&a, "apr_1", "call_1", "alice", gh_now_ms() + 3600000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	T_EQ_INT(decide(&t, "apr_1", "approved", "admin:root", &e), GH_OK);
@@ -286,7 +235,7 @@ static void test_decide_once(void)
 	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
 	T_ASSERT(rep.ok);
 	T_EQ_INT(rep.rows, 4);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 struct expired {
@@ -325,7 +274,7 @@ static int audit_cb(void *ud, const struct gh_audit_row *r)
 
 static void test_expire(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_approval a, got;
 	struct gh_err e;
 	struct expired x = {0};
@@ -334,7 +283,7 @@ static void test_expire(void)
 	int64_t now = gh_now_ms();
 	int n = -1;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	fill(&a, "apr_old", "call_old", "alice", now - 1000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	fill(&a, "apr_new", "call_new", "alice", now + 3600000);
@@ -376,7 +325,7 @@ static void test_expire(void)
 	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
 	T_ASSERT(rep.ok);
 	T_EQ_INT(rep.rows, 5);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- races: many reviewers press the button at once ---- */
@@ -384,7 +333,7 @@ static void test_expire(void)
 #define RACERS 12
 
 struct race {
-	struct tdb *t;
+	struct t_store *t;
 	int i;
 	_Atomic int *go;
 	enum gh_code decide_rc, claim_rc;
@@ -418,7 +367,7 @@ static void *claimer(void *arg)
 
 static void test_concurrent_decisions(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_approval a, got;
 	struct gh_err e;
 	struct race r[RACERS];
@@ -427,7 +376,7 @@ static void test_concurrent_decisions(void)
 	int i, won = -1, ok = 0, claimed = 0;
 	char expect[128];
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	fill(&a, "apr_1", "call_1", "alice", gh_now_ms() + 3600000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	fill(&a, "apr_2", "call_2", "alice", gh_now_ms() + 3600000);
@@ -468,7 +417,7 @@ static void test_concurrent_decisions(void)
 		T_EQ_STR(r[i].msg, expect);
 	}
 	T_EQ_INT(audit_rows(&t), 4); /* 2 requests, 1 decision each */
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 T_MAIN(T(test_insert_get), T(test_list), T(test_decide_once), T(test_expire),

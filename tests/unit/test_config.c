@@ -491,7 +491,7 @@ static void test_defaults(void)
 	T_EQ_INT(cfg->server.heartbeat_ms, 15000);
 	T_EQ_INT(cfg->server.request_timeout_ms, 30000);
 	T_EQ_INT(cfg->server.approval_wait_ms, 30000);
-	T_ASSERT(cfg->server.public_url == NULL && cfg->server.tls_cert == NULL);
+	T_ASSERT(cfg->server.public_url == NULL);
 	T_EQ_STR(cfg->database.path, "gatehouse.db");
 	T_EQ_INT(cfg->database.synchronous_full, 0);
 	T_EQ_INT(cfg->database.readers, 8);

@@ -7,67 +7,14 @@
  */
 #include "keys.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
 #include "t.h"
+#include "t_store.h"
 #include "util.h"
-
-/* ---- a database in a temporary directory ---- */
-
-struct tdb {
-	char dir[64];
-	char path[128];
-	struct gh_store *s;
-};
-
-/* Removes dir and the files in it (the database, its WAL and lock). */
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
-static int tdb_open(struct tdb *t)
-{
-	struct gh_store_opts o = {0};
-	struct gh_err e;
-
-	gh_strlcpy(t->dir, "/tmp/gh_test_keys_XXXXXX", sizeof(t->dir));
-	if (!mkdtemp(t->dir))
-		return -1;
-	snprintf(t->path, sizeof(t->path), "%s/gatehouse.db", t->dir);
-	o.path = t->path;
-	o.readers = 2;
-	o.busy_timeout_ms = 5000;
-	o.threaded = 1;
-	if (gh_store_open(&o, &t->s, &e) != GH_OK) {
-		fprintf(stderr, "  store: %s\n", e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static void tdb_close(struct tdb *t)
-{
-	gh_store_close(t->s);
-	t->s = NULL;
-	rm_dir(t->dir);
-}
 
 static int base64url(const char *s)
 {
@@ -150,7 +97,7 @@ static void test_hashkey_file(void)
 	rmdir(dir);
 }
 
-static enum gh_code auth(struct tdb *t, const unsigned char *hk, const char *header,
+static enum gh_code auth(struct t_store *t, const unsigned char *hk, const char *header,
 			 struct gh_key *k, struct gh_err *e)
 {
 	gh_err_clear(e);
@@ -160,7 +107,7 @@ static enum gh_code auth(struct tdb *t, const unsigned char *hk, const char *hea
 
 static void test_authenticate(void)
 {
-	struct tdb t;
+	struct t_store t;
 	unsigned char hk[32], other[32];
 	char secret[GH_KEY_SECRET_MAX], header[160], longkey[200];
 	struct gh_key k, got;
@@ -168,7 +115,7 @@ static void test_authenticate(void)
 
 	randombytes_buf(hk, sizeof(hk));
 	randombytes_buf(other, sizeof(other));
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	memset(&k, 0, sizeof(k));
 	gh_strlcpy(k.name, "ci", sizeof(k.name));
 	gh_strlcpy(k.owner, "alice", sizeof(k.owner));
@@ -238,7 +185,7 @@ static void test_authenticate(void)
 	T_CONTAINS(e.msg, "already revoked");
 	T_EQ_INT(gh_store_key_revoke(t.s, "key_nope", &e), GH_E_NOTFOUND);
 	sodium_memzero(secret, sizeof(secret));
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 struct listed {
@@ -257,7 +204,7 @@ static int list_cb(void *ud, const struct gh_key *k)
 
 static void test_store_keys(void)
 {
-	struct tdb t;
+	struct t_store t;
 	unsigned char hk[32];
 	char secret[GH_KEY_SECRET_MAX];
 	struct gh_key a, b, got;
@@ -266,7 +213,7 @@ static void test_store_keys(void)
 	int64_t before = gh_now_ms();
 
 	randombytes_buf(hk, sizeof(hk));
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	memset(&a, 0, sizeof(a));
 	gh_strlcpy(a.name, "first", sizeof(a.name));
 	gh_strlcpy(a.owner, "o", sizeof(a.owner));
@@ -306,7 +253,7 @@ static void test_store_keys(void)
 		T_EQ_INT(gh_store_key_insert(t.s, &c, h, &e), GH_E_CONFLICT);
 	}
 	sodium_memzero(secret, sizeof(secret));
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 T_MAIN(T(test_generate), T(test_hash_keyed), T(test_hashkey_file), T(test_authenticate),

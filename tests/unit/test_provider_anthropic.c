@@ -16,187 +16,19 @@
 #include "err.h"
 #include "json.h"
 #include "t.h"
-#include "t_httpd.h"
+#include "t_provider.h"
 #include "upstream.h"
 
 #include <cjson/cJSON.h>
 
-#define KEY "sk-test-K3Y-never-in-errors"
-
-static struct t_httpd srv;
-static struct gh_provider_conf conf;
-static char base_url[160];
-
-static void stop_server(void)
-{
-	t_httpd_stop(&srv);
-}
-
-/* Points conf at srv.base + prefix. */
+/* Points t_conf at t_srv.base + prefix. */
 static void setup(const char *prefix)
 {
-	if (gh_upstream_global_init() != 0)
-		exit(2);
-	if (!srv.ctx) {
-		if (t_httpd_start(&srv) != 0) {
-			fprintf(stderr, "could not start the test server\n");
-			exit(2);
-		}
-		atexit(stop_server);
-	}
-	snprintf(base_url, sizeof(base_url), "%s%s", srv.base, prefix);
-	memset(&conf, 0, sizeof(conf));
-	conf.name = "claude";
-	conf.type = GH_PROVIDER_ANTHROPIC;
-	conf.base_url = base_url;
-	conf.api_key = KEY;
-	conf.timeout_ms = 5000;
-	conf.connect_timeout_ms = 2000;
-	conf.max_retries = 0;
-	conf.retry_base_ms = 10;
-	conf.max_response_bytes = 1 << 20;
-	conf.anthropic_version = "2023-06-01";
-}
-
-static void teardown(void)
-{
-	gh_upstream_thread_cleanup();
-	gh_upstream_global_cleanup();
-}
-
-static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
-{
-	int i;
-
-	memset(r, 0, sizeof(*r));
-	for (i = 0; i < n; i++)
-		r->replies[i] = rp[i];
-	r->nreplies = n;
-	t_httpd_route(&srv, uri, r);
-}
-
-/* What the events callbacks saw. */
-struct capture {
-	struct gh_buf text;
-	struct gh_buf tools;     /* "index|id|name|fragment\n" per call */
-	int ndeltas;
-	int stop_on_delta;
-	double start, stop_at_ms;  /* tick asks to stop this long after start */
-	double stopped_at;
-	int ticks;
-};
-
-static void cap_init(struct capture *c)
-{
-	memset(c, 0, sizeof(*c));
-	gh_buf_init(&c->text, 1 << 20);
-	gh_buf_init(&c->tools, 1 << 20);
-	c->stop_at_ms = -1;
-	c->start = t_now_ms();
-}
-
-static void cap_free(struct capture *c)
-{
-	gh_buf_free(&c->text);
-	gh_buf_free(&c->tools);
-}
-
-static int cap_text(void *ud, const char *t, size_t n)
-{
-	struct capture *c = ud;
-
-	gh_buf_append(&c->text, t, n);
-	c->ndeltas++;
-	return c->stop_on_delta && c->ndeltas >= c->stop_on_delta;
-}
-
-static int cap_tool(void *ud, int index, const char *id, const char *name, const char *frag)
-{
-	struct capture *c = ud;
-
-	gh_buf_printf(&c->tools, "%d|%s|%s|%s\n", index, id ? id : "-", name ? name : "-", frag);
-	return 0;
-}
-
-static int cap_tick(void *ud)
-{
-	struct capture *c = ud;
-	double now = t_now_ms();
-
-	c->ticks++;
-	if (c->stop_at_ms >= 0 && now - c->start >= c->stop_at_ms) {
-		c->stopped_at = c->start + c->stop_at_ms;
-		return 1;
-	}
-	return 0;
+	t_provider_setup(prefix, "claude", GH_PROVIDER_ANTHROPIC, "claude-test");
+	t_conf.anthropic_version = "2023-06-01";
 }
 
 static const char *const simple_msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
-
-static enum gh_code chat(const char *messages, int stream, struct capture *c,
-			 struct gh_chat_response *out, struct gh_err *e)
-{
-	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, c};
-	struct gh_chat_request req;
-	cJSON *m = cJSON_Parse(messages);
-	enum gh_code rc;
-
-	memset(&req, 0, sizeof(req));
-	req.model = "claude-test";
-	req.messages = m;
-	req.stream = stream;
-	memset(out, 0, sizeof(*out));
-	gh_err_clear(e);
-	rc = gh_provider_chat(&conf, &req, c ? &ev : NULL, out, e);
-	cJSON_Delete(m);
-	return rc;
-}
-
-/* Cuts s into chunks of awkward sizes (caller frees with free_chunks). */
-static char **split(const char *s)
-{
-	static const size_t sizes[] = {1, 6, 17, 2, 40, 3, 11, 64};
-	size_t len = strlen(s), off = 0, n = 0, i = 0;
-	char **v = calloc(len + 1, sizeof(*v));
-
-	while (v && off < len) {
-		size_t k = sizes[i++ % (sizeof(sizes) / sizeof(sizes[0]))];
-
-		if (k > len - off)
-			k = len - off;
-		v[n] = malloc(k + 1);
-		memcpy(v[n], s + off, k);
-		v[n][k] = '\0';
-		n++;
-		off += k;
-	}
-	return v;
-}
-
-static void free_chunks(char **v)
-{
-	size_t i;
-
-	for (i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* 1 when the JSON text a equals the JSON value b; prints both when not. */
-static int json_eq(const cJSON *got, const char *want_text)
-{
-	cJSON *want = cJSON_Parse(want_text);
-	int eq = want && got && cJSON_Compare(got, want, 1);
-
-	if (!eq) {
-		char *g = got ? cJSON_PrintUnformatted(got) : NULL;
-
-		fprintf(stderr, "  got:  %s\n  want: %s\n", g ? g : "(null)", want_text);
-		free(g);
-	}
-	cJSON_Delete(want);
-	return eq;
-}
 
 static const char json_reply[] =
 	"{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
@@ -221,20 +53,20 @@ static void test_json_reply_with_tool_use(void)
 	cJSON *sent;
 
 	setup("/json");
-	conf.anthropic_version = "2099-01-01";
-	route(&r, "/json/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_conf.anthropic_version = "2099-01-01";
+	t_srv_route(&r, "/json/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Let me check. Done.");
 	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
 	T_EQ_INT(out.ncalls, 1);
 	T_EQ_STR(out.calls[0].id, "toolu_1");
 	T_EQ_STR(out.calls[0].name, "get_weather");
-	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_ASSERT(t_json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
 	T_EQ_STR(out.calls[0].raw_args, "{\"city\":\"Paris\"}");
 	T_EQ_INT(out.input_tokens, 40);
 	T_EQ_INT(out.output_tokens, 22);
 	T_ASSERT(t_route_header(&r, "x-api-key", v, sizeof(v)));
-	T_EQ_STR(v, KEY);
+	T_EQ_STR(v, T_KEY);
 	T_ASSERT(t_route_header(&r, "anthropic-version", v, sizeof(v)));
 	T_EQ_STR(v, "2099-01-01");
 	T_ASSERT(t_route_header(&r, "content-type", v, sizeof(v)));
@@ -242,14 +74,14 @@ static void test_json_reply_with_tool_use(void)
 	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
 	body = t_route_body(&r);
 	sent = cJSON_Parse(body);
-	T_ASSERT(json_eq(sent, "{\"model\":\"claude-test\",\"max_tokens\":4096,\"messages\":["
+	T_ASSERT(t_json_eq(sent, "{\"model\":\"claude-test\",\"max_tokens\":4096,\"messages\":["
 			       "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
 			       "\"text\":\"Hi\"}]}]}"));
 	cJSON_Delete(sent);
 	free(body);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_request_translation(void)
@@ -323,7 +155,7 @@ static void test_request_translation(void)
 	tools[1].description = NULL;
 	tools[1].schema = NULL;
 	setup("/tr");
-	route(&r, "/tr/v1/messages", rp, 1);
+	t_srv_route(&r, "/tr/v1/messages", rp, 1);
 	memset(&req, 0, sizeof(req));
 	req.model = "claude-test";
 	req.system = "You are helpful.";
@@ -334,7 +166,7 @@ static void test_request_translation(void)
 	req.temperature = 0.25;
 	req.max_tokens = 300;
 	T_ASSERT(m && schema);
-	T_EQ_INT(gh_provider_chat(&conf, &req, NULL, &out, &e), GH_OK);
+	T_EQ_INT(gh_provider_chat(&t_conf, &req, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hi there");
 	T_EQ_INT(out.finish, GH_FINISH_STOP);
 	body = t_route_body(&r);
@@ -342,10 +174,10 @@ static void test_request_translation(void)
 	T_ASSERT(sent);
 	T_EQ_STR(gh_json_str(sent, "model"), "claude-test");
 	T_EQ_STR(gh_json_str(sent, "system"), "You are helpful.\n\nExtra rules.");
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.25"));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "300"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.25"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "300"));
 	T_ASSERT(!cJSON_GetObjectItem(sent, "stream"));
 	cJSON_Delete(sent);
 	free(body);
@@ -353,7 +185,7 @@ static void test_request_translation(void)
 	cJSON_Delete(schema);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_stop_reasons(void)
@@ -374,14 +206,14 @@ static void test_stop_reasons(void)
 	int i;
 
 	setup("/stops");
-	route(&r, "/stops/v1/messages", rp, 4);
+	t_srv_route(&r, "/stops/v1/messages", rp, 4);
 	for (i = 0; i < 4; i++) {
-		T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+		T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 		T_EQ_INT(out.finish, want[i]);
 		gh_chat_response_clear(&out);
 	}
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static const char stream_text[] =
@@ -433,15 +265,15 @@ static void test_stream_split_oddly(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
-	char **chunks = split(stream_text), *body;
+	struct t_capture c;
+	char **chunks = t_split(stream_text), *body;
 	cJSON *sent;
 
 	rp[0].chunks = (const char *const *)chunks;
-	cap_init(&c);
+	t_cap_init(&c);
 	setup("/sse");
-	route(&r, "/sse/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	t_srv_route(&r, "/sse/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Let me check.");
 	T_EQ_STR(c.text.data, "Let me check.");
 	T_EQ_INT(c.ndeltas, 2);
@@ -451,22 +283,22 @@ static void test_stream_split_oddly(void)
 			       "1|toolu_2|get_time|\n");
 	T_EQ_INT(out.ncalls, 2);
 	T_EQ_STR(out.calls[0].id, "toolu_1");
-	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_ASSERT(t_json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
 	T_EQ_STR(out.calls[1].name, "get_time");
-	T_ASSERT(json_eq(out.calls[1].args, "{}"));
+	T_ASSERT(t_json_eq(out.calls[1].args, "{}"));
 	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
 	T_EQ_INT(out.input_tokens, 25);
 	T_EQ_INT(out.output_tokens, 15);
 	body = t_route_body(&r);
 	sent = cJSON_Parse(body);
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
 	cJSON_Delete(sent);
 	free(body);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	cap_free(&c);
-	free_chunks(chunks);
-	teardown();
+	t_cap_free(&c);
+	t_free_chunks(chunks);
+	t_provider_teardown();
 }
 
 static void test_stream_invalid_tool_json(void)
@@ -487,14 +319,14 @@ static void test_stream_invalid_tool_json(void)
 	struct gh_err e;
 
 	setup("/badjson");
-	route(&r, "/badjson/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
+	t_srv_route(&r, "/badjson/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
 	T_EQ_INT(out.ncalls, 1);
 	T_ASSERT(out.calls[0].args == NULL);
 	T_EQ_STR(out.calls[0].raw_args, "{\"a\":");
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void stream_fails(const char *prefix, const char *const *chunks, const char *want)
@@ -503,23 +335,23 @@ static void stream_fails(const char *prefix, const char *const *chunks, const ch
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 	char uri[128];
 
 	rp[0].chunks = chunks;
-	cap_init(&c);
+	t_cap_init(&c);
 	setup(prefix);
 	snprintf(uri, sizeof(uri), "%s/v1/messages", prefix);
-	route(&r, uri, rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	t_srv_route(&r, uri, rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
 	T_CONTAINS(e.msg, "provider claude (anthropic): ");
 	T_CONTAINS(e.msg, want);
-	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(!strstr(e.msg, T_KEY));
 	T_ASSERT(out.text == NULL && out.ncalls == 0);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_stream_error_event(void)
@@ -580,32 +412,32 @@ static void test_http_error_retried_then_reported(void)
 	struct gh_err e;
 
 	setup("/e529");
-	conf.max_retries = 1;
-	route(&r, "/e529/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_conf.max_retries = 1;
+	t_srv_route(&r, "/e529/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	T_EQ_STR(e.msg, "provider claude (anthropic): HTTP 529: Overloaded");
 	T_EQ_INT(atomic_load(&r.hits), 2);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_key_echoed_by_upstream_is_redacted(void)
 {
 	static const struct t_reply rp[] = {{401, NULL,
 		"{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\","
-		"\"message\":\"invalid x-api-key " KEY "\"}}", NULL, 0, 0, 0}};
+		"\"message\":\"invalid x-api-key " T_KEY "\"}}", NULL, 0, 0, 0}};
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
 
 	setup("/e401");
-	route(&r, "/e401/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_srv_route(&r, "/e401/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
-	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(!strstr(e.msg, T_KEY));
 	T_EQ_STR(e.msg, "provider claude (anthropic): HTTP 401: invalid x-api-key [redacted]");
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_429_is_ratelimit(void)
@@ -618,12 +450,12 @@ static void test_429_is_ratelimit(void)
 	struct gh_err e;
 
 	setup("/r429");
-	route(&r, "/r429/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
+	t_srv_route(&r, "/r429/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
 	T_CONTAINS(e.msg, "HTTP 429: Number of requests has exceeded your rate limit");
 	T_EQ_INT(e.retry_after, 3);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_timeout_and_refused(void)
@@ -635,20 +467,20 @@ static void test_timeout_and_refused(void)
 	double t0;
 
 	setup("/slow");
-	conf.timeout_ms = 250;
-	route(&r, "/slow/v1/messages", rp, 1);
+	t_conf.timeout_ms = 250;
+	t_srv_route(&r, "/slow/v1/messages", rp, 1);
 	t0 = t_now_ms();
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
 	T_ASSERT(t_now_ms() - t0 < 1500);
 	T_CONTAINS(e.msg, "provider claude (anthropic): upstream http://127.0.0.1:");
-	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(!strstr(e.msg, T_KEY));
 	t_route_close(&r);
-	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", t_dead_port());
+	snprintf(t_base_url, sizeof(t_base_url), "http://127.0.0.1:%d", t_dead_port());
 	t0 = t_now_ms();
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	T_ASSERT(t_now_ms() - t0 < 1000);
 	T_CONTAINS(e.msg, "connection refused");
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_tick_abort(void)
@@ -660,23 +492,23 @@ static void test_tick_abort(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 	double ret;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	c.stop_at_ms = 250;
 	setup("/drip");
-	conf.timeout_ms = 20000;
-	route(&r, "/drip/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	t_conf.timeout_ms = 20000;
+	t_srv_route(&r, "/drip/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
 	ret = t_now_ms();
 	printf("  returned %.1f ms after the client left\n", ret - c.stopped_at);
 	T_ASSERT(ret - c.start < 1000);
 	T_ASSERT(ret - c.stopped_at < 150);   /* 100 ms promised; slack for sanitizers */
 	T_EQ_STR(c.text.data, "thinking");
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_stream_answered_with_json(void)
@@ -685,19 +517,19 @@ static void test_stream_answered_with_json(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	setup("/jsonstream");
-	route(&r, "/jsonstream/v1/messages", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	t_srv_route(&r, "/jsonstream/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
 	T_EQ_STR(c.text.data, "Let me check. Done.");
 	T_EQ_STR(c.tools.data, "0|toolu_1|get_weather|\n0|-|-|{\"city\":\"Paris\"}\n");
 	T_EQ_INT(out.ncalls, 1);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),

@@ -15,186 +15,18 @@
 #include "err.h"
 #include "json.h"
 #include "t.h"
-#include "t_httpd.h"
+#include "t_provider.h"
 #include "upstream.h"
 
 #include <cjson/cJSON.h>
 
-#define KEY "sk-test-K3Y-never-in-errors"
-
-static struct t_httpd srv;
-static struct gh_provider_conf conf;
-static char base_url[160];
-
-static void stop_server(void)
-{
-	t_httpd_stop(&srv);
-}
-
-/* Points conf at srv.base + prefix. */
+/* Points t_conf at t_srv.base + prefix. */
 static void setup(const char *prefix)
 {
-	if (gh_upstream_global_init() != 0)
-		exit(2);
-	if (!srv.ctx) {
-		if (t_httpd_start(&srv) != 0) {
-			fprintf(stderr, "could not start the test server\n");
-			exit(2);
-		}
-		atexit(stop_server);
-	}
-	snprintf(base_url, sizeof(base_url), "%s%s", srv.base, prefix);
-	memset(&conf, 0, sizeof(conf));
-	conf.name = "local";
-	conf.type = GH_PROVIDER_OPENAI;
-	conf.base_url = base_url;
-	conf.api_key = KEY;
-	conf.timeout_ms = 5000;
-	conf.connect_timeout_ms = 2000;
-	conf.max_retries = 0;
-	conf.retry_base_ms = 10;
-	conf.max_response_bytes = 1 << 20;
-}
-
-static void teardown(void)
-{
-	gh_upstream_thread_cleanup();
-	gh_upstream_global_cleanup();
-}
-
-static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
-{
-	int i;
-
-	memset(r, 0, sizeof(*r));
-	for (i = 0; i < n; i++)
-		r->replies[i] = rp[i];
-	r->nreplies = n;
-	t_httpd_route(&srv, uri, r);
-}
-
-/* What the events callbacks saw. */
-struct capture {
-	struct gh_buf text;
-	struct gh_buf tools;     /* "index|id|name|fragment\n" per call */
-	int ndeltas;
-	int stop_on_delta;
-	double start, stop_at_ms;  /* tick asks to stop this long after start */
-	double stopped_at;
-	int ticks;
-};
-
-static void cap_init(struct capture *c)
-{
-	memset(c, 0, sizeof(*c));
-	gh_buf_init(&c->text, 1 << 20);
-	gh_buf_init(&c->tools, 1 << 20);
-	c->stop_at_ms = -1;
-	c->start = t_now_ms();
-}
-
-static void cap_free(struct capture *c)
-{
-	gh_buf_free(&c->text);
-	gh_buf_free(&c->tools);
-}
-
-static int cap_text(void *ud, const char *t, size_t n)
-{
-	struct capture *c = ud;
-
-	gh_buf_append(&c->text, t, n);
-	c->ndeltas++;
-	return c->stop_on_delta && c->ndeltas >= c->stop_on_delta;
-}
-
-static int cap_tool(void *ud, int index, const char *id, const char *name, const char *frag)
-{
-	struct capture *c = ud;
-
-	gh_buf_printf(&c->tools, "%d|%s|%s|%s\n", index, id ? id : "-", name ? name : "-", frag);
-	return 0;
-}
-
-static int cap_tick(void *ud)
-{
-	struct capture *c = ud;
-	double now = t_now_ms();
-
-	c->ticks++;
-	if (c->stop_at_ms >= 0 && now - c->start >= c->stop_at_ms) {
-		c->stopped_at = c->start + c->stop_at_ms;
-		return 1;
-	}
-	return 0;
+	t_provider_setup(prefix, "local", GH_PROVIDER_OPENAI, "gpt-test");
 }
 
 static const char *const simple_msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
-
-static enum gh_code chat(const char *messages, int stream, struct capture *c,
-			 struct gh_chat_response *out, struct gh_err *e)
-{
-	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, c};
-	struct gh_chat_request req;
-	cJSON *m = cJSON_Parse(messages);
-	enum gh_code rc;
-
-	memset(&req, 0, sizeof(req));
-	req.model = "gpt-test";
-	req.messages = m;
-	req.stream = stream;
-	memset(out, 0, sizeof(*out));
-	gh_err_clear(e);
-	rc = gh_provider_chat(&conf, &req, c ? &ev : NULL, out, e);
-	cJSON_Delete(m);
-	return rc;
-}
-
-/* Cuts s into chunks of awkward sizes (caller frees with free_chunks). */
-static char **split(const char *s)
-{
-	static const size_t sizes[] = {1, 6, 17, 2, 40, 3, 11, 64};
-	size_t len = strlen(s), off = 0, n = 0, i = 0;
-	char **v = calloc(len + 1, sizeof(*v));
-
-	while (v && off < len) {
-		size_t k = sizes[i++ % (sizeof(sizes) / sizeof(sizes[0]))];
-
-		if (k > len - off)
-			k = len - off;
-		v[n] = malloc(k + 1);
-		memcpy(v[n], s + off, k);
-		v[n][k] = '\0';
-		n++;
-		off += k;
-	}
-	return v;
-}
-
-static void free_chunks(char **v)
-{
-	size_t i;
-
-	for (i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* 1 when the JSON text a equals the JSON value b; prints both when not. */
-static int json_eq(const cJSON *got, const char *want_text)
-{
-	cJSON *want = cJSON_Parse(want_text);
-	int eq = want && got && cJSON_Compare(got, want, 1);
-
-	if (!eq) {
-		char *g = got ? cJSON_PrintUnformatted(got) : NULL;
-
-		fprintf(stderr, "  got:  %s\n  want: %s\n", g ? g : "(null)", want_text);
-		free(g);
-	}
-	cJSON_Delete(want);
-	return eq;
-}
 
 static const char json_reply[] =
 	"{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
@@ -212,8 +44,8 @@ static void test_json_text_reply(void)
 	cJSON *sent;
 
 	setup("/json");
-	route(&r, "/json/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_srv_route(&r, "/json/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hi there");
 	T_EQ_INT(out.ncalls, 0);
 	T_EQ_INT(out.finish, GH_FINISH_STOP);
@@ -221,18 +53,18 @@ static void test_json_text_reply(void)
 	T_EQ_INT(out.output_tokens, 3);
 	T_EQ_STR(r.method, "POST");
 	T_ASSERT(t_route_header(&r, "Authorization", v, sizeof(v)));
-	T_EQ_STR(v, "Bearer " KEY);
+	T_EQ_STR(v, "Bearer " T_KEY);
 	T_ASSERT(t_route_header(&r, "Content-Type", v, sizeof(v)));
 	T_EQ_STR(v, "application/json");
 	body = t_route_body(&r);
 	sent = cJSON_Parse(body);
-	T_ASSERT(json_eq(sent, "{\"model\":\"gpt-test\",\"messages\":[{\"role\":\"user\","
+	T_ASSERT(t_json_eq(sent, "{\"model\":\"gpt-test\",\"messages\":[{\"role\":\"user\","
 			       "\"content\":\"Hi\"}]}"));
 	cJSON_Delete(sent);
 	free(body);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_request_translation(void)
@@ -304,7 +136,7 @@ static void test_request_translation(void)
 	tools[1].description = NULL;
 	tools[1].schema = NULL;
 	setup("/tr");
-	route(&r, "/tr/chat/completions", rp, 1);
+	t_srv_route(&r, "/tr/chat/completions", rp, 1);
 	memset(&req, 0, sizeof(req));
 	req.model = "gpt-test";
 	req.system = "You are helpful.";
@@ -315,15 +147,15 @@ static void test_request_translation(void)
 	req.temperature = 0.5;
 	req.max_tokens = 100;
 	T_ASSERT(m && schema);
-	T_EQ_INT(gh_provider_chat(&conf, &req, NULL, &out, &e), GH_OK);
+	T_EQ_INT(gh_provider_chat(&t_conf, &req, NULL, &out, &e), GH_OK);
 	body = t_route_body(&r);
 	sent = cJSON_Parse(body);
 	T_ASSERT(sent);
 	T_EQ_STR(gh_json_str(sent, "model"), "gpt-test");
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.5"));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "100"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "messages"), want_msgs));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "tools"), want_tools));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "temperature"), "0.5"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "100"));
 	T_ASSERT(!cJSON_GetObjectItem(sent, "stream"));
 	T_ASSERT(!cJSON_GetObjectItem(sent, "stream_options"));
 	cJSON_Delete(sent);
@@ -332,7 +164,7 @@ static void test_request_translation(void)
 	cJSON_Delete(schema);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_json_tool_calls(void)
@@ -350,14 +182,14 @@ static void test_json_tool_calls(void)
 	struct gh_err e;
 
 	setup("/tc");
-	route(&r, "/tc/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_srv_route(&r, "/tc/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "");
 	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
 	T_EQ_INT(out.ncalls, 2);
 	T_EQ_STR(out.calls[0].id, "call_1");
 	T_EQ_STR(out.calls[0].name, "get_weather");
-	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Oslo\"}"));
+	T_ASSERT(t_json_eq(out.calls[0].args, "{\"city\":\"Oslo\"}"));
 	T_EQ_STR(out.calls[0].raw_args, "{\"city\":\"Oslo\"}");
 	T_EQ_STR(out.calls[1].name, "memory_save");
 	T_ASSERT(out.calls[1].args == NULL);
@@ -366,7 +198,7 @@ static void test_json_tool_calls(void)
 	T_EQ_INT(out.output_tokens, 20);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static const char stream_text[] =
@@ -400,15 +232,15 @@ static void test_sse_stream_split_oddly(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
-	char **chunks = split(stream_text), *body;
+	struct t_capture c;
+	char **chunks = t_split(stream_text), *body;
 	cJSON *sent;
 
 	rp[0].chunks = (const char *const *)chunks;
-	cap_init(&c);
+	t_cap_init(&c);
 	setup("/sse");
-	route(&r, "/sse/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	t_srv_route(&r, "/sse/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hello \xc3\xa9");
 	T_EQ_STR(c.text.data, "Hello \xc3\xa9");
 	T_EQ_INT(c.ndeltas, 2);
@@ -421,24 +253,24 @@ static void test_sse_stream_split_oddly(void)
 	T_EQ_INT(out.ncalls, 2);
 	T_EQ_STR(out.calls[0].id, "call_a");
 	T_EQ_STR(out.calls[0].name, "get_weather");
-	T_ASSERT(json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
+	T_ASSERT(t_json_eq(out.calls[0].args, "{\"city\":\"Paris\"}"));
 	T_EQ_STR(out.calls[1].id, "call_b");
-	T_ASSERT(json_eq(out.calls[1].args, "{\"content\":\"x\"}"));
+	T_ASSERT(t_json_eq(out.calls[1].args, "{\"content\":\"x\"}"));
 	T_EQ_INT(out.finish, GH_FINISH_TOOL_CALLS);
 	T_EQ_INT(out.input_tokens, 31);
 	T_EQ_INT(out.output_tokens, 9);
 	T_ASSERT(c.ticks >= 1);
 	body = t_route_body(&r);
 	sent = cJSON_Parse(body);
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
-	T_ASSERT(json_eq(cJSON_GetObjectItem(sent, "stream_options"), "{\"include_usage\":true}"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "stream"), "true"));
+	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "stream_options"), "{\"include_usage\":true}"));
 	cJSON_Delete(sent);
 	free(body);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	cap_free(&c);
-	free_chunks(chunks);
-	teardown();
+	t_cap_free(&c);
+	t_free_chunks(chunks);
+	t_provider_teardown();
 }
 
 static void test_stream_invalid_tool_args(void)
@@ -456,14 +288,14 @@ static void test_stream_invalid_tool_args(void)
 	struct gh_err e;
 
 	setup("/badargs");
-	route(&r, "/badargs/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
+	t_srv_route(&r, "/badargs/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, NULL, &out, &e), GH_OK);
 	T_EQ_INT(out.ncalls, 1);
 	T_ASSERT(out.calls[0].args == NULL);
 	T_EQ_STR(out.calls[0].raw_args, "{\"a\":");
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 /* Runs a stream that must fail with GH_E_UPSTREAM and a message holding
@@ -474,24 +306,24 @@ static void stream_fails(const char *prefix, const char *const *chunks, const ch
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 	char uri[128];
 
 	rp[0].chunks = chunks;
-	cap_init(&c);
+	t_cap_init(&c);
 	setup(prefix);
 	snprintf(uri, sizeof(uri), "%s/chat/completions", prefix);
-	route(&r, uri, rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	t_srv_route(&r, uri, rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
 	T_CONTAINS(e.msg, "provider local (openai): ");
 	T_CONTAINS(e.msg, want);
-	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(!strstr(e.msg, T_KEY));
 	T_ASSERT(out.text == NULL && out.ncalls == 0);
 	T_EQ_INT(atomic_load(&r.hits), 1);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_stream_truncated(void)
@@ -543,21 +375,21 @@ static void test_stream_reset(void)
 	struct t_raw raw;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	setup("");
 	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 1, 1) == 0);
-	snprintf(base_url, sizeof(base_url), "%s/v1", raw.base);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
+	snprintf(t_base_url, sizeof(t_base_url), "%s/v1", raw.base);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
 	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
 	T_EQ_STR(c.text.data, "partial");
-	T_ASSERT(!strstr(e.msg, KEY) && !strstr(e.msg, "/v1"));
+	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(e.msg, "/v1"));
 	t_raw_stop(&raw);
 	T_EQ_INT(atomic_load(&raw.accepted), 1);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 /* A stream's events and the text it adds up to are bounded by
@@ -590,14 +422,14 @@ static void test_stream_over_cap(void)
 	many[39] = NULL;
 	rp[1].chunks = many;
 	setup("/capsse");
-	conf.max_response_bytes = 1024;
-	route(&r, "/capsse/chat/completions", rp, 2);
-	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_E_UPSTREAM);
+	t_conf.max_response_bytes = 1024;
+	t_srv_route(&r, "/capsse/chat/completions", rp, 2);
+	T_EQ_INT(t_chat(simple_msgs, 1, NULL, &out, &e), GH_E_UPSTREAM);
 	T_CONTAINS(e.msg, "stream event over 1024 bytes");
-	T_EQ_INT(chat(simple_msgs, 1, NULL, &out, &e), GH_E_UPSTREAM);
+	T_EQ_INT(t_chat(simple_msgs, 1, NULL, &out, &e), GH_E_UPSTREAM);
 	T_CONTAINS(e.msg, "reply over 1024 bytes");
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_http_500_retried_then_reported(void)
@@ -611,13 +443,13 @@ static void test_http_500_retried_then_reported(void)
 	struct gh_err e;
 
 	setup("/e500");
-	conf.max_retries = 2;
-	route(&r, "/e500/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_conf.max_retries = 2;
+	t_srv_route(&r, "/e500/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	T_EQ_STR(e.msg, "provider local (openai): HTTP 500: The server had an error");
 	T_EQ_INT(atomic_load(&r.hits), 3);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_http_error_plain_body(void)
@@ -632,9 +464,9 @@ static void test_http_error_plain_body(void)
 	memset(body, 'x', sizeof(body) - 1);
 	memcpy(body, "<html>\n", 7);
 	setup("/e400");
-	conf.max_retries = 2;
-	route(&r, "/e400/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_conf.max_retries = 2;
+	t_srv_route(&r, "/e400/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	p = strstr(e.msg, "HTTP 400: ");
 	T_ASSERT(p);
 	p += 10;
@@ -642,7 +474,7 @@ static void test_http_error_plain_body(void)
 	T_ASSERT(!strncmp(p, "<html> xxx", 10));
 	T_EQ_INT(atomic_load(&r.hits), 1);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_429_then_success(void)
@@ -656,14 +488,14 @@ static void test_429_then_success(void)
 	struct gh_err e;
 
 	setup("/r429");
-	conf.max_retries = 2;
-	route(&r, "/r429/chat/completions", rp, 2);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_conf.max_retries = 2;
+	t_srv_route(&r, "/r429/chat/completions", rp, 2);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hi there");
 	T_EQ_INT(atomic_load(&r.hits), 2);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_429_exhausted_is_ratelimit(void)
@@ -678,33 +510,33 @@ static void test_429_exhausted_is_ratelimit(void)
 	struct gh_err e;
 
 	setup("/x429");
-	conf.max_retries = 1;
-	route(&r, "/x429/chat/completions", rp, 2);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
+	t_conf.max_retries = 1;
+	t_srv_route(&r, "/x429/chat/completions", rp, 2);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
 	T_EQ_STR(e.msg, "provider local (openai): HTTP 429: Rate limit reached for requests");
 	T_EQ_INT(e.retry_after, 7);
 	T_EQ_INT(atomic_load(&r.hits), 2);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_key_echoed_by_upstream_is_redacted(void)
 {
 	static const struct t_reply rp[] = {{401, NULL,
-		"{\"error\":{\"message\":\"Incorrect API key provided: " KEY ". Find yours at "
+		"{\"error\":{\"message\":\"Incorrect API key provided: " T_KEY ". Find yours at "
 		"https://example.test.\",\"type\":\"invalid_request_error\"}}", NULL, 0, 0, 0}};
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
 
 	setup("/e401");
-	route(&r, "/e401/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_srv_route(&r, "/e401/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
-	T_ASSERT(!strstr(e.msg, KEY));
+	T_ASSERT(!strstr(e.msg, T_KEY));
 	T_CONTAINS(e.msg, "HTTP 401: Incorrect API key provided: [redacted]. Find yours");
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_timeout(void)
@@ -716,18 +548,18 @@ static void test_timeout(void)
 	double t0 = t_now_ms(), ms;
 
 	setup("/slow");
-	conf.timeout_ms = 300;
-	conf.max_retries = 2;
-	route(&r, "/slow/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
+	t_conf.timeout_ms = 300;
+	t_conf.max_retries = 2;
+	t_srv_route(&r, "/slow/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_TIMEOUT);
 	ms = t_now_ms() - t0;
 	printf("  %.0f ms: %s\n", ms, e.msg);
 	T_ASSERT(ms < 1500);
 	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
-	T_ASSERT(!strstr(e.msg, KEY) && !strstr(e.msg, "/slow"));
+	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(e.msg, "/slow"));
 	T_EQ_INT(atomic_load(&r.hits), 1);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_connection_refused(void)
@@ -739,18 +571,18 @@ static void test_connection_refused(void)
 	int port = t_dead_port();
 
 	setup("");
-	conf.max_retries = 2;
-	conf.retry_base_ms = 5;
-	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
+	t_conf.max_retries = 2;
+	t_conf.retry_base_ms = 5;
+	snprintf(t_base_url, sizeof(t_base_url), "http://127.0.0.1:%d/v1", port);
 	snprintf(want, sizeof(want), "upstream http://127.0.0.1:%d: connection refused", port);
 	t0 = t_now_ms();
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	ms = t_now_ms() - t0;
 	printf("  %.0f ms: %s\n", ms, e.msg);
 	T_ASSERT(ms < 1000);
 	T_CONTAINS(e.msg, want);
-	T_ASSERT(!strstr(e.msg, KEY));
-	teardown();
+	T_ASSERT(!strstr(e.msg, T_KEY));
+	t_provider_teardown();
 }
 
 static void test_reply_over_cap(void)
@@ -764,17 +596,17 @@ static void test_reply_over_cap(void)
 	memset(big, ' ', sizeof(big) - 1);
 	memcpy(big, json_reply, strlen(json_reply));
 	setup("/big");
-	conf.max_response_bytes = 1024;
-	route(&r, "/big/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_conf.max_response_bytes = 1024;
+	t_srv_route(&r, "/big/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	T_CONTAINS(e.msg, "over 1024 bytes");
 	/* the same reply fits a bigger cap */
-	conf.max_response_bytes = 8192;
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_conf.max_response_bytes = 8192;
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hi there");
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_redirect_not_followed(void)
@@ -787,14 +619,14 @@ static void test_redirect_not_followed(void)
 	struct gh_err e;
 
 	setup("/moved");
-	route(&r, "/moved/chat/completions", rp, 1);
-	route(&t, "/elsewhere/chat/completions", tp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
+	t_srv_route(&r, "/moved/chat/completions", rp, 1);
+	t_srv_route(&t, "/elsewhere/chat/completions", tp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	T_CONTAINS(e.msg, "HTTP 307");
 	T_EQ_INT(atomic_load(&t.hits), 0);
 	t_route_close(&r);
 	t_route_close(&t);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_tick_abort(void)
@@ -806,15 +638,15 @@ static void test_tick_abort(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 	double ret;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	c.stop_at_ms = 250;
 	setup("/drip");
-	conf.timeout_ms = 20000;
-	route(&r, "/drip/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	t_conf.timeout_ms = 20000;
+	t_srv_route(&r, "/drip/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
 	ret = t_now_ms();
 	printf("  returned %.1f ms after the client left\n", ret - c.stopped_at);
 	T_ASSERT(ret - c.start < 1000);
@@ -822,8 +654,8 @@ static void test_tick_abort(void)
 	T_EQ_STR(c.text.data, "thinking");
 	T_ASSERT(out.text == NULL);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_text_delta_abort(void)
@@ -837,18 +669,18 @@ static void test_text_delta_abort(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	c.stop_on_delta = 1;
 	setup("/stopdelta");
-	route(&r, "/stopdelta/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
+	t_srv_route(&r, "/stopdelta/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_CANCELLED);
 	T_EQ_STR(c.text.data, "one");
 	T_EQ_INT(c.ndeltas, 1);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_stream_answered_with_json(void)
@@ -857,19 +689,19 @@ static void test_stream_answered_with_json(void)
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct capture c;
+	struct t_capture c;
 
-	cap_init(&c);
+	t_cap_init(&c);
 	setup("/jsonstream");
-	route(&r, "/jsonstream/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	t_srv_route(&r, "/jsonstream/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
 	T_EQ_STR(out.text, "Hi there");
 	T_EQ_STR(c.text.data, "Hi there");
 	T_EQ_INT(out.input_tokens, 12);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	cap_free(&c);
-	teardown();
+	t_cap_free(&c);
+	t_provider_teardown();
 }
 
 static void test_no_key_no_authorization(void)
@@ -881,17 +713,17 @@ static void test_no_key_no_authorization(void)
 	char v[128];
 
 	setup("/nokey");
-	conf.api_key = NULL;
-	route(&r, "/nokey/chat/completions", rp, 1);
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_conf.api_key = NULL;
+	t_srv_route(&r, "/nokey/chat/completions", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
 	gh_chat_response_clear(&out);
-	conf.api_key = "";
-	T_EQ_INT(chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
+	t_conf.api_key = "";
+	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_OK);
 	T_ASSERT(!t_route_header(&r, "Authorization", v, sizeof(v)));
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
-	teardown();
+	t_provider_teardown();
 }
 
 static void test_bad_message_refused(void)
@@ -900,13 +732,13 @@ static void test_bad_message_refused(void)
 	struct gh_err e;
 
 	setup("/never");
-	T_EQ_INT(chat("[{\"role\":\"robot\",\"content\":\"x\"}]", 0, NULL, &out, &e), GH_E_BADREQ);
+	T_EQ_INT(t_chat("[{\"role\":\"robot\",\"content\":\"x\"}]", 0, NULL, &out, &e), GH_E_BADREQ);
 	T_CONTAINS(e.msg, "messages[0]: role");
-	T_EQ_INT(chat("[{\"role\":\"user\","
+	T_EQ_INT(t_chat("[{\"role\":\"user\","
 		      "\"content\":[{\"type\":\"video\"}]}]", 0, NULL, &out, &e),
 		 GH_E_BADREQ);
 	T_CONTAINS(e.msg, "messages[0]: unsupported content part type");
-	teardown();
+	t_provider_teardown();
 }
 
 T_MAIN(T(test_json_text_reply), T(test_request_translation), T(test_json_tool_calls),

@@ -13,7 +13,6 @@
 #include "store.h"
 #include "store_int.h" /* white box: how many jobs wait in the writer's queue */
 
-#include <dirent.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <unistd.h>
@@ -26,78 +25,8 @@
 #include "json.h"
 #include "log.h"
 #include "t.h"
+#include "t_store.h"
 #include "util.h"
-
-/* ---- a database in a temporary directory ---- */
-
-struct tdb {
-	char dir[64];
-	char path[128];
-	struct gh_store *s;
-	struct gh_audit_signer signer;
-};
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
-static int tdb_dir(struct tdb *t)
-{
-	memset(t, 0, sizeof(*t));
-	gh_strlcpy(t->dir, "/tmp/gh_test_store_XXXXXX", sizeof(t->dir));
-	if (!mkdtemp(t->dir))
-		return -1;
-	snprintf(t->path, sizeof(t->path), "%s/gatehouse.db", t->dir);
-	crypto_sign_keypair(t->signer.pk, t->signer.sk);
-	return 0;
-}
-
-static enum gh_code tdb_reopen(struct tdb *t, int signer, int64_t ckpt_rows, struct gh_err *e)
-{
-	struct gh_store_opts o = {0};
-
-	o.path = t->path;
-	o.readers = 4;
-	o.busy_timeout_ms = 5000;
-	o.group_commit_max = 1024;
-	o.threaded = 1;
-	o.signer = signer ? &t->signer : NULL;
-	o.ckpt_rows = ckpt_rows;
-	return gh_store_open(&o, &t->s, e);
-}
-
-static int tdb_open(struct tdb *t)
-{
-	struct gh_err e;
-
-	if (tdb_dir(t) != 0)
-		return -1;
-	if (tdb_reopen(t, 0, 0, &e) != GH_OK) {
-		fprintf(stderr, "  store: %s\n", e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static void tdb_close(struct tdb *t)
-{
-	gh_store_close(t->s);
-	t->s = NULL;
-	rm_dir(t->dir);
-}
 
 /* One value from the database file, through a connection of our own (only
  * while the store is closed or idle). */
@@ -132,13 +61,13 @@ static int sql_exec(const char *path, const char *sql)
 
 static void test_migrations(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	int latest = gh_store_schema_latest(), applied = -1;
 	int64_t first_applied_at;
 
 	T_ASSERT(latest >= 3);
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_schema_version(t.s), latest);
 	/* already applied: nothing to do */
 	T_EQ_INT(gh_store_migrate(t.s, &applied, &e), GH_OK);
@@ -158,7 +87,7 @@ static void test_migrations(void)
 	T_ASSERT(first_applied_at > 0);
 	/* reopen: the same schema, nothing re-applied */
 	usleep(2000);
-	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
 	T_EQ_INT(gh_store_schema_version(t.s), latest);
 	gh_store_close(t.s);
 	t.s = NULL;
@@ -177,18 +106,18 @@ static void test_migrations(void)
 		sqlite3_finalize(st);
 		sqlite3_close(db);
 	}
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 static void test_newer_schema_refused(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_store_opts ro = {0};
 	char sql[160], want[128];
 	int latest = gh_store_schema_latest();
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	gh_store_close(t.s);
 	t.s = NULL;
 	snprintf(sql, sizeof(sql),
@@ -196,7 +125,7 @@ static void test_newer_schema_refused(void)
 		 "'%04d_future.sql', 1)",
 		 latest + 1, latest + 1);
 	T_EQ_INT(sql_exec(t.path, sql), 0);
-	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_E_IO);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_E_IO);
 	T_ASSERT(t.s == NULL);
 	snprintf(want, sizeof(want), "has schema version %d, newer than this gatehouse knows (%d)",
 		 latest + 1, latest);
@@ -210,19 +139,19 @@ static void test_newer_schema_refused(void)
 	ro.readers = 1;
 	T_EQ_INT(gh_store_open(&ro, &t.s, &e), GH_E_IO);
 	T_CONTAINS(e.msg, "newer than this gatehouse knows");
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 static void test_readonly(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_store_opts ro = {0};
 	struct gh_store *s = NULL;
 	int64_t id;
 	cJSON *out;
 
-	T_EQ_INT(tdb_dir(&t), 0);
+	T_EQ_INT(t_store_dir(&t), 0);
 	ro.path = t.path;
 	ro.readonly = 1;
 	ro.readers = 1;
@@ -237,7 +166,7 @@ static void test_readonly(void)
 	T_CONTAINS(e.msg, "has no schema (run gatehouse migrate first)");
 	unlink(t.path);
 	/* a migrated database opens read-only; writes are refused */
-	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
 	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "a fact", NULL, &id, &e), GH_OK);
 	gh_store_close(t.s);
 	t.s = NULL;
@@ -249,7 +178,7 @@ static void test_readonly(void)
 	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_IO);
 	T_CONTAINS(e.msg, "read-only");
 	gh_store_close(s);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- group commit ---- */
@@ -295,7 +224,7 @@ static void test_group_commit(void)
 {
 	static struct append_arg args[WRITERS];
 	pthread_t th[WRITERS];
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_store_stats st;
 	struct gh_audit_verify rep;
@@ -303,7 +232,7 @@ static void test_group_commit(void)
 	int64_t first, last, count;
 	int i, j;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	for (i = 0; i < WRITERS; i++) {
 		memset(&args[i], 0, sizeof(args[i]));
 		args[i].s = t.s;
@@ -350,7 +279,7 @@ static void test_group_commit(void)
 	T_ASSERT(st.jobs >= WRITERS * APPENDS);
 	T_ASSERT(st.transactions < st.jobs);
 	T_ASSERT(st.max_batch > 1);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* A write job that holds the writer until released: everything queued
@@ -435,7 +364,7 @@ static void *committer(void *arg)
 static void test_failing_job_in_batch(void)
 {
 	enum { N = 12 };
-	struct tdb t;
+	struct t_store t;
 	struct blocker bl;
 	pthread_t th[N + 2];
 	struct commit_arg ca[N];
@@ -446,7 +375,7 @@ static void test_failing_job_in_batch(void)
 	cJSON *out;
 	int i, bad = 0;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	bl.s = t.s;
 	sem_init(&bl.started, 0, 0);
 	sem_init(&bl.release, 0, 0);
@@ -497,7 +426,7 @@ static void test_failing_job_in_batch(void)
 		}
 	}
 	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
-	tdb_close(&t);
+	t_store_close(&t);
 	T_EQ_INT(bad, 0);
 	T_EQ_INT(aa->failures, 0);
 	free(aa);
@@ -509,12 +438,12 @@ static void test_failing_job_in_batch(void)
 
 static void test_threads(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	cJSON *md = cJSON_Parse("{\"topic\":\"tea\"}"), *out, *arr;
 	int i;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_thread_create(t.s, "alice", "thr_a", "res_1", "assistant", "Tea",
 					md, &e),
 		 GH_OK);
@@ -578,7 +507,7 @@ static void test_threads(void)
 	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_a", &e), GH_E_NOTFOUND);
 	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_E_NOTFOUND);
 	cJSON_Delete(md);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 static struct gh_run_commit run_commit(const char *run, const char *thread, const char *status,
@@ -601,7 +530,7 @@ static struct gh_run_commit run_commit(const char *run, const char *thread, cons
 
 static void test_runs(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_run_commit c;
 	struct gh_run_row row;
@@ -618,7 +547,7 @@ static void test_runs(void)
 	const char *ans[] = {"call_1"};
 	char run_id[48], status[16];
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	/* a new run that creates its thread and waits on a client tool */
 	c = run_commit("run_1", "thr_1", "waiting", NULL, m1, state);
 	c.create_thread = 1;
@@ -725,21 +654,21 @@ static void test_runs(void)
 	cJSON_Delete(m2);
 	cJSON_Delete(state);
 	cJSON_Delete(output);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* A continuation is a commit to the caller's own run: with another owner
  * (or agent) it must fail, not report success and change nothing. */
 static void test_run_commit_checks_owner(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_run_commit c;
 	struct gh_run_row row;
 	cJSON *state = cJSON_CreateObject();
 	enum gh_code rc;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	c = run_commit("run_1", NULL, "waiting", NULL, NULL, state);
 	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
 	c = run_commit("run_1", NULL, "completed", "waiting", NULL, state);
@@ -749,7 +678,7 @@ static void test_run_commit_checks_owner(void)
 	T_EQ_STR(row.status, "waiting");
 	gh_run_row_clear(&row);
 	cJSON_Delete(state);
-	tdb_close(&t);
+	t_store_close(&t);
 	if (rc == GH_OK)
 		T_FAIL("a continuation by another owner reported success without saving");
 }
@@ -770,7 +699,7 @@ static int collect_id(void *ud, const char *id)
 
 static void test_transition_recover(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_run_commit c;
 	struct gh_run_row row;
@@ -778,7 +707,7 @@ static void test_transition_recover(void)
 	cJSON *state = cJSON_CreateObject();
 	int n = -1;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	c = run_commit("run_w", NULL, "waiting", NULL, NULL, state);
 	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_OK);
 	c = run_commit("run_s", NULL, "suspended", NULL, NULL, state);
@@ -817,7 +746,7 @@ static void test_transition_recover(void)
 	/* the recovered run can be claimed again */
 	T_EQ_INT(gh_store_run_transition(t.s, "run_w", "waiting", "running", &e), GH_OK);
 	cJSON_Delete(state);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- memory ---- */
@@ -835,14 +764,14 @@ static void test_memory(void)
 		"'; DROP TABLE x",
 		"colour:", "{content tags}: blue", "\xc3\xa9t\xc3\xa9 blue", "a\"b\"c", "",
 	};
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	int64_t tea, fav, whale, theory, other_owner, other_res, id;
 	cJSON *out;
 	size_t i;
 	char *wm;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "I like green tea", "drink", &tea, &e),
 		 GH_OK);
 	T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1",
@@ -953,7 +882,7 @@ static void test_memory(void)
 	T_EQ_INT(gh_store_working_memory_get(t.s, "bob", "r1", &wm, &e), GH_OK);
 	T_EQ_STR(wm, "Name: Bob");
 	free(wm);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- rate-limit state ---- */
@@ -987,7 +916,7 @@ static int64_t rl_get(const struct rl_seen *r, const char *key)
 
 static void test_ratelimit_state(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct rl_seen r = {0};
 	int64_t now = gh_now_ms();
@@ -996,7 +925,7 @@ static void test_ratelimit_state(void)
 	const char *k2[] = {"key_a"};
 	int64_t t2[] = {now + 90000};
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_ratelimit_save(t.s, k1, t1, 3, &e), GH_OK);
 	T_EQ_INT(gh_store_ratelimit_load(t.s, rl_cb, &r, &e), GH_OK);
 	T_EQ_INT(r.n, 3);
@@ -1010,11 +939,11 @@ static void test_ratelimit_state(void)
 	T_EQ_INT(rl_get(&r, "key_b"), -1);
 	/* it survives a restart */
 	gh_store_close(t.s);
-	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
 	memset(&r, 0, sizeof(r));
 	T_EQ_INT(gh_store_ratelimit_load(t.s, rl_cb, &r, &e), GH_OK);
 	T_EQ_INT(rl_get(&r, "tool:key_a:send_email"), now + 120000);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- audit queries ---- */
@@ -1039,14 +968,14 @@ static int page_cb(void *ud, const struct gh_audit_row *r)
 
 static void test_audit_query(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_audit_filter f;
 	struct page p;
 	int64_t base = INT64_C(1795255200000), cursor, next, all[64];
 	int i, n, pages;
 
-	T_EQ_INT(tdb_open(&t), 0);
+	T_EQ_INT(t_store_open(&t), 0);
 	for (i = 1; i <= 50; i++) {
 		struct gh_audit_event ev = {0};
 		int64_t seq;
@@ -1165,12 +1094,12 @@ static void test_audit_query(void)
 		T_EQ_INT(p.n, 1);
 		T_EQ_INT(p.seqs[0], seq);
 	}
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* ---- retention ---- */
 
-static void append_at(struct tdb *t, int64_t ts, int n)
+static void append_at(struct t_store *t, int64_t ts, int n)
 {
 	int i;
 
@@ -1189,7 +1118,7 @@ static void append_at(struct tdb *t, int64_t ts, int n)
 
 static void test_prune(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_audit_verify rep;
 	struct gh_audit_checkpoint anchor;
@@ -1197,8 +1126,8 @@ static void test_prune(void)
 	int64_t first, last, count;
 
 	gh_log_set_level(GH_LOG_WARN);
-	T_EQ_INT(tdb_dir(&t), 0);
-	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	T_EQ_INT(t_store_dir(&t), 0);
+	T_EQ_INT(t_store_reopen(&t, 1, 10, &e), GH_OK);
 	/* 30 old rows: signed at 1 (the first checkpoint is due at once), 11, 21 */
 	append_at(&t, old, 30);
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
@@ -1244,7 +1173,7 @@ static void test_prune(void)
 	T_EQ_INT(deleted, 0);
 	/* and after a restart (which signs what is unsigned) all still verifies */
 	gh_store_close(t.s);
-	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 1, 10, &e), GH_OK);
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
 	T_ASSERT(rep.ok);
 	T_EQ_INT(rep.signed_seq, 38);
@@ -1252,36 +1181,36 @@ static void test_prune(void)
 	/* verify is not vacuous: an edited row is found */
 	gh_store_close(t.s);
 	T_EQ_INT(sql_exec(t.path, "UPDATE audit_events SET outcome = 'ok' WHERE seq = 33"), 0);
-	T_EQ_INT(tdb_reopen(&t, 1, 10, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 1, 10, &e), GH_OK);
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
 	T_EQ_INT(rep.ok, 0);
 	T_EQ_INT(rep.bad_seq, 33);
 	T_CONTAINS(rep.message, "row 33 was modified");
 	/* pruning needs the signing key */
 	gh_store_close(t.s);
-	T_EQ_INT(tdb_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
 	T_EQ_INT(gh_store_audit_prune(t.s, now, &deleted, &e), GH_E_INTERNAL);
 	T_CONTAINS(e.msg, "pruning needs the signing key");
 	gh_log_set_level(GH_LOG_INFO);
-	tdb_close(&t);
+	t_store_close(&t);
 }
 
 /* On a quiet server every row is old and signed (idle checkpoints, the
  * checkpoint at shutdown): retention still removes them. */
 static void test_prune_quiet_log(void)
 {
-	struct tdb t;
+	struct t_store t;
 	struct gh_err e;
 	struct gh_audit_verify rep;
 	int64_t now = gh_now_ms(), old = now - INT64_C(40) * 86400000, deleted = -1;
 	int64_t first, last, count, seq = 0;
 
 	gh_log_set_level(GH_LOG_WARN);
-	T_EQ_INT(tdb_dir(&t), 0);
-	T_EQ_INT(tdb_reopen(&t, 1, 1000, &e), GH_OK);
+	T_EQ_INT(t_store_dir(&t), 0);
+	T_EQ_INT(t_store_reopen(&t, 1, 1000, &e), GH_OK);
 	append_at(&t, old, 20);
 	gh_store_close(t.s); /* signs row 20 */
-	T_EQ_INT(tdb_reopen(&t, 1, 1000, &e), GH_OK);
+	T_EQ_INT(t_store_reopen(&t, 1, 1000, &e), GH_OK);
 	T_EQ_INT(gh_store_audit_prune(t.s, now - INT64_C(30) * 86400000, &deleted, &e), GH_OK);
 	T_EQ_INT(gh_store_audit_bounds(t.s, &first, &last, &count, &e), GH_OK);
 	/* the chain must go on from row 21 and verify */
@@ -1294,7 +1223,7 @@ static void test_prune_quiet_log(void)
 	}
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
 	gh_log_set_level(GH_LOG_INFO);
-	tdb_close(&t);
+	t_store_close(&t);
 	T_EQ_INT(seq, 21);
 	T_ASSERT(rep.ok);
 	if (deleted != 20)

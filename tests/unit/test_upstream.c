@@ -17,43 +17,19 @@
 
 #define SECRET "sk-test-5ecr3t-value"
 
-static struct t_httpd srv;
-
-static void stop_server(void)
-{
-	t_httpd_stop(&srv);
-}
-
 static void setup(void)
 {
 	if (gh_upstream_global_init() != 0) {
 		fprintf(stderr, "setup failed\n");
 		exit(2);
 	}
-	if (!srv.ctx) {
-		if (t_httpd_start(&srv) != 0) {
-			fprintf(stderr, "could not start the test server\n");
-			exit(2);
-		}
-		atexit(stop_server);
-	}
+	t_srv_up();
 }
 
 static void teardown(void)
 {
 	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
-}
-
-static void route(struct t_route *r, const char *uri, const struct t_reply *rp, int n)
-{
-	int i;
-
-	memset(r, 0, sizeof(*r));
-	for (i = 0; i < n; i++)
-		r->replies[i] = rp[i];
-	r->nreplies = n;
-	t_httpd_route(&srv, uri, r);
 }
 
 static const struct gh_upstream_header secret_hdr[] = {
@@ -96,8 +72,8 @@ static void test_post_json(void)
 	enum gh_code rc;
 
 	setup();
-	route(&r, "/v1/chat", rp, 1);
-	snprintf(url, sizeof(url), "%s/v1/chat", srv.base);
+	t_srv_route(&r, "/v1/chat", rp, 1);
+	snprintf(url, sizeof(url), "%s/v1/chat", t_srv.base);
 	/* over 1 MB, curl would ask "Expect: 100-continue" unless told not to */
 	body = malloc(big + 1);
 	T_ASSERT(body);
@@ -141,8 +117,8 @@ static void test_get(void)
 	char url[128], *sent;
 
 	setup();
-	route(&r, "/ping", rp, 1);
-	snprintf(url, sizeof(url), "%s/ping?x=1", srv.base);
+	t_srv_route(&r, "/ping", rp, 1);
+	snprintf(url, sizeof(url), "%s/ping?x=1", t_srv.base);
 	req_init(&q, url);
 	q.method = "GET";
 	q.body = NULL;
@@ -173,8 +149,8 @@ static void test_keep_alive(void)
 	int i;
 
 	setup();
-	route(&r, "/ka", rp, 1);
-	snprintf(url, sizeof(url), "%s/ka", srv.base);
+	t_srv_route(&r, "/ka", rp, 1);
+	snprintf(url, sizeof(url), "%s/ka", t_srv.base);
 	req_init(&q, url);
 	gh_upstream_resp_init(&resp, 1024);
 	for (i = 0; i < 3; i++) {
@@ -205,8 +181,8 @@ static void test_retry_429_honours_retry_after(void)
 	double t0, ms;
 
 	setup();
-	route(&r, "/r", rp, 2);
-	snprintf(url, sizeof(url), "%s/r", srv.base);
+	t_srv_route(&r, "/r", rp, 2);
+	snprintf(url, sizeof(url), "%s/r", t_srv.base);
 	req_init(&q, url);
 	q.max_retries = 2;
 	gh_upstream_resp_init(&resp, 1024);
@@ -242,8 +218,8 @@ static void test_retry_after_http_date(void)
 	snprintf(hdr, sizeof(hdr), "Content-Type: application/json\r\nRetry-After: %s\r\n", date);
 	rp[0].headers = hdr;
 	setup();
-	route(&r, "/d", rp, 1);
-	snprintf(url, sizeof(url), "%s/d", srv.base);
+	t_srv_route(&r, "/d", rp, 1);
+	snprintf(url, sizeof(url), "%s/d", t_srv.base);
 	req_init(&q, url);
 	gh_upstream_resp_init(&resp, 1024);
 	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
@@ -266,8 +242,8 @@ static void test_5xx_exhausts_retries(void)
 	double t0, ms;
 
 	setup();
-	route(&r, "/busy", rp, 1);
-	snprintf(url, sizeof(url), "%s/busy", srv.base);
+	t_srv_route(&r, "/busy", rp, 1);
+	snprintf(url, sizeof(url), "%s/busy", t_srv.base);
 	req_init(&q, url);
 	q.max_retries = 2;
 	q.retry_base_ms = 40;
@@ -297,8 +273,8 @@ static void test_4xx_not_retried(void)
 	char url[128];
 
 	setup();
-	route(&r, "/bad", rp, 1);
-	snprintf(url, sizeof(url), "%s/bad", srv.base);
+	t_srv_route(&r, "/bad", rp, 1);
+	snprintf(url, sizeof(url), "%s/bad", t_srv.base);
 	req_init(&q, url);
 	q.max_retries = 3;
 	gh_upstream_resp_init(&resp, 1024);
@@ -322,9 +298,9 @@ static void test_timeout(void)
 	double t0, ms;
 
 	setup();
-	route(&r, "/private/slow", rp, 1);
-	snprintf(url, sizeof(url), "%s/private/slow?token=" SECRET, srv.base);
-	snprintf(origin, sizeof(origin), "upstream %s", srv.base);
+	t_srv_route(&r, "/private/slow", rp, 1);
+	snprintf(url, sizeof(url), "%s/private/slow?token=" SECRET, t_srv.base);
+	snprintf(origin, sizeof(origin), "upstream %s", t_srv.base);
 	req_init(&q, url);
 	q.timeout_ms = 300;
 	q.max_retries = 2;
@@ -386,8 +362,8 @@ static void test_response_over_cap(void)
 
 	memset(big, 'x', sizeof(big) - 1);
 	setup();
-	route(&r, "/private/big", rp, 1);
-	snprintf(url, sizeof(url), "%s/private/big?token=" SECRET, srv.base);
+	t_srv_route(&r, "/private/big", rp, 1);
+	snprintf(url, sizeof(url), "%s/private/big?token=" SECRET, t_srv.base);
 	req_init(&q, url);
 	q.max_response = 1000;
 	gh_upstream_resp_init(&resp, 1 << 20);
@@ -415,9 +391,9 @@ static void test_redirect_not_followed(void)
 	char url[128];
 
 	setup();
-	route(&r, "/moved", rp, 1);
-	route(&t, "/target", tp, 1);
-	snprintf(url, sizeof(url), "%s/moved", srv.base);
+	t_srv_route(&r, "/moved", rp, 1);
+	t_srv_route(&t, "/target", tp, 1);
+	snprintf(url, sizeof(url), "%s/moved", t_srv.base);
 	req_init(&q, url);
 	q.max_retries = 2;
 	gh_upstream_resp_init(&resp, 1024);
@@ -467,8 +443,8 @@ static void test_stream_to_on_data(void)
 
 	memset(&s, 0, sizeof(s));
 	setup();
-	route(&r, "/sse", rp, 1);
-	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	t_srv_route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", t_srv.base);
 	req_init(&q, url);
 	q.on_data = sink_data;
 	q.ud = &s;
@@ -499,8 +475,8 @@ static void test_stream_error_is_buffered(void)
 
 	memset(&s, 0, sizeof(s));
 	setup();
-	route(&r, "/sse", rp, 1);
-	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	t_srv_route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", t_srv.base);
 	req_init(&q, url);
 	q.on_data = sink_data;
 	q.ud = &s;
@@ -531,8 +507,8 @@ static void test_on_data_abort(void)
 	memset(&s, 0, sizeof(s));
 	s.stop_after = 1;
 	setup();
-	route(&r, "/sse", rp, 1);
-	snprintf(url, sizeof(url), "%s/sse", srv.base);
+	t_srv_route(&r, "/sse", rp, 1);
+	snprintf(url, sizeof(url), "%s/sse", t_srv.base);
 	req_init(&q, url);
 	q.on_data = sink_data;
 	q.ud = &s;
@@ -587,8 +563,8 @@ static void test_tick_abort_mid_stream(void)
 
 	memset(&t, 0, sizeof(t));
 	setup();
-	route(&r, "/drip", rp, 1);
-	snprintf(url, sizeof(url), "%s/drip", srv.base);
+	t_srv_route(&r, "/drip", rp, 1);
+	snprintf(url, sizeof(url), "%s/drip", t_srv.base);
 	req_init(&q, url);
 	q.timeout_ms = 20000;
 	q.on_data = ignore_data;
@@ -624,8 +600,8 @@ static void test_tick_while_server_silent(void)
 
 	memset(&t, 0, sizeof(t));
 	setup();
-	route(&r, "/quiet", rp, 1);
-	snprintf(url, sizeof(url), "%s/quiet", srv.base);
+	t_srv_route(&r, "/quiet", rp, 1);
+	snprintf(url, sizeof(url), "%s/quiet", t_srv.base);
 	req_init(&q, url);
 	q.on_tick = tick;
 	q.ud = &t;
@@ -656,8 +632,8 @@ static void test_abort_during_backoff(void)
 
 	memset(&t, 0, sizeof(t));
 	setup();
-	route(&r, "/limited", rp, 1);
-	snprintf(url, sizeof(url), "%s/limited", srv.base);
+	t_srv_route(&r, "/limited", rp, 1);
+	snprintf(url, sizeof(url), "%s/limited", t_srv.base);
 	req_init(&q, url);
 	q.max_retries = 3;
 	q.on_tick = tick;
@@ -746,8 +722,8 @@ static void test_header_injection_refused(void)
 	char url[128];
 
 	setup();
-	route(&r, "/h", rp, 1);
-	snprintf(url, sizeof(url), "%s/h", srv.base);
+	t_srv_route(&r, "/h", rp, 1);
+	snprintf(url, sizeof(url), "%s/h", t_srv.base);
 	req_init(&q, url);
 	q.headers = bad;
 	q.nheaders = 1;
@@ -804,9 +780,9 @@ static void test_two_threads(void)
 	int i;
 
 	setup();
-	route(&r, "/echo", rp, 1);
+	t_srv_route(&r, "/echo", rp, 1);
 	for (i = 0; i < 2; i++) {
-		w[i].base = srv.base;
+		w[i].base = t_srv.base;
 		T_ASSERT(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
 	}
 	for (i = 0; i < 2; i++)
@@ -828,8 +804,8 @@ static void test_cleanup_then_reuse(void)
 	char url[128];
 
 	setup();
-	route(&r, "/again", rp, 1);
-	snprintf(url, sizeof(url), "%s/again", srv.base);
+	t_srv_route(&r, "/again", rp, 1);
+	snprintf(url, sizeof(url), "%s/again", t_srv.base);
 	req_init(&q, url);
 	gh_upstream_resp_init(&resp, 1024);
 	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);

@@ -1,0 +1,1171 @@
+/*
+ * bench_audit.c - the audit log at volume.
+ *
+ * 1. Ingest: many threads call gh_store_audit_append on a real store (WAL,
+ *    writer thread, group commit, signed checkpoints every 1000 rows) in a
+ *    temp dir for a fixed time; events/s, transactions, jobs per
+ *    transaction, the largest batch and the append latency a caller sees.
+ *    For scale, the same rows are also inserted by one thread straight into
+ *    SQLite in transactions of 1000 (no hashing, no writer thread): the
+ *    ceiling the store's writer works under. And one caller with the store
+ *    in inline mode (the caller's thread runs the transaction, as the CLI
+ *    does) against the writer thread: what the hand-off to the writer costs.
+ *
+ * 2. A large log (default 10 million rows): the chain is started and ended
+ *    by the store's own writer, and the rows in between are written by a
+ *    bulk path in this file that computes the same hash chain with
+ *    gh_audit_row_hash and signs a checkpoint every 1000 rows with the
+ *    store's key, with the table's indexes dropped during the load and
+ *    re-created from the schema's own SQL afterwards. "gatehouse audit
+ *    verify" must then find the whole log intact (that checks the bulk
+ *    path), and its throughput is measured. Then one filtered page of
+ *    GET /api/audit (newest first, limit 50, cursor) is timed over many
+ *    random filters, through "gatehouse serve", and the same pages in
+ *    process through gh_store_audit_query for the SQL alone.
+ *
+ * Mind the disk: 10 million rows take about 6 GB in the temp dir
+ * (GH_BENCH_TMP, default /tmp); the directory is removed at the end.
+ *
+ * Threading: ingest threads share the store (thread-safe); everything else
+ * runs on the main thread.
+ */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "audit_verify.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#include "bench.h"
+
+/* ------------------------------------------------------ the generator */
+
+#define NKEYS 200
+#define NAGENTS 20
+#define NTOOLS 30
+
+static const char *const tools[NTOOLS] = {
+	"memory_search", "memory_save", "working_memory_update", "get_weather", "send_email",
+	"search_docs", "create_ticket", "update_ticket", "get_customer", "list_orders",
+	"refund_order", "get_invoice", "send_sms", "calendar_create", "calendar_list",
+	"crm_lookup", "crm_update", "run_sql", "fetch_url", "translate",
+	"summarize", "delete_file", "read_file", "write_file", "post_slack",
+	"get_stock", "book_meeting", "approve_expense", "get_balance", "transfer_funds",
+};
+
+/* Events with their share in 1000 and outcome. */
+static const struct {
+	const char *event, *outcome;
+	int share;
+} events[] = {
+	{"allowed", "allowed", 430},  {"executed", "ok", 400},
+	{"failed", "error", 20},      {"denied", "denied", 30},
+	{"rate_limited", "rate_limited", 15}, {"approval_requested", "pending", 25},
+	{"approved", "approved", 18}, {"rejected", "rejected", 4},
+	{"expired", "expired", 3},    {"client_result", "ok", 55},
+};
+#define NEVENTS ((int)GH_ARRAY_LEN(events))
+
+struct gen {
+	uint64_t rng;
+	char keys[NKEYS][32];
+	char owners[NKEYS / 4][16];
+	char agents[NAGENTS][24];
+	char run[32], thread[32], call[32];
+	int run_left, thread_left, call_left;
+	int64_t ts, step_ms;
+	char args[200], detail[200];
+};
+
+static uint64_t rnd(struct gen *g)
+{
+	/* xorshift64* */
+	g->rng ^= g->rng >> 12;
+	g->rng ^= g->rng << 25;
+	g->rng ^= g->rng >> 27;
+	return g->rng * 2685821657736338717ULL;
+}
+
+static void rnd_id(struct gen *g, const char *prefix, char *out, size_t cap)
+{
+	static const char b32[] = "abcdefghijklmnopqrstuvwxyz234567";
+	size_t n = strlen(prefix), i;
+	uint64_t a = rnd(g), b = rnd(g);
+
+	if (cap < n + 25)
+		bench_die("id buffer too small");
+	memcpy(out, prefix, n);
+	for (i = 0; i < 24; i++) {
+		uint64_t *w = i < 12 ? &a : &b;
+
+		out[n + i] = b32[*w & 31];
+		*w >>= 5;
+	}
+	out[n + 24] = '\0';
+}
+
+/* Skewed pick in [0, n): a few values take most of the traffic. */
+static int skewed(struct gen *g, int n)
+{
+	double u = (double)(rnd(g) >> 11) / 9007199254740992.0;
+
+	return (int)((double)n * u * u * u);
+}
+
+static void gen_init(struct gen *g, uint64_t seed, int64_t first_ts, int64_t step_ms)
+{
+	int i;
+
+	memset(g, 0, sizeof(*g));
+	g->rng = seed ? seed : 88172645463325252ULL;
+	for (i = 0; i < NKEYS; i++)
+		rnd_id(g, "key_", g->keys[i], sizeof(g->keys[i]));
+	for (i = 0; i < NKEYS / 4; i++)
+		snprintf(g->owners[i], sizeof(g->owners[i]), "owner%02d", i);
+	for (i = 0; i < NAGENTS; i++)
+		snprintf(g->agents[i], sizeof(g->agents[i]), "agent-%02d", i);
+	g->ts = first_ts;
+	g->step_ms = step_ms;
+}
+
+/* The next row. Strings point into g (valid until the next call). ts 0
+ * means "now" (the writer sets it). */
+static void gen_event(struct gen *g, struct gh_audit_event *ev, int with_ts)
+{
+	int k = skewed(g, NKEYS), r = (int)(rnd(g) % 1000), e = 0, acc = 0, t;
+
+	memset(ev, 0, sizeof(*ev));
+	for (e = 0; e < NEVENTS - 1; e++) {
+		acc += events[e].share;
+		if (r < acc)
+			break;
+	}
+	if (g->thread_left-- <= 0) {
+		rnd_id(g, "thr_", g->thread, sizeof(g->thread));
+		g->thread_left = 5 + (int)(rnd(g) % 40);
+	}
+	if (g->run_left-- <= 0) {
+		rnd_id(g, "run_", g->run, sizeof(g->run));
+		g->run_left = 1 + (int)(rnd(g) % 6);
+	}
+	if (g->call_left-- <= 0) {
+		rnd_id(g, "call_", g->call, sizeof(g->call));
+		g->call_left = 1;
+	}
+	t = skewed(g, NTOOLS);
+	if (with_ts) {
+		g->ts += (int64_t)(rnd(g) % (uint64_t)(2 * g->step_ms + 1));
+		ev->ts = g->ts;
+	}
+	ev->event = events[e].event;
+	ev->outcome = events[e].outcome;
+	ev->key_id = g->keys[k];
+	ev->owner = g->owners[k / 4];
+	ev->agent_id = g->agents[k % NAGENTS];
+	ev->thread_id = g->thread;
+	ev->run_id = g->run;
+	ev->tool_call_id = g->call;
+	ev->tool_name = tools[t];
+	ev->source = t < 3 ? "memory" : (t % 7 == 0 ? "client" : "server");
+	snprintf(g->args, sizeof(g->args), "{\"query\":\"order %llu status\",\"limit\":%d}",
+		 (unsigned long long)(rnd(g) % 1000000), 1 + (int)(rnd(g) % 20));
+	ev->args = g->args;
+	ev->duration_ms = !strcmp(ev->event, "executed") || !strcmp(ev->event, "failed")
+				  ? (int64_t)(rnd(g) % 900)
+				  : -1;
+	if (!strcmp(ev->event, "executed")) {
+		snprintf(g->detail, sizeof(g->detail),
+			 "{\"result\":\"{\\\"ok\\\":true,\\\"count\\\":%d}\","
+			 "\"surface\":\"openai\"}",
+			 (int)(rnd(g) % 100));
+		ev->detail = g->detail;
+	} else {
+		ev->detail = "{\"surface\":\"native\"}";
+	}
+	if (!strcmp(ev->event, "failed"))
+		ev->error = "upstream tool answered HTTP 502";
+	if (!strcmp(ev->event, "denied"))
+		ev->reason = "policy \"default\": tools.deny \"delete_*\"";
+}
+
+/* ------------------------------------------------------------- ingest */
+
+struct ingest {
+	struct gh_store *store;
+	int64_t deadline_ns;
+	int64_t max_per_thread;
+	atomic_int errors;
+	pthread_barrier_t go;
+};
+
+struct ingest_thread {
+	struct ingest *in;
+	int id;
+	int64_t *lat;
+	int64_t n;
+};
+
+static void *ingest_main(void *arg)
+{
+	struct ingest_thread *t = arg;
+	struct gen g;
+	struct gh_audit_event ev;
+	struct gh_err e;
+
+	gen_init(&g, 1234567 + (uint64_t)t->id * 7919, 0, 0);
+	pthread_barrier_wait(&t->in->go);
+	while (t->n < t->in->max_per_thread) {
+		int64_t t0 = bench_ns();
+
+		if (t0 > t->in->deadline_ns)
+			break;
+		gen_event(&g, &ev, 0);
+		if (gh_store_audit_append(t->in->store, &ev, NULL, &e) != GH_OK) {
+			if (atomic_fetch_add(&t->in->errors, 1) == 0)
+				fprintf(stderr, "bench: append failed: %s\n", e.msg);
+			continue;
+		}
+		t->lat[t->n++] = bench_ns() - t0;
+	}
+	return NULL;
+}
+
+/* CPU time (ns) of every thread of this process but the main one, summed:
+ * with the ingest threads joined, that is the store's writer thread. */
+static int64_t other_threads_cpu_ns(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int64_t n = 0;
+	long tick = sysconf(_SC_CLK_TCK);
+
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX], buf[1024], *p;
+		unsigned long long ut = 0, st = 0;
+		int f;
+
+		if (de->d_name[0] == '.' || strtol(de->d_name, NULL, 10) == (long)getpid())
+			continue;
+		bench_fmt(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		if (bench_read_file(path, buf, sizeof(buf)) < 0 || !(p = strrchr(buf, ')')))
+			continue;
+		for (f = 2; f < 14 && p; f++)
+			p = strchr(p + 1, ' ');
+		if (p && sscanf(p + 1, "%llu %llu", &ut, &st) == 2)
+			n += (int64_t)((ut + st) * (1000000000ULL / (unsigned long long)tick));
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct ingest_result {
+	double rate;            /* events/s */
+	double seconds;
+	int64_t events;
+	uint64_t tx, max_batch;
+	struct bench_stats lat; /* us */
+	double cpu_us;          /* process CPU per event */
+	double writer_us;       /* the writer thread's CPU per event */
+	double writer_load;     /* the writer thread's CPU / wall time */
+};
+
+static struct gh_store *open_store(const char *path, int threaded,
+				   const struct gh_audit_signer *sg)
+{
+	struct gh_store_opts o;
+	struct gh_store *s = NULL;
+	struct gh_err e;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.readers = 4;
+	o.busy_timeout_ms = 5000;
+	o.group_commit_max = 2048;     /* the config's default */
+	o.threaded = threaded;
+	o.signer = sg;
+	o.ckpt_rows = 1000;
+	o.ckpt_ms = 60000;
+	if (gh_store_open(&o, &s, &e) != GH_OK)
+		bench_die("store %s: %s", path, e.msg);
+	return s;
+}
+
+static struct ingest_result ingest_run(struct gh_store *s, int threads, int64_t seconds,
+				       int64_t max_events)
+{
+	struct ingest in;
+	struct ingest_thread *t = calloc((size_t)threads, sizeof(*t));
+	pthread_t *th = calloc((size_t)threads, sizeof(*th));
+	struct gh_store_stats s0, s1;
+	struct ingest_result res;
+	int64_t t0, t1, total = 0, cpu0, wcpu0, k = 0, cap;
+	int64_t *all;
+	int i;
+
+	if (!t || !th)
+		bench_die("out of memory");
+	memset(&in, 0, sizeof(in));
+	memset(&res, 0, sizeof(res));
+	in.store = s;
+	in.max_per_thread = max_events / threads + 1;
+	/* the latency log: at most ~200k appends/s per thread is plenty */
+	cap = in.max_per_thread < seconds * 200000 ? in.max_per_thread : seconds * 200000;
+	in.max_per_thread = cap;
+	pthread_barrier_init(&in.go, NULL, (unsigned)threads + 1);
+	for (i = 0; i < threads; i++) {
+		t[i].in = &in;
+		t[i].id = i;
+		t[i].lat = malloc((size_t)cap * sizeof(int64_t));
+		if (!t[i].lat || pthread_create(&th[i], NULL, ingest_main, &t[i]) != 0)
+			bench_die("cannot start ingest thread %d", i);
+	}
+	gh_store_stats(s, &s0);
+	cpu0 = bench_cpu_ns(getpid());
+	wcpu0 = other_threads_cpu_ns();
+	t0 = bench_ns();
+	in.deadline_ns = t0 + seconds * 1000000000LL;
+	pthread_barrier_wait(&in.go);
+	for (i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	t1 = bench_ns();
+	res.cpu_us = (double)(bench_cpu_ns(getpid()) - cpu0) / 1e3;
+	res.writer_us = (double)(other_threads_cpu_ns() - wcpu0) / 1e3;
+	res.writer_load = res.writer_us * 1e3 / (double)(t1 - t0);
+	gh_store_stats(s, &s1);
+	for (i = 0; i < threads; i++)
+		total += t[i].n;
+	all = malloc((size_t)(total ? total : 1) * sizeof(int64_t));
+	if (!all)
+		bench_die("out of memory");
+	for (i = 0; i < threads; i++) {
+		memcpy(all + k, t[i].lat, (size_t)t[i].n * sizeof(int64_t));
+		k += t[i].n;
+		free(t[i].lat);
+	}
+	res.events = total;
+	res.seconds = (double)(t1 - t0) / 1e9;
+	res.rate = (double)total / res.seconds;
+	res.tx = s1.transactions - s0.transactions;
+	res.max_batch = s1.max_batch;
+	res.lat = bench_summary(all, (size_t)total, 1e3);
+	res.cpu_us = total ? res.cpu_us / (double)total : 0;
+	res.writer_us = total ? res.writer_us / (double)total : 0;
+	if (atomic_load(&in.errors))
+		fprintf(stderr, "bench: %d appends failed\n", atomic_load(&in.errors));
+	pthread_barrier_destroy(&in.go);
+	free(all);
+	free(t);
+	free(th);
+	return res;
+}
+
+static const char insert_sql[] =
+	"INSERT INTO audit_events (seq, ts, event, key_id, owner, admin_user, "
+	"agent_id, thread_id, run_id, tool_call_id, tool_name, source, args, "
+	"outcome, duration_ms, error, reason, detail, prev_hash, hash) "
+	"VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static void bind_row(sqlite3_stmt *st, int64_t seq, const struct gh_audit_event *ev,
+		     const unsigned char *prev, const unsigned char *hash)
+{
+	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_int64(st, 2, ev->ts);
+	bind_text(st, 3, ev->event);
+	bind_text(st, 4, ev->key_id);
+	bind_text(st, 5, ev->owner);
+	bind_text(st, 6, ev->admin_user);
+	bind_text(st, 7, ev->agent_id);
+	bind_text(st, 8, ev->thread_id);
+	bind_text(st, 9, ev->run_id);
+	bind_text(st, 10, ev->tool_call_id);
+	bind_text(st, 11, ev->tool_name);
+	bind_text(st, 12, ev->source);
+	bind_text(st, 13, ev->args);
+	bind_text(st, 14, ev->outcome);
+	if (ev->duration_ms >= 0)
+		sqlite3_bind_int64(st, 15, ev->duration_ms);
+	else
+		sqlite3_bind_null(st, 15);
+	bind_text(st, 16, ev->error);
+	bind_text(st, 17, ev->reason);
+	bind_text(st, 18, ev->detail);
+	sqlite3_bind_blob(st, 19, prev, GH_AUDIT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 20, hash, GH_AUDIT_HASH_LEN, SQLITE_STATIC);
+}
+
+static void sql_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		bench_die("sqlite: %s: %s", sql, msg ? msg : sqlite3_errmsg(db));
+}
+
+/* One thread inserting the same kind of rows straight into SQLite (same
+ * schema, synchronous=NORMAL, transactions of 1000), for `seconds`, with
+ * the given page cache (KiB, 0 = SQLite's default) and WAL auto-checkpoint
+ * (pages, 0 = default 1000). */
+static double raw_sqlite_rate(const char *path, int64_t seconds, int64_t cache_kb,
+			      int64_t autockpt)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	struct gen g;
+	struct gh_audit_event ev;
+	unsigned char h[GH_AUDIT_HASH_LEN] = {1};
+	int64_t n = 0, t0, end, seq;
+
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		bench_die("sqlite open %s", path);
+	sql_exec(db, "PRAGMA journal_mode = WAL");
+	sql_exec(db, "PRAGMA synchronous = NORMAL");
+	if (cache_kb > 0) {
+		char pragma[64];
+
+		bench_fmt(pragma, sizeof(pragma), "PRAGMA cache_size = -%lld", (long long)cache_kb);
+		sql_exec(db, pragma);
+	}
+	if (autockpt > 0) {
+		char pragma[64];
+
+		bench_fmt(pragma, sizeof(pragma), "PRAGMA wal_autocheckpoint = %lld",
+			  (long long)autockpt);
+		sql_exec(db, pragma);
+	}
+	if (sqlite3_prepare_v2(db, "SELECT coalesce(max(seq), 0) FROM audit_events", -1, &st,
+			       NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+		bench_die("sqlite: %s", sqlite3_errmsg(db));
+	seq = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(db, insert_sql, -1, &st, NULL) != SQLITE_OK)
+		bench_die("sqlite: %s", sqlite3_errmsg(db));
+	gen_init(&g, 42, gh_now_ms(), 1);
+	t0 = bench_ns();
+	end = t0 + seconds * 1000000000LL;
+	while (bench_ns() < end) {
+		int i;
+
+		sql_exec(db, "BEGIN IMMEDIATE");
+		for (i = 0; i < 1000; i++) {
+			gen_event(&g, &ev, 1);
+			bind_row(st, ++seq, &ev, h, h);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				bench_die("sqlite insert: %s", sqlite3_errmsg(db));
+			sqlite3_reset(st);
+		}
+		sql_exec(db, "COMMIT");
+		n += 1000;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return (double)n / ((double)(bench_ns() - t0) / 1e9);
+}
+
+static void ingest_bench(const char *dir, const int *threads, int nthreads, int64_t seconds,
+			 int64_t reps)
+{
+	char db[PATH_MAX], rawdb[PATH_MAX], keyf[PATH_MAX];
+	struct gh_audit_signer sg;
+	struct gh_err e;
+	struct gh_store *s;
+	struct ingest_result r, one[2];
+	double raw;
+	int i;
+	int64_t rep;
+
+	bench_fmt(db, sizeof(db), "%s/ingest.db", dir);
+	bench_fmt(rawdb, sizeof(rawdb), "%s/raw.db", dir);
+	bench_fmt(keyf, sizeof(keyf), "%s/ingest.key", dir);
+	if (gh_audit_signer_load(keyf, 1, &sg, &e) != GH_OK)
+		bench_die("%s", e.msg);
+
+	printf("\n== audit ingest: gh_store_audit_append from N threads, %lld s per run, "
+	       "%lld runs per N (median shown; WAL, synchronous=NORMAL, checkpoints every "
+	       "1000 rows)\n", (long long)seconds, (long long)reps);
+	printf("  (CPU us/ev: the whole process; writer us: the writer thread's CPU per event; "
+	       "writer: its share of one core)\n");
+	printf("  %-8s %10s %8s %8s %9s %9s %9s %9s %9s %7s\n", "threads", "events/s", "tx/s",
+	       "jobs/tx", "max batch", "p50 us", "p99 us", "CPU us/ev", "writer us", "writer");
+	s = open_store(db, 1, &sg);
+	for (i = 0; i < nthreads; i++) {
+		double rate[64], txs[64], jpt[64], p50[64], p99[64], cpu[64], wus[64], wl[64];
+		uint64_t maxb = 0;
+
+		for (rep = 0; rep < reps && rep < 64; rep++) {
+			r = ingest_run(s, threads[i], seconds, INT64_MAX / 4);
+			rate[rep] = r.rate;
+			txs[rep] = (double)r.tx / r.seconds;
+			jpt[rep] = r.tx ? (double)r.events / (double)r.tx : 0;
+			p50[rep] = r.lat.p50;
+			p99[rep] = r.lat.p99;
+			cpu[rep] = r.cpu_us;
+			wus[rep] = r.writer_us;
+			wl[rep] = r.writer_load;
+			maxb = r.max_batch;
+		}
+		printf("  %-8d %10.0f %8.0f %8.1f %9llu %9.1f %9.1f %9.1f %9.1f %6.0f%%\n",
+		       threads[i], bench_median(rate, (size_t)rep), bench_median(txs, (size_t)rep),
+		       bench_median(jpt, (size_t)rep), (unsigned long long)maxb,
+		       bench_median(p50, (size_t)rep), bench_median(p99, (size_t)rep),
+		       bench_median(cpu, (size_t)rep), bench_median(wus, (size_t)rep),
+		       100 * bench_median(wl, (size_t)rep));
+		fflush(stdout);
+	}
+	{
+		int64_t first, last, count;
+
+		if (gh_store_audit_bounds(s, &first, &last, &count, &e) == GH_OK)
+			printf("  rows written: %lld (seq %lld..%lld)\n", (long long)count,
+			       (long long)first, (long long)last);
+	}
+	gh_store_close(s);
+
+	/* one caller: the writer thread against the caller's own thread */
+	s = open_store(db, 1, &sg);
+	one[0] = ingest_run(s, 1, seconds < 5 ? seconds : 5, INT64_MAX / 4);
+	gh_store_close(s);
+	s = open_store(db, 0, &sg);
+	one[1] = ingest_run(s, 1, seconds < 5 ? seconds : 5, INT64_MAX / 4);
+	gh_store_close(s);
+	printf("  one caller, writer thread:  p50 %.1f us, p99 %.1f us, %.0f events/s\n",
+	       one[0].lat.p50, one[0].lat.p99, one[0].rate);
+	printf("  one caller, inline commit:  p50 %.1f us, p99 %.1f us, %.0f events/s "
+	       "(the hand-off to the writer costs %.1f us at p50)\n",
+	       one[1].lat.p50, one[1].lat.p99, one[1].rate, one[0].lat.p50 - one[1].lat.p50);
+
+	/* the ceiling: raw SQLite inserts of the same rows, with the store's
+	 * settings and with a bigger page cache and rarer checkpoints */
+	s = open_store(rawdb, 0, NULL); /* schema only */
+	gh_store_close(s);
+	raw = raw_sqlite_rate(rawdb, seconds < 5 ? seconds : 5, 0, 0);
+	printf("  raw SQLite, 1 thread, 1000 rows per transaction, same schema: %.0f rows/s\n",
+	       raw);
+	raw = raw_sqlite_rate(rawdb, seconds < 5 ? seconds : 5, 65536, 10000);
+	printf("  the same with a 64 MB page cache and wal_autocheckpoint 10000: %.0f rows/s\n",
+	       raw);
+	gh_audit_signer_wipe(&sg);
+	unlink(db);
+	unlink(rawdb);
+}
+
+/* ------------------------------------------------------- the big log */
+
+struct idx {
+	char name[64];
+	char sql[512];
+};
+
+/* Writes rows through the bulk path: same columns, same hash chain, a
+ * signed checkpoint every ckpt_rows rows; indexes dropped during the load
+ * and re-created from their own SQL. Holds the store's cross-process writer
+ * lock throughout. */
+static void bulk_load(const char *db_path, const struct gh_audit_signer *sg, int64_t rows,
+		      int64_t ckpt_rows, int64_t first_ts, int64_t span_ms)
+{
+	char lock_path[PATH_MAX];
+	sqlite3 *db;
+	sqlite3_stmt *st, *ck;
+	struct idx ix[32];
+	int nix = 0, lockfd, i;
+	int64_t seq, done = 0, t0 = bench_ns(), t1;
+	unsigned char prev[GH_AUDIT_HASH_LEN], hash[GH_AUDIT_HASH_LEN], sig[64];
+	struct gen g;
+	struct gh_audit_event ev;
+
+	bench_fmt(lock_path, sizeof(lock_path), "%s-writer.lock", db_path);
+	lockfd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0)
+		bench_die("cannot take %s", lock_path);
+	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+		bench_die("sqlite open %s", db_path);
+	sql_exec(db, "PRAGMA synchronous = OFF");
+	sql_exec(db, "PRAGMA cache_size = -524288");
+	sql_exec(db, "PRAGMA wal_autocheckpoint = 0");
+	sql_exec(db, "PRAGMA threads = 2");
+
+	/* where the chain stands */
+	if (sqlite3_prepare_v2(db, "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW ||
+	    sqlite3_column_bytes(st, 1) != GH_AUDIT_HASH_LEN)
+		bench_die("the chain must be started by the store first");
+	seq = sqlite3_column_int64(st, 0);
+	memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
+	sqlite3_finalize(st);
+
+	if (sqlite3_prepare_v2(db, "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
+			       "tbl_name = 'audit_events' AND sql IS NOT NULL", -1, &st,
+			       NULL) != SQLITE_OK)
+		bench_die("sqlite: %s", sqlite3_errmsg(db));
+	while (sqlite3_step(st) == SQLITE_ROW && nix < 32) {
+		snprintf(ix[nix].name, sizeof(ix[nix].name), "%s", sqlite3_column_text(st, 0));
+		snprintf(ix[nix].sql, sizeof(ix[nix].sql), "%s", sqlite3_column_text(st, 1));
+		nix++;
+	}
+	sqlite3_finalize(st);
+	for (i = 0; i < nix; i++) {
+		char drop[128];
+
+		bench_fmt(drop, sizeof(drop), "DROP INDEX \"%s\"", ix[i].name);
+		sql_exec(db, drop);
+	}
+
+	if (sqlite3_prepare_v2(db, insert_sql, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, "
+			       "signature) VALUES (?, ?, ?, ?, ?)", -1, &ck, NULL) != SQLITE_OK)
+		bench_die("sqlite: %s", sqlite3_errmsg(db));
+	gen_init(&g, 20261121, first_ts, span_ms / (rows ? rows : 1) > 0 ? span_ms / rows : 1);
+	while (done < rows) {
+		int64_t batch = rows - done < 100000 ? rows - done : 100000, k;
+
+		sql_exec(db, "BEGIN");
+		for (k = 0; k < batch; k++) {
+			gen_event(&g, &ev, 1);
+			seq++;
+			gh_audit_row_hash(prev, seq, &ev, hash);
+			bind_row(st, seq, &ev, prev, hash);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				bench_die("bulk insert: %s", sqlite3_errmsg(db));
+			sqlite3_reset(st);
+			memcpy(prev, hash, GH_AUDIT_HASH_LEN);
+			if (seq % ckpt_rows == 0) {
+				gh_audit_sign(sg, "ckpt", seq, hash, ev.ts, sig);
+				sqlite3_bind_int64(ck, 1, seq);
+				sqlite3_bind_blob(ck, 2, hash, GH_AUDIT_HASH_LEN, SQLITE_STATIC);
+				sqlite3_bind_int64(ck, 3, ev.ts);
+				sqlite3_bind_blob(ck, 4, sg->pk, 32, SQLITE_STATIC);
+				sqlite3_bind_blob(ck, 5, sig, 64, SQLITE_STATIC);
+				if (sqlite3_step(ck) != SQLITE_DONE)
+					bench_die("checkpoint insert: %s", sqlite3_errmsg(db));
+				sqlite3_reset(ck);
+			}
+		}
+		sql_exec(db, "COMMIT");
+		done += batch;
+		if (done % 1000000 == 0 || done == rows) {
+			t1 = bench_ns();
+			printf("  bulk: %lld rows in %.0f s\n", (long long)done,
+			       (double)(t1 - t0) / 1e9);
+			fflush(stdout);
+		}
+	}
+	sqlite3_finalize(st);
+	sqlite3_finalize(ck);
+	t1 = bench_ns();
+	for (i = 0; i < nix; i++)
+		sql_exec(db, ix[i].sql);
+	printf("  bulk: indexes re-created in %.0f s\n", (double)(bench_ns() - t1) / 1e9);
+	sql_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+	sqlite3_close(db);
+	flock(lockfd, LOCK_UN);
+	close(lockfd);
+}
+
+/* Appends n rows through the store's writer (ts = now). */
+static void store_append(const char *db, const struct gh_audit_signer *sg, int64_t n,
+			 uint64_t seed)
+{
+	struct gh_store *s = open_store(db, 1, sg);
+	struct gen g;
+	struct gh_audit_event ev;
+	struct gh_err e;
+	int64_t i;
+
+	gen_init(&g, seed, 0, 0);
+	for (i = 0; i < n; i++) {
+		gen_event(&g, &ev, 0);
+		if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK)
+			bench_die("append: %s", e.msg);
+	}
+	gh_store_close(s);
+}
+
+/* ---------------------------------------------------- filtered pages */
+
+enum qkind {
+	Q_KEY, Q_TOOL, Q_EVENT, Q_KEY_TOOL, Q_KEY_EVENT, Q_TOOL_EVENT, Q_DAY, Q_KEY_WEEK,
+	Q_TOOL_EVENT_DAY, Q_KEY_TOOL_EVENT, Q_AGENT_OUTCOME, Q_KEY_TOOL_PAGE2, Q_RUN,
+	Q_NKINDS
+};
+
+static const char *const qnames[Q_NKINDS] = {
+	"key", "tool", "event", "key+tool", "key+event", "tool+event", "1-day range",
+	"key+7-day range", "tool+event+1-day", "key+tool+event", "agent+outcome",
+	"key+tool, page 2", "run",
+};
+
+struct query {
+	enum qkind kind;
+	char key[32], agent[24], run[32];
+	const char *tool, *event, *outcome;
+	int64_t from, to;
+};
+
+static void query_pick(struct gen *g, enum qkind kind, int64_t t_first, int64_t t_last,
+		       const char *some_run, struct query *q)
+{
+	int64_t span = t_last - t_first;
+
+	memset(q, 0, sizeof(*q));
+	q->kind = kind;
+	/* half the time a busy value, half the time any value */
+	snprintf(q->key, sizeof(q->key), "%s",
+		 g->keys[rnd(g) % 2 ? skewed(g, NKEYS) : (int)(rnd(g) % NKEYS)]);
+	snprintf(q->agent, sizeof(q->agent), "%s", g->agents[rnd(g) % NAGENTS]);
+	snprintf(q->run, sizeof(q->run), "%s", some_run);
+	q->tool = tools[rnd(g) % 2 ? skewed(g, NTOOLS) : (int)(rnd(g) % NTOOLS)];
+	q->event = events[rnd(g) % NEVENTS].event;
+	q->outcome = events[rnd(g) % NEVENTS].outcome;
+	if (kind == Q_DAY || kind == Q_TOOL_EVENT_DAY || kind == Q_KEY_WEEK) {
+		int64_t w = kind == Q_KEY_WEEK ? 7 * 86400000LL : 86400000LL;
+
+		q->from = t_first + (int64_t)(rnd(g) % (uint64_t)(span > w ? span - w : 1));
+		q->to = q->from + w;
+	}
+}
+
+static void query_filter(const struct query *q, struct gh_audit_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	switch (q->kind) {
+	case Q_KEY: f->key_id = q->key; break;
+	case Q_TOOL: f->tool_name = q->tool; break;
+	case Q_EVENT: f->event = q->event; break;
+	case Q_KEY_TOOL: case Q_KEY_TOOL_PAGE2: f->key_id = q->key; f->tool_name = q->tool; break;
+	case Q_KEY_EVENT: f->key_id = q->key; f->event = q->event; break;
+	case Q_TOOL_EVENT: f->tool_name = q->tool; f->event = q->event; break;
+	case Q_DAY: f->from_ms = q->from; f->to_ms = q->to; break;
+	case Q_KEY_WEEK: f->key_id = q->key; f->from_ms = q->from; f->to_ms = q->to; break;
+	case Q_TOOL_EVENT_DAY:
+		f->tool_name = q->tool; f->event = q->event; f->from_ms = q->from; f->to_ms = q->to;
+		break;
+	case Q_KEY_TOOL_EVENT: f->key_id = q->key; f->tool_name = q->tool; f->event = q->event;
+		break;
+	case Q_AGENT_OUTCOME: f->agent_id = q->agent; f->outcome = q->outcome; break;
+	case Q_RUN: f->run_id = q->run; break;
+	case Q_NKINDS: break;
+	}
+}
+
+static void query_string(const struct query *q, int64_t cursor, char *out, size_t cap)
+{
+	struct gh_audit_filter f;
+	size_t n;
+
+	query_filter(q, &f);
+	n = (size_t)snprintf(out, cap, "/api/audit?limit=50");
+#define QP(name, v)                                                                          \
+	if ((v) && n < cap)                                                                  \
+		n += (size_t)snprintf(out + n, cap - n, "&%s=%s", name, v);
+	QP("key", f.key_id)
+	QP("tool", f.tool_name)
+	QP("event", f.event)
+	QP("agent", f.agent_id)
+	QP("outcome", f.outcome)
+	QP("run", f.run_id)
+#undef QP
+	if (f.from_ms && n < cap)
+		n += (size_t)snprintf(out + n, cap - n, "&from=%lld&to=%lld", (long long)f.from_ms,
+				      (long long)f.to_ms);
+	if (cursor && n < cap)
+		snprintf(out + n, cap - n, "&cursor=%lld", (long long)cursor);
+}
+
+static int count_row(void *ud, const struct gh_audit_row *r)
+{
+	(void)r;
+	(*(int *)ud)++;
+	return 0;
+}
+
+struct qstats {
+	int64_t *lat[Q_NKINDS];
+	size_t n[Q_NKINDS];
+	int64_t *all;
+	size_t nall;
+	int64_t rows;
+};
+
+static void qstats_add(struct qstats *s, enum qkind k, int64_t ns, size_t cap)
+{
+	if (!s->lat[k] && !(s->lat[k] = malloc(cap * sizeof(int64_t))))
+		bench_die("out of memory");
+	if (!s->all && !(s->all = malloc(cap * Q_NKINDS * sizeof(int64_t))))
+		bench_die("out of memory");
+	if (s->n[k] < cap)
+		s->lat[k][s->n[k]++] = ns;
+	s->all[s->nall++] = ns;
+}
+
+static void qstats_print(struct qstats *s, const char *title)
+{
+	struct bench_stats a;
+	int k;
+
+	printf("  %s\n", title);
+	printf("    %-22s %7s %9s %9s %9s %9s\n", "filter", "pages", "p50 ms", "p90 ms", "p99 ms",
+	       "max ms");
+	for (k = 0; k < Q_NKINDS; k++) {
+		struct bench_stats st = bench_summary(s->lat[k], s->n[k], 1e6);
+
+		printf("    %-22s %7zu %9.2f %9.2f %9.2f %9.2f\n", qnames[k], st.n, st.p50, st.p90,
+		       st.p99, st.max);
+	}
+	a = bench_summary(s->all, s->nall, 1e6);
+	printf("    %-22s %7zu %9.2f %9.2f %9.2f %9.2f\n", "ALL", a.n, a.p50, a.p90, a.p99,
+	       a.max);
+	printf("    target: one page p99 <= 10 ms: %s\n", a.p99 <= 10 ? "met" : "NOT met");
+	for (k = 0; k < Q_NKINDS; k++)
+		free(s->lat[k]);
+	free(s->all);
+	memset(s, 0, sizeof(*s));
+}
+
+/* In process: the SQL of gh_store_audit_query alone. */
+static void query_inproc(const char *db, int64_t per_kind, int64_t max_seconds, int64_t t_first,
+			 int64_t t_last, const char *some_run)
+{
+	struct gh_store_opts o;
+	struct gh_store *s = NULL;
+	struct gh_err e;
+	struct gen g;
+	struct qstats qs;
+	int64_t i, end = bench_ns() + max_seconds * 1000000000LL;
+
+	memset(&o, 0, sizeof(o));
+	memset(&qs, 0, sizeof(qs));
+	o.path = db;
+	o.readers = 1;
+	o.busy_timeout_ms = 5000;
+	o.readonly = 1;
+	if (gh_store_open(&o, &s, &e) != GH_OK)
+		bench_die("%s", e.msg);
+	gen_init(&g, 20261121, 0, 0); /* the same keys as the log */
+	g.rng = 99991;
+	for (i = 0; i < per_kind * Q_NKINDS && bench_ns() < end; i++) {
+		struct query q;
+		struct gh_audit_filter f;
+		int64_t next = 0, cursor = 0, t0;
+		int n = 0;
+
+		query_pick(&g, (enum qkind)(i % Q_NKINDS), t_first, t_last, some_run, &q);
+		query_filter(&q, &f);
+		if (q.kind == Q_KEY_TOOL_PAGE2) {
+			if (gh_store_audit_query(s, &f, 0, 50, 0, count_row, &n, &next,
+						 &e) != GH_OK)
+				bench_die("query: %s", e.msg);
+			if (!next)
+				continue;
+			cursor = next;
+		}
+		t0 = bench_ns();
+		if (gh_store_audit_query(s, &f, cursor, 50, 0, count_row, &n, &next, &e) != GH_OK)
+			bench_die("query: %s", e.msg);
+		qstats_add(&qs, q.kind, bench_ns() - t0, (size_t)per_kind);
+		qs.rows += n;
+	}
+	gh_store_close(s);
+	qstats_print(&qs, "in process, gh_store_audit_query (SQL only):");
+}
+
+/* Through gatehouse serve: GET /api/audit with an admin key. */
+static void query_http(int port, const char *auth, int64_t per_kind, int64_t max_seconds,
+		       int64_t t_first, int64_t t_last, const char *some_run)
+{
+	struct bconn c;
+	struct gen g;
+	struct qstats qs;
+	int64_t i, end = bench_ns() + max_seconds * 1000000000LL, pages_with_rows = 0;
+
+	memset(&qs, 0, sizeof(qs));
+	if (bconn_open(&c, port, 60000) != 0)
+		bench_die("cannot connect to gatehouse");
+	gen_init(&g, 20261121, 0, 0);
+	g.rng = 99991;
+	for (i = 0; i < per_kind * Q_NKINDS && bench_ns() < end; i++) {
+		struct query q;
+		struct bresp r;
+		char path[600];
+		int64_t cursor = 0, t0, t1;
+
+		query_pick(&g, (enum qkind)(i % Q_NKINDS), t_first, t_last, some_run, &q);
+		if (q.kind == Q_KEY_TOOL_PAGE2) {
+			const char *nc;
+
+			query_string(&q, 0, path, sizeof(path));
+			if (bconn_request(&c, "GET", path, auth, NULL, 0, &r) != 0 ||
+			    r.status != 200)
+				bench_die("GET %s failed", path);
+			nc = strstr(r.body, "\"nextCursor\":\"");
+			cursor = nc ? strtoll(nc + 14, NULL, 10) : 0;
+			bresp_free(&r);
+			if (!cursor)
+				continue;
+		}
+		query_string(&q, cursor, path, sizeof(path));
+		t0 = bench_ns();
+		if (bconn_request(&c, "GET", path, auth, NULL, 0, &r) != 0)
+			bench_die("GET %s: no response", path);
+		t1 = bench_ns();
+		if (r.status != 200)
+			bench_die("GET %s: status %d: %.200s", path, r.status, r.body);
+		if (strstr(r.body, "\"seq\""))
+			pages_with_rows++;
+		bresp_free(&r);
+		qstats_add(&qs, q.kind, t1 - t0, (size_t)per_kind);
+	}
+	bconn_close(&c);
+	qstats_print(&qs, "through gatehouse, GET /api/audit (limit 50, newest first):");
+	printf("    %lld of the pages had rows\n", (long long)pages_with_rows);
+}
+
+/* ------------------------------------------------------------- verify */
+
+/* Runs "gatehouse audit verify"; returns wall seconds, fills rows/s as the
+ * command reported it; dies unless the log is intact. */
+static double run_verify(const char *gh, const char *dir, const char *cfg, double *reported)
+{
+	char outp[PATH_MAX], buf[4096];
+	char *argv[] = {(char *)(uintptr_t)gh, "audit", "verify", "--config",
+			(char *)(uintptr_t)cfg, NULL};
+	const char *env[] = {"GH_LOG=warn", NULL};
+	const char *p;
+	int64_t t0 = bench_ns();
+	int rc;
+
+	bench_fmt(outp, sizeof(outp), "%s/verify.out", dir);
+	unlink(outp);
+	rc = bench_run(argv, dir, outp, NULL, env, 3600 * 1000);
+	t0 = bench_ns() - t0;
+	bench_read_file(outp, buf, sizeof(buf));
+	if (rc != 0 || !strstr(buf, "audit log intact"))
+		bench_die("gatehouse audit verify failed (%d):\n%s", rc, buf);
+	p = strstr(buf, "s (");
+	*reported = p ? strtod(p + 3, NULL) : 0;
+	printf("    %s", buf);
+	return (double)t0 / 1e9;
+}
+
+static int64_t dir_bytes(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
+	char p[PATH_MAX];
+	int64_t n = 0;
+
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		bench_fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+			n += (int64_t)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Builds the log in dir (unless reuse: a log an earlier --keep run left
+ * there), verifies it verify_reps times and times filtered pages. */
+static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
+		    int64_t verify_reps, int64_t per_kind, int64_t max_seconds, int http)
+{
+	char db[PATH_MAX], keyf[PATH_MAX], cfg[PATH_MAX], key[256], auth[320], some_run[32];
+	struct gh_audit_signer sg;
+	struct gh_err e;
+	struct bench_proc gp;
+	struct statvfs vfs;
+	double wall[16], rep_rate[16];
+	int64_t t0, span = 90LL * 86400000, first_ts, i, r;
+	int64_t first = 0, last = 0, count = 0, t_first = 0, t_last = 0;
+	sqlite3 *sdb;
+	sqlite3_stmt *st;
+
+	bench_fmt(db, sizeof(db), "%s/gatehouse.db", dir);
+	bench_fmt(keyf, sizeof(keyf), "%s/gatehouse.db-audit.key", dir);
+	bench_fmt(cfg, sizeof(cfg), "%s/gatehouse.json", dir);
+	if (!reuse && statvfs(dir, &vfs) == 0 &&
+	    (double)vfs.f_bavail * (double)vfs.f_frsize < (double)rows * 1000.0)
+		bench_die("%s: about %.1f GB free, the log needs up to %.1f GB (use --rows)", dir,
+			  (double)vfs.f_bavail * (double)vfs.f_frsize / 1e9, (double)rows * 1e-6);
+	if (!reuse)
+		bench_write_file(cfg,
+				 "{\"server\": {\"listen\": \"127.0.0.1:0\", \"threads\": 16, "
+				 "\"max_streams\": 4},\n"
+				 " \"database\": {\"path\": \"gatehouse.db\"},\n"
+				 " \"providers\": {\"offline\": {\"type\": \"mock\", \"default\": "
+				 "\"hi\"}},\n"
+				 " \"agents\": {\"a\": {\"provider\": \"offline\", \"model\": "
+				 "\"mock\"}},\n"
+				 " \"policies\": {\"default\": {\"agents\": [\"*\"]}},\n"
+				 " \"audit\": {\"checkpoint_rows\": 1000, "
+				 "\"checkpoint_seconds\": 60, \"retention_days\": 0}}\n");
+	if (gh_audit_signer_load(keyf, 1, &sg, &e) != GH_OK)
+		bench_die("%s", e.msg);
+
+	if (reuse) {
+		printf("\n== the audit log in %s\n", dir);
+	} else {
+		printf("\n== a %lld-row audit log (90 days, 200 keys, 30 tools, 10 events)\n",
+		       (long long)rows);
+		first_ts = gh_now_ms() - span - 3600000;
+		t0 = bench_ns();
+		store_append(db, &sg, 1000, 1);            /* the store starts the chain */
+		bulk_load(db, &sg, rows - 2000, 1000, first_ts, span);
+		store_append(db, &sg, 1000, 2);            /* and goes on from the bulk rows */
+		printf("  generated in %.0f s; files %.2f GB\n", (double)(bench_ns() - t0) / 1e9,
+		       (double)dir_bytes(dir) / 1e9);
+		fflush(stdout);
+	}
+
+	if (sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(sdb, "SELECT min(seq), max(seq), count(*), "
+			       "(SELECT ts FROM audit_events WHERE seq = 1002), max(ts), "
+			       "(SELECT run_id FROM audit_events WHERE seq = ?) "
+			       "FROM audit_events", -1, &st, NULL) != SQLITE_OK)
+		bench_die("cannot read the log back");
+	sqlite3_bind_int64(st, 1, 5000);
+	if (sqlite3_step(st) != SQLITE_ROW)
+		bench_die("cannot read the log back");
+	first = sqlite3_column_int64(st, 0);
+	last = sqlite3_column_int64(st, 1);
+	count = sqlite3_column_int64(st, 2);
+	t_first = sqlite3_column_int64(st, 3);
+	t_last = sqlite3_column_int64(st, 4);
+	snprintf(some_run, sizeof(some_run), "%s",
+		 sqlite3_column_text(st, 5) ? (const char *)sqlite3_column_text(st, 5) : "run_x");
+	sqlite3_finalize(st);
+	sqlite3_close(sdb);
+	printf("  rows %lld (seq %lld..%lld)\n", (long long)count, (long long)first,
+	       (long long)last);
+
+	if (verify_reps > 0) {
+		printf("  gatehouse audit verify, %lld runs:\n", (long long)verify_reps);
+		for (r = 0; r < verify_reps && r < 16; r++) {
+			wall[r] = run_verify(gh, dir, cfg, &rep_rate[r]);
+			fflush(stdout);
+		}
+		printf("  verify: median %.1f s wall, %.0f rows/s (as the command reports it; "
+		       "min %.0f, max %.0f)\n", bench_median(wall, (size_t)r),
+		       bench_median(rep_rate, (size_t)r), bench_min(rep_rate, (size_t)r),
+		       bench_maxd(rep_rate, (size_t)r));
+		printf("  target: verify >= 500000 rows/s: %s\n",
+		       bench_median(rep_rate, (size_t)r) >= 500000 ? "met" : "NOT met");
+		fflush(stdout);
+	}
+
+	printf("  filtered pages, %lld per filter kind (bounded to %lld s):\n", (long long)per_kind,
+	       (long long)max_seconds);
+	query_inproc(db, per_kind, max_seconds, t_first, t_last, some_run);
+	fflush(stdout);
+	if (http) {
+		bench_key_create(gh, dir, cfg, "auditor", 1, key, sizeof(key));
+		bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
+		bench_gh_start(gh, dir, cfg, "warn", &gp);
+		query_http(gp.port, auth, per_kind, max_seconds, t_first, t_last, some_run);
+		i = bench_stop(gp.pid, 30000);
+		if (i != 0)
+			fprintf(stderr, "bench: gatehouse exited %lld\n", (long long)i);
+	}
+	gh_audit_signer_wipe(&sg);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: bench_audit [--threads 1,16,64,256] [--seconds 10] [--reps 3]\n"
+		"                   [--rows 10000000] [--verify-reps 3] [--queries 200]\n"
+		"                   [--query-seconds 300] [--skip-ingest] [--skip-log] [--keep]\n"
+		"                   [--log-dir DIR (a log kept by --keep)] [--skip-http]\n"
+		"Temp files under GH_BENCH_TMP (default /tmp); the big log needs ~0.6 KB/row.\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int threads[16] = {1, 16, 64, 256}, nthreads = 4, skip_ingest = 0, skip_log = 0, keep = 0;
+	int http = 1;
+	const char *log_dir = NULL;
+	int64_t seconds = 10, reps = 3, rows = 10000000, verify_reps = 3, per_kind = 200;
+	int64_t qseconds = 300;
+	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX];
+	const char *v;
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if ((v = bench_opt(argc, argv, &i, "--threads"))) {
+			nthreads = 0;
+			while (*v && nthreads < 16) {
+				char one[16];
+				size_t k = strcspn(v, ",");
+
+				snprintf(one, sizeof(one), "%.*s", (int)k, v);
+				threads[nthreads++] = (int)bench_num(one, 1, 4096, "--threads");
+				v += k + (v[k] == ',');
+			}
+		} else if ((v = bench_opt(argc, argv, &i, "--seconds"))) {
+			seconds = bench_num(v, 1, 3600, "--seconds");
+		} else if ((v = bench_opt(argc, argv, &i, "--reps"))) {
+			reps = bench_num(v, 1, 64, "--reps");
+		} else if ((v = bench_opt(argc, argv, &i, "--rows"))) {
+			rows = bench_num(v, 10000, 1000000000, "--rows");
+		} else if ((v = bench_opt(argc, argv, &i, "--verify-reps"))) {
+			verify_reps = bench_num(v, 0, 16, "--verify-reps");
+		} else if ((v = bench_opt(argc, argv, &i, "--queries"))) {
+			per_kind = bench_num(v, 10, 1000000, "--queries");
+		} else if ((v = bench_opt(argc, argv, &i, "--query-seconds"))) {
+			qseconds = bench_num(v, 1, 36000, "--query-seconds");
+		} else if ((v = bench_opt(argc, argv, &i, "--log-dir"))) {
+			log_dir = v;
+		} else if (!strcmp(argv[i], "--skip-http")) {
+			http = 0;
+		} else if (!strcmp(argv[i], "--skip-ingest")) {
+			skip_ingest = 1;
+		} else if (!strcmp(argv[i], "--skip-log")) {
+			skip_log = 1;
+		} else if (!strcmp(argv[i], "--keep")) {
+			keep = 1;
+		} else {
+			usage();
+		}
+	}
+	bench_init();
+	gh_log_set_level(GH_LOG_WARN);
+	bench_paths(gh, fake, sizeof(gh));
+	printf("bench_audit: audit log ingest, verify and filtered pages\n");
+	bench_print_host();
+	if (!skip_ingest) {
+		bench_tmpdir(dir, sizeof(dir), "audit-ingest");
+		ingest_bench(dir, threads, nthreads, seconds, reps);
+		bench_rmrf(dir);
+	}
+	if (!skip_log && log_dir) {
+		big_log(gh, log_dir, 1, rows, verify_reps, per_kind, qseconds, http);
+	} else if (!skip_log) {
+		bench_tmpdir(dir, sizeof(dir), "audit-log");
+		big_log(gh, dir, 0, rows, verify_reps, per_kind, qseconds, http);
+		if (keep)
+			printf("kept %s\n", dir);
+		else
+			bench_rmrf(dir);
+	}
+	return 0;
+}

@@ -1,0 +1,104 @@
+#!/bin/sh
+# gatehouse's benchmarks: builds a Release tree (no sanitizers) and runs
+# every bench_* in it, printing their tables (and saving them to a file).
+#
+#   tests/bench/run.sh                    all four, full size (about 40 min)
+#   tests/bench/run.sh --quick            smaller runs (a few minutes)
+#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams)
+#
+# Environment:
+#   GH_BENCH_BUILD  build directory (default: build-bench in the repository)
+#   GH_BENCH_TMP    where benchmarks put their temp dirs (default /tmp); the
+#                   10-million-row audit log needs about 6 GB there
+#   GH_BENCH_NICE   run the benchmarks under this nice value (e.g. -5 on a
+#                   busy shared machine; needs the privilege); default: as is
+#   GH_BENCH_OUT    results file (default: $GH_BENCH_BUILD/bench-results.txt)
+#
+# Benchmarks measure; they never fail a build. Numbers from a shared or
+# busy machine are noisy: compare the ratios each table prints (gatehouse
+# against the same work done directly, in the same run) rather than
+# absolute figures across runs.
+set -eu
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+build=${GH_BENCH_BUILD:-$root/build-bench}
+out=${GH_BENCH_OUT:-$build/bench-results.txt}
+jobs=$(nproc 2>/dev/null || echo 2)
+quick=0
+which=""
+for a in "$@"; do
+	case "$a" in
+	--quick) quick=1 ;;
+	latency | audit | policy | streams) which="$which $a" ;;
+	-h | --help)
+		sed -n '2,20p' "$0"
+		exit 0
+		;;
+	*)
+		echo "run.sh: unknown argument $a (see --help)" >&2
+		exit 2
+		;;
+	esac
+done
+[ -n "$which" ] || which="policy latency streams audit"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGH_SANITIZE= >/dev/null
+cmake --build "$build" -j"$jobs" >/dev/null
+
+# 1,000 streams hold about 4,000 descriptors in gatehouse and 2,000 each in
+# the fake upstream and the client.
+# shellcheck disable=SC3045 # dash and bash both have ulimit -n
+ulimit -n 20000 2>/dev/null || true
+
+nice_cmd=""
+if [ -n "${GH_BENCH_NICE:-}" ]; then
+	nice_cmd="nice -n $GH_BENCH_NICE"
+fi
+
+# Arguments per benchmark, full size or --quick.
+args_for() {
+	if [ "$quick" = 1 ]; then
+		case "$1" in
+		latency) echo "--requests 500 --reps 3 --warmup 100" ;;
+		audit) echo "--threads 1,64 --seconds 5 --reps 1 --rows 1000000 --verify-reps 2" \
+			"--queries 40" ;;
+		policy) echo "--iterations 50000 --reps 3" ;;
+		streams) echo "--streams 300 --ramp-ms 2000 --words 60 --reps 1" ;;
+		esac
+	else
+		case "$1" in
+		latency) echo "--requests 2000 --reps 5 --warmup 200" ;;
+		audit) echo "--threads 1,16,64,256 --seconds 10 --reps 3 --rows 10000000" \
+			"--verify-reps 3 --queries 100" ;;
+		policy) echo "--iterations 200000 --reps 5" ;;
+		streams) echo "--streams 1000 --ramp-ms 5000 --words 150 --chunk-delay-ms 100" \
+			"--reps 3" ;;
+		esac
+	fi
+}
+
+: >"$out"
+{
+	echo "gatehouse benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "tree: $root; build: $build (Release)"
+	echo "machine: $(nproc) CPUs," \
+		"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
+		"load $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee -a "$out"
+
+status=0
+for b in $which; do
+	args=$(args_for "$b")
+	echo | tee -a "$out"
+	echo "### bench_$b $args" | tee -a "$out"
+	# shellcheck disable=SC2086
+	(
+		rc=0
+		$nice_cmd "$build/tests/bench_$b" $args 2>&1 || rc=$?
+		echo "$rc" >"$build/.bench_rc"
+	) | tee -a "$out"
+	[ "$(cat "$build/.bench_rc")" = 0 ] || status=1
+done
+echo
+echo "results saved in $out"
+exit $status
