@@ -30,7 +30,8 @@
 
 /* One event as written. Every string may be NULL (stored as NULL). */
 struct gh_audit_event {
-	int64_t ts;                 /* Unix ms; 0 = now */
+	int64_t ts;                 /* Unix ms; 0 = now. The writer never stores a time
+				     * earlier than the previous row's. */
 	const char *event;          /* allowed, denied, rate_limited, approval_requested,
 				     * approved, rejected, expired, executed, failed,
 				     * client_result, key_created, key_revoked, ... */

@@ -208,7 +208,7 @@ static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
 	struct gh_app *app = bg->app;
-	int64_t last_snap = gh_now_ms(), last_prune = 0;
+	int64_t last_snap = gh_now_ms(), last_prune = 0, last_analyze = gh_now_ms();
 	/* retention: prune hourly, or more often for short retention windows */
 	int64_t keep_ms = app->cfg->audit.retention_seconds > 0
 				  ? app->cfg->audit.retention_seconds * 1000
@@ -231,6 +231,11 @@ static void *maint_main(void *p)
 		if (now - last_snap >= 30000) {
 			gh_bg_snapshot_ratelimits(app);
 			last_snap = now;
+		}
+		if (now - last_analyze >= 3600000) {
+			if (gh_store_analyze(app->store, &e) != GH_OK)
+				gh_warn("database: statistics not refreshed: %s", e.msg);
+			last_analyze = now;
 		}
 		if (keep_ms > 0 && app->has_signer && now - last_prune >= prune_every) {
 			int64_t deleted = 0;

@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -170,7 +171,7 @@ void gh_http_send(struct gh_req *r, int status, const char *content_type, const 
 
 void gh_http_json(struct gh_req *r, int status, const cJSON *body)
 {
-	char *s = cJSON_PrintUnformatted(body);
+	char *s = gh_json_dump(body);
 
 	if (!s) {
 		static const char oom[] =
@@ -180,7 +181,7 @@ void gh_http_json(struct gh_req *r, int status, const cJSON *body)
 		return;
 	}
 	gh_http_send(r, status, "application/json", s, strlen(s));
-	cJSON_free(s);
+	free(s);
 }
 
 void gh_http_error(struct gh_req *r, const struct gh_err *e)
@@ -265,7 +266,7 @@ static enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 	int64_t max = r->app->cfg->server.max_body_bytes;
 	long long cl = r->ri->content_length;
 	struct gh_buf b;
-	char chunk[16384];
+	char chunk[4096]; /* small: a stream's worker keeps its stack for the stream's life */
 	int n;
 
 	if (cl > max) {
@@ -559,9 +560,93 @@ void gh_http_sse_end(struct gh_req *r)
 	mg_write(r->conn, "0\r\n\r\n", 5);
 }
 
-/* CivetWeb does not expose a connection's socket: find it once by its
- * address pair among this process's sockets. */
+/*
+ * CivetWeb 1.15 has no call that gives a connection's socket, and the
+ * client-gone check needs it. gatehouse defines accept(): the dynamic
+ * linker binds CivetWeb's call to this definition, which records the
+ * socket each peer port arrived on and returns the real accept's result.
+ * The record is a hint, checked with getpeername before use; without it
+ * (another peer on the same port, or an accept we did not see) the socket
+ * is found by scanning this process's descriptors.
+ */
+static _Atomic int peer_fd[65536];       /* fd + 1 by peer port; 0 = unknown */
+
+typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
+static _Atomic(accept_fn) real_accept;
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len);
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	accept_fn f = atomic_load(&real_accept);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	int s;
+
+	if (!f) {
+		f = (accept_fn)(uintptr_t)dlsym(RTLD_NEXT, "accept");
+		if (!f) {
+			errno = ENOSYS;
+			return -1;
+		}
+		atomic_store(&real_accept, f);
+	}
+	s = f(fd, addr, len);
+	if (s >= 0 && getpeername(s, (struct sockaddr *)&peer, &pl) == 0) {
+		int port = peer.ss_family == AF_INET
+				   ? ntohs(((struct sockaddr_in *)&peer)->sin_port)
+			   : peer.ss_family == AF_INET6
+				   ? ntohs(((struct sockaddr_in6 *)&peer)->sin6_port)
+				   : -1;
+
+		if (port >= 0)
+			atomic_store(&peer_fd[port], s + 1);
+	}
+	return s;
+}
+
+/* 1 when fd is the TCP connection from r's client to r's server port. */
+static int is_client_socket(struct gh_req *r, int fd)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	char addr[INET6_ADDRSTRLEN];
+	int port, lport;
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
+		return 0;
+	if (peer.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof(addr));
+		port = ntohs(((struct sockaddr_in *)&peer)->sin_port);
+		lport = ntohs(((struct sockaddr_in *)&local)->sin_port);
+	} else if (peer.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof(addr));
+		port = ntohs(((struct sockaddr_in6 *)&peer)->sin6_port);
+		lport = ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
+	} else {
+		return 0;
+	}
+	return port == r->ri->remote_port && lport == r->ri->server_port &&
+	       !strcmp(addr, r->ri->remote_addr);
+}
+
+static int scan_sockets(struct gh_req *r);
+
+/* Finds the client's socket: the accept() record first, else a scan of
+ * this process's sockets by their address pair. */
 static int find_socket(struct gh_req *r)
+{
+	int hint = r->ri->remote_port >= 0 && r->ri->remote_port < 65536
+			   ? atomic_load(&peer_fd[r->ri->remote_port]) - 1 : -1;
+
+	if (hint >= 0 && is_client_socket(r, hint))
+		return hint;
+	gh_debug("%s: client socket not recorded at accept; scanning descriptors", r->id);
+	return scan_sockets(r);
+}
+
+static int scan_sockets(struct gh_req *r)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
@@ -570,36 +655,12 @@ static int find_socket(struct gh_req *r)
 	if (!d)
 		return -1;
 	while ((de = readdir(d)) && found < 0) {
-		struct sockaddr_storage peer, local;
-		socklen_t pl = sizeof(peer), ll = sizeof(local);
-		char addr[INET6_ADDRSTRLEN];
 		int64_t v;
-		int fd, port = 0, lport = 0;
 
 		if (gh_parse_i64(de->d_name, 0, 1 << 30, &v) != 0)
 			continue;
-		fd = (int)v;
-		if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
-		    getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
-			continue;
-		if (peer.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&peer;
-
-			inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
-			port = ntohs(a->sin_port);
-			lport = ntohs(((struct sockaddr_in *)&local)->sin_port);
-		} else if (peer.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&peer;
-
-			inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
-			port = ntohs(a->sin6_port);
-			lport = ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
-		} else {
-			continue;
-		}
-		if (port == r->ri->remote_port && lport == r->ri->server_port &&
-		    !strcmp(addr, r->ri->remote_addr))
-			found = fd;
+		if (is_client_socket(r, (int)v))
+			found = (int)v;
 	}
 	closedir(d);
 	return found;

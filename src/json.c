@@ -186,25 +186,35 @@ static int cmp_keys(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
-static int canonical(const cJSON *v, struct gh_buf *out);
-
-int gh_json_canonical(const cJSON *v, struct gh_buf *out)
+/* Integers without printf: most numbers gatehouse writes are counts,
+ * sizes and times, and printf with its locale handling dominated the cost
+ * of serialising. */
+static int put_int(struct gh_buf *out, long long v)
 {
-	size_t len = out->len;
-	int rc = canonical(v, out);
+	char tmp[24];
+	size_t i = sizeof(tmp);
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
 
-	if (rc != GH_BUF_OK && out->data) {
-		out->len = len;
-		out->data[len] = '\0';
-	}
-	return rc;
+	do {
+		tmp[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		tmp[--i] = '-';
+	return gh_buf_append(out, tmp + i, sizeof(tmp) - i);
 }
 
-static int canonical(const cJSON *v, struct gh_buf *out)
+/* One serialiser for both forms: sorted (canonical: keys in byte order,
+ * for hashes) or as built. No whitespace; integers up to 2^53 without
+ * exponent, other finite numbers as %.17g (which reads back exactly),
+ * non-finite ones as null; raw items verbatim. */
+static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth)
 {
 	int rc = GH_BUF_OK;
 
-	if (cJSON_IsNull(v) || !v)
+	if (depth > 1000)
+		return GH_BUF_TOOBIG; /* built trees are bounded far below this */
+	if (!v || cJSON_IsNull(v))
 		return gh_buf_puts(out, "null");
 	if (cJSON_IsTrue(v))
 		return gh_buf_puts(out, "true");
@@ -216,51 +226,56 @@ static int canonical(const cJSON *v, struct gh_buf *out)
 		if (!isfinite(d))
 			return gh_buf_puts(out, "null");
 		if (gh_json_is_int(v))
-			return gh_buf_printf(out, "%lld", (long long)d);
+			return put_int(out, (long long)d);
 		return gh_buf_printf(out, "%.17g", d);
 	}
 	if (cJSON_IsString(v))
 		return gh_buf_json_str(out, v->valuestring ? v->valuestring : "");
+	if (cJSON_IsRaw(v))
+		return gh_buf_puts(out, v->valuestring ? v->valuestring : "null");
 	if (cJSON_IsArray(v)) {
 		const cJSON *c;
-		int first = 1;
 
 		if ((rc = gh_buf_putc(out, '[')) != GH_BUF_OK)
 			return rc;
 		for (c = v->child; c; c = c->next) {
-			if (!first && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
+			if (c != v->child && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
 				return rc;
-			first = 0;
-			if ((rc = canonical(c, out)) != GH_BUF_OK)
+			if ((rc = write_value(c, out, sorted, depth + 1)) != GH_BUF_OK)
 				return rc;
 		}
 		return gh_buf_putc(out, ']');
 	}
 	if (cJSON_IsObject(v)) {
-		const cJSON *c, **keys;
+		const cJSON *c, **keys = NULL, *stackkeys[32];
 		size_t n = 0, i;
 
 		for (c = v->child; c; c = c->next)
 			n++;
 		if (n == 0)
 			return gh_buf_puts(out, "{}");
-		keys = malloc(n * sizeof(*keys));
-		if (!keys)
-			return GH_BUF_NOMEM;
-		for (i = 0, c = v->child; c; c = c->next)
-			keys[i++] = c;
-		qsort(keys, n, sizeof(*keys), cmp_keys);
+		if (sorted) {
+			keys = n <= GH_ARRAY_LEN(stackkeys) ? stackkeys : malloc(n * sizeof(*keys));
+			if (!keys)
+				return GH_BUF_NOMEM;
+			for (i = 0, c = v->child; c; c = c->next)
+				keys[i++] = c;
+			qsort(keys, n, sizeof(*keys), cmp_keys);
+		}
 		rc = gh_buf_putc(out, '{');
-		for (i = 0; i < n && rc == GH_BUF_OK; i++) {
+		for (i = 0, c = v->child; i < n && rc == GH_BUF_OK; i++, c = c ? c->next : NULL) {
+			const cJSON *m = sorted ? keys[i] : c;
+
 			if (i && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
 				break;
-			if ((rc = gh_buf_json_str(out, keys[i]->string)) != GH_BUF_OK)
+			if ((rc = gh_buf_json_str(out, m->string ? m->string : "")) != GH_BUF_OK)
 				break;
 			if ((rc = gh_buf_putc(out, ':')) != GH_BUF_OK)
 				break;
-			rc = canonical(keys[i], out);
+			rc = write_value(m, out, sorted, depth + 1);
 		}
-		free(keys);
+		if (keys != stackkeys)
+			free(keys);
 		if (rc != GH_BUF_OK)
 			return rc;
 		return gh_buf_putc(out, '}');
@@ -268,29 +283,39 @@ static int canonical(const cJSON *v, struct gh_buf *out)
 	return gh_buf_puts(out, "null");
 }
 
+/* Writes v, leaving out as it was on failure. */
+static int write_json(const cJSON *v, struct gh_buf *out, int sorted)
+{
+	size_t len = out->len;
+	int rc = write_value(v, out, sorted, 0);
+
+	if (rc != GH_BUF_OK && out->data) {
+		out->len = len;
+		out->data[len] = '\0';
+	}
+	return rc;
+}
+
+int gh_json_canonical(const cJSON *v, struct gh_buf *out)
+{
+	return write_json(v, out, 1);
+}
+
 int gh_json_print(const cJSON *v, struct gh_buf *out)
 {
-	char *s = cJSON_PrintUnformatted(v);
-	int rc;
-
-	if (!s)
-		return GH_BUF_NOMEM;
-	rc = gh_buf_puts(out, s);
-	cJSON_free(s);
-	return rc;
+	return write_json(v, out, 0);
 }
 
 char *gh_json_dump(const cJSON *v)
 {
-	char *s = cJSON_PrintUnformatted(v), *r;
+	struct gh_buf b;
 
-	if (!s)
+	gh_buf_init(&b, (size_t)1 << 30);
+	if (write_json(v, &b, 0) != GH_BUF_OK) {
+		gh_buf_free(&b);
 		return NULL;
-	/* cJSON_free and free are the same allocator unless hooks are set;
-	 * copy so callers can always use free(). */
-	r = strdup(s);
-	cJSON_free(s);
-	return r;
+	}
+	return gh_buf_detach(&b);
 }
 
 const char *gh_json_str(const cJSON *obj, const char *key)

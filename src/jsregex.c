@@ -13,6 +13,7 @@
 #include "jsregex.h"
 
 #include <locale.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -693,6 +694,12 @@ struct cloc {
 
 static void cloc_enter(struct cloc *l)
 {
+	/* A single-byte locale (gatehouse never leaves "C") reads the
+	 * translated pattern byte by byte already: nothing to switch. */
+	if (MB_CUR_MAX == 1) {
+		l->c = (locale_t)0;
+		return;
+	}
 	l->c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 	l->old = l->c ? uselocale(l->c) : (locale_t)0;
 }
@@ -752,19 +759,91 @@ out:
  * when the pattern cannot be used, -2 when s is too long to check against
  * this pattern within GH_SCHEMA_MAX_PATTERN_WORK. A compilation adds the
  * pattern's size to *steps. */
-int gh_jsregex_match(struct gh_jsregex_cache *c, const char *src, const char *s, size_t n, long *steps,
-		    char *why, size_t cap)
+/* Patterns compiled once for the life of the process, keyed by their
+ * source text: the schemas of configured and memory tools are the same on
+ * every call, and compiling costs far more than matching. Bounded; when
+ * full, patterns are compiled per validation as before. glibc's regexec
+ * may be called on one regex_t from several threads. */
+#define SHARED_SLOTS 512
+#define SHARED_MAX 256
+
+static struct {
+	pthread_mutex_t mu;
+	struct {
+		char *src;
+		regex_t re;
+		long cost;
+	} e[SHARED_SLOTS];
+	int n;
+} shared = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0};
+
+static uint32_t hash_src(const char *s)
 {
-	regex_t *re = NULL;
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* The shared compiled form of src, compiling it once when there is room;
+ * NULL when the pattern cannot be used (why filled) or the table is full
+ * (*full set, why empty). */
+static const regex_t *shared_get(const char *src, long *cost, int *full, char *why, size_t cap)
+{
+	uint32_t i = hash_src(src) % SHARED_SLOTS;
+	const regex_t *re = NULL;
+	int probes;
+
+	*full = 0;
+	pthread_mutex_lock(&shared.mu);
+	for (probes = 0; probes < SHARED_SLOTS; probes++, i = (i + 1) % SHARED_SLOTS) {
+		if (!shared.e[i].src) {
+			if (shared.n >= SHARED_MAX) {
+				*full = 1;
+				break;
+			}
+			if (gh_jsregex_compile(src, &shared.e[i].re, &shared.e[i].cost, why, cap))
+				break;
+			if (!(shared.e[i].src = strdup(src))) {
+				regfree(&shared.e[i].re);
+				*full = 1;
+				break;
+			}
+			shared.n++;
+			re = &shared.e[i].re;
+			*cost = shared.e[i].cost;
+			break;
+		}
+		if (!strcmp(shared.e[i].src, src)) {
+			re = &shared.e[i].re;
+			*cost = shared.e[i].cost;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&shared.mu);
+	return re;
+}
+
+int gh_jsregex_match(struct gh_jsregex_cache *c, const char *src, const char *s, size_t n,
+		     long *steps, char *why, size_t cap)
+{
+	const regex_t *re = NULL;
 	struct cloc loc;
 	long cost = 1;
-	int i, e;
+	int i, e, full = 0;
 
+	why[0] = '\0';
 	for (i = 0; i < c->n && !re; i++) {
 		if (c->e[i].src == src) {
 			re = &c->e[i].re;
 			cost = c->e[i].cost;
 		}
+	}
+	if (!re) {
+		re = shared_get(src, &cost, &full, why, cap);
+		if (!re && !full)
+			return -1;
 	}
 	if (!re) {
 		regex_t tmp;

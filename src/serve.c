@@ -108,6 +108,8 @@ int gh_cmd_serve(struct gh_cli *c)
 	}
 	if (n)
 		gh_warn("recovered %d runs interrupted by the last shutdown", n);
+	if (gh_store_analyze(app.store, &e) != GH_OK)
+		gh_warn("database: statistics not refreshed: %s", e.msg);
 	app.rl = gh_rl_new(1000000);
 	app.hub = gh_hub_new();
 	if (!app.rl || !app.hub) {

@@ -245,6 +245,37 @@ static void finish_jobs(struct store_job *jobs)
 	}
 }
 
+/* The writer checkpoints, not SQLite's auto-checkpoint inside a commit: a
+ * commit that happens to trigger one would wait for two fsyncs on a
+ * caller's behalf. The writer checkpoints when its queue is empty and the
+ * WAL has grown, or at once when the WAL is large. */
+#define CKPT_IDLE_PAGES 1000
+#define CKPT_FORCE_PAGES 16000
+
+static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
+{
+	struct gh_store *s = ud;
+
+	(void)db;
+	(void)name;
+	s->wal_pages = pages;
+	return SQLITE_OK;
+}
+
+static void checkpoint(struct gh_store *s)
+{
+	int log = 0, done = 0, rc;
+
+	if (lock_writer(s) != 0)
+		return;
+	rc = sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	unlock_writer(s);
+	if (rc != SQLITE_OK)
+		gh_warn("database: checkpoint: %s", sqlite3_errmsg(s->w.db));
+	else
+		s->wal_pages = log - done;
+}
+
 static void *writer_main(void *arg)
 {
 	struct gh_store *s = arg;
@@ -288,8 +319,16 @@ static void *writer_main(void *arg)
 			s->qtail = NULL;
 		pthread_mutex_unlock(&s->qmu);
 		if (batch || timed_out) {
+			int idle;
+
 			run_batch(s, batch, timed_out);
 			finish_jobs(batch);
+			pthread_mutex_lock(&s->qmu);
+			idle = !s->qhead;
+			pthread_mutex_unlock(&s->qmu);
+			if (s->wal_pages >= CKPT_FORCE_PAGES ||
+			    (idle && s->wal_pages >= CKPT_IDLE_PAGES))
+				checkpoint(s);
 		}
 	}
 	return NULL;
@@ -581,7 +620,9 @@ static int open_conn(struct gh_store *s, struct store_conn *c, int readonly, str
 	}
 	if (exec(c, s->o.synchronous_full ? "PRAGMA synchronous = FULL"
 					  : "PRAGMA synchronous = NORMAL", e) != 0 ||
-	    exec(c, "PRAGMA foreign_keys = ON", e) != 0) {
+	    exec(c, "PRAGMA foreign_keys = ON", e) != 0 ||
+	    /* the writer touches the same index pages over and over */
+	    exec(c, "PRAGMA cache_size = -32768", e) != 0) {
 		conn_close(c);
 		return -1;
 	}
@@ -682,6 +723,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 		s->schema_version = v;
 	}
 	if (o->threaded && !o->readonly) {
+		sqlite3_wal_hook(s->w.db, wal_hook, s);
 		if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
 			rc = gh_err_set(e, GH_E_INTERNAL, "cannot start the database writer");
 			goto fail;
@@ -755,4 +797,21 @@ void gh_store_stats(struct gh_store *s, struct gh_store_stats *out)
 	out->transactions = atomic_load(&s->n_tx);
 	out->jobs = atomic_load(&s->n_jobs);
 	out->max_batch = atomic_load(&s->max_batch);
+}
+
+static enum gh_code analyze_job(struct gh_store *s, struct store_conn *w, void *arg,
+				struct gh_err *e)
+{
+	(void)s;
+	(void)arg;
+	/* sampled statistics: cheap even on millions of rows, enough for the
+	 * planner to pick the most selective index of a filtered query */
+	if (exec(w, "PRAGMA analysis_limit = 1000", e) != 0 || exec(w, "ANALYZE", e) != 0)
+		return GH_E_IO;
+	return GH_OK;
+}
+
+enum gh_code gh_store_analyze(struct gh_store *s, struct gh_err *e)
+{
+	return store_write(s, analyze_job, NULL, e);
 }

@@ -64,6 +64,10 @@ int gh_store_schema_latest(void);
  * "gatehouse migrate" (gh_store_open already does it for serve). */
 enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e);
 
+/* Refreshes the query planner's statistics (sampled ANALYZE), so filtered
+ * queries use their most selective index. Runs on the writer. */
+enum gh_code gh_store_analyze(struct gh_store *s, struct gh_err *e);
+
 /* Counters for benchmarks and /healthz: commits, jobs, largest batch. */
 struct gh_store_stats {
 	uint64_t transactions;

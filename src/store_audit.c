@@ -25,7 +25,7 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 	if (c->known)
 		return GH_OK;
 	memset(c, 0, sizeof(*c));
-	st = store_stmt(w, "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1", e);
+	st = store_stmt(w, "SELECT seq, hash, ts FROM audit_events ORDER BY seq DESC LIMIT 1", e);
 	if (!st)
 		return GH_E_IO;
 	rc = sqlite3_step(st);
@@ -37,6 +37,7 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 		}
 		c->last_seq = sqlite3_column_int64(st, 0);
 		memcpy(c->last_hash, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
+		c->last_ts = sqlite3_column_int64(st, 2);
 	} else if (rc == SQLITE_DONE) {
 		sqlite3_reset(st);
 		/* Empty table: after a full prune the anchor says where to go on. */
@@ -132,8 +133,13 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 
 	if ((rc = store_chain_load(s, w, e)) != GH_OK)
 		return rc;
+	/* The writer stamps the time (callers normally leave it 0), never
+	 * earlier than the row before: time order is row order, so a time
+	 * range is a range of rows. */
 	if (ev.ts == 0)
 		ev.ts = gh_now_ms();
+	if (ev.ts < s->chain.last_ts)
+		ev.ts = s->chain.last_ts;
 	seq = s->chain.last_seq + 1;
 	gh_audit_row_hash(s->chain.last_hash, seq, &ev, hash);
 	st = store_stmt(w,
@@ -173,6 +179,7 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 	}
 	sqlite3_reset(st);
 	s->chain.last_seq = seq;
+	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
 	if (seq_out)
 		*seq_out = seq;
@@ -270,6 +277,54 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 /* The query is built from a fixed set of optional conditions; each
  * combination is a distinct SQL text, so it is prepared per call rather than
  * cached. Every value is bound, never spliced. */
+/* The rows a time range covers, as seq bounds: ts never decreases with
+ * seq, so two index lookups replace a scan of the range. *lo > *hi when
+ * no row is in the range. */
+static enum gh_code seq_range(struct store_conn *c, int64_t from_ms, int64_t to_ms, int64_t *lo,
+			      int64_t *hi, struct gh_err *e)
+{
+	sqlite3_stmt *st;
+	int src;
+
+	*lo = 1;
+	*hi = INT64_MAX;
+	if (from_ms > 0) {
+		st = store_stmt(c, "SELECT seq FROM audit_events WHERE ts >= ? ORDER BY ts, seq "
+				   "LIMIT 1", e);
+		if (!st)
+			return GH_E_IO;
+		sqlite3_bind_int64(st, 1, from_ms);
+		src = sqlite3_step(st);
+		if (src == SQLITE_ROW)
+			*lo = sqlite3_column_int64(st, 0);
+		else if (src == SQLITE_DONE)
+			*lo = INT64_MAX; /* nothing that recent */
+		else
+			return store_fail(c, "querying the audit log", e);
+		sqlite3_reset(st);
+	}
+	if (to_ms > 0) {
+		st = store_stmt(c, "SELECT seq FROM audit_events WHERE ts < ? ORDER BY ts DESC, "
+				   "seq DESC LIMIT 1", e);
+		if (!st)
+			return GH_E_IO;
+		sqlite3_bind_int64(st, 1, to_ms);
+		src = sqlite3_step(st);
+		if (src == SQLITE_ROW)
+			*hi = sqlite3_column_int64(st, 0);
+		else if (src == SQLITE_DONE)
+			*hi = 0; /* nothing that old */
+		else
+			return store_fail(c, "querying the audit log", e);
+		sqlite3_reset(st);
+	}
+	return GH_OK;
+}
+
+/* The query is built from a fixed set of optional conditions; each
+ * combination is a distinct SQL text, so it is prepared per call rather than
+ * cached. Every value is bound, never spliced. Time ranges become seq
+ * ranges, which every (column, seq) index serves in order. */
 enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
 				  int64_t before, int limit, int ascending,
 				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
@@ -288,36 +343,38 @@ enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filt
 	struct store_conn *c;
 	sqlite3_stmt *st = NULL;
 	enum gh_code rc = GH_OK;
-	int i, bi = 1, src, n = 0;
-	int64_t last = 0;
+	int i, bi = 1, src = SQLITE_DONE, n = 0;
+	int64_t last = 0, lo, hi;
 
 	if (limit < 1)
 		limit = 1;
-	used = (size_t)snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM audit_events WHERE 1");
-	if (before > 0)
-		used += (size_t)snprintf(sql + used, sizeof(sql) - used,
-					 ascending ? " AND seq > ?" : " AND seq < ?");
-	if (f->from_ms > 0)
-		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " AND ts >= ?");
-	if (f->to_ms > 0)
-		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " AND ts < ?");
+	if (next_before)
+		*next_before = 0;
+	c = store_reader(s);
+	if ((rc = seq_range(c, f->from_ms, f->to_ms, &lo, &hi, e)) != GH_OK)
+		goto out;
+	if (before > 0) {
+		if (ascending && before + 1 > lo)
+			lo = before + 1;
+		if (!ascending && before - 1 < hi)
+			hi = before - 1;
+	}
+	if (lo > hi)
+		goto out; /* nothing in range */
+	used = (size_t)snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM audit_events "
+						   "WHERE seq BETWEEN ? AND ?");
 	for (i = 0; i < (int)GH_ARRAY_LEN(conds); i++)
 		if (conds[i].val && *conds[i].val)
 			used += (size_t)snprintf(sql + used, sizeof(sql) - used, " AND %s = ?",
 						 conds[i].col);
 	snprintf(sql + used, sizeof(sql) - used, ascending ? " ORDER BY seq LIMIT ?"
 							   : " ORDER BY seq DESC LIMIT ?");
-	c = store_reader(s);
 	if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
 		rc = store_fail(c, "querying the audit log", e);
 		goto out;
 	}
-	if (before > 0)
-		sqlite3_bind_int64(st, bi++, before);
-	if (f->from_ms > 0)
-		sqlite3_bind_int64(st, bi++, f->from_ms);
-	if (f->to_ms > 0)
-		sqlite3_bind_int64(st, bi++, f->to_ms);
+	sqlite3_bind_int64(st, bi++, lo);
+	sqlite3_bind_int64(st, bi++, hi);
 	for (i = 0; i < (int)GH_ARRAY_LEN(conds); i++)
 		if (conds[i].val && *conds[i].val)
 			store_bind_text(st, bi++, conds[i].val);

@@ -50,6 +50,7 @@ struct store_job {
 struct store_chain {
 	int known;                      /* loaded in this transaction */
 	int64_t last_seq;
+	int64_t last_ts;                /* rows get ts >= this: time order is seq order */
 	unsigned char last_hash[GH_AUDIT_HASH_LEN];
 	int64_t ckpt_seq;               /* newest checkpoint */
 	int64_t ckpt_ms;
@@ -83,6 +84,8 @@ struct gh_store {
 	int64_t ckpt_every_ms;
 
 	_Atomic uint64_t n_tx, n_jobs, max_batch;
+	int wal_pages;                  /* WAL size after the last commit (writer only) */
+	int64_t last_analyze_ms;
 };
 
 /* Runs fn as a write job and waits for its commit. The result is fn's code,
