@@ -16,9 +16,9 @@
 #define GH_BENCH_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -69,7 +69,7 @@ BENCH_UNUSED static void bench_sleep_ms(int64_t ms)
 #define BENCH_MAX_CHILDREN 16
 static volatile pid_t bench_children[BENCH_MAX_CHILDREN];
 
-static void bench_kill_children(void)
+BENCH_UNUSED static void bench_kill_children(void)
 {
 	int i;
 
@@ -78,7 +78,7 @@ static void bench_kill_children(void)
 			kill(bench_children[i], SIGKILL);
 }
 
-static void bench_on_signal(int sig)
+BENCH_UNUSED static void bench_on_signal(int sig)
 {
 	bench_kill_children();
 	signal(sig, SIG_DFL);
@@ -133,14 +133,14 @@ struct bench_stats {
 	double p50, p90, p99, mean, max; /* in the unit of the samples given */
 };
 
-static int cmp_i64(const void *a, const void *b)
+BENCH_UNUSED static int cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 
 	return x < y ? -1 : x > y;
 }
 
-static int cmp_dbl(const void *a, const void *b)
+BENCH_UNUSED static int cmp_dbl(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
@@ -480,15 +480,16 @@ BENCH_UNUSED static pid_t bench_spawn(char *const argv[], const char *dir, const
 	return pid;
 }
 
-/* SIGTERM, then SIGKILL after timeout_ms; returns the exit status (-1 when
- * it had to be killed). */
-BENCH_UNUSED BENCH_UNUSED static void bench_forget(pid_t pid)
+/* pid is no longer ours to clean up (it was waited for). */
+BENCH_UNUSED static void bench_forget(pid_t pid)
 {
 	for (int i = 0; i < BENCH_MAX_CHILDREN; i++)
 		if (bench_children[i] == pid)
 			bench_children[i] = 0;
 }
 
+/* SIGTERM, then SIGKILL after timeout_ms; returns the exit status (-1 when
+ * it had to be killed). */
 BENCH_UNUSED static int bench_stop(pid_t pid, int timeout_ms)
 {
 	int st = 0;
@@ -574,6 +575,7 @@ struct bconn {
 	int timeout_ms;
 	char *in;        /* read buffer: bytes [off, len) not consumed yet */
 	size_t off, len, cap;
+	size_t rx;       /* bytes received since the current request was sent */
 };
 
 struct bresp {
@@ -589,7 +591,7 @@ BENCH_UNUSED static void bresp_free(struct bresp *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int bconn_connect(struct bconn *c)
+BENCH_UNUSED static int bconn_connect(struct bconn *c)
 {
 	struct sockaddr_in a;
 	int one = 1;
@@ -638,7 +640,7 @@ BENCH_UNUSED static int bconn_open(struct bconn *c, int port, int timeout_ms)
 }
 
 /* Makes room and reads more; 0 on data, -1 on EOF/error/timeout. */
-static int bconn_fill(struct bconn *c)
+BENCH_UNUSED static int bconn_fill(struct bconn *c)
 {
 	ssize_t n;
 
@@ -667,12 +669,13 @@ static int bconn_fill(struct bconn *c)
 	if (n <= 0)
 		return -1;
 	c->len += (size_t)n;
+	c->rx += (size_t)n;
 	return 0;
 }
 
 /* A line ending in CRLF starting at c->off (waits for it); returns its
  * length without CRLF and advances past it; -1 on failure. */
-static ssize_t bconn_line(struct bconn *c, const char **line)
+BENCH_UNUSED static ssize_t bconn_line(struct bconn *c, const char **line)
 {
 	for (;;) {
 		char *s = c->in + c->off;
@@ -688,7 +691,7 @@ static ssize_t bconn_line(struct bconn *c, const char **line)
 	}
 }
 
-static int body_append(struct bresp *r, const char *p, size_t n)
+BENCH_UNUSED static int body_append(struct bresp *r, const char *p, size_t n)
 {
 	if (r->len + n + 1 > r->cap) {
 		size_t nc = r->cap ? r->cap : 4096;
@@ -711,7 +714,7 @@ static int body_append(struct bresp *r, const char *p, size_t n)
 }
 
 /* Consumes exactly n body bytes into r. */
-static int bconn_take(struct bconn *c, struct bresp *r, size_t n)
+BENCH_UNUSED static int bconn_take(struct bconn *c, struct bresp *r, size_t n)
 {
 	while (n > 0) {
 		size_t have = c->len - c->off, k;
@@ -732,7 +735,7 @@ static int bconn_take(struct bconn *c, struct bresp *r, size_t n)
 
 /* Reads one response (status line, headers, body by Content-Length or
  * chunked, or to EOF when neither). */
-static int bconn_read_response(struct bconn *c, struct bresp *r)
+BENCH_UNUSED static int bconn_read_response(struct bconn *c, struct bresp *r)
 {
 	const char *line;
 	ssize_t n;
@@ -791,7 +794,7 @@ static int bconn_read_response(struct bconn *c, struct bresp *r)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
+BENCH_UNUSED static int write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
@@ -807,8 +810,10 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /* Sends one request and reads the whole response into r (fresh; free it
- * with bresp_free). extra_headers: "Name: v\r\n..." or NULL. Reconnects
- * once when a kept-alive connection turns out closed. Returns 0 or -1. */
+ * with bresp_free). extra_headers: "Name: v\r\n..." or NULL. Sends again,
+ * once, on a new connection only when a kept-alive connection turned out
+ * closed before any byte of the answer came (so a request is never run
+ * twice). Returns 0 or -1. */
 BENCH_UNUSED static int bconn_request(struct bconn *c, const char *method, const char *path,
 				      const char *extra_headers, const char *body, size_t blen,
 				      struct bresp *r)
@@ -825,8 +830,11 @@ BENCH_UNUSED static int bconn_request(struct bconn *c, const char *method, const
 	if (hl < 0 || (size_t)hl >= sizeof(head))
 		return -1;
 	for (attempt = 0; attempt < 2; attempt++) {
-		if (c->fd < 0 && bconn_connect(c) != 0)
+		int fresh = c->fd < 0;
+
+		if (fresh && bconn_connect(c) != 0)
 			return -1;
+		c->rx = 0;
 		if (write_all(c->fd, head, (size_t)hl) == 0 &&
 		    (!body || write_all(c->fd, body, blen) == 0) &&
 		    bconn_read_response(c, r) == 0) {
@@ -839,6 +847,8 @@ BENCH_UNUSED static int bconn_request(struct bconn *c, const char *method, const
 		bresp_free(r);
 		close(c->fd);
 		c->fd = -1;
+		if (fresh || c->rx > 0)
+			return -1;
 	}
 	return -1;
 }
@@ -953,7 +963,7 @@ BENCH_UNUSED static void bench_print_host(void)
 	}
 	printf("host: %ld CPUs (%s)", cpus, model);
 	if (bench_read_file("/proc/loadavg", buf, sizeof(buf)) > 0)
-		printf(", loadavg %.*s", (int)strcspn(buf, " ") , buf);
+		printf(", loadavg %.*s", (int)strcspn(buf, " "), buf);
 	printf("\n");
 }
 

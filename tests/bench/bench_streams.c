@@ -16,14 +16,16 @@
  * gatehouse. Added TTFT is gateway minus direct at the same percentile.
  * gatehouse's VmRSS is read from /proc before the phase (idle, after
  * warm-up) and every 200 ms during it; growth = the highest reading while
- * all N streams were open, minus the idle reading. Every stream's text is
- * compared with the scripted text, word by word, and must end with
- * "finish" and [DONE].
+ * all N streams were open, minus the idle reading. gatehouse's and the
+ * fake's CPU time over each phase (and gatehouse's while all N were open)
+ * come from /proc too. Every stream's text is compared byte for byte with
+ * the scripted text, whose words are numbered (w00000 w00001 ...), so a
+ * dropped or reordered chunk cannot pass; it must end with "finish" and
+ * [DONE].
  *
  * One thread drives every connection with epoll. RLIMIT_NOFILE is raised
  * for this process and its children.
  */
-#include <pthread.h>
 #include <sys/epoll.h>
 
 #include <cjson/cJSON.h>
@@ -546,6 +548,7 @@ int main(int argc, char **argv)
 	const char *v, *user_body =
 		"{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story.\"}]}";
 	double d50[16], d99[16], g50[16], g99[16], a50[16], a99[16], grow[16], per[16];
+	int no_peak = 0;
 	char *text, *up_body = NULL, *direct_req, *gw_req = NULL;
 	struct bench_proc fp, gp;
 	int64_t r, nofile;
@@ -651,9 +654,11 @@ int main(int argc, char **argv)
 		grow[r] = (double)(rg.rss_peak_kb - rg.rss_idle_kb) / 1024;
 		per[r] = (double)(rg.rss_peak_kb - rg.rss_idle_kb) / (double)o.streams;
 		problems += rd.failed + rg.failed;
-		if (!rg.rss_peak_kb)
+		if (!rg.rss_peak_kb) {
 			printf("    (the %lld streams were never all open at once: no peak "
 			       "reading)\n", (long long)o.streams);
+			no_peak = 1;
+		}
 		free(direct_req);
 		if (bench_stop(gp.pid, 60000) != 0)
 			fprintf(stderr, "bench: gatehouse did not exit cleanly (see %s)\n", gp.err);
@@ -670,7 +675,7 @@ int main(int argc, char **argv)
 	       bench_median(grow, (size_t)r), bench_median(per, (size_t)r));
 	printf("  targets: RSS growth <= 64 MB: %s; added TTFT p99 <= 1 ms: %s; "
 	       "every stream's text intact: %s\n",
-	       bench_median(grow, (size_t)r) <= 64 ? "met" : "NOT met",
+	       no_peak ? "n/a" : bench_median(grow, (size_t)r) <= 64 ? "met" : "NOT met",
 	       bench_median(a99, (size_t)r) <= 1 ? "met" : "NOT met", problems ? "NO" : "yes");
 	bench_stop(fp.pid, 10000);
 	free(text);
