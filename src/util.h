@@ -16,9 +16,15 @@ int64_t gh_now_ms(void);
 /* Monotonic clock in nanoseconds (for durations and rate limits). */
 int64_t gh_mono_ns(void);
 
-/* Writes prefix + 24 random base32 chars + NUL into out (cap bytes).
- * Ids look like "run_k3j5...". cap must be >= strlen(prefix) + 25. */
+/* Writes prefix + 24 base32 chars + NUL into out (cap bytes): 10 for the
+ * time in milliseconds, then 14 random ones (70 bits). The alphabet is in
+ * ASCII order, so ids made later sort after earlier ones and the rows they
+ * key are appended to an index rather than scattered through it. Ids look
+ * like "run_01kaf3m9qz...". cap must be >= strlen(prefix) + 25; when it is
+ * not, out gets "". gh_id_new_at takes the time (for tools that write
+ * history). */
 void gh_id_new(const char *prefix, char *out, size_t cap);
+void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap);
 #define GH_ID_MAX 48
 
 /* Lower-case hex of n bytes into out (2n+1 bytes). */

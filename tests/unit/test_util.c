@@ -255,8 +255,9 @@ static void test_hex(void)
 
 static void test_id_new(void)
 {
-	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-	char ids[200][GH_ID_MAX], small[10];
+	static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
+	char ids[200][GH_ID_MAX], small[10], a[GH_ID_MAX], b[GH_ID_MAX];
+	int64_t now = gh_now_ms(), t = 0;
 	size_t i, j;
 
 	for (i = 0; i < GH_ARRAY_LEN(ids); i++) {
@@ -271,6 +272,18 @@ static void test_id_new(void)
 			if (!strcmp(ids[i], ids[j]))
 				T_FAIL("duplicate id %s", ids[i]);
 	}
+	/* the first ten characters are the time */
+	for (j = 4; j < 14; j++)
+		t = t * 32 + (strchr(alphabet, ids[0][j]) - alphabet);
+	T_ASSERT(t >= now && t <= gh_now_ms());
+	/* later ids sort later, whatever their random part */
+	for (i = 0; i < 100; i++) {
+		gh_id_new_at("thr_", 1700000000000 + (int64_t)i, a, sizeof(a));
+		gh_id_new_at("thr_", 1700000000001 + (int64_t)i, b, sizeof(b));
+		T_ASSERT(strcmp(a, b) < 0);
+	}
+	gh_id_new_at("x", 0, a, sizeof(a));
+	T_ASSERT(!strncmp(a, "x0000000000", 11));
 	/* exactly prefix + 25 fits; one less gets "" */
 	gh_id_new("k_", small, 0);
 	gh_id_new("", ids[0], 25);
