@@ -4,7 +4,8 @@
  * an audit row shared by the API, export and the CLI.
  *
  * Streaming: rows are read in order through the store's scan, so memory
- * does not grow with the table (checkpoints, one per N rows, are loaded).
+ * does not grow with the table (checkpoints, one per N rows, are loaded;
+ * the filter index one block at a time).
  * Safe from any thread.
  */
 #include "audit_verify.h"
@@ -15,6 +16,7 @@
 
 #include <sodium.h>
 
+#include "audit_index.h"
 #include "json.h"
 #include "util.h"
 
@@ -42,6 +44,11 @@ static int ckpt_cb(void *ud, const struct gh_audit_checkpoint *c)
 
 struct scan {
 	struct gh_audit_verify *rep;
+	/* the filter index of the block being read: stored postings (owned by
+	 * the store, valid until the next block), the total of their rows,
+	 * and the postings the rows so far call for */
+	const struct gh_audit_blockidx *stored;
+	int64_t blk, stored_rows, needed_rows;
 	const unsigned char *trusted_pk;
 	struct ckpts *k;
 	size_t next_ckpt;
@@ -77,6 +84,82 @@ static int check_ckpt(struct scan *s, const struct gh_audit_checkpoint *c)
 		return fail(s, c->seq, "checkpoint at row %lld has a bad signature (forged or "
 			    "altered)", (long long)c->seq);
 	return 0;
+}
+
+static void index_fail(struct scan *s, int64_t seq, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void index_fail(struct scan *s, int64_t seq, const char *fmt, ...)
+{
+	va_list ap;
+
+	s->stored = NULL; /* one report per log is enough */
+	if (!s->rep->index_ok)
+		return;
+	s->rep->index_ok = 0;
+	s->rep->index_bad_seq = seq;
+	va_start(ap, fmt);
+	vsnprintf(s->rep->index_message, sizeof(s->rep->index_message), fmt, ap);
+	va_end(ap);
+}
+
+/* Every posting the block's rows call for was there; now none may be left
+ * over (a posting naming a row that lacks the value). */
+static void index_block_end(struct scan *s)
+{
+	if (!s->stored)
+		return;
+	s->rep->index_blocks++;
+	if (s->needed_rows != s->stored_rows)
+		index_fail(s, s->blk << GH_AUDIT_BLOCK_SHIFT,
+			   "the filter index of rows %lld..%lld lists rows under values they "
+			   "do not have", (long long)(s->blk << GH_AUDIT_BLOCK_SHIFT),
+			   (long long)(((s->blk + 1) << GH_AUDIT_BLOCK_SHIFT) - 1));
+	s->stored = NULL;
+}
+
+static int block_cb(void *ud, int64_t blk, const struct gh_audit_blockidx *stored,
+		    const char *why)
+{
+	struct scan *s = ud;
+
+	index_block_end(s);
+	s->blk = blk;
+	s->needed_rows = 0;
+	if (why) {
+		index_fail(s, blk << GH_AUDIT_BLOCK_SHIFT,
+			   "the filter index of rows %lld..%lld is damaged: %s",
+			   (long long)(blk << GH_AUDIT_BLOCK_SHIFT),
+			   (long long)(((blk + 1) << GH_AUDIT_BLOCK_SHIFT) - 1), why);
+		return 0;
+	}
+	if (stored && s->rep->index_ok) {
+		s->stored = stored;
+		s->stored_rows = gh_audit_blockidx_rows(stored);
+	}
+	return 0;
+}
+
+/* Each value of the row must be listed for it in its block's postings. */
+static void index_row(struct scan *s, const struct gh_audit_row *r)
+{
+	unsigned off = (unsigned)(r->seq & (GH_AUDIT_BLOCK_ROWS - 1));
+	int d;
+
+	for (d = 1; d <= GH_AUDIT_DIM_LAST; d++) {
+		const char *v = gh_audit_dim_value(r->ev, d);
+		const struct gh_audit_rows *rows;
+
+		if (!v)
+			continue;
+		rows = gh_audit_blockidx_get(s->stored, d, v);
+		if (!rows || !gh_audit_rows_has(rows, off)) {
+			index_fail(s, r->seq, "row %lld is missing from the filter index under "
+				   "%s", (long long)r->seq, gh_audit_dim_name(d));
+			return;
+		}
+		s->needed_rows++;
+	}
 }
 
 static int row_cb(void *ud, const struct gh_audit_row *r)
@@ -117,6 +200,8 @@ static int row_cb(void *ud, const struct gh_audit_row *r)
 		s->rep->signed_ts = c->ts;
 		s->next_ckpt++;
 	}
+	if (s->stored)
+		index_row(s, r);
 	s->rep->rows++;
 	s->rep->last_seq = r->seq;
 	s->expect_seq++;
@@ -135,6 +220,7 @@ enum gh_code gh_audit_verify(struct gh_store *st, const unsigned char *trusted_p
 	memset(rep, 0, sizeof(*rep));
 	memset(&s, 0, sizeof(s));
 	rep->ok = 1;
+	rep->index_ok = 1;
 	s.rep = rep;
 	s.trusted_pk = trusted_pk;
 	s.k = &k;
@@ -157,11 +243,12 @@ enum gh_code gh_audit_verify(struct gh_store *st, const unsigned char *trusted_p
 	}
 	if ((rc = gh_store_audit_checkpoints(st, ckpt_cb, &k, e)) != GH_OK)
 		goto out;
-	rc = gh_store_audit_scan(st, s.expect_seq, 0, row_cb, &s, e);
+	rc = gh_store_audit_scan_indexed(st, s.expect_seq, row_cb, block_cb, &s, e);
 	if (rc != GH_OK)
 		goto out;
 	if (s.failed)
 		goto done;
+	index_block_end(&s);
 	/* signed checkpoints beyond the last row: rows were cut off */
 	while (s.next_ckpt < k.n) {
 		const struct gh_audit_checkpoint *c = &k.v[s.next_ckpt++];
@@ -177,6 +264,8 @@ enum gh_code gh_audit_verify(struct gh_store *st, const unsigned char *trusted_p
 	}
 	rep->unsigned_rows = rep->last_seq > rep->signed_seq ? rep->last_seq - rep->signed_seq : 0;
 done:
+	rep->chain_ok = rep->ok;
+	rep->ok = rep->chain_ok && rep->index_ok;
 	rep->seconds = (double)(gh_mono_ns() - t0) / 1e9;
 	rc = GH_OK;
 out:

@@ -24,12 +24,21 @@ struct gh_audit_verify {
 	int64_t anchor_seq;        /* where the chain starts after pruning (0 = genesis) */
 	double seconds;
 	char message[512];         /* what is wrong, for people */
+	/* The filter index, checked against every row of each indexed block:
+	 * a damaged index hides rows from filtered queries, though the rows
+	 * themselves are intact (`gatehouse audit reindex` rebuilds it). */
+	int chain_ok;              /* the hash chain and checkpoints hold */
+	int index_ok;              /* every indexed block's postings match its rows */
+	int64_t index_blocks;      /* indexed blocks checked */
+	int64_t index_bad_seq;     /* a row where they disagree (0 when ok) */
+	char index_message[256];
 };
 
 /* Recomputes every hash from the anchor (or genesis), checks that every
  * row chains to the one before, that every checkpoint's signature is valid
  * and matches the chain, and that no signed checkpoint lies beyond the last
- * row (truncation). trusted_pk (32 bytes, may be NULL) pins the signing
+ * row (truncation); and checks the filter index against the rows. ok is
+ * chain_ok && index_ok. trusted_pk (32 bytes, may be NULL) pins the signing
  * key. Returns GH_OK with rep filled whether or not the log is intact;
  * other codes mean it could not be read. */
 enum gh_code gh_audit_verify(struct gh_store *s, const unsigned char *trusted_pk,

@@ -760,11 +760,12 @@ static void audit_verify(struct gh_req *r)
 	cJSON_AddBoolToObject(o, "ok", rep.ok);
 	cJSON_AddNumberToObject(o, "rows", (double)rep.rows);
 	cJSON_AddNumberToObject(o, "lastSeq", (double)rep.last_seq);
-	if (rep.ok)
+	if (rep.chain_ok)
 		cJSON_AddNullToObject(o, "badSeq");
 	else
 		cJSON_AddNumberToObject(o, "badSeq", (double)rep.bad_seq);
-	cJSON_AddStringToObject(o, "message", rep.ok ? "intact" : rep.message);
+	cJSON_AddStringToObject(o, "message", rep.chain_ok ? (rep.ok ? "intact" :
+		"rows intact; the filter index is damaged (gatehouse audit reindex)") : rep.message);
 	cJSON_AddNumberToObject(o, "signedSeq", (double)rep.signed_seq);
 	if (rep.signed_ts) {
 		gh_iso8601(rep.signed_ts, ts, sizeof(ts));
@@ -774,6 +775,21 @@ static void audit_verify(struct gh_req *r)
 	}
 	cJSON_AddNumberToObject(o, "unsignedRows", (double)rep.unsigned_rows);
 	cJSON_AddNumberToObject(o, "anchorSeq", (double)rep.anchor_seq);
+	{
+		cJSON *ix = cJSON_AddObjectToObject(o, "index");
+
+		if (ix) {
+			cJSON_AddBoolToObject(ix, "ok", rep.index_ok);
+			cJSON_AddNumberToObject(ix, "blocks", (double)rep.index_blocks);
+			if (rep.index_ok) {
+				cJSON_AddNullToObject(ix, "badSeq");
+				cJSON_AddNullToObject(ix, "message");
+			} else {
+				cJSON_AddNumberToObject(ix, "badSeq", (double)rep.index_bad_seq);
+				cJSON_AddStringToObject(ix, "message", rep.index_message);
+			}
+		}
+	}
 	cJSON_AddNumberToObject(o, "seconds", rep.seconds);
 	{
 		char pk[65];

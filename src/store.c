@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit_index.h"
 #include "embed.h"
 #include "json.h"
 #include "log.h"
@@ -133,6 +134,20 @@ static int step_done(struct store_conn *c, const char *sql, struct gh_err *e)
 	return 0;
 }
 
+int store_read_begin(struct store_conn *c, struct gh_err *e)
+{
+	return step_done(c, "BEGIN", e);
+}
+
+void store_read_end(struct store_conn *c)
+{
+	struct gh_err ignore;
+
+	/* a read transaction has nothing to commit; this only ends it */
+	if (!sqlite3_get_autocommit(c->db))
+		step_done(c, "COMMIT", &ignore);
+}
+
 /* ---------------------------------------------------- cross-process lock */
 
 static int lock_writer(struct gh_store *s)
@@ -227,7 +242,9 @@ fail_all:
 	}
 }
 
-static void finish_jobs(struct store_job *jobs)
+/* Hands each job its result: a waiting caller is woken (except self, the
+ * thread running this), an async job is freed. */
+static void finish_jobs(struct store_job *jobs, struct store_job *self)
 {
 	struct store_job *j, *next;
 
@@ -239,18 +256,38 @@ static void finish_jobs(struct store_job *jobs)
 			if (j->free_arg)
 				j->free_arg(j->arg);
 			free(j);
-		} else {
+		} else if (j != self) {
 			sem_post(&j->done);
 		}
 	}
 }
 
-/* The writer checkpoints, not SQLite's auto-checkpoint inside a commit: a
- * commit that happens to trigger one would wait for two fsyncs on a
- * caller's behalf. The writer checkpoints when its queue is empty and the
- * WAL has grown, or at once when the WAL is large. */
-#define CKPT_IDLE_PAGES 1000
-#define CKPT_FORCE_PAGES 16000
+/* Up to group_commit_max jobs from the head of the queue (qmu held). */
+static struct store_job *take_batch(struct gh_store *s)
+{
+	struct store_job *batch = NULL, **tail = &batch;
+	int n = 0;
+
+	while (s->qhead && n < s->o.group_commit_max) {
+		struct store_job *j = s->qhead;
+
+		s->qhead = j->next;
+		j->next = NULL;
+		*tail = j;
+		tail = &j->next;
+		n++;
+	}
+	if (!s->qhead)
+		s->qtail = NULL;
+	return batch;
+}
+
+/* Housekeeping checkpoints the WAL into the database, not SQLite inside a
+ * commit: a commit that happens to trigger one would make that caller wait
+ * for two fsyncs. It holds the writer (wmu and the writer lock) while it
+ * does: a checkpoint must never run beside a write (see README, "One
+ * writer"), and flock does not exclude threads sharing the lock file. */
+#define CKPT_PAGES 1000
 
 static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
 {
@@ -258,34 +295,113 @@ static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
 
 	(void)db;
 	(void)name;
-	s->wal_pages = pages;
+	if (pages < atomic_load(&s->wal_mark))
+		atomic_store(&s->wal_mark, 0); /* the WAL started over */
+	atomic_store(&s->wal_pages, pages);
 	return SQLITE_OK;
 }
 
-static void checkpoint(struct gh_store *s)
+/* Enough new frames since the last checkpoint to run another. */
+static int wal_due(struct gh_store *s)
+{
+	return atomic_load(&s->wal_pages) - atomic_load(&s->wal_mark) >= CKPT_PAGES;
+}
+
+/* Group commit without a hand-off at low load: the first caller to find
+ * no one committing becomes the leader and commits the queue itself (its
+ * own job and whatever queued behind it) until its own job is done; a lone
+ * caller thus commits on its own thread with no wake-ups. If others queued
+ * meanwhile, housekeeping takes the lead and drains the queue batch after
+ * batch, as a dedicated writer would, so a busy store pays one wake-up per
+ * burst rather than per batch. self is NULL for housekeeping, which leads
+ * until the queue is empty. */
+static void lead(struct gh_store *s, struct store_job *self)
+{
+	int mine = 0;
+
+	while (!mine) {
+		struct store_job *batch, *j;
+
+		pthread_mutex_lock(&s->qmu);
+		batch = take_batch(s);
+		pthread_mutex_unlock(&s->qmu);
+		if (!batch)
+			break;
+		pthread_mutex_lock(&s->wmu);
+		run_batch(s, batch, 0);
+		pthread_mutex_unlock(&s->wmu);
+		for (j = batch; self && j; j = j->next)
+			if (j == self)
+				mine = 1;
+		finish_jobs(batch, self);
+	}
+	pthread_mutex_lock(&s->qmu);
+	if (s->qhead)
+		s->house_lead = 1; /* the lead stays taken: housekeeping has it */
+	else
+		s->leader = 0;
+	if (s->house_lead || atomic_load(&s->audit_index_due) || wal_due(s))
+		pthread_cond_signal(&s->qcv);
+	pthread_mutex_unlock(&s->qmu);
+}
+
+static enum gh_code index_job(struct gh_store *s, struct store_conn *w, void *arg,
+			      struct gh_err *e)
+{
+	return store_audit_index_step(s, w, arg, e);
+}
+
+/* Indexes one complete block of audit rows, in a transaction of its own
+ * (the caller holds the writer): commits wait for at most one block. */
+static void index_one_block(struct gh_store *s)
+{
+	struct store_job j;
+	int more = 0;
+
+	memset(&j, 0, sizeof(j));
+	j.fn = index_job;
+	j.arg = &more;
+	run_batch(s, &j, 0);
+	if (j.rc != GH_OK)
+		gh_warn("audit: indexing a block of rows: %s", j.err.msg);
+	/* on failure the next completed block tries again */
+	atomic_store(&s->audit_index_due, j.rc == GH_OK && more);
+}
+
+static void wal_checkpoint(struct gh_store *s)
 {
 	int log = 0, done = 0, rc;
 
-	if (lock_writer(s) != 0)
+	/* frames readers still need stay; the next try comes after as many
+	 * new ones, not in a loop */
+	atomic_store(&s->wal_mark, atomic_load(&s->wal_pages));
+	pthread_mutex_lock(&s->wmu);
+	if (lock_writer(s) != 0) {
+		pthread_mutex_unlock(&s->wmu);
 		return;
+	}
 	rc = sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
 	unlock_writer(s);
 	if (rc != SQLITE_OK)
 		gh_warn("database: checkpoint: %s", sqlite3_errmsg(s->w.db));
-	else
-		s->wal_pages = log - done;
+	pthread_mutex_unlock(&s->wmu);
+	if (log > atomic_load(&s->wal_mark))
+		atomic_store(&s->wal_mark, log);
 }
 
-static void *writer_main(void *arg)
+/* Housekeeping: commits async jobs nobody is leading, indexes audit
+ * blocks as they fill, signs an audit checkpoint when the log has been
+ * quiet for a while, and checkpoints the WAL. */
+static void *housekeeping(void *arg)
 {
 	struct gh_store *s = arg;
 
 	for (;;) {
-		struct store_job *batch = NULL, **tail = &batch;
-		int n = 0, timed_out = 0;
+		int timed_out = 0, lead_now = 0, stop;
 
 		pthread_mutex_lock(&s->qmu);
-		while (!s->qhead && !s->stopping) {
+		while (!s->stopping && !(s->qhead && !s->leader) && !s->house_lead &&
+		       !atomic_load(&s->audit_index_due) && !wal_due(s)) {
 			if (s->signer && s->ckpt_every_ms > 0) {
 				struct timespec ts;
 				int64_t ms;
@@ -302,39 +418,38 @@ static void *writer_main(void *arg)
 				pthread_cond_wait(&s->qcv, &s->qmu);
 			}
 		}
-		if (!s->qhead && s->stopping) {
+		if (s->stopping && !s->qhead && !s->house_lead) {
 			pthread_mutex_unlock(&s->qmu);
 			break;
 		}
-		while (s->qhead && n < s->o.group_commit_max) {
-			struct store_job *j = s->qhead;
-
-			s->qhead = j->next;
-			j->next = NULL;
-			*tail = j;
-			tail = &j->next;
-			n++;
+		if (s->house_lead) {
+			s->house_lead = 0;
+			lead_now = 1;
+		} else if (s->qhead && !s->leader) {
+			s->leader = 1;
+			lead_now = 1;
 		}
-		if (!s->qhead)
-			s->qtail = NULL;
+		stop = s->stopping;
 		pthread_mutex_unlock(&s->qmu);
-		if (batch || timed_out) {
-			int idle;
-
-			run_batch(s, batch, timed_out);
-			finish_jobs(batch);
-			pthread_mutex_lock(&s->qmu);
-			idle = !s->qhead;
-			pthread_mutex_unlock(&s->qmu);
-			if (s->wal_pages >= CKPT_FORCE_PAGES ||
-			    (idle && s->wal_pages >= CKPT_IDLE_PAGES))
-				checkpoint(s);
+		if (lead_now)
+			lead(s, NULL);
+		if (atomic_load(&s->audit_index_due) && !stop) {
+			pthread_mutex_lock(&s->wmu);
+			index_one_block(s);
+			pthread_mutex_unlock(&s->wmu);
 		}
+		if (timed_out) {
+			pthread_mutex_lock(&s->wmu);
+			run_batch(s, NULL, 1);
+			pthread_mutex_unlock(&s->wmu);
+		}
+		if (wal_due(s))
+			wal_checkpoint(s);
 	}
 	return NULL;
 }
 
-static int enqueue(struct gh_store *s, struct store_job *j)
+static int enqueue(struct gh_store *s, struct store_job *j, int *leader)
 {
 	pthread_mutex_lock(&s->qmu);
 	if (s->stopping) {
@@ -347,7 +462,14 @@ static int enqueue(struct gh_store *s, struct store_job *j)
 	else
 		s->qhead = j;
 	s->qtail = j;
-	pthread_cond_signal(&s->qcv);
+	if (!s->leader) {
+		if (leader) {
+			s->leader = 1;
+			*leader = 1;
+		} else {
+			pthread_cond_signal(&s->qcv); /* housekeeping leads async jobs */
+		}
+	}
 	pthread_mutex_unlock(&s->qmu);
 	return 0;
 }
@@ -355,6 +477,7 @@ static int enqueue(struct gh_store *s, struct store_job *j)
 enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e)
 {
 	struct store_job j;
+	int leader = 0;
 
 	if (!s->w.db)
 		return gh_err_set(e, GH_E_IO, "database: opened read-only");
@@ -364,16 +487,21 @@ enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struc
 	if (!s->o.threaded) {
 		pthread_mutex_lock(&s->inline_mu);
 		run_batch(s, &j, 0);
+		if (atomic_load(&s->audit_index_due))
+			index_one_block(s);
 		pthread_mutex_unlock(&s->inline_mu);
 	} else {
 		if (sem_init(&j.done, 0, 0) != 0)
 			return gh_err_set(e, GH_E_INTERNAL, "database: sem_init failed");
-		if (enqueue(s, &j) != 0) {
+		if (enqueue(s, &j, &leader) != 0) {
 			sem_destroy(&j.done);
 			return gh_err_set(e, GH_E_UNAVAILABLE, "database: shutting down");
 		}
-		while (sem_wait(&j.done) != 0 && errno == EINTR)
-			;
+		if (leader)
+			lead(s, &j);
+		else
+			while (sem_wait(&j.done) != 0 && errno == EINTR)
+				;
 		sem_destroy(&j.done);
 	}
 	if (j.rc != GH_OK && e)
@@ -405,7 +533,7 @@ void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
 	j->arg = arg;
 	j->free_arg = free_arg;
 	j->async = 1;
-	if (enqueue(s, j) != 0) {
+	if (enqueue(s, j, NULL) != 0) {
 		if (free_arg)
 			free_arg(arg);
 		free(j);
@@ -652,6 +780,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	pthread_mutex_init(&s->inline_mu, NULL);
 	pthread_mutex_init(&s->rmu, NULL);
 	pthread_cond_init(&s->rcv, NULL);
+	pthread_mutex_init(&s->wmu, NULL);
 	pthread_mutex_init(&s->qmu, NULL);
 	pthread_cond_init(&s->qcv, NULL);
 	plen = strlen(o->path);
@@ -723,12 +852,15 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 		s->schema_version = v;
 	}
 	if (o->threaded && !o->readonly) {
+		/* blocks completed while no server ran (or before an upgrade)
+		 * are indexed in the background, one at a time */
+		atomic_store(&s->audit_index_due, 1);
 		sqlite3_wal_hook(s->w.db, wal_hook, s);
-		if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
+		if (pthread_create(&s->house, NULL, housekeeping, s) != 0) {
 			rc = gh_err_set(e, GH_E_INTERNAL, "cannot start the database writer");
 			goto fail;
 		}
-		s->writer_started = 1;
+		s->house_started = 1;
 	}
 	*out = s;
 	return GH_OK;
@@ -743,12 +875,12 @@ void gh_store_close(struct gh_store *s)
 
 	if (!s)
 		return;
-	if (s->writer_started) {
+	if (s->house_started) {
 		pthread_mutex_lock(&s->qmu);
 		s->stopping = 1;
 		pthread_cond_signal(&s->qcv);
 		pthread_mutex_unlock(&s->qmu);
-		pthread_join(s->writer, NULL);
+		pthread_join(s->house, NULL);
 	}
 	for (i = 0; s->readers && i < s->nreaders; i++)
 		conn_close(&s->readers[i]);
@@ -775,11 +907,13 @@ void gh_store_close(struct gh_store *s)
 			conn_close(&s->w);
 		}
 	}
+	gh_audit_blockidx_free(s->audit_bidx);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->inline_mu);
 	pthread_mutex_destroy(&s->rmu);
 	pthread_cond_destroy(&s->rcv);
+	pthread_mutex_destroy(&s->wmu);
 	pthread_mutex_destroy(&s->qmu);
 	pthread_cond_destroy(&s->qcv);
 	free(s->path);

@@ -264,6 +264,28 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				 struct gh_err *e);
 
+/* Like gh_store_audit_scan from from_seq to the end, in one snapshot, and
+ * with the filter index: before the first row of each block, block_fn gets
+ * the block number and its stored postings (audit_index.h) when the block
+ * is indexed, else NULL; why is set when a stored posting is damaged (the
+ * postings are then incomplete). Either callback returns nonzero to stop.
+ * For `audit verify`, which checks every row against them. */
+struct gh_audit_blockidx;
+enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
+					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
+					 int (*block_fn)(void *ud, int64_t blk,
+							 const struct gh_audit_blockidx *stored,
+							 const char *why),
+					 void *ud, struct gh_err *e);
+
+/* Builds the filter index of every complete block not yet indexed, one
+ * block per transaction; from_scratch drops the index first (repairs a
+ * damaged one). progress(ud, blocks), when set, is called every 256
+ * blocks. The server does this by itself as blocks fill up. */
+enum gh_code gh_store_audit_reindex(struct gh_store *s, int from_scratch,
+				    void (*progress)(void *ud, int64_t blocks), void *ud,
+				    struct gh_err *e);
+
 struct gh_audit_filter {
 	int64_t from_ms, to_ms;           /* 0 = open */
 	const char *key_id, *agent_id, *thread_id, *run_id, *tool_name, *event, *outcome;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_index.h"
 #include "log.h"
 #include "util.h"
 
@@ -181,6 +182,8 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 	s->chain.last_seq = seq;
 	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
+	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0)
+		s->audit_index_due = 1; /* this row completes a block */
 	if (seq_out)
 		*seq_out = seq;
 	return GH_OK;
@@ -244,19 +247,37 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 	r->ev = ev;
 }
 
-enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				 struct gh_err *e)
+static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
+			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
+			 int (*block_fn)(void *ud, int64_t blk,
+					 const struct gh_audit_blockidx *stored, const char *why),
+			 void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT " ROW_COLS " FROM audit_events "
-					 "WHERE seq >= ? AND seq <= ? ORDER BY seq", e);
+	struct gh_audit_blockidx *b = NULL;
+	sqlite3_stmt *st;
 	enum gh_code rc = GH_OK;
-	int src;
+	int64_t next = 0, blk = -1;
+	int src = SQLITE_DONE, began = 0;
 
+	if (block_fn) {
+		if (store_read_begin(c, e) != 0) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		began = 1;
+		if (!(b = gh_audit_blockidx_new())) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			goto out;
+		}
+		if ((rc = store_audit_index_next(c, &next, e)) != GH_OK)
+			goto out;
+	}
+	st = store_stmt(c, "SELECT " ROW_COLS " FROM audit_events "
+			   "WHERE seq >= ? AND seq <= ? ORDER BY seq", e);
 	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
+		rc = GH_E_IO;
+		goto out;
 	}
 	sqlite3_bind_int64(st, 1, from_seq);
 	sqlite3_bind_int64(st, 2, to_seq > 0 ? to_seq : INT64_MAX);
@@ -265,94 +286,255 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 		struct gh_audit_event ev;
 
 		row_from(st, &r, &ev);
-		if (fn(ud, &r))
+		if (block_fn && r.seq >> GH_AUDIT_BLOCK_SHIFT != blk) {
+			const char *why = NULL;
+
+			blk = r.seq >> GH_AUDIT_BLOCK_SHIFT;
+			if (blk < next &&
+			    (rc = store_audit_block_load(c, blk, b, &why, e)) != GH_OK)
+				break;
+			if (block_fn(ud, blk, blk < next ? b : NULL, why))
+				break;
+		}
+		if (row_fn(ud, &r))
 			break;
 	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
+	if (rc == GH_OK && src != SQLITE_ROW && src != SQLITE_DONE)
 		rc = store_fail(c, "reading the audit log", e);
+out:
+	if (began)
+		store_read_end(c);
+	gh_audit_blockidx_free(b);
 	store_reader_put(s, c);
 	return rc;
 }
 
-/* The query is built from a fixed set of optional conditions; each
- * combination is a distinct SQL text, so it is prepared per call rather than
- * cached. Every value is bound, never spliced. */
-/* The rows a time range covers, as seq bounds: ts never decreases with
- * seq, so two index lookups replace a scan of the range. *lo > *hi when
- * no row is in the range. */
-static enum gh_code seq_range(struct store_conn *c, int64_t from_ms, int64_t to_ms, int64_t *lo,
-			      int64_t *hi, struct gh_err *e)
+enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
+				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
+				 struct gh_err *e)
 {
-	sqlite3_stmt *st;
+	return scan(s, from_seq, to_seq, fn, NULL, ud, e);
+}
+
+enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
+					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
+					 int (*block_fn)(void *ud, int64_t blk,
+							 const struct gh_audit_blockidx *stored,
+							 const char *why),
+					 void *ud, struct gh_err *e)
+{
+	return scan(s, from_seq, 0, row_fn, block_fn, ud, e);
+}
+
+enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
+				struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, "SELECT coalesce(min(seq), 1), coalesce(max(seq), 0) "
+					 "FROM audit_events", e);
+	int64_t lo, hi;
 	int src;
 
-	*lo = 1;
-	*hi = INT64_MAX;
-	if (from_ms > 0) {
-		st = store_stmt(c, "SELECT seq FROM audit_events WHERE ts >= ? ORDER BY ts, seq "
-				   "LIMIT 1", e);
-		if (!st)
-			return GH_E_IO;
-		sqlite3_bind_int64(st, 1, from_ms);
+	if (!st)
+		return GH_E_IO;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return store_fail(c, "querying the audit log", e);
+	}
+	lo = sqlite3_column_int64(st, 0);
+	hi = sqlite3_column_int64(st, 1) + 1;
+	sqlite3_reset(st);
+	/* the smallest x such that every row before x has ts < ms and every
+	 * row from x on has ts >= ms; a probe reads the first row at or after
+	 * its midpoint (seq may have gaps where retention cut) */
+	st = store_stmt(c, "SELECT seq, ts FROM audit_events WHERE seq >= ? ORDER BY seq LIMIT 1",
+			e);
+	if (!st)
+		return GH_E_IO;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+
+		sqlite3_bind_int64(st, 1, mid);
 		src = sqlite3_step(st);
-		if (src == SQLITE_ROW)
-			*lo = sqlite3_column_int64(st, 0);
-		else if (src == SQLITE_DONE)
-			*lo = INT64_MAX; /* nothing that recent */
-		else
+		if (src == SQLITE_ROW) {
+			int64_t at = sqlite3_column_int64(st, 0);
+
+			if (sqlite3_column_int64(st, 1) >= ms)
+				hi = mid;
+			else
+				lo = at + 1;
+		} else if (src == SQLITE_DONE) {
+			hi = mid;
+		} else {
+			sqlite3_reset(st);
 			return store_fail(c, "querying the audit log", e);
+		}
 		sqlite3_reset(st);
 	}
-	if (to_ms > 0) {
-		st = store_stmt(c, "SELECT seq FROM audit_events WHERE ts < ? ORDER BY ts DESC, "
-				   "seq DESC LIMIT 1", e);
-		if (!st)
-			return GH_E_IO;
-		sqlite3_bind_int64(st, 1, to_ms);
-		src = sqlite3_step(st);
-		if (src == SQLITE_ROW)
-			*hi = sqlite3_column_int64(st, 0);
-		else if (src == SQLITE_DONE)
-			*hi = 0; /* nothing that old */
-		else
-			return store_fail(c, "querying the audit log", e);
-		sqlite3_reset(st);
-	}
+	*seq = lo;
 	return GH_OK;
 }
 
-/* The query is built from a fixed set of optional conditions; each
- * combination is a distinct SQL text, so it is prepared per call rather than
- * cached. Every value is bound, never spliced. Time ranges become seq
- * ranges, which every (column, seq) index serves in order. */
+/* One page being filled: rows go to the caller until it holds limit, and
+ * one more match means there is a next page. */
+struct page {
+	const struct gh_audit_filter *f;
+	const struct store_audit_cond *conds;
+	int nconds;
+	int (*fn)(void *ud, const struct gh_audit_row *r);
+	void *ud;
+	int limit, n, more, stopped;
+	int64_t last;
+	struct store_conn *c;
+	struct gh_err *e;
+	int failed;
+};
+
+/* 1 when the page is done. */
+static int page_add(struct page *p, sqlite3_stmt *st)
+{
+	struct gh_audit_row r;
+	struct gh_audit_event ev;
+
+	if (p->n == p->limit) {
+		p->more = 1;
+		return 1;
+	}
+	row_from(st, &r, &ev);
+	p->last = r.seq;
+	p->n++;
+	if (p->fn(p->ud, &r)) {
+		p->stopped = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* A match from the index: read the row and check it really matches (the
+ * index is derived data; a row is never shown for a filter it fails). */
+static int page_seq(void *ud, int64_t seq)
+{
+	struct page *p = ud;
+	sqlite3_stmt *st = store_stmt(p->c, "SELECT " ROW_COLS " FROM audit_events WHERE seq = ?",
+				      p->e);
+	struct gh_audit_row r;
+	struct gh_audit_event ev;
+	int src, i, done = 0;
+
+	if (!st) {
+		p->failed = 1;
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, seq);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		row_from(st, &r, &ev);
+		for (i = 0; i < p->nconds; i++) {
+			const char *v = gh_audit_dim_value(&ev, p->conds[i].dim);
+
+			if (!v || strcmp(v, p->conds[i].val) != 0)
+				break;
+		}
+		if (i == p->nconds)
+			done = page_add(p, st);
+	} else if (src != SQLITE_DONE) {
+		store_fail(p->c, "querying the audit log", p->e);
+		p->failed = 1;
+		done = -1;
+	}
+	sqlite3_reset(st);
+	return done;
+}
+
+/* Rows in [lo, hi] matched by SQL, without the index (the unindexed tail,
+ * or no filter at all). Each combination of conditions is a distinct SQL
+ * text, so it is prepared per call; every value is bound, never spliced. */
+static enum gh_code page_scan(struct page *p, int64_t lo, int64_t hi, int asc)
+{
+	char sql[1024];
+	size_t used;
+	sqlite3_stmt *st = NULL;
+	int i, bi = 1, src;
+
+	used = (size_t)snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM audit_events "
+						   "WHERE seq BETWEEN ? AND ?");
+	for (i = 0; i < p->nconds; i++)
+		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " AND %s = ?",
+					 gh_audit_dim_name(p->conds[i].dim));
+	snprintf(sql + used, sizeof(sql) - used,
+		 asc ? " ORDER BY seq LIMIT ?" : " ORDER BY seq DESC LIMIT ?");
+	if (sqlite3_prepare_v2(p->c->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return store_fail(p->c, "querying the audit log", p->e);
+	sqlite3_bind_int64(st, bi++, lo);
+	sqlite3_bind_int64(st, bi++, hi);
+	for (i = 0; i < p->nconds; i++)
+		store_bind_text(st, bi++, p->conds[i].val);
+	sqlite3_bind_int(st, bi, p->limit + 1 - p->n);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (page_add(p, st))
+			break;
+	sqlite3_finalize(st);
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		return store_fail(p->c, "querying the audit log", p->e);
+	return GH_OK;
+}
+
+static int page_done(const struct page *p)
+{
+	return p->more || p->stopped;
+}
+
+/* Time ranges become seq ranges; filters use the index for indexed blocks
+ * and SQL for the rest, so a page reads the rows it returns plus the short
+ * unindexed tail, whatever the filters' combination. */
 enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
 				  int64_t before, int limit, int ascending,
 				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				  int64_t *next_before, struct gh_err *e)
 {
-	struct {
-		const char *col;
-		const char *val;
-	} conds[] = {
-		{"key_id", f->key_id},       {"agent_id", f->agent_id}, {"thread_id", f->thread_id},
-		{"run_id", f->run_id},       {"tool_name", f->tool_name}, {"event", f->event},
-		{"outcome", f->outcome},     {"owner", f->owner},
-	};
-	char sql[1024];
-	size_t used;
-	struct store_conn *c;
-	sqlite3_stmt *st = NULL;
+	const char *vals[GH_AUDIT_DIM_LAST + 1] = {0};
+	struct store_audit_cond conds[GH_AUDIT_DIM_LAST];
+	struct page p;
 	enum gh_code rc = GH_OK;
-	int i, bi = 1, src = SQLITE_DONE, n = 0;
-	int64_t last = 0, lo, hi;
+	int64_t lo = 1, hi = INT64_MAX, next_blk, split;
+	int d, nconds = 0;
 
 	if (limit < 1)
 		limit = 1;
 	if (next_before)
 		*next_before = 0;
-	c = store_reader(s);
-	if ((rc = seq_range(c, f->from_ms, f->to_ms, &lo, &hi, e)) != GH_OK)
+	vals[GH_AUDIT_DIM_KEY] = f->key_id;
+	vals[GH_AUDIT_DIM_AGENT] = f->agent_id;
+	vals[GH_AUDIT_DIM_THREAD] = f->thread_id;
+	vals[GH_AUDIT_DIM_RUN] = f->run_id;
+	vals[GH_AUDIT_DIM_TOOL] = f->tool_name;
+	vals[GH_AUDIT_DIM_EVENT] = f->event;
+	vals[GH_AUDIT_DIM_OUTCOME] = f->outcome;
+	vals[GH_AUDIT_DIM_OWNER] = f->owner;
+	for (d = 1; d <= GH_AUDIT_DIM_LAST; d++) {
+		if (vals[d] && *vals[d]) {
+			conds[nconds].dim = d;
+			conds[nconds].val = vals[d];
+			nconds++;
+		}
+	}
+	memset(&p, 0, sizeof(p));
+	p.f = f;
+	p.conds = conds;
+	p.nconds = nconds;
+	p.fn = fn;
+	p.ud = ud;
+	p.limit = limit;
+	p.e = e;
+	p.c = store_reader(s);
+	if (store_read_begin(p.c, e) != 0) {
+		store_reader_put(s, p.c);
+		return GH_E_IO;
+	}
+	if ((f->from_ms > 0 && (rc = store_audit_seq_at(p.c, f->from_ms, &lo, e)) != GH_OK) ||
+	    (f->to_ms > 0 && (rc = store_audit_seq_at(p.c, f->to_ms, &hi, e)) != GH_OK))
 		goto out;
+	if (f->to_ms > 0)
+		hi--; /* to is exclusive */
 	if (before > 0) {
 		if (ascending && before + 1 > lo)
 			lo = before + 1;
@@ -361,45 +543,28 @@ enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filt
 	}
 	if (lo > hi)
 		goto out; /* nothing in range */
-	used = (size_t)snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM audit_events "
-						   "WHERE seq BETWEEN ? AND ?");
-	for (i = 0; i < (int)GH_ARRAY_LEN(conds); i++)
-		if (conds[i].val && *conds[i].val)
-			used += (size_t)snprintf(sql + used, sizeof(sql) - used, " AND %s = ?",
-						 conds[i].col);
-	snprintf(sql + used, sizeof(sql) - used, ascending ? " ORDER BY seq LIMIT ?"
-							   : " ORDER BY seq DESC LIMIT ?");
-	if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		rc = store_fail(c, "querying the audit log", e);
+	if (nconds == 0) {
+		rc = page_scan(&p, lo, hi, ascending);
 		goto out;
 	}
-	sqlite3_bind_int64(st, bi++, lo);
-	sqlite3_bind_int64(st, bi++, hi);
-	for (i = 0; i < (int)GH_ARRAY_LEN(conds); i++)
-		if (conds[i].val && *conds[i].val)
-			store_bind_text(st, bi++, conds[i].val);
-	sqlite3_bind_int(st, bi, limit + 1);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_row r;
-		struct gh_audit_event ev;
-
-		if (n == limit) {
-			/* one more row exists: there is a next page */
-			break;
-		}
-		row_from(st, &r, &ev);
-		last = r.seq;
-		n++;
-		if (fn(ud, &r))
-			break;
+	if ((rc = store_audit_index_next(p.c, &next_blk, e)) != GH_OK)
+		goto out;
+	split = next_blk << GH_AUDIT_BLOCK_SHIFT; /* first unindexed seq */
+	if (!ascending && hi >= split && (rc = page_scan(&p, lo > split ? lo : split, hi, 0)) != GH_OK)
+		goto out;
+	if (!page_done(&p) && lo < split) {
+		rc = store_audit_postings_walk(p.c, conds, nconds, lo, hi < split ? hi : split - 1,
+					       ascending, page_seq, &p, e);
+		if (rc != GH_OK)
+			goto out;
 	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "querying the audit log", e);
-	if (next_before)
-		*next_before = src == SQLITE_ROW && n == limit ? last : 0;
+	if (ascending && !page_done(&p) && hi >= split)
+		rc = page_scan(&p, lo > split ? lo : split, hi, 1);
 out:
-	sqlite3_finalize(st);
-	store_reader_put(s, c);
+	store_read_end(p.c);
+	store_reader_put(s, p.c);
+	if (rc == GH_OK && next_before)
+		*next_before = p.more ? p.last : 0;
 	return rc;
 }
 
@@ -516,12 +681,15 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 		return rc;
 	/* Only rows already covered by a signed checkpoint may go. */
 	limit_seq = s->chain.ckpt_seq;
-	st = store_stmt(w, "SELECT seq, prev_hash FROM audit_events WHERE ts >= ? OR seq > ? "
+	if ((rc = store_audit_seq_at(w, a->cutoff_ms, &keep_seq, e)) != GH_OK)
+		return rc;
+	if (keep_seq > limit_seq + 1)
+		keep_seq = limit_seq + 1;
+	st = store_stmt(w, "SELECT seq, prev_hash FROM audit_events WHERE seq >= ? "
 			   "ORDER BY seq LIMIT 1", e);
 	if (!st)
 		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->cutoff_ms);
-	sqlite3_bind_int64(st, 2, limit_seq);
+	sqlite3_bind_int64(st, 1, keep_seq);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_reset(st);
 		/* Every row is old and signed (a quiet log): all of them go, and
@@ -550,6 +718,11 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 	sqlite3_reset(st);
 	if (a->deleted == 0)
 		return GH_OK;
+	/* the index forgets the blocks that are gone and rebuilds the one
+	 * that lost only some of its rows */
+	if ((rc = store_audit_index_drop_below(w, keep_seq, e)) != GH_OK ||
+	    (rc = store_audit_index_rebuild(s, w, keep_seq >> GH_AUDIT_BLOCK_SHIFT, e)) != GH_OK)
+		return rc;
 	st = store_stmt(w, "DELETE FROM audit_checkpoints WHERE seq < ?", e);
 	if (!st)
 		return GH_E_IO;

@@ -38,7 +38,7 @@ typedef enum gh_code (*store_write_fn)(struct gh_store *s, struct store_conn *w,
 struct store_job {
 	store_write_fn fn;
 	void *arg;
-	void (*free_arg)(void *arg);   /* async jobs: called by the writer */
+	void (*free_arg)(void *arg);   /* async jobs: called after the commit */
 	enum gh_code rc;
 	struct gh_err err;
 	sem_t done;
@@ -71,20 +71,30 @@ struct gh_store {
 	pthread_mutex_t rmu;
 	pthread_cond_t rcv;
 
-	pthread_t writer;
-	int writer_started;
+	/* Writing: jobs queue under qmu; the caller that finds no leader
+	 * commits the queue itself (store.c: lead), holding wmu, which also
+	 * serialises housekeeping's use of the writer connection. */
+	pthread_mutex_t wmu;
 	pthread_mutex_t qmu;
-	pthread_cond_t qcv;
+	pthread_cond_t qcv;             /* wakes housekeeping */
 	struct store_job *qhead, *qtail;
+	int leader;                     /* someone is committing the queue */
+	int house_lead;                 /* ...and hands it to housekeeping */
 	int stopping;
+	pthread_t house;                /* housekeeping thread */
+	int house_started;
 
 	struct store_chain chain;
 	const struct gh_audit_signer *signer;
 	int64_t ckpt_rows;
 	int64_t ckpt_every_ms;
 
+	struct gh_audit_blockidx *audit_bidx; /* the writer's, for indexing blocks */
+	_Atomic int audit_index_due;    /* a block may be complete */
+
 	_Atomic uint64_t n_tx, n_jobs, max_batch;
-	int wal_pages;                  /* WAL size after the last commit (writer only) */
+	_Atomic int wal_pages;          /* frames in the WAL after the last commit */
+	_Atomic int wal_mark;           /* frames there at the last WAL checkpoint */
 	int64_t last_analyze_ms;
 };
 
@@ -149,5 +159,47 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 				   struct gh_err *e);
 enum gh_code store_checkpoint_if_due(struct gh_store *s, struct store_conn *w, int force,
 				     struct gh_err *e);
+/* The first seq whose row has ts >= ms (rows' ts never decreases with seq):
+ * a binary search over seq. last + 1 when every row is older. */
+enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
+				struct gh_err *e);
+
+/* Read transactions: statements between them see one snapshot. */
+int store_read_begin(struct store_conn *c, struct gh_err *e);
+void store_read_end(struct store_conn *c);
+
+/* The audit filter index (store_audit_index.c; audit_index.h). */
+struct gh_audit_blockidx;
+struct store_audit_cond {
+	int dim;                        /* enum gh_audit_dim */
+	const char *val;
+};
+/* Blocks below *next are indexed. */
+enum gh_code store_audit_index_next(struct store_conn *c, int64_t *next, struct gh_err *e);
+/* Writer: indexes the oldest complete unindexed block, if any; *more says
+ * whether another one is complete. */
+enum gh_code store_audit_index_step(struct gh_store *s, struct store_conn *w, int *more,
+				    struct gh_err *e);
+/* Writer: rebuilds the postings of an indexed block from its rows (after
+ * retention removed part of it). */
+enum gh_code store_audit_index_rebuild(struct gh_store *s, struct store_conn *w, int64_t blk,
+				       struct gh_err *e);
+/* Writer: drops the postings of blocks that end before seq. */
+enum gh_code store_audit_index_drop_below(struct store_conn *w, int64_t seq, struct gh_err *e);
+/* Calls fn(ud, seq) for every indexed row in [lo, hi] that matches every
+ * cond (1..GH_AUDIT_DIM_LAST of them), newest first unless asc. The range
+ * must lie in indexed blocks. fn returns 0 to go on, 1 to stop, -1 to stop
+ * on an error of its own (then GH_E_IO is returned). */
+enum gh_code store_audit_postings_walk(struct store_conn *c, const struct store_audit_cond *conds,
+				       int nconds, int64_t lo, int64_t hi, int asc,
+				       int (*fn)(void *ud, int64_t seq), void *ud,
+				       struct gh_err *e);
+/* How far a postings cursor steps before it seeks (tests change it). */
+extern int store_audit_steps_before_seek;
+/* Loads block blk's stored postings into b. A damaged posting sets *why
+ * (and stops loading) but is not an error of the call. */
+enum gh_code store_audit_block_load(struct store_conn *c, int64_t blk,
+				    struct gh_audit_blockidx *b, const char **why,
+				    struct gh_err *e);
 
 #endif

@@ -92,7 +92,7 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 	struct store_conn *c;
 	sqlite3_stmt *st;
 	cJSON *res = NULL, *by, *hourly;
-	int64_t counts[168];
+	int64_t counts[168], first = 1;
 	enum gh_code rc = GH_OK;
 	int src, i;
 
@@ -106,13 +106,20 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	/* ts is indexed (audit_by_ts): these read only the window */
-	if (!(st = store_stmt(c, "SELECT event, count(*) FROM audit_events WHERE ts >= ? "
+	/* ts never decreases with seq: the window is the rows from first on,
+	 * and the statements below read only those (one snapshot) */
+	if (store_read_begin(c, e) != 0) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	if ((rc = store_audit_seq_at(c, since_ms, &first, e)) != GH_OK)
+		goto out;
+	if (!(st = store_stmt(c, "SELECT event, count(*) FROM audit_events WHERE seq >= ? "
 				 "GROUP BY event ORDER BY event", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
-	sqlite3_bind_int64(st, 1, since_ms);
+	sqlite3_bind_int64(st, 1, first);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *ev = (const char *)sqlite3_column_text(st, 0);
 
@@ -124,11 +131,11 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 		goto out;
 	}
 	if (!(st = store_stmt(c, "SELECT count(DISTINCT tool_call_id) FROM audit_events "
-				 "WHERE ts >= ? AND tool_call_id IS NOT NULL", e))) {
+				 "WHERE seq >= ? AND tool_call_id IS NOT NULL", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
-	sqlite3_bind_int64(st, 1, since_ms);
+	sqlite3_bind_int64(st, 1, first);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		rc = store_fail(c, "counting tool calls", e);
 		goto out;
@@ -136,13 +143,14 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 	cJSON_AddNumberToObject(res, "toolCalls", (double)sqlite3_column_int64(st, 0));
 	sqlite3_reset(st);
 	if (!(st = store_stmt(c, "SELECT (ts - ?1) / ?2, count(DISTINCT tool_call_id) "
-				 "FROM audit_events WHERE ts >= ?1 AND tool_call_id IS NOT NULL "
+				 "FROM audit_events WHERE seq >= ?3 AND tool_call_id IS NOT NULL "
 				 "GROUP BY 1", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
 	sqlite3_bind_int64(st, 1, since_ms);
 	sqlite3_bind_int64(st, 2, bucket_ms);
+	sqlite3_bind_int64(st, 3, first);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t b = sqlite3_column_int64(st, 0);
 
@@ -163,6 +171,7 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 	res = NULL;
 out:
 	cJSON_Delete(res);
+	store_read_end(c);
 	store_reader_put(s, c);
 	return rc;
 }
