@@ -186,21 +186,29 @@ struct gh_audit_blockidx {
 	size_t nslot;               /* a power of two, at least twice n */
 	char *arena;
 	size_t used, acap;
+	int64_t total;              /* rows over all entries */
 	struct sortkey *order;      /* after sort: entries in (dim, value) order */
 	size_t ocap;
 	int sorted;
 };
 
+/* Eight bytes at a time: verify hashes eight values per row of the log. */
 static uint32_t hash_of(int dim, const char *v, size_t len)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)dim;
-	size_t i;
+	uint64_t h = 0x9e3779b97f4a7c15ULL * (uint64_t)(dim + 1) ^ (uint64_t)len, w;
 
-	for (i = 0; i < len; i++) {
-		h ^= (unsigned char)v[i];
-		h *= 1099511628211ULL;
+	while (len >= 8) {
+		memcpy(&w, v, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+		h ^= h >> 29;
+		v += 8;
+		len -= 8;
 	}
-	return (uint32_t)(h ^ (h >> 32));
+	w = 0;
+	memcpy(&w, v, len);
+	h = (h ^ w) * 0x94d049bb133111ebULL;
+	h ^= h >> 32;
+	return (uint32_t)h;
 }
 
 struct gh_audit_blockidx *gh_audit_blockidx_new(void)
@@ -224,6 +232,7 @@ void gh_audit_blockidx_reset(struct gh_audit_blockidx *b)
 	b->n = 0;
 	b->used = 0;
 	b->sorted = 0;
+	b->total = 0;
 }
 
 void gh_audit_blockidx_free(struct gh_audit_blockidx *b)
@@ -340,7 +349,11 @@ int gh_audit_blockidx_add(struct gh_audit_blockidx *b, int dim, const char *val,
 
 	if (!x)
 		return -1;
-	gh_audit_rows_set(&x->rows, off & (GH_AUDIT_BLOCK_ROWS - 1));
+	off &= GH_AUDIT_BLOCK_ROWS - 1;
+	if (!gh_audit_rows_has(&x->rows, off)) {
+		gh_audit_rows_set(&x->rows, off);
+		b->total++;
+	}
 	return 0;
 }
 
@@ -355,29 +368,6 @@ int gh_audit_blockidx_add_row(struct gh_audit_blockidx *b, const struct gh_audit
 		if (v && gh_audit_blockidx_add(b, d, v, strlen(v), off) != 0)
 			return -1;
 	}
-	return 0;
-}
-
-int gh_audit_blockidx_load(struct gh_audit_blockidx *b, int dim, const char *val, size_t len,
-			   const void *rows, size_t rows_len, const char **why)
-{
-	struct gh_audit_rows r;
-	struct entry *x;
-	int created;
-
-	if (dim < 1 || dim > GH_AUDIT_DIM_LAST || gh_audit_rows_decode(rows, rows_len, &r) != 0) {
-		*why = "an entry is malformed";
-		return -1;
-	}
-	if (!(x = find(b, dim, val, len, 1, &created))) {
-		*why = "out of memory";
-		return -1;
-	}
-	if (!created) {
-		*why = "a value is listed twice";
-		return -1;
-	}
-	x->rows = r;
 	return 0;
 }
 
@@ -396,12 +386,7 @@ size_t gh_audit_blockidx_count(const struct gh_audit_blockidx *b)
 
 int64_t gh_audit_blockidx_rows(const struct gh_audit_blockidx *b)
 {
-	int64_t n = 0;
-	size_t i;
-
-	for (i = 0; i < b->n; i++)
-		n += gh_audit_rows_count(&b->e[i].rows);
-	return n;
+	return b->total;
 }
 
 /* Sort keys carry what the comparison needs, so qsort needs no context. */
@@ -459,4 +444,111 @@ void gh_audit_blockidx_entry(const struct gh_audit_blockidx *b, size_t i, int *d
 	*val = b->arena + x->val;
 	*len = x->len;
 	*rows = &x->rows;
+}
+
+/* ------------------------------------------------------ stored, by row */
+
+struct gh_audit_blockmap {
+	uint32_t who[GH_AUDIT_DIM_LAST][GH_AUDIT_BLOCK_ROWS]; /* value offset + 1, 0: none */
+	char *arena;
+	size_t used, cap;
+};
+
+struct gh_audit_blockmap *gh_audit_blockmap_new(void)
+{
+	return calloc(1, sizeof(struct gh_audit_blockmap));
+}
+
+void gh_audit_blockmap_reset(struct gh_audit_blockmap *m)
+{
+	memset(m->who, 0, sizeof(m->who));
+	m->used = 0;
+}
+
+void gh_audit_blockmap_free(struct gh_audit_blockmap *m)
+{
+	if (!m)
+		return;
+	free(m->arena);
+	free(m);
+}
+
+static int claim(struct gh_audit_blockmap *m, int dim, unsigned off, uint32_t v,
+		 const char **why)
+{
+	uint32_t *w = &m->who[dim - 1][off];
+
+	if (*w) {
+		*why = "a row is listed under two values of one column";
+		return -1;
+	}
+	*w = v;
+	return 0;
+}
+
+int gh_audit_blockmap_load(struct gh_audit_blockmap *m, int dim, const char *val, size_t len,
+			   const void *rows, size_t rows_len, const char **why)
+{
+	const unsigned char *p = rows;
+	uint32_t v;
+	size_t i;
+
+	if (dim < 1 || dim > GH_AUDIT_DIM_LAST) {
+		*why = "an entry is malformed";
+		return -1;
+	}
+	if (m->used + len + 1 > m->cap || m->used + len + 1 > UINT32_MAX) {
+		size_t nc = m->cap ? m->cap : 65536;
+		char *a;
+
+		while (nc < m->used + len + 1)
+			nc *= 2;
+		if (nc > UINT32_MAX || !(a = realloc(m->arena, nc))) {
+			*why = "out of memory";
+			return -1;
+		}
+		m->arena = a;
+		m->cap = nc;
+	}
+	memcpy(m->arena + m->used, val, len);
+	m->arena[m->used + len] = '\0';
+	v = (uint32_t)m->used + 1;
+	m->used += len + 1;
+	if (rows_len == GH_AUDIT_BITMAP_BYTES) {
+		for (i = 0; i < GH_AUDIT_BITMAP_BYTES; i++) {
+			unsigned bits = p[i];
+
+			while (bits) {
+				unsigned off = (unsigned)i * 8 + (unsigned)__builtin_ctz(bits);
+
+				if (claim(m, dim, off, v, why) != 0)
+					return -1;
+				bits &= bits - 1;
+			}
+		}
+		return 0;
+	}
+	if (rows_len == 0 || rows_len % 2 != 0 || rows_len / 2 > GH_AUDIT_ARRAY_MAX) {
+		*why = "an entry is malformed";
+		return -1;
+	}
+	for (i = 0; i < rows_len; i += 2) {
+		unsigned off = p[i] | (unsigned)p[i + 1] << 8;
+
+		if (off >= GH_AUDIT_BLOCK_ROWS || (i && off <= (p[i - 2] | (unsigned)p[i - 1] << 8))) {
+			*why = "an entry is malformed";
+			return -1;
+		}
+		if (claim(m, dim, off, v, why) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+const char *gh_audit_blockmap_value_at(const struct gh_audit_blockmap *m, int dim,
+				       unsigned off)
+{
+	uint32_t v = m->who[dim - 1][off & (GH_AUDIT_BLOCK_ROWS - 1)];
+
+	return v ? m->arena + v - 1 : NULL;
 }

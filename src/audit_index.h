@@ -13,9 +13,10 @@
  * endian) when it holds fewer than GH_AUDIT_ARRAY_MAX + 1 rows, else as a
  * GH_AUDIT_BITMAP_BYTES bitmap; the length tells which.
  *
- * struct gh_audit_blockidx collects one block's postings: the store builds
- * them from rows, `audit verify` loads the stored ones and checks every row
- * against them. Not thread safe: one user at a time.
+ * struct gh_audit_blockidx collects one block's postings as the store
+ * builds them from rows; struct gh_audit_blockmap holds stored ones by row
+ * for `audit verify` to check every row against. Not thread safe: one user
+ * at a time.
  */
 #ifndef GH_AUDIT_INDEX_H
 #define GH_AUDIT_INDEX_H
@@ -96,16 +97,11 @@ int gh_audit_blockidx_add(struct gh_audit_blockidx *b, int dim, const char *val,
 /* Adds every filterable value of ev at row off: the row's postings. */
 int gh_audit_blockidx_add_row(struct gh_audit_blockidx *b, const struct gh_audit_event *ev,
 			      unsigned off);
-/* Adds a stored posting; -1 when rows does not decode or (dim, val) is
- * already there (a damaged index), or out of memory: *why says which. */
-int gh_audit_blockidx_load(struct gh_audit_blockidx *b, int dim, const char *val, size_t len,
-			   const void *rows, size_t rows_len, const char **why);
 /* The row set of (dim, val), or NULL. */
 const struct gh_audit_rows *gh_audit_blockidx_get(const struct gh_audit_blockidx *b, int dim,
 						  const char *val);
 
-/* Entries, and the total of their rows (for checking that nothing extra
- * is listed). */
+/* Entries, and the total of their rows. */
 size_t gh_audit_blockidx_count(const struct gh_audit_blockidx *b);
 int64_t gh_audit_blockidx_rows(const struct gh_audit_blockidx *b);
 
@@ -115,5 +111,23 @@ void gh_audit_blockidx_sort(struct gh_audit_blockidx *b);
 /* Entry i: dim, value (borrowed, NUL-terminated) and its row set. */
 void gh_audit_blockidx_entry(const struct gh_audit_blockidx *b, size_t i, int *dim,
 			     const char **val, size_t *len, const struct gh_audit_rows **rows);
+
+/* One block's stored postings the other way round, for `audit verify`:
+ * for each column and row, the value the postings list the row under. */
+struct gh_audit_blockmap;
+
+/* NULL when out of memory. */
+struct gh_audit_blockmap *gh_audit_blockmap_new(void);
+/* Empties it for another block, keeping its memory. */
+void gh_audit_blockmap_reset(struct gh_audit_blockmap *m);
+void gh_audit_blockmap_free(struct gh_audit_blockmap *m);
+/* Records a stored posting: the rows it lists carry val in dim. -1 with
+ * *why when it is damaged (an unknown dim, rows that do not decode, a row
+ * already listed under another value of dim) or memory ran out. */
+int gh_audit_blockmap_load(struct gh_audit_blockmap *m, int dim, const char *val, size_t len,
+			   const void *rows, size_t rows_len, const char **why);
+/* The value row off carries in dim according to the postings, or NULL. */
+const char *gh_audit_blockmap_value_at(const struct gh_audit_blockmap *m, int dim,
+				       unsigned off);
 
 #endif

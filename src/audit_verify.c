@@ -44,11 +44,10 @@ static int ckpt_cb(void *ud, const struct gh_audit_checkpoint *c)
 
 struct scan {
 	struct gh_audit_verify *rep;
-	/* the filter index of the block being read: stored postings (owned by
-	 * the store, valid until the next block), the total of their rows,
-	 * and the postings the rows so far call for */
-	const struct gh_audit_blockidx *stored;
-	int64_t blk, stored_rows, needed_rows;
+	/* the filter index of the block being read: its stored postings
+	 * (owned by the store, valid until the next block) */
+	const struct gh_audit_blockmap *stored;
+	int64_t blk;
 	const unsigned char *trusted_pk;
 	struct ckpts *k;
 	size_t next_ckpt;
@@ -103,29 +102,13 @@ static void index_fail(struct scan *s, int64_t seq, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Every posting the block's rows call for was there; now none may be left
- * over (a posting naming a row that lacks the value). */
-static void index_block_end(struct scan *s)
-{
-	if (!s->stored)
-		return;
-	s->rep->index_blocks++;
-	if (s->needed_rows != s->stored_rows)
-		index_fail(s, s->blk << GH_AUDIT_BLOCK_SHIFT,
-			   "the filter index of rows %lld..%lld lists rows under values they "
-			   "do not have", (long long)(s->blk << GH_AUDIT_BLOCK_SHIFT),
-			   (long long)(((s->blk + 1) << GH_AUDIT_BLOCK_SHIFT) - 1));
-	s->stored = NULL;
-}
-
-static int block_cb(void *ud, int64_t blk, const struct gh_audit_blockidx *stored,
+static int block_cb(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
 		    const char *why)
 {
 	struct scan *s = ud;
 
-	index_block_end(s);
+	s->stored = NULL;
 	s->blk = blk;
-	s->needed_rows = 0;
 	if (why) {
 		index_fail(s, blk << GH_AUDIT_BLOCK_SHIFT,
 			   "the filter index of rows %lld..%lld is damaged: %s",
@@ -135,12 +118,14 @@ static int block_cb(void *ud, int64_t blk, const struct gh_audit_blockidx *store
 	}
 	if (stored && s->rep->index_ok) {
 		s->stored = stored;
-		s->stored_rows = gh_audit_blockidx_rows(stored);
+		s->rep->index_blocks++;
 	}
 	return 0;
 }
 
-/* Each value of the row must be listed for it in its block's postings. */
+/* The postings must list the row under exactly the values it has: under
+ * each of them (else filtered pages miss it), and under nothing else in
+ * a column where it has none. */
 static void index_row(struct scan *s, const struct gh_audit_row *r)
 {
 	unsigned off = (unsigned)(r->seq & (GH_AUDIT_BLOCK_ROWS - 1));
@@ -148,17 +133,17 @@ static void index_row(struct scan *s, const struct gh_audit_row *r)
 
 	for (d = 1; d <= GH_AUDIT_DIM_LAST; d++) {
 		const char *v = gh_audit_dim_value(r->ev, d);
-		const struct gh_audit_rows *rows;
+		const char *listed = gh_audit_blockmap_value_at(s->stored, d, off);
 
-		if (!v)
+		if (v == listed || (v && listed && !strcmp(v, listed)))
 			continue;
-		rows = gh_audit_blockidx_get(s->stored, d, v);
-		if (!rows || !gh_audit_rows_has(rows, off)) {
+		if (v)
 			index_fail(s, r->seq, "row %lld is missing from the filter index under "
 				   "%s", (long long)r->seq, gh_audit_dim_name(d));
-			return;
-		}
-		s->needed_rows++;
+		else
+			index_fail(s, r->seq, "the filter index lists row %lld under a %s it "
+				   "does not have", (long long)r->seq, gh_audit_dim_name(d));
+		return;
 	}
 }
 
@@ -175,12 +160,14 @@ static int row_cb(void *ud, const struct gh_audit_row *r)
 	}
 	if (r->prev_len != GH_AUDIT_HASH_LEN || r->hash_len != GH_AUDIT_HASH_LEN)
 		return fail(s, r->seq, "row %lld has a damaged hash column", (long long)r->seq);
-	if (sodium_memcmp(r->prev_hash, s->prev, GH_AUDIT_HASH_LEN) != 0)
+	/* hashes are public: a plain compare (constant time buys nothing here
+	 * and costs a sixth of verify's time) */
+	if (memcmp(r->prev_hash, s->prev, GH_AUDIT_HASH_LEN) != 0)
 		return fail(s, r->seq, "row %lld does not chain to row %lld (prev_hash differs): a "
 			    "row was deleted, inserted or reordered", (long long)r->seq,
 			    (long long)r->seq - 1);
 	gh_audit_row_hash(s->prev, r->seq, r->ev, h);
-	if (sodium_memcmp(h, r->hash, GH_AUDIT_HASH_LEN) != 0)
+	if (memcmp(h, r->hash, GH_AUDIT_HASH_LEN) != 0)
 		return fail(s, r->seq, "row %lld was modified (its content does not match its "
 			    "hash)", (long long)r->seq);
 	memcpy(s->prev, h, GH_AUDIT_HASH_LEN);
@@ -248,7 +235,6 @@ enum gh_code gh_audit_verify(struct gh_store *st, const unsigned char *trusted_p
 		goto out;
 	if (s.failed)
 		goto done;
-	index_block_end(&s);
 	/* signed checkpoints beyond the last row: rows were cut off */
 	while (s.next_ckpt < k.n) {
 		const struct gh_audit_checkpoint *c = &k.v[s.next_ckpt++];

@@ -270,11 +270,11 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
  * is indexed, else NULL; why is set when a stored posting is damaged (the
  * postings are then incomplete). Either callback returns nonzero to stop.
  * For `audit verify`, which checks every row against them. */
-struct gh_audit_blockidx;
+struct gh_audit_blockmap;
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
 					 int (*block_fn)(void *ud, int64_t blk,
-							 const struct gh_audit_blockidx *stored,
+							 const struct gh_audit_blockmap *stored,
 							 const char *why),
 					 void *ud, struct gh_err *e);
 

@@ -250,11 +250,11 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
 			 int (*block_fn)(void *ud, int64_t blk,
-					 const struct gh_audit_blockidx *stored, const char *why),
+					 const struct gh_audit_blockmap *stored, const char *why),
 			 void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	struct gh_audit_blockidx *b = NULL;
+	struct gh_audit_blockmap *b = NULL;
 	sqlite3_stmt *st;
 	enum gh_code rc = GH_OK;
 	int64_t next = 0, blk = -1;
@@ -266,7 +266,7 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			goto out;
 		}
 		began = 1;
-		if (!(b = gh_audit_blockidx_new())) {
+		if (!(b = gh_audit_blockmap_new())) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 			goto out;
 		}
@@ -304,7 +304,7 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 out:
 	if (began)
 		store_read_end(c);
-	gh_audit_blockidx_free(b);
+	gh_audit_blockmap_free(b);
 	store_reader_put(s, c);
 	return rc;
 }
@@ -319,7 +319,7 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
 					 int (*block_fn)(void *ud, int64_t blk,
-							 const struct gh_audit_blockidx *stored,
+							 const struct gh_audit_blockmap *stored,
 							 const char *why),
 					 void *ud, struct gh_err *e)
 {
@@ -329,8 +329,10 @@ enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
 				struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(c, "SELECT coalesce(min(seq), 1), coalesce(max(seq), 0) "
-					 "FROM audit_events", e);
+	/* two subqueries: SQLite answers a lone min() or max() from the
+	 * b-tree's edge, but both in one SELECT scan the table */
+	sqlite3_stmt *st = store_stmt(c, "SELECT coalesce((SELECT min(seq) FROM audit_events), 1), "
+					 "coalesce((SELECT max(seq) FROM audit_events), 0)", e);
 	int64_t lo, hi;
 	int src;
 

@@ -414,7 +414,7 @@ enum gh_code store_audit_postings_walk(struct store_conn *c, const struct store_
 /* -------------------------------------------------- verify's block reads */
 
 enum gh_code store_audit_block_load(struct store_conn *c, int64_t blk,
-				    struct gh_audit_blockidx *b, const char **why,
+				    struct gh_audit_blockmap *m, const char **why,
 				    struct gh_err *e)
 {
 	sqlite3_stmt *st = store_stmt(c, "SELECT dim, val, rows FROM audit_postings WHERE blk = ?",
@@ -424,15 +424,13 @@ enum gh_code store_audit_block_load(struct store_conn *c, int64_t blk,
 	*why = NULL;
 	if (!st)
 		return GH_E_IO;
-	gh_audit_blockidx_reset(b);
+	gh_audit_blockmap_reset(m);
 	sqlite3_bind_int64(st, 1, blk);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *v = (const char *)sqlite3_column_text(st, 1);
 		int n = sqlite3_column_bytes(st, 1);
 
-		if (!v)
-			v = "";
-		if (gh_audit_blockidx_load(b, sqlite3_column_int(st, 0), v, (size_t)n,
+		if (gh_audit_blockmap_load(m, sqlite3_column_int(st, 0), v ? v : "", (size_t)n,
 					   sqlite3_column_blob(st, 2),
 					   (size_t)sqlite3_column_bytes(st, 2), why) != 0) {
 			sqlite3_reset(st);

@@ -196,10 +196,11 @@ enum gh_code store_audit_postings_walk(struct store_conn *c, const struct store_
 				       struct gh_err *e);
 /* How far a postings cursor steps before it seeks (tests change it). */
 extern int store_audit_steps_before_seek;
-/* Loads block blk's stored postings into b. A damaged posting sets *why
+/* Loads block blk's stored postings into m. A damaged posting sets *why
  * (and stops loading) but is not an error of the call. */
+struct gh_audit_blockmap;
 enum gh_code store_audit_block_load(struct store_conn *c, int64_t blk,
-				    struct gh_audit_blockidx *b, const char **why,
+				    struct gh_audit_blockmap *m, const char **why,
 				    struct gh_err *e);
 
 #endif

@@ -27,10 +27,10 @@ int64_t gh_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap)
+void gh_id_make(const char *prefix, int64_t ms, const unsigned char rnd[14], char *out,
+		size_t cap)
 {
 	static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
-	unsigned char rnd[14];
 	uint64_t t = ms > 0 ? (uint64_t)ms : 0;
 	size_t plen = strlen(prefix), i;
 
@@ -39,13 +39,20 @@ void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap)
 			out[0] = '\0';
 		return;
 	}
-	randombytes_buf(rnd, sizeof(rnd));
 	memcpy(out, prefix, plen);
 	for (i = 0; i < 10; i++)
 		out[plen + 9 - i] = alphabet[(t >> (5 * i)) & 31];
-	for (i = 0; i < sizeof(rnd); i++)
+	for (i = 0; i < 14; i++)
 		out[plen + 10 + i] = alphabet[rnd[i] & 31];
 	out[plen + 24] = '\0';
+}
+
+void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap)
+{
+	unsigned char rnd[14];
+
+	randombytes_buf(rnd, sizeof(rnd));
+	gh_id_make(prefix, ms, rnd, out, cap);
 }
 
 void gh_id_new(const char *prefix, char *out, size_t cap)

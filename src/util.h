@@ -25,6 +25,10 @@ int64_t gh_mono_ns(void);
  * history). */
 void gh_id_new(const char *prefix, char *out, size_t cap);
 void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap);
+/* The same from given random bytes (a generator of test data that must
+ * make the same ids again). */
+void gh_id_make(const char *prefix, int64_t ms, const unsigned char rnd[14], char *out,
+		size_t cap);
 #define GH_ID_MAX 48
 
 /* Lower-case hex of n bytes into out (2n+1 bytes). */

@@ -113,11 +113,10 @@ static void test_blockidx(void)
 	struct gh_audit_blockidx *b = gh_audit_blockidx_new();
 	struct gh_audit_event ev = {0};
 	const struct gh_audit_rows *r;
-	const char *val, *why = NULL;
+	const char *val;
 	size_t len, i;
 	int dim, prev_dim = 0;
 	char name[32], prev[32] = "";
-	unsigned char enc[2] = {7, 0};
 
 	T_ASSERT(b);
 	/* enough values to make the table grow several times */
@@ -144,18 +143,50 @@ static void test_blockidx(void)
 		prev_dim = dim;
 		gh_strlcpy(prev, val, sizeof(prev));
 	}
-	/* loading stored postings: a value twice, or a bad row set, is damage */
-	gh_audit_blockidx_reset(b);
-	T_EQ_INT(gh_audit_blockidx_count(b), 0);
-	T_EQ_INT(gh_audit_blockidx_load(b, GH_AUDIT_DIM_TOOL, "t", 1, enc, 2, &why), 0);
-	T_EQ_INT(gh_audit_blockidx_load(b, GH_AUDIT_DIM_TOOL, "t", 1, enc, 2, &why), -1);
-	T_CONTAINS(why, "twice");
-	T_EQ_INT(gh_audit_blockidx_load(b, GH_AUDIT_DIM_TOOL, "u", 1, enc, 1, &why), -1);
-	T_CONTAINS(why, "malformed");
-	T_EQ_INT(gh_audit_blockidx_load(b, 99, "u", 1, enc, 2, &why), -1);
-	T_ASSERT(gh_audit_rows_has(gh_audit_blockidx_get(b, GH_AUDIT_DIM_TOOL, "t"), 7));
 	gh_audit_blockidx_free(b);
 	gh_audit_blockidx_free(NULL);
+}
+
+static void test_blockmap(void)
+{
+	struct gh_audit_blockmap *m = gh_audit_blockmap_new();
+	struct gh_audit_rows r;
+	unsigned char enc[GH_AUDIT_BITMAP_BYTES], two[4] = {7, 0, 9, 0}, bad[4] = {9, 0, 7, 0};
+	const char *why = NULL;
+	size_t n;
+	int i;
+
+	T_ASSERT(m);
+	/* a list and a bitmap, in two columns */
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_TOOL, "send_email", 10, two, 4, &why), 0);
+	memset(&r, 0, sizeof(r));
+	for (i = 0; i < 1000; i++)
+		gh_audit_rows_set(&r, (unsigned)(i * 4));
+	n = gh_audit_rows_encode(&r, enc);
+	T_EQ_INT(n, GH_AUDIT_BITMAP_BYTES);
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_EVENT, "executed", 8, enc, n, &why), 0);
+	T_EQ_STR(gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_TOOL, 7), "send_email");
+	T_EQ_STR(gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_TOOL, 9), "send_email");
+	T_ASSERT(!gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_TOOL, 8));
+	T_EQ_STR(gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_EVENT, 3996), "executed");
+	T_ASSERT(!gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_EVENT, 3997));
+	T_ASSERT(!gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_EVENT, 7));
+	/* damage: a row under a second value of a column, a bad encoding */
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_TOOL, "get_weather", 11, two + 2, 2, &why),
+		 -1);
+	T_CONTAINS(why, "two values");
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_AGENT, "a", 1, bad, 4, &why), -1);
+	T_CONTAINS(why, "malformed");
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_AGENT, "a", 1, two, 3, &why), -1);
+	T_EQ_INT(gh_audit_blockmap_load(m, 0, "a", 1, two, 2, &why), -1);
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_LAST + 1, "a", 1, two, 2, &why), -1);
+	/* another block starts empty */
+	gh_audit_blockmap_reset(m);
+	T_ASSERT(!gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_TOOL, 7));
+	T_EQ_INT(gh_audit_blockmap_load(m, GH_AUDIT_DIM_TOOL, "get_weather", 11, two, 4, &why), 0);
+	T_EQ_STR(gh_audit_blockmap_value_at(m, GH_AUDIT_DIM_TOOL, 9), "get_weather");
+	gh_audit_blockmap_free(m);
+	gh_audit_blockmap_free(NULL);
 }
 
 /* ------------------------------------------------- a multi-block log */
@@ -535,10 +566,12 @@ static void test_verify_finds_index_damage(void)
 		{"UPDATE audit_postings SET val = 'key_x' WHERE blk = 0 AND dim = 5 AND "
 		 "val = 'tool_1'",
 		 "missing from the filter index under tool_name"},
-		/* a row listed under a value it does not have */
+		/* a row listed under a second value of one column */
 		{"INSERT INTO audit_postings (blk, dim, val, rows) VALUES (2, 1, 'key_zz', "
 		 "X'0100')",
-		 "lists rows under values they do not have"},
+		 "a row is listed under two values of one column"},
+		/* a row without a thread listed under one (NULL: made below) */
+		{NULL, "under a thread_id it does not have"},
 		/* a row set that does not decode */
 		{"UPDATE audit_postings SET rows = X'01' WHERE blk = 2 AND dim = 6 AND "
 		 "val = 'executed'",
@@ -560,9 +593,22 @@ static void test_verify_finds_index_damage(void)
 		struct got g = {{0}, 0};
 		int64_t next;
 
+		char sql[256];
+
 		gh_store_close(t.s);
 		t.s = NULL;
-		T_EQ_INT(sql_exec(t.path, damage[i].sql), 0);
+		if (!damage[i].sql) {
+			int64_t seq = sql_int(t.path, "SELECT min(seq) FROM audit_events WHERE "
+						      "thread_id IS NULL AND seq >= 4096");
+
+			T_ASSERT(seq >= 4096 && seq < 8192);
+			snprintf(sql, sizeof(sql), "INSERT INTO audit_postings (blk, dim, val, rows) "
+				 "VALUES (1, 3, 'thr_zz', X'%02x%02x')", (unsigned)(seq & 0xff),
+				 (unsigned)((seq >> 8) & 0x0f));
+		} else {
+			gh_strlcpy(sql, damage[i].sql, sizeof(sql));
+		}
+		T_EQ_INT(sql_exec(t.path, sql), 0);
 		T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
 		T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
 		if (rep.ok || rep.index_ok || !rep.chain_ok) {
@@ -665,6 +711,6 @@ static void test_prune_across_blocks(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_rows_encoding), T(test_rows_walk), T(test_blockidx),
+T_MAIN(T(test_rows_encoding), T(test_rows_walk), T(test_blockidx), T(test_blockmap),
        T(test_pages_match_brute_force), T(test_verify_finds_index_damage),
        T(test_index_catches_up), T(test_prune_across_blocks))
