@@ -108,12 +108,17 @@ int gh_buf_printf(struct gh_buf *b, const char *fmt, ...)
 	return rc;
 }
 
-static int json_str(struct gh_buf *b, const char *s);
+static int json_str(struct gh_buf *b, const char *s, size_t n);
 
 int gh_buf_json_str(struct gh_buf *b, const char *s)
 {
+	return gh_buf_json_strn(b, s, strlen(s));
+}
+
+int gh_buf_json_strn(struct gh_buf *b, const char *s, size_t n)
+{
 	size_t len = b->len;
-	int rc = json_str(b, s);
+	int rc = json_str(b, s, n);
 
 	if (rc != GH_BUF_OK && b->data) {
 		/* leave the buffer as it was */
@@ -123,21 +128,21 @@ int gh_buf_json_str(struct gh_buf *b, const char *s)
 	return rc;
 }
 
-static int json_str(struct gh_buf *b, const char *s)
+static int json_str(struct gh_buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 	size_t run = 0;
 	int rc;
 
 	if ((rc = gh_buf_putc(b, '"')) != GH_BUF_OK)
 		return rc;
 	for (;; p++) {
-		unsigned char c = *p;
+		unsigned char c = p < end ? *p : 0;
 		char esc[6];
 		size_t elen = 0;
 
-		if (c >= 0x20 && c != '"' && c != '\\') {
+		if (p < end && c >= 0x20 && c != '"' && c != '\\') {
 			run++;
 			continue;
 		}
@@ -145,7 +150,7 @@ static int json_str(struct gh_buf *b, const char *s)
 		if (run && (rc = gh_buf_append(b, p - run, run)) != GH_BUF_OK)
 			return rc;
 		run = 0;
-		if (c == '\0')
+		if (p == end)
 			break;
 		esc[0] = '\\';
 		switch (c) {

@@ -44,6 +44,8 @@ int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)
 
 /* Appends s as a JSON string literal, quotes included. */
 int gh_buf_json_str(struct gh_buf *b, const char *s);
+/* The same for the n bytes at s (a NUL byte is written as \u0000). */
+int gh_buf_json_strn(struct gh_buf *b, const char *s, size_t n);
 
 /* Drops the first n bytes (n <= len). */
 void gh_buf_consume(struct gh_buf *b, size_t n);

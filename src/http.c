@@ -524,35 +524,57 @@ int gh_http_sse_begin(struct gh_req *r)
 	return rc;
 }
 
-static int write_chunk(struct gh_req *r, const char *p, size_t n)
-{
-	if (n == 0)
-		return 0;
-	return mg_send_chunk(r->conn, p, (unsigned)n) > 0 ? 0 : -1;
-}
+/* The parts of one chunk of a chunked response, written with one mg_write:
+ * CivetWeb's mg_send_chunk writes the size line, the data and the closing
+ * CRLF one by one, three segments and three wake-ups of the client on a
+ * no-delay socket for every event of a stream. */
+struct part {
+	const char *p;
+	size_t n;
+};
 
-int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len)
+static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 {
 	struct gh_buf b;
-	int rc;
+	size_t total = 0;
+	int i, rc = -1;
 
-	gh_buf_init(&b, len + 256);
-	if (type)
-		gh_buf_printf(&b, "event: %s\n", type);
-	gh_buf_puts(&b, "data: ");
-	gh_buf_append(&b, data, len);
-	gh_buf_puts(&b, "\n\n");
-	rc = b.data ? write_chunk(r, b.data, b.len) : -1;
+	for (i = 0; i < nv; i++)
+		total += v[i].n;
+	if (total == 0)
+		return 0;
+	gh_buf_init(&b, total + 32);
+	if (gh_buf_printf(&b, "%zx\r\n", total) == GH_BUF_OK) {
+		for (i = 0; i < nv && gh_buf_append(&b, v[i].p, v[i].n) == GH_BUF_OK; i++)
+			;
+		if (i == nv && gh_buf_append(&b, "\r\n", 2) == GH_BUF_OK)
+			rc = mg_write(r->conn, b.data, b.len) == (int)b.len ? 0 : -1;
+	}
 	gh_buf_free(&b);
 	return rc;
 }
 
+int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len)
+{
+	struct part v[5];
+	int n = 0;
+
+	if (type) {
+		v[n++] = (struct part){"event: ", 7};
+		v[n++] = (struct part){type, strlen(type)};
+		v[n++] = (struct part){"\n", 1};
+	}
+	v[n++] = (struct part){"data: ", 6};
+	v[n++] = (struct part){data, len};
+	v[n] = (struct part){"\n\n", 2};
+	return write_chunk(r, v, n + 1);
+}
+
 int gh_http_sse_comment(struct gh_req *r, const char *text)
 {
-	char line[256];
-	int n = snprintf(line, sizeof(line), ": %s\n\n", text);
+	struct part v[3] = {{": ", 2}, {text, strlen(text)}, {"\n\n", 2}};
 
-	return write_chunk(r, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
+	return write_chunk(r, v, 3);
 }
 
 void gh_http_sse_end(struct gh_req *r)
@@ -666,17 +688,32 @@ static int scan_sockets(struct gh_req *r)
 	return found;
 }
 
+int gh_http_client_fd(struct gh_req *r)
+{
+	if (r->sock == -1)
+		r->sock = find_socket(r);
+	if (r->sock < 0)
+		r->sock = -2; /* not found: don't search again */
+	return r->sock > 0 ? r->sock : 0;
+}
+
+void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms)
+{
+	int64_t hb = r->app->cfg->server.heartbeat_ms;
+
+	*wake_fd = gh_http_client_fd(r);
+	/* the ticks left are for heartbeats: a quarter of the interval late at
+	 * most */
+	*tick_ms = hb / 4 > 50 ? hb / 4 : 50;
+}
+
 int gh_http_client_gone(struct gh_req *r)
 {
 	struct pollfd pfd;
 	char c;
 
-	if (r->sock == -1)
-		r->sock = find_socket(r);
-	if (r->sock < 0) {
-		r->sock = -2; /* not found: don't search again */
+	if (!gh_http_client_fd(r))
 		return 0;
-	}
 	pfd.fd = r->sock;
 	pfd.events = POLLIN | POLLRDHUP;
 	pfd.revents = 0;

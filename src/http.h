@@ -107,9 +107,10 @@ const char *gh_http_header(struct gh_req *r, const char *name);
 int gh_http_stream_acquire(struct gh_req *r);
 /* Sends the SSE response head (chunked). Returns -1 when the client is gone. */
 int gh_http_sse_begin(struct gh_req *r);
-/* One event: "data: <data>\n\n" (event type line when type is set). */
+/* One event: "data: <data>\n\n" (event type line when type is set), in one
+ * write. data must hold no newline (JSON text). */
 int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len);
-/* A comment line (heartbeat). */
+/* A comment line (heartbeat); text is one line. */
 int gh_http_sse_comment(struct gh_req *r, const char *text);
 /* Ends the chunked body. */
 void gh_http_sse_end(struct gh_req *r);
@@ -117,5 +118,13 @@ void gh_http_sse_end(struct gh_req *r);
 /* 1 when the client has closed its side of the connection (checked without
  * blocking; cheap enough to call every few milliseconds). */
 int gh_http_client_gone(struct gh_req *r);
+
+/* The client's socket, or 0 when it cannot be found. */
+int gh_http_client_fd(struct gh_req *r);
+
+/* For a stream's run sink: the client's socket as the wake descriptor (its
+ * hang-up runs the tick at once) and how often the tick must run anyway
+ * (a quarter of server.heartbeat_ms, for heartbeats). */
+void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms);
 
 #endif

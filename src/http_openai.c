@@ -1218,6 +1218,8 @@ static void chat_completions(struct gh_req *r)
 	q.sink.event = sink_event;
 	q.sink.tick = q.stream ? sink_tick : NULL;
 	q.sink.ud = &q;
+	if (q.stream)
+		gh_http_stream_wake(r, &q.sink.wake_fd, &q.sink.tick_ms);
 	if (gh_run_generate(r->app, &q.rq, &q.sink, &res, &e) != GH_OK) {
 		fail(&q, &e);
 		goto out;

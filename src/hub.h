@@ -21,8 +21,12 @@ struct gh_hub *gh_hub_new(void);
 /* All subscriptions must be gone. NULL ok. */
 void gh_hub_free(struct gh_hub *h);
 
+/* 1 when anyone subscribes to anything: a publisher may skip building an
+ * event nobody can receive. NULL ok. */
+int gh_hub_active(struct gh_hub *h);
+
 /* Delivers (type, payload) to every subscriber of topic. payload is
- * serialised here; the caller keeps it. */
+ * serialised here; the caller keeps it. Cheap while nobody subscribes. */
 void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload);
 
 /* NULL on OOM. */

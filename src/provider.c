@@ -468,6 +468,8 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	req.on_data = h->stream ? on_data : NULL;
 	req.on_tick = on_tick;
 	req.ud = &x;
+	req.wake_fd = st->ev->wake_fd;
+	req.tick_ms = st->ev->tick_ms;
 	req.max_retries = (int)conf->max_retries;
 	req.retry_base_ms = conf->retry_base_ms;
 	rc = gh_upstream_do(&req, &resp, e);

@@ -53,9 +53,12 @@ struct gh_chat_events {
 	 * name, later ones only fragments. index orders calls of one step. */
 	int (*tool_delta)(void *ud, int index, const char *id, const char *name,
 			  const char *args_fragment);
-	/* Called at least every 50 ms while waiting on the upstream. */
+	/* Called at least every 50 ms while waiting on the upstream, or, with
+	 * wake_fd, when it stirs and every tick_ms (see gh_upstream_req). */
 	int (*tick)(void *ud);
 	void *ud;
+	int wake_fd;
+	int64_t tick_ms;
 };
 
 struct gh_tool_call {

@@ -89,7 +89,7 @@ static void emit(struct run *r, const char *type, cJSON *payload)
 		if (r->sink->event(r->sink->ud, r->run_id, type, payload))
 			r->cancelled = 1;
 	}
-	if (r->app->hub && payload)
+	if (payload)
 		gh_hub_publish(r->app->hub, r->run_id, type, payload);
 	cJSON_Delete(payload);
 }
@@ -105,9 +105,9 @@ static int tick(void *ud)
 	return r->cancelled;
 }
 
-static int on_text_delta(void *ud, const char *text, size_t len)
+/* The payload of a "text-delta" event; NULL on OOM. */
+static cJSON *text_payload(const char *text, size_t len)
 {
-	struct run *r = ud;
 	cJSON *p = cJSON_CreateObject();
 	char *t = malloc(len + 1);
 
@@ -118,7 +118,26 @@ static int on_text_delta(void *ud, const char *text, size_t len)
 		cJSON_AddStringToObject(p, "text", t);
 	}
 	free(t);
-	emit(r, "text-delta", p);
+	return p;
+}
+
+static int on_text_delta(void *ud, const char *text, size_t len)
+{
+	struct run *r = ud;
+	cJSON *p;
+
+	if (!r->sink || !r->sink->text) {
+		emit(r, "text-delta", text_payload(text, len));
+		return r->cancelled;
+	}
+	/* the sink writes the text itself; a tree only for the run's
+	 * watchers, when there are any */
+	if (!r->cancelled && r->sink->text(r->sink->ud, r->run_id, text, len))
+		r->cancelled = 1;
+	if (gh_hub_active(r->app->hub) && (p = text_payload(text, len))) {
+		gh_hub_publish(r->app->hub, r->run_id, "text-delta", p);
+		cJSON_Delete(p);
+	}
 	return r->cancelled;
 }
 
@@ -1009,13 +1028,17 @@ static void tokens_charge(struct run *r, int64_t n)
 static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
 	struct gh_chat_request req;
-	struct gh_chat_events ev = {NULL, NULL, tick, r};
+	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0};
 	struct gh_chat_response resp;
 	char *sys = NULL;
 	cJSON *msg = NULL, *content, *calls;
 	enum gh_code rc;
 	size_t i;
 
+	if (r->sink && r->sink->wake_fd > 0) {
+		ev.wake_fd = r->sink->wake_fd;
+		ev.tick_ms = r->sink->tick_ms;
+	}
 	if ((rc = tokens_check(r, e)) != GH_OK)
 		return rc;
 	memset(&resp, 0, sizeof(resp));

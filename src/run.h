@@ -41,6 +41,16 @@ struct gh_run_sink {
 	 * nonzero cancels (client disconnected). */
 	int (*tick)(void *ud);
 	void *ud;
+	/* Optional: the client's connection (> 0; 0 = unknown). While the run
+	 * waits on a model, tick then runs when the client sends or hangs up,
+	 * and otherwise every tick_ms, rather than every 50 ms. */
+	int wake_fd;
+	int64_t tick_ms;
+	/* Optional: a "text-delta" as its text (len bytes, borrowed) rather
+	 * than as the payload {"id":"0","text":...}, so a stream's most
+	 * frequent event builds no JSON tree. When set, event() never sees
+	 * text-delta. Same return rule as event(). */
+	int (*text)(void *ud, const char *run_id, const char *text, size_t len);
 };
 
 struct gh_run_request {

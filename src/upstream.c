@@ -7,8 +7,10 @@
  * for one request and removed afterwards, so the multi handle's connection
  * cache keeps upstream connections alive between requests; curl_easy_reset()
  * clears the previous request's options first. The transfer is driven with
- * curl_multi_poll() in slices of at most 50 ms so on_tick runs on time and
- * an abort removes the transfer at once. Nothing here is shared between
+ * curl_multi_poll(), which also watches the caller's wake descriptor (a
+ * streaming client's connection), in slices of at most 50 ms (tick_ms with
+ * a wake descriptor) so on_tick runs on time, and an abort removes the
+ * transfer at once. Nothing here is shared between
  * threads apart from the key that finds each thread's handles.
  */
 #include "upstream.h"
@@ -25,6 +27,7 @@
 #include <time.h>
 
 #define TICK_MS 50                   /* longest wait between two on_tick calls */
+#define WAKE_TICK_MAX_MS INT64_C(60000) /* ... when a wake descriptor stands in */
 #define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
 #define MAX_BACKOFF_MS INT64_C(30000)
 #define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
@@ -392,9 +395,14 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			    const char *origin, CURLcode *cc_out, struct gh_err *e)
 {
 	struct xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0};
+	struct curl_waitfd wfd;
 	CURLcode cc = CURLE_OK;
 	CURLMsg *msg;
-	int running = 1, left, done = 0;
+	int running = 1, left, done = 0, stirred = 0;
+	/* on_tick runs when due (monotonic ns) or when the wake descriptor
+	 * stirred: not after every piece of data */
+	int wake = req->on_tick && req->wake_fd > 0 ? req->wake_fd : -1;
+	int64_t every = TICK_MS, due = 0, now, wait_ms;
 
 	*cc_out = CURLE_OK;
 	if (req->max_response && req->max_response < x.limit)
@@ -421,14 +429,42 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			done = 1;
 			break;
 		}
-		if (x.cancelled || (req->on_tick && req->on_tick(req->ud))) {
-			x.cancelled = 1;
+		if (x.cancelled)
 			break;
+		wait_ms = TICK_MS;
+		if (req->on_tick) {
+			now = gh_mono_ns();
+			if (stirred || now >= due) {
+				if (req->on_tick(req->ud)) {
+					x.cancelled = 1;
+					break;
+				}
+				if (stirred) {
+					/* readable and still there: the client sent
+					 * bytes, which would keep the descriptor
+					 * readable; watch by the clock from now on */
+					wake = -1;
+				}
+				if (wake >= 0 && req->tick_ms > TICK_MS)
+					every = req->tick_ms < WAKE_TICK_MAX_MS ? req->tick_ms
+										: WAKE_TICK_MAX_MS;
+				else
+					every = TICK_MS;
+				due = now + every * 1000000;
+			}
+			wait_ms = (due - now + 999999) / 1000000;
+			if (wait_ms < 1)
+				wait_ms = 1;
 		}
-		if (curl_multi_poll(h->multi, NULL, 0, TICK_MS, NULL) != CURLM_OK) {
+		wfd.fd = wake;
+		wfd.events = CURL_WAIT_POLLIN;
+		wfd.revents = 0;
+		if (curl_multi_poll(h->multi, wake >= 0 ? &wfd : NULL, wake >= 0 ? 1 : 0,
+				    (int)wait_ms, NULL) != CURLM_OK) {
 			cc = CURLE_FAILED_INIT;
 			break;
 		}
+		stirred = wake >= 0 && wfd.revents != 0;
 	}
 	/* removing a transfer in flight closes its connection: the abort is
 	 * immediate */

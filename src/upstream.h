@@ -47,6 +47,14 @@ struct gh_upstream_req {
 	 * within 100 ms of the client going away. */
 	int (*on_tick)(void *ud);
 	void *ud;
+	/* With on_tick, optional: a descriptor (> 0; 0 = none) that becomes
+	 * readable when on_tick has something to see, such as the client's
+	 * connection closing. on_tick then runs as soon as it stirs, and
+	 * otherwise every tick_ms (at most 60 s), instead of every 50 ms: an
+	 * idle stream costs no wake-ups. If it stirs and on_tick does not
+	 * abort (the client sent bytes), ticks go back to every 50 ms. */
+	int wake_fd;
+	int64_t tick_ms;
 	/* Retries on connect errors, 429 and 5xx with exponential backoff from
 	 * retry_base_ms, honouring Retry-After (capped at 30 s), but never once
 	 * streamed data has been delivered. */

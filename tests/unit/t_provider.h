@@ -121,7 +121,7 @@ static inline int t_cap_tick(void *ud)
 static inline enum gh_code t_chat(const char *messages, int stream, struct t_capture *c,
 				  struct gh_chat_response *out, struct gh_err *e)
 {
-	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c};
+	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0};
 	struct gh_chat_request req;
 	cJSON *m = cJSON_Parse(messages);
 	enum gh_code rc;

@@ -121,6 +121,13 @@ static void test_json_str(void)
 	/* UTF-8 passes through byte for byte */
 	T_EQ_INT(gh_buf_json_str(&b, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), GH_BUF_OK);
 	T_EQ_STR(b.data, "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+	/* by length: stops at n, writes a NUL byte as an escape */
+	gh_buf_reset(&b);
+	T_EQ_INT(gh_buf_json_strn(&b, "a\0\"bcd", 4), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"a\\u0000\\\"b\"");
+	gh_buf_reset(&b);
+	T_EQ_INT(gh_buf_json_strn(&b, "xyz", 0), GH_BUF_OK);
+	T_EQ_STR(b.data, "\"\"");
 	gh_buf_free(&b);
 
 	/* every control character survives a parse */

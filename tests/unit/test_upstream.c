@@ -13,7 +13,10 @@
 #include "t.h"
 #include "t_httpd.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define SECRET "sk-test-5ecr3t-value"
 
@@ -618,6 +621,132 @@ static void test_tick_while_server_silent(void)
 	teardown();
 }
 
+/* A tick that watches a wake descriptor the way a stream's sink watches
+ * its client: EOF means gone. */
+struct waker {
+	struct ticker t;
+	int fd;
+};
+
+static int wake_tick(void *ud)
+{
+	struct waker *w = ud;
+	char c;
+
+	tick(&w->t);
+	return recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static void *hang_up_later(void *ud)
+{
+	int *fd = ud;
+
+	usleep(200 * 1000);
+	close(*fd);
+	return NULL;
+}
+
+/* Runs GET /quiet (answered after delay_ms) with fd as the wake descriptor
+ * and ticks due only every minute. */
+static enum gh_code wake_run(struct waker *w, int delay_ms, struct gh_upstream_resp *resp,
+			     struct gh_err *e)
+{
+	struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, delay_ms, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	char url[128];
+	enum gh_code rc;
+
+	t_srv_route(&r, "/quiet", rp, 1);
+	snprintf(url, sizeof(url), "%s/quiet", t_srv.base);
+	req_init(&q, url);
+	q.timeout_ms = 20000;
+	q.on_tick = wake_tick;
+	q.ud = w;
+	q.wake_fd = w->fd;
+	q.tick_ms = 60000;
+	w->t.start = t_now_ms();
+	w->t.abort_at_ms = -1;
+	rc = gh_upstream_do(&q, resp, e);
+	t_route_close(&r);
+	return rc;
+}
+
+static void test_wake_fd_idle_costs_no_ticks(void)
+{
+	struct waker w;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	int sv[2];
+
+	memset(&w, 0, sizeof(w));
+	setup();
+	T_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	w.fd = sv[0];
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(wake_run(&w, 400, &resp, &e), GH_OK);
+	printf("  %d ticks over a 400 ms wait with a quiet wake descriptor\n", w.t.ticks);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_INT(w.t.ticks, 1);
+	gh_upstream_resp_free(&resp);
+	close(sv[0]);
+	close(sv[1]);
+	teardown();
+}
+
+static void test_wake_fd_hang_up_aborts(void)
+{
+	struct waker w;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	pthread_t th;
+	int sv[2];
+	double took;
+
+	memset(&w, 0, sizeof(w));
+	setup();
+	T_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	w.fd = sv[0];
+	T_ASSERT(pthread_create(&th, NULL, hang_up_later, &sv[1]) == 0);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(wake_run(&w, 3000, &resp, &e), GH_E_CANCELLED);
+	took = t_now_ms() - w.t.start;
+	pthread_join(th, NULL);
+	printf("  the hang-up 200 ms in ended the transfer after %.1f ms (%d ticks)\n", took,
+	       w.t.ticks);
+	T_ASSERT(took < 1500);
+	T_ASSERT(w.t.ticks <= 3);
+	gh_upstream_resp_free(&resp);
+	close(sv[0]);
+	teardown();
+}
+
+static void test_wake_fd_readable_falls_back_to_clock(void)
+{
+	struct waker w;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	int sv[2];
+
+	memset(&w, 0, sizeof(w));
+	setup();
+	T_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	/* the client sent a byte nobody reads: the descriptor stays readable */
+	T_ASSERT(write(sv[1], "x", 1) == 1);
+	w.fd = sv[0];
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(wake_run(&w, 400, &resp, &e), GH_OK);
+	printf("  %d ticks over a 400 ms wait with a readable wake descriptor\n", w.t.ticks);
+	T_EQ_INT(resp.status, 200);
+	/* every 50 ms again, not a busy loop and not once a minute */
+	T_ASSERT(w.t.ticks >= 3);
+	T_ASSERT(w.t.ticks <= 40);
+	gh_upstream_resp_free(&resp);
+	close(sv[0]);
+	close(sv[1]);
+	teardown();
+}
+
 static void test_abort_during_backoff(void)
 {
 	static const struct t_reply rp[] = {
@@ -825,6 +954,8 @@ T_MAIN(T(test_post_json), T(test_get), T(test_keep_alive), T(test_retry_429_hono
        T(test_timeout), T(test_connection_refused), T(test_response_over_cap),
        T(test_redirect_not_followed), T(test_stream_to_on_data), T(test_stream_error_is_buffered),
        T(test_on_data_abort), T(test_tick_abort_mid_stream), T(test_tick_while_server_silent),
+       T(test_wake_fd_idle_costs_no_ticks), T(test_wake_fd_hang_up_aborts),
+       T(test_wake_fd_readable_falls_back_to_clock),
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
        T(test_two_threads), T(test_cleanup_then_reuse))
