@@ -261,7 +261,7 @@ const char *gh_http_header(struct gh_req *r, const char *name)
 }
 
 /* Reads the body into r->body, bounded by max_body_bytes. */
-static enum gh_code read_body(struct gh_req *r, struct gh_err *e)
+static GH_NOINLINE enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 {
 	int64_t max = r->app->cfg->server.max_body_bytes;
 	long long cl = r->ri->content_length;
@@ -363,7 +363,7 @@ static const struct gh_route *route(struct gh_req *r, int *method_mismatch)
 }
 
 /* Per-key request rate limit; fills the RateLimit-* headers. */
-static int request_allowed(struct gh_req *r, struct gh_err *e)
+static GH_NOINLINE int request_allowed(struct gh_req *r, struct gh_err *e)
 {
 	const struct gh_policy_conf *p = r->who.policy;
 	struct gh_rl_limit lim;
@@ -395,7 +395,8 @@ static int request_allowed(struct gh_req *r, struct gh_err *e)
 	return 1;
 }
 
-static enum gh_code authenticate(struct gh_req *r, enum gh_auth need, struct gh_err *e)
+static GH_NOINLINE enum gh_code authenticate(struct gh_req *r, enum gh_auth need,
+					  struct gh_err *e)
 {
 	const char *auth = mg_get_header(r->conn, "Authorization");
 	enum gh_code rc;

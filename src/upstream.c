@@ -313,8 +313,9 @@ static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_TCP_NODELAY, 1L);
 	/* LLM replies arrive in small pieces; a smaller receive buffer than
-	 * curl's 16 KB default keeps a thousand streaming workers lighter */
-	SET(CURLOPT_BUFFERSIZE, 8192L);
+	 * curl's 16 KB default keeps a thousand streaming workers lighter
+	 * (streamed events are a few hundred bytes each) */
+	SET(CURLOPT_BUFFERSIZE, req->on_data ? 4096L : 8192L);
 	SET(CURLOPT_USERAGENT, "gatehouse");
 	SET(CURLOPT_HTTPHEADER, headers);
 	SET(CURLOPT_TIMEOUT_MS, (long)(req->timeout_ms > 0 ? req->timeout_ms : 0));

@@ -11,6 +11,11 @@
 
 #define GH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Keeps a function out of its callers: for a helper with big locals that a
+ * long-lived caller (a stream's handler) must not carry on its stack for
+ * the whole of its life. */
+#define GH_NOINLINE __attribute__((noinline))
+
 /* Wall clock in milliseconds since the Unix epoch. */
 int64_t gh_now_ms(void);
 /* Monotonic clock in nanoseconds (for durations and rate limits). */
