@@ -557,7 +557,7 @@ static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 
 int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len)
 {
-	struct part v[5];
+	struct part v[6];
 	int n = 0;
 
 	if (type) {
