@@ -37,8 +37,8 @@ struct gh_run_sink {
 	 * "step-finish", "finish", "error". payload is borrowed. Return nonzero
 	 * when the client is gone: the run is cancelled. */
 	int (*event)(void *ud, const char *run_id, const char *type, const cJSON *payload);
-	/* Called at least every 50 ms while the run waits on an upstream;
-	 * nonzero cancels (client disconnected). */
+	/* Called at least every 50 ms while the run waits on an upstream
+	 * (with wake_fd: see there); nonzero cancels (client disconnected). */
 	int (*tick)(void *ud);
 	void *ud;
 	/* Optional: the client's connection (> 0; 0 = unknown). While the run

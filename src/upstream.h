@@ -42,9 +42,9 @@ struct gh_upstream_req {
 	 * handed over as they arrive instead of being buffered. Return nonzero
 	 * to abort (the request then fails with GH_E_CANCELLED). */
 	int (*on_data)(void *ud, const char *p, size_t n);
-	/* Called at least every 50 ms while the request is in flight; return
-	 * nonzero to abort (GH_E_CANCELLED). Used to stop an upstream transfer
-	 * within 100 ms of the client going away. */
+	/* Called at least every 50 ms while the request is in flight (with
+	 * wake_fd: see there); return nonzero to abort (GH_E_CANCELLED). Used
+	 * to stop an upstream transfer within 100 ms of the client going away. */
 	int (*on_tick)(void *ud);
 	void *ud;
 	/* With on_tick, optional: a descriptor (> 0; 0 = none) that becomes
