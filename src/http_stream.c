@@ -10,8 +10,8 @@
  * client went away (the run is then cancelled and the upstream transfer
  * aborted): at once when the client's connection stirs, since it is the
  * sink's wake descriptor. The tick also sends a heartbeat comment when the
- * stream has been idle for server.heartbeat_ms. One stream pins one CivetWeb worker; the
- * number of streams is capped (server.max_streams).
+ * stream has been idle for server.heartbeat_ms. One stream pins one
+ * CivetWeb worker; the number of streams is capped (server.max_streams).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,34 +22,48 @@
 #include "log.h"
 #include "util.h"
 
+/* The largest chunk built (as gh_json_dump allows): payloads are bounded
+ * where they are made. */
+#define GH_NATIVE_CHUNK_MAX ((size_t)1 << 30)
+
+/* Appends a chunk's envelope up to its payload:
+ * {"type":...,"runId":...,"from":"AGENT","payload": */
+static int envelope(struct gh_buf *b, const char *type, const char *run_id)
+{
+	if (gh_buf_puts(b, "{\"type\":") != GH_BUF_OK || gh_buf_json_str(b, type) != GH_BUF_OK ||
+	    gh_buf_puts(b, ",\"runId\":") != GH_BUF_OK || gh_buf_json_str(b, run_id) != GH_BUF_OK ||
+	    gh_buf_puts(b, ",\"from\":\"AGENT\",\"payload\":") != GH_BUF_OK)
+		return -1;
+	return 0;
+}
+
+/* Closes the envelope in b (built when ok), sends it and frees b. Out of
+ * memory ends the stream rather than lose a chunk. */
+static int send_chunk(struct gh_native_stream *s, struct gh_buf *b, int ok)
+{
+	if (ok && gh_buf_putc(b, '}') == GH_BUF_OK) {
+		if (gh_http_sse_send(s->r, NULL, b->data, b->len) != 0)
+			s->gone = 1;
+	} else {
+		s->gone = 1;
+	}
+	gh_buf_free(b);
+	s->last_write_ns = gh_mono_ns();
+	return s->gone;
+}
+
 static int sink_event(void *ud, const char *run_id, const char *type, const cJSON *payload)
 {
 	struct gh_native_stream *s = ud;
-	cJSON *o;
-	char *data;
-	int rc;
+	struct gh_buf b;
 
 	if (s->gone)
 		return 1;
-	o = cJSON_CreateObject();
-	if (!o)
-		return 0;
-	cJSON_AddStringToObject(o, "type", type);
-	cJSON_AddStringToObject(o, "runId", run_id);
-	cJSON_AddStringToObject(o, "from", "AGENT");
-	cJSON_AddItemReferenceToObject(o, "payload", (cJSON *)(uintptr_t)payload);
-	data = gh_json_dump(o);
-	cJSON_Delete(o);
-	if (!data)
-		return 0;
-	rc = gh_http_sse_send(s->r, NULL, data, strlen(data));
-	free(data);
-	s->last_write_ns = gh_mono_ns();
 	if (!strcmp(type, "finish") || !strcmp(type, "error"))
 		s->finished = 1;
-	if (rc != 0)
-		s->gone = 1;
-	return s->gone;
+	gh_buf_init(&b, GH_NATIVE_CHUNK_MAX);
+	return send_chunk(s, &b, envelope(&b, type, run_id) == 0 &&
+				      gh_json_print(payload, &b) == GH_BUF_OK);
 }
 
 /* A text-delta, the most frequent chunk, written straight from its text:
@@ -58,23 +72,14 @@ static int sink_text(void *ud, const char *run_id, const char *text, size_t len)
 {
 	struct gh_native_stream *s = ud;
 	struct gh_buf b;
-	int rc = -1;
 
 	if (s->gone)
 		return 1;
-	gh_buf_init(&b, len * 6 + 256 + strlen(run_id));
-	if (gh_buf_puts(&b, "{\"type\":\"text-delta\",\"runId\":") == GH_BUF_OK &&
-	    gh_buf_json_str(&b, run_id) == GH_BUF_OK &&
-	    gh_buf_puts(&b, ",\"from\":\"AGENT\",\"payload\":{\"id\":\"0\",\"text\":") ==
-		    GH_BUF_OK &&
-	    gh_buf_json_strn(&b, text, len) == GH_BUF_OK && gh_buf_puts(&b, "}}") == GH_BUF_OK)
-		rc = gh_http_sse_send(s->r, NULL, b.data, b.len);
-	/* out of memory ends the stream rather than lose a piece of the text */
-	gh_buf_free(&b);
-	s->last_write_ns = gh_mono_ns();
-	if (rc != 0)
-		s->gone = 1;
-	return s->gone;
+	gh_buf_init(&b, GH_NATIVE_CHUNK_MAX);
+	return send_chunk(s, &b, envelope(&b, "text-delta", run_id) == 0 &&
+				      gh_buf_puts(&b, "{\"id\":\"0\",\"text\":") == GH_BUF_OK &&
+				      gh_buf_json_strn(&b, text, len) == GH_BUF_OK &&
+				      gh_buf_putc(&b, '}') == GH_BUF_OK);
 }
 
 static int sink_tick(void *ud)

@@ -1035,7 +1035,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	enum gh_code rc;
 	size_t i;
 
-	if (r->sink && r->sink->wake_fd > 0) {
+	if (r->sink) {
 		ev.wake_fd = r->sink->wake_fd;
 		ev.tick_ms = r->sink->tick_ms;
 	}

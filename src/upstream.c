@@ -10,8 +10,8 @@
  * curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
- * transfer at once. Nothing here is shared between
- * threads apart from the key that finds each thread's handles.
+ * transfer at once. Nothing here is shared between threads apart from the
+ * key that finds each thread's handles.
  */
 #include "upstream.h"
 
@@ -403,7 +403,9 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	/* on_tick runs when due (monotonic ns) or when the wake descriptor
 	 * stirred: not after every piece of data */
 	int wake = req->on_tick && req->wake_fd > 0 ? req->wake_fd : -1;
-	int64_t every = TICK_MS, due = 0, now, wait_ms;
+	int64_t every = wake < 0 || req->tick_ms <= TICK_MS ? TICK_MS
+			: req->tick_ms < WAKE_TICK_MAX_MS ? req->tick_ms : WAKE_TICK_MAX_MS;
+	int64_t due = 0, now, wait_ms;
 
 	*cc_out = CURLE_OK;
 	if (req->max_response && req->max_response < x.limit)
@@ -445,12 +447,8 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 					 * bytes, which would keep the descriptor
 					 * readable; watch by the clock from now on */
 					wake = -1;
-				}
-				if (wake >= 0 && req->tick_ms > TICK_MS)
-					every = req->tick_ms < WAKE_TICK_MAX_MS ? req->tick_ms
-										: WAKE_TICK_MAX_MS;
-				else
 					every = TICK_MS;
+				}
 				due = now + every * 1000000;
 			}
 			wait_ms = (due - now + 999999) / 1000000;
