@@ -10,8 +10,15 @@
  * curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
- * transfer at once. Nothing here is shared between threads apart from the
- * key that finds each thread's handles.
+ * transfer at once.
+ *
+ * Every easy handle uses one process-wide share object for the DNS cache
+ * and TLS sessions, so a worker thread's first request to a provider
+ * neither resolves its name again (curl's threaded resolver starts a
+ * thread per lookup) nor makes a full TLS handshake. Connections are not
+ * shared: libcurl does not support sharing them between concurrent
+ * threads. The share's locks, one per kind of data, and the key that finds
+ * each thread's handles are all that threads have in common here.
  */
 #include "upstream.h"
 
@@ -36,6 +43,9 @@ struct handles {
 	CURLM *multi;
 	CURL *easy;
 };
+
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
@@ -96,13 +106,55 @@ void gh_upstream_thread_cleanup(void)
 	handles_destroy(h);
 }
 
+static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *ud)
+{
+	(void)c;
+	(void)a;
+	(void)ud;
+	if ((unsigned)d < CURL_LOCK_DATA_LAST)
+		pthread_mutex_lock(&share_locks[d]);
+}
+
+static void share_unlock(CURL *c, curl_lock_data d, void *ud)
+{
+	(void)c;
+	(void)ud;
+	if ((unsigned)d < CURL_LOCK_DATA_LAST)
+		pthread_mutex_unlock(&share_locks[d]);
+}
+
 int gh_upstream_global_init(void)
 {
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+	int i;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -1;
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_locks[i], NULL);
+	share = curl_share_init();
+	if (!share || curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+	    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+		gh_upstream_global_cleanup();
+		return -1;
+	}
+	return 0;
 }
 
 void gh_upstream_global_cleanup(void)
 {
+	int i;
+
+	/* the share goes only once no easy handle uses it: the calling
+	 * thread's go first; a thread still holding its own (it would have to
+	 * be running) keeps the share alive until the process ends */
+	gh_upstream_thread_cleanup();
+	if (share && curl_share_cleanup(share) != CURLSHE_OK)
+		return;
+	share = NULL;
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&share_locks[i]);
 	curl_global_cleanup();
 }
 
@@ -307,6 +359,7 @@ static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist
 	CURLcode r = CURLE_OK;
 
 #define SET(opt, val) do { if (r == CURLE_OK) r = curl_easy_setopt(c, opt, val); } while (0)
+	SET(CURLOPT_SHARE, share);
 	SET(CURLOPT_URL, req->url);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 	SET(CURLOPT_NOSIGNAL, 1L);

@@ -3,9 +3,12 @@
  *
  * Each thread owns one curl multi handle and one easy handle, created on
  * first use and reused for every request that thread makes, so upstream
- * connections stay alive between requests. Nothing is shared between
- * threads. gh_upstream_thread_cleanup() releases them (called when a worker
- * thread exits; also safe to call at any time between requests).
+ * connections stay alive between requests. Connections are not shared
+ * between threads; the DNS cache and TLS sessions are (one share object,
+ * locked per kind of data), so a thread's first request to a provider
+ * skips the name lookup and resumes a TLS session. gh_upstream_thread_cleanup()
+ * releases a thread's handles (called when a worker thread exits; also safe
+ * to call at any time between requests).
  *
  * Never follows redirects. Never sends "Expect: 100-continue". Uses
  * CURLOPT_NOSIGNAL. Error messages name the URL's host and what failed,
@@ -88,7 +91,9 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 /* Frees this thread's curl handles. */
 void gh_upstream_thread_cleanup(void);
 
-/* Process-wide init/cleanup (curl_global_*); call once from main. */
+/* Process-wide init/cleanup (curl_global_* and the share object); call
+ * once from main. Cleanup also releases the calling thread's handles; other
+ * threads must have released theirs (or exited) by then. */
 int gh_upstream_global_init(void);
 void gh_upstream_global_cleanup(void);
 

@@ -5,7 +5,9 @@
  * honoured, timeouts, refused connections, the response cap, redirects left
  * alone, streaming to on_data, aborts from on_data and on_tick (timed), a
  * reset mid-stream, and that error messages carry neither header values nor
- * the URL's path and query. test_two_threads is the one to run under TSan.
+ * the URL's path and query. test_two_threads and test_threads_share_lookups
+ * (worker threads reaching the server by name through the shared DNS and
+ * TLS session cache) are the ones to run under TSan.
  */
 #include "upstream.h"
 
@@ -15,6 +17,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -923,6 +928,57 @@ static void test_two_threads(void)
 	teardown();
 }
 
+/* A host name that resolves to 127.0.0.1 through the resolver (this
+ * machine's own name, as /etc/hosts usually has it), else "localhost",
+ * which curl answers without a lookup. */
+static const char *loopback_name(char *buf, size_t cap)
+{
+	struct addrinfo hints, *ai = NULL;
+	int ok = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	hints.ai_socktype = SOCK_STREAM;
+	if (gethostname(buf, cap) == 0 && buf[0] && getaddrinfo(buf, NULL, &hints, &ai) == 0) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ai->ai_addr;
+
+		ok = ntohl(a->sin_addr.s_addr) == INADDR_LOOPBACK;
+		freeaddrinfo(ai);
+	}
+	if (!ok)
+		snprintf(buf, cap, "localhost");
+	return buf;
+}
+
+/* Worker threads reaching the provider by name at once: every request
+ * succeeds while their name lookups and TLS sessions go through the one
+ * shared cache and its locks (the TSan run checks the locking). */
+static void test_threads_share_lookups(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct worker w[4];
+	pthread_t th[4];
+	char name[256], base[320];
+	int i;
+
+	setup();
+	t_srv_route(&r, "/echo", rp, 1);
+	snprintf(base, sizeof(base), "http://%s:%d", loopback_name(name, sizeof(name)),
+		 t_srv.port);
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct worker){base, i, 0, i % 2};
+		T_ASSERT(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 4; i++)
+		T_EQ_INT(w[i].ok, 25);
+	T_EQ_INT(atomic_load(&r.hits), 100);
+	t_route_close(&r);
+	teardown();
+}
+
 static void test_cleanup_then_reuse(void)
 {
 	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
@@ -958,4 +1014,4 @@ T_MAIN(T(test_post_json), T(test_get), T(test_keep_alive), T(test_retry_429_hono
        T(test_wake_fd_readable_falls_back_to_clock),
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
-       T(test_two_threads), T(test_cleanup_then_reuse))
+       T(test_two_threads), T(test_threads_share_lookups), T(test_cleanup_then_reuse))
