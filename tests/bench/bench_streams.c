@@ -23,6 +23,11 @@
  * dropped or reordered chunk cannot pass; it must end with "finish" and
  * [DONE].
  *
+ * --upstream-host names the fake in gatehouse's provider base_url. The
+ * default, 127.0.0.1, needs no lookup; a name from /etc/hosts makes
+ * gatehouse resolve it the way a deployment resolves its provider's name
+ * (curl answers "localhost" itself, without a lookup).
+ *
  * One thread drives every connection with epoll. RLIMIT_NOFILE is raised
  * for this process and its children.
  */
@@ -43,6 +48,7 @@ struct opts {
 	int64_t words_per_chunk;
 	int64_t reps;
 	int keep;
+	const char *upstream_host;  /* how gatehouse names the fake */
 };
 
 enum { ST_HEAD, ST_SIZE, ST_DATA, ST_DATA_CRLF, ST_DONE };
@@ -430,7 +436,7 @@ static struct phase_result run_phase(struct phase *p, const struct opts *o, pid_
 
 /* ----------------------------------------------------------- set-up */
 
-static void write_config(const char *path, int fake_port, int64_t streams)
+static void write_config(const char *path, const char *host, int fake_port, int64_t streams)
 {
 	char buf[4096];
 
@@ -440,7 +446,7 @@ static void write_config(const char *path, int fake_port, int64_t streams)
 		  "\"max_streams\": %lld, \"max_body_bytes\": 65536},\n"
 		  " \"database\": {\"path\": \"gatehouse.db\"},\n"
 		  " \"providers\": {\"fake\": {\"type\": \"openai\", "
-		  "\"base_url\": \"http://127.0.0.1:%d/v1\", \"api_key\": \"sk-bench\", "
+		  "\"base_url\": \"http://%s:%d/v1\", \"api_key\": \"sk-bench\", "
 		  "\"timeout_ms\": 600000, \"max_retries\": 0}},\n"
 		  " \"agents\": {\"s\": {\"provider\": \"fake\", \"model\": \"stream-m\", "
 		  "\"instructions\": \"Tell stories.\", \"tools\": [], "
@@ -449,7 +455,7 @@ static void write_config(const char *path, int fake_port, int64_t streams)
 		  "\"tools\": {\"allow\": [\"*\"]}}}\n"
 		  "}\n",
 		  (long long)(streams + 100 > 1100 ? streams + 100 : 1100),
-		  (long long)(streams > 1000 ? streams : 1000), fake_port);
+		  (long long)(streams > 1000 ? streams : 1000), host, fake_port);
 	bench_write_file(path, buf);
 }
 
@@ -543,7 +549,7 @@ static void print_phase(const char *name, const struct phase_result *r)
 int main(int argc, char **argv)
 {
 	struct opts o = {.streams = 1000, .ramp_ms = 5000, .words = 150, .chunk_delay_ms = 100,
-			 .words_per_chunk = 1, .reps = 3};
+			 .words_per_chunk = 1, .reps = 3, .upstream_host = "127.0.0.1"};
 	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX], key[256], auth[320];
 	const char *v, *user_body =
 		"{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story.\"}]}";
@@ -567,12 +573,14 @@ int main(int argc, char **argv)
 			o.words_per_chunk = bench_num(v, 1, 1000, "--words-per-chunk");
 		else if ((v = bench_opt(argc, argv, &i, "--reps")))
 			o.reps = bench_num(v, 1, 16, "--reps");
+		else if ((v = bench_opt(argc, argv, &i, "--upstream-host")))
+			o.upstream_host = v;
 		else if (!strcmp(argv[i], "--keep"))
 			o.keep = 1;
 		else
 			bench_die("usage: bench_streams [--streams 1000] [--ramp-ms 5000] "
 				  "[--words 150]\n       [--chunk-delay-ms 100] "
-				  "[--words-per-chunk 1] [--reps 3] [--keep]");
+				  "[--words-per-chunk 1] [--reps 3]\n       [--upstream-host 127.0.0.1] [--keep]");
 	}
 	bench_init();
 	nofile = bench_nofile(4 * o.streams + 1024);
@@ -590,10 +598,11 @@ int main(int argc, char **argv)
 	       (long long)o.streams, (long long)o.words, (long long)o.chunk_delay_ms,
 	       (long long)o.words_per_chunk, (long long)o.ramp_ms);
 	bench_print_host();
-	printf("RLIMIT_NOFILE %lld\n", (long long)nofile);
+	printf("RLIMIT_NOFILE %lld; gatehouse's provider: http://%s:<port>/v1\n", (long long)nofile,
+	       o.upstream_host);
 	/* the fake serves at most 1024 connections at once */
 	bench_fake_start(fake, dir, (int)(o.streams + 24 < 1024 ? o.streams + 24 : 1024), &fp);
-	write_config(cfg, fp.port, o.streams);
+	write_config(cfg, o.upstream_host, fp.port, o.streams);
 	bench_key_create(gh, dir, cfg, "bench", 0, key, sizeof(key));
 	bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
 	script(fp.port, text, &o);
