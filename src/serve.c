@@ -169,7 +169,6 @@ out:
 	gh_rl_free(app.rl);
 	sodium_memzero(app.hashkey, sizeof(app.hashkey));
 	gh_audit_signer_wipe(&app.signer);
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 	return rc;
 }

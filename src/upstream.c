@@ -85,7 +85,9 @@ static struct handles *handles_get(void)
 		return NULL;
 	h->multi = curl_multi_init();
 	h->easy = curl_easy_init();
-	if (!h->multi || !h->easy || pthread_setspecific(key, h) != 0) {
+	/* curl_easy_reset() keeps the share: attached once, here */
+	if (!h->multi || !h->easy || curl_easy_setopt(h->easy, CURLOPT_SHARE, share) != CURLE_OK ||
+	    pthread_setspecific(key, h) != 0) {
 		handles_destroy(h);
 		return NULL;
 	}
@@ -359,7 +361,6 @@ static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist
 	CURLcode r = CURLE_OK;
 
 #define SET(opt, val) do { if (r == CURLE_OK) r = curl_easy_setopt(c, opt, val); } while (0)
-	SET(CURLOPT_SHARE, share);
 	SET(CURLOPT_URL, req->url);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 	SET(CURLOPT_NOSIGNAL, 1L);

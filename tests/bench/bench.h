@@ -353,28 +353,28 @@ BENCH_UNUSED static ssize_t bench_read_file(const char *path, char *buf, size_t 
 	return (ssize_t)n;
 }
 
-/* Resident set size of pid in KiB (VmRSS), or -1. */
-BENCH_UNUSED static int64_t bench_rss_kb(pid_t pid)
+/* The number after field ("VmRSS:") in /proc/<pid>/status, or -1. */
+BENCH_UNUSED static int64_t bench_status_num(pid_t pid, const char *field)
 {
 	char path[64], buf[8192], *p;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (bench_read_file(path, buf, sizeof(buf)) < 0)
 		return -1;
-	p = strstr(buf, "VmRSS:");
-	return p ? strtoll(p + 6, NULL, 10) : -1;
+	p = strstr(buf, field);
+	return p ? strtoll(p + strlen(field), NULL, 10) : -1;
+}
+
+/* Resident set size of pid in KiB (VmRSS), or -1. */
+BENCH_UNUSED static int64_t bench_rss_kb(pid_t pid)
+{
+	return bench_status_num(pid, "VmRSS:");
 }
 
 /* Threads of pid, or -1. */
 BENCH_UNUSED static int64_t bench_threads(pid_t pid)
 {
-	char path[64], buf[8192], *p;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (bench_read_file(path, buf, sizeof(buf)) < 0)
-		return -1;
-	p = strstr(buf, "Threads:");
-	return p ? strtoll(p + 8, NULL, 10) : -1;
+	return bench_status_num(pid, "Threads:");
 }
 
 /* CPU time (user + system, every thread) pid has used, in ns; -1 when
