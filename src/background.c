@@ -139,7 +139,8 @@ static void *resumer_main(void *p)
 		pthread_mutex_unlock(&bg->mu);
 		rc = gh_run_resume(bg->app, it.run_id, NULL, &res, &e);
 		if (rc == GH_OK) {
-			gh_info("background: run %s resumed: %s", it.run_id, res.status);
+			gh_info("background: run %s resumed: %s", it.run_id,
+				gh_run_status_name(res.status));
 			gh_run_result_clear(&res);
 		}
 		pthread_mutex_lock(&bg->mu);
@@ -204,6 +205,11 @@ void gh_bg_snapshot_ratelimits(struct gh_app *app)
 	free(s.tats);
 }
 
+static void resume_cb(void *ud, const char *run_id)
+{
+	gh_bg_resume(ud, run_id);
+}
+
 static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
@@ -226,7 +232,7 @@ static void *maint_main(void *p)
 			break;
 		pthread_mutex_unlock(&bg->mu);
 		now = gh_now_ms();
-		if (gh_approvals_expire(app, &n, &e) != GH_OK)
+		if (gh_approvals_expire(app, resume_cb, bg, &n, &e) != GH_OK)
 			gh_warn("approvals: expiry failed: %s", e.msg);
 		if (now - last_snap >= 30000) {
 			gh_bg_snapshot_ratelimits(app);

@@ -33,6 +33,7 @@
 
 #include "admin_auth.h"
 #include "buf.h"
+#include "hub.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -53,13 +54,12 @@ static const struct gh_route routes_core[] = {
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };
 
-/* gh_routes_admin comes before gh_routes_governance: its
+/* gh_routes_admin comes before gh_routes_approvals: its
  * GET /api/approvals/events must win over GET /api/approvals/:id. */
 static const struct gh_route *const route_tables[] = {
-	routes_core, gh_routes_agents, gh_routes_memory, gh_routes_admin, gh_routes_governance,
-	gh_routes_stream,
-	gh_routes_openai,
-	gh_routes_a2a,
+	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_admin,
+	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
+	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -581,6 +581,144 @@ int gh_http_sse_comment(struct gh_req *r, const char *text)
 void gh_http_sse_end(struct gh_req *r)
 {
 	mg_write(r->conn, "0\r\n\r\n", 5);
+}
+
+/* ------------------------------------------------- one streamed response */
+
+int gh_http_stream_start(struct gh_req *r, struct gh_http_stream *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->r = r;
+	s->last_write_ns = gh_mono_ns();
+	return gh_http_stream_acquire(r);
+}
+
+int gh_http_stream_begin(struct gh_http_stream *s)
+{
+	if (s->begun)
+		return s->gone ? -1 : 0;
+	s->begun = 1;
+	if (s->open ? s->open(s, s->ud) != 0 : gh_http_sse_begin(s->r) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
+			size_t len)
+{
+	if (gh_http_stream_begin(s) != 0)
+		return -1;
+	if (gh_http_sse_send(s->r, type, data, len) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_comment(struct gh_http_stream *s, const char *text)
+{
+	if (s->gone || !s->begun)
+		return s->gone ? -1 : 0;
+	if (gh_http_sse_comment(s->r, text) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_tick(struct gh_http_stream *s)
+{
+	int64_t now = gh_mono_ns();
+
+	if (s->gone)
+		return 1;
+	if (gh_http_client_gone(s->r)) {
+		s->gone = 1;
+		gh_info("%s: the client went away mid-stream", s->r->id);
+		return 1;
+	}
+	if (now - s->last_write_ns >= s->r->app->cfg->server.heartbeat_ms * 1000000) {
+		if (!s->begun)
+			gh_http_stream_begin(s);
+		else
+			gh_http_stream_comment(s, "keep-alive");
+		s->last_write_ns = now;
+	}
+	return s->gone;
+}
+
+void gh_http_stream_end(struct gh_http_stream *s, int done_marker)
+{
+	if (s->gone || gh_http_stream_begin(s) != 0)
+		return;
+	if (done_marker)
+		gh_http_sse_send(s->r, NULL, "[DONE]", 6);
+	gh_http_sse_end(s->r);
+}
+
+void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
+			   int (*on_event)(void *ud, const char *type, const char *data),
+			   int (*on_lost)(void *ud), int (*on_idle)(void *ud), void *ud)
+{
+	char *type, *data;
+
+	while (!atomic_load(&s->r->app->stopping) && !s->gone) {
+		int rc = sub ? gh_hub_next(sub, 100, &type, &data) : 0;
+
+		if (rc == 1) {
+			rc = on_event(ud, type, data);
+			free(type);
+			free(data);
+			if (rc != 0)
+				break;
+		} else if (rc == -1 && on_lost(ud) != 0) {
+			break;
+		}
+		if (gh_http_stream_tick(s) || (on_idle && on_idle(ud)))
+			break;
+	}
+}
+
+/* ------------------------------------------------------ chunked downloads */
+
+int gh_http_chunked_begin(struct gh_req *r, const char *content_type, const char *extra_headers)
+{
+	struct gh_buf b;
+	int rc;
+
+	if (gh_http_stream_acquire(r) != 0)
+		return -1;
+	if (r->responded)
+		return -1;
+	r->responded = 1;
+	r->status = 200;
+	gh_buf_init(&b, 8192);
+	head(r, &b, 200, content_type, -1);
+	if (extra_headers)
+		gh_buf_puts(&b, extra_headers);
+	gh_buf_puts(&b, "Transfer-Encoding: chunked\r\n\r\n");
+	rc = b.data && mg_write(r->conn, b.data, b.len) > 0 ? 0 : -1;
+	gh_buf_free(&b);
+	return rc;
+}
+
+int gh_http_chunked_write(struct gh_req *r, const char *data, size_t len)
+{
+	struct part v = {data, len};
+
+	return write_chunk(r, &v, 1);
+}
+
+void gh_http_chunked_end(struct gh_req *r)
+{
+	mg_write(r->conn, "0\r\n\r\n", 5);
+}
+
+void gh_http_chunked_abort(struct gh_req *r)
+{
+	/* without the terminating chunk, and with the connection closed once
+	 * the handler returns, a client cannot take the body for complete */
+	mg_disable_connection_keep_alive(r->conn);
+	r->status = 500;
 }
 
 /*

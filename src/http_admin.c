@@ -247,15 +247,15 @@ static void thread_messages(struct gh_req *r)
 
 /* ------------------------------------------------------ live approvals */
 
-static int send_snapshot(struct gh_req *r)
+static int send_snapshot(struct gh_http_stream *hs)
 {
 	cJSON *arr = NULL, *o;
 	struct gh_err e;
 	char *s;
 	int rc;
 
-	if (gh_approval_list(r->app, "pending", NULL, 1000, &arr, &e) != GH_OK) {
-		gh_warn("%s approvals stream: %s", r->id, e.msg);
+	if (gh_approval_list(hs->r->app, "pending", NULL, 1000, &arr, &e) != GH_OK) {
+		gh_warn("%s approvals stream: %s", hs->r->id, e.msg);
 		arr = cJSON_CreateArray();
 	}
 	o = cJSON_CreateObject();
@@ -265,9 +265,44 @@ static int send_snapshot(struct gh_req *r)
 	cJSON_Delete(o);
 	if (!s)
 		return -1;
-	rc = gh_http_sse_send(r, "snapshot", s, strlen(s));
+	rc = gh_http_stream_send(hs, "snapshot", s, strlen(s));
 	free(s);
 	return rc;
+}
+
+struct approvals_watch {
+	struct gh_http_stream hs;
+	int64_t last_check;
+};
+
+static int watch_event(void *ud, const char *type, const char *data)
+{
+	struct approvals_watch *w = ud;
+
+	return gh_http_stream_send(&w->hs, type, data, strlen(data));
+}
+
+/* Events were lost: the client starts over from a snapshot. */
+static int watch_lost(void *ud)
+{
+	struct approvals_watch *w = ud;
+
+	return send_snapshot(&w->hs);
+}
+
+/* Now and then: does the session still hold? */
+static int watch_idle(void *ud)
+{
+	struct approvals_watch *w = ud;
+	int64_t now = gh_mono_ns();
+
+	if (now - w->last_check < (int64_t)SESSION_RECHECK_MS * 1000000)
+		return 0;
+	w->last_check = now;
+	if (gh_admin_session_alive(w->hs.r))
+		return 0;
+	gh_http_stream_send(&w->hs, "session-ended", "{}", 2);
+	return 1;
 }
 
 /* SSE of the hub topic "approvals": a snapshot of what is pending, then
@@ -276,55 +311,24 @@ static int send_snapshot(struct gh_req *r)
 static void approval_events(struct gh_req *r)
 {
 	struct gh_hub_sub *sub = NULL;
-	int64_t last_beat, last_check;
-	char *type, *data;
+	struct approvals_watch w;
 
 	if (!r->app->hub) {
 		gh_http_errorf(r, GH_E_UNAVAILABLE, "live events are not available");
 		return;
 	}
-	if (gh_http_stream_acquire(r) != 0)
+	if (gh_http_stream_start(r, &w.hs) != 0)
 		return;
 	/* subscribe before the snapshot so nothing falls in between */
 	if (!(sub = gh_hub_subscribe(r->app->hub, "approvals"))) {
 		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
 		return;
 	}
-	if (gh_http_sse_begin(r) != 0 || send_snapshot(r) != 0)
-		goto out;
-	last_beat = last_check = gh_mono_ns();
-	while (!atomic_load(&r->app->stopping)) {
-		int rc = gh_hub_next(sub, 100, &type, &data);
-		int64_t now;
-
-		if (rc == 1) {
-			rc = gh_http_sse_send(r, type, data, strlen(data));
-			free(type);
-			free(data);
-			if (rc != 0)
-				break;
-			last_beat = gh_mono_ns();
-		} else if (rc == -1 && send_snapshot(r) != 0) {
-			break; /* events were lost: the client starts over from a snapshot */
-		}
-		if (gh_http_client_gone(r))
-			break;
-		now = gh_mono_ns();
-		if (now - last_check >= (int64_t)SESSION_RECHECK_MS * 1000000) {
-			last_check = now;
-			if (!gh_admin_session_alive(r)) {
-				gh_http_sse_send(r, "session-ended", "{}", 2);
-				break;
-			}
-		}
-		if (now - last_beat >= r->app->cfg->server.heartbeat_ms * 1000000) {
-			if (gh_http_sse_comment(r, "keep-alive") != 0)
-				break;
-			last_beat = now;
-		}
+	if (send_snapshot(&w.hs) == 0) {
+		w.last_check = gh_mono_ns();
+		gh_http_stream_follow(&w.hs, sub, watch_event, watch_lost, watch_idle, &w);
+		gh_http_stream_end(&w.hs, 0);
 	}
-	gh_http_sse_end(r);
-out:
 	gh_hub_unsubscribe(r->app->hub, sub);
 }
 

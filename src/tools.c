@@ -332,8 +332,11 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 		t->require_approval = gh_json_bool(d, "requireApproval", 0);
 	}
 	for (i = 0; i < out->n; i++) {
+		struct gh_tool_verdict v;
+
 		t = &out->v[i];
-		gh_policy_tool(p, a, t->name, t->src, t->require_approval, &t->decision);
+		gh_tools_decide(cfg, a, p, t->name, client_defs, &v);
+		t->decision = v.d;
 		t->offered = t->decision.verdict != GH_V_DENY;
 		if (t->offered) {
 			out->specs[out->nspecs].name = t->name;
@@ -346,6 +349,76 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 fail:
 	gh_toolset_free(out);
 	return rc;
+}
+
+static int is_memory_tool(const char *name)
+{
+	size_t i;
+
+	for (i = 0; gh_memory_tool_names[i]; i++)
+		if (!strcmp(gh_memory_tool_names[i], name))
+			return 1;
+	return 0;
+}
+
+static const cJSON *client_def(const cJSON *defs, const char *name)
+{
+	const cJSON *d;
+
+	cJSON_ArrayForEach(d, defs) {
+		const char *n = gh_json_str(d, "name");
+
+		if (n && !strcmp(n, name))
+			return d;
+	}
+	return NULL;
+}
+
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_agent_conf *a,
+		     const struct gh_policy_conf *p, const char *name, const cJSON *client_defs,
+		     struct gh_tool_verdict *out)
+{
+	const struct gh_tool_conf *tc = gh_config_tool(cfg, name);
+	const cJSON *cd = client_def(client_defs, name);
+	int approval = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->src = GH_SRC_CLIENT;
+	if (cd) {
+		approval = gh_json_bool(cd, "requireApproval", 0);
+	} else if (tc) {
+		out->src = GH_SRC_SERVER;
+		approval = tc->require_approval;
+	} else if (is_memory_tool(name)) {
+		out->src = GH_SRC_MEMORY;
+	}
+	out->listed = 1;
+	if (a && out->src != GH_SRC_CLIENT)
+		out->listed = gh_strlist_match(&a->tools, name) &&
+			      (out->src != GH_SRC_MEMORY || a->memory_enabled);
+	if (out->listed) {
+		gh_policy_tool(p, a, name, out->src, approval, &out->d);
+	} else {
+		out->d.verdict = GH_V_DENY;
+		gh_strlcpy(out->d.rule, a->memory_enabled || out->src != GH_SRC_MEMORY
+					? "the agent's tools list does not include it"
+					: "the agent has memory disabled",
+			   sizeof(out->d.rule));
+	}
+	out->per_minute = gh_policy_tool_limit(p, name, &out->limit_rule);
+}
+
+void gh_toolset_decision(const struct gh_toolset *ts, const char *name, struct gh_decision *out)
+{
+	const struct gh_tool *t = gh_toolset_find(ts, name);
+
+	if (t) {
+		*out = t->decision;
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	out->verdict = GH_V_DENY;
+	gh_strlcpy(out->rule, "unknown tool", sizeof(out->rule));
 }
 
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name)

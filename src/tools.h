@@ -68,6 +68,31 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name);
 
+/* What gatehouse decides about one tool for a key: where the tool comes
+ * from, whether the agent has it at all, the policy's verdict naming the
+ * rule, and the rate limit on its calls. */
+struct gh_tool_verdict {
+	enum gh_tool_source src;
+	int listed;                 /* the agent has it (its tools list; memory enabled) */
+	struct gh_decision d;       /* a deny saying why when not listed */
+	int64_t per_minute;         /* tool calls per minute; 0: no limit */
+	const char *limit_rule;     /* the rate limit entry, borrowed from the config */
+};
+
+/* The one decision over a (normalised) tool name for policy p and agent a
+ * (NULL: judged for no particular agent). client_defs are the caller's
+ * client tools (NULL: a name that is no memory or server tool is judged
+ * as a client tool the caller would declare). gh_toolset_build decides
+ * every tool of a run with it (so the gate acts on it), and
+ * GET /api/policy/explain answers with it. */
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_agent_conf *a,
+		     const struct gh_policy_conf *p, const char *name, const cJSON *client_defs,
+		     struct gh_tool_verdict *out);
+
+/* The decision the gate acts on for a call to name: the tool set's own
+ * when it has the tool, else a deny "unknown tool". */
+void gh_toolset_decision(const struct gh_toolset *ts, const char *name, struct gh_decision *out);
+
 void gh_toolset_free(struct gh_toolset *ts);
 
 /* The built-in memory tools: names and schemas, for listing. */

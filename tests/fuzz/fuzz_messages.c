@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "json.h"
-#include "run.h"
+#include "messages.h"
 #include "tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (gh_json_parse((const char *)data, size, "input", &doc, &e) != GH_OK)
 		return 0;
-	if (gh_run_normalize_messages(cJSON_GetObjectItemCaseSensitive(doc, "messages"), &msgs,
+	if (gh_messages_normalize(cJSON_GetObjectItemCaseSensitive(doc, "messages"), &msgs,
 				      &e) == GH_OK) {
 		cJSON_ArrayForEach(m, msgs) {
 			const char *role = gh_json_str(m, "role");

@@ -1,0 +1,86 @@
+/*
+ * explain.c - policy explanations; see explain.h.
+ */
+#include "explain.h"
+
+#include "json.h"
+#include "tools.h"
+
+static const char *verdict_name(enum gh_verdict v)
+{
+	return v == GH_V_ALLOW ? "allow" : v == GH_V_DENY ? "deny" : "approval";
+}
+
+static void explain_key(cJSON *o, const struct gh_principal *p)
+{
+	cJSON *ko = cJSON_AddObjectToObject(o, "key");
+
+	gh_json_add_str(ko, "id", p->key.id[0] ? p->key.id : NULL);
+	gh_json_add_str(ko, "name", p->key.name[0] ? p->key.name : NULL);
+	gh_json_add_str(ko, "owner", p->key.owner[0] ? p->key.owner : NULL);
+	cJSON_AddStringToObject(ko, "role", p->key.admin ? "admin" : "user");
+	gh_json_add_str(o, "policy", p->policy ? p->policy->name : NULL);
+	gh_json_add_str(o, "policyVersion", p->policy ? p->policy->version : NULL);
+	if (!p->policy) {
+		cJSON_AddStringToObject(o, "note", "no policy applies to this key (none named on the "
+				       "key and no policy \"default\"): everything is denied");
+	} else {
+		cJSON *rl = cJSON_AddObjectToObject(o, "rateLimits");
+
+		cJSON_AddNumberToObject(rl, "requestsPerMinute",
+					(double)p->policy->requests_per_minute);
+		cJSON_AddNumberToObject(rl, "burst", (double)p->policy->burst);
+		cJSON_AddNumberToObject(rl, "tokensPerMinute", (double)p->policy->tokens_per_minute);
+	}
+}
+
+static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_principal *p,
+			 const struct gh_agent_conf *a, const char *tool)
+{
+	char norm[GH_TOOL_NAME_MAX];
+	struct gh_tool_verdict v;
+	cJSON *to = cJSON_AddObjectToObject(o, "tool");
+
+	gh_tool_normalize(tool, norm);
+	gh_tools_decide(cfg, a, p->policy, norm, NULL, &v);
+	cJSON_AddStringToObject(to, "name", norm);
+	cJSON_AddStringToObject(to, "source", gh_tool_source_name(v.src));
+	if (v.src == GH_SRC_CLIENT)
+		cJSON_AddStringToObject(to, "note", "not a server or memory tool: judged as a "
+				       "client tool the caller declares");
+	cJSON_AddStringToObject(to, "decision", verdict_name(v.d.verdict));
+	cJSON_AddStringToObject(to, "rule", v.d.rule);
+	if (v.d.verdict == GH_V_APPROVAL) {
+		cJSON_AddStringToObject(to, "approver", v.d.approver == GH_APPROVER_CALLER
+							? "caller" : "admin");
+		cJSON_AddNumberToObject(to, "approvalTtlSeconds", (double)v.d.ttl_s);
+	}
+	if (v.per_minute > 0) {
+		cJSON *rl = cJSON_AddObjectToObject(to, "rateLimit");
+
+		cJSON_AddNumberToObject(rl, "perMinute", (double)v.per_minute);
+		cJSON_AddStringToObject(rl, "rule", v.limit_rule);
+	}
+}
+
+cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p,
+		       const struct gh_agent_conf *a, const char *tool)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	explain_key(o, p);
+	if (a) {
+		struct gh_decision d;
+		cJSON *ao = cJSON_AddObjectToObject(o, "agent");
+
+		gh_policy_agent(p->policy, a->id, &d);
+		cJSON_AddStringToObject(ao, "id", a->id);
+		cJSON_AddBoolToObject(ao, "allowed", d.verdict == GH_V_ALLOW);
+		cJSON_AddStringToObject(ao, "rule", d.rule);
+	}
+	if (tool && *tool)
+		explain_tool(o, cfg, p, a, tool);
+	return o;
+}
