@@ -117,6 +117,20 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* 1 when another request holds the run (it is running): try again. */
+static int busy(struct gh_app *app, const char *run_id)
+{
+	struct gh_run_view v;
+	struct gh_err e;
+	int running = 0;
+
+	if (gh_run_view_get(app, NULL, run_id, &v, &e) == GH_OK) {
+		running = v.status == GH_RUN_RUNNING;
+		gh_run_view_clear(&v);
+	}
+	return running;
+}
+
 static void *resumer_main(void *p)
 {
 	struct resumer_arg *ra = p;
@@ -131,6 +145,7 @@ static void *resumer_main(void *p)
 		struct gh_run_result res;
 		struct gh_err e;
 		enum gh_code rc;
+		int retry;
 
 		if (!take(bg, slot, &it, &wait_ms)) {
 			timed_wait(&bg->cv, &bg->mu, wait_ms);
@@ -143,9 +158,10 @@ static void *resumer_main(void *p)
 				gh_run_status_name(res.status));
 			gh_run_result_clear(&res);
 		}
+		retry = rc == GH_E_CONFLICT && it.attempts < RETRIES && busy(bg->app, it.run_id);
 		pthread_mutex_lock(&bg->mu);
 		bg->busy[slot][0] = '\0';
-		if (rc == GH_E_CONFLICT && strstr(e.msg, "running") && it.attempts < RETRIES) {
+		if (retry) {
 			/* another request holds the run; try again shortly */
 			push(bg, it.run_id, it.attempts + 1, gh_now_ms() + 200);
 		} else if (rc != GH_OK && rc != GH_E_CONFLICT) {
@@ -276,7 +292,8 @@ enum gh_code gh_bg_start(struct gh_app *app, struct gh_bg **out, struct gh_err *
 	pthread_mutex_init(&bg->mu, NULL);
 	pthread_cond_init(&bg->cv, NULL);
 	pthread_mutex_lock(&bg->mu);
-	if (gh_store_runs_with_status(app->store, "suspended", queue_cb, bg, e) != GH_OK) {
+	if (gh_store_runs_with_status(app->store, gh_run_status_name(GH_RUN_SUSPENDED),
+				      queue_cb, bg, e) != GH_OK) {
 		pthread_mutex_unlock(&bg->mu);
 		gh_bg_stop(bg);
 		return e->code;

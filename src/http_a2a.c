@@ -611,9 +611,7 @@ static void run_task(struct rpc *c, struct a2a_run *s, struct gh_a2a_task *t,
 								       se.msg));
 	gh_run_view_clear(&v);
 	if (rc == GH_E_CANCELLED && !cancel && !strcmp(t->state, GH_A2A_CANCELED))
-		gh_a2a_task_set(t, GH_A2A_CANCELED, gh_a2a_error_message(
-					t, "cancelled", "the client went away before the answer "
-					"was ready"));
+		gh_a2a_task_set(t, GH_A2A_CANCELED, gh_a2a_gone_message(t));
 	if (gh_store_a2a_task_save(app->store, t, GH_A2A_WORKING, &se) != GH_OK)
 		gh_warn("%s a2a: task %s not saved: %s", c->r->id, t->id, se.msg);
 	answer_task(c, s, t, history_len);

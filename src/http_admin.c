@@ -166,23 +166,7 @@ static void overview(struct gh_req *r)
 	gh_json_add_time(o, "since", since);
 	gh_json_add_time(o, "now", now);
 	cJSON_AddNumberToObject(o, "bucketSeconds", 3600);
-	{
-		const cJSON *by = cJSON_GetObjectItemCaseSensitive(act, "byEvent");
-		cJSON *l = cJSON_AddObjectToObject(o, "last24h");
-
-		cJSON_AddNumberToObject(l, "toolCalls", (double)gh_json_int(act, "toolCalls", 0));
-		cJSON_AddNumberToObject(l, "executed", (double)gh_json_int(by, "executed", 0));
-		cJSON_AddNumberToObject(l, "failed", (double)gh_json_int(by, "failed", 0));
-		cJSON_AddNumberToObject(l, "denials", (double)gh_json_int(by, "denied", 0));
-		cJSON_AddNumberToObject(l, "rateLimited", (double)gh_json_int(by, "rate_limited",
-									      0));
-		cJSON_AddNumberToObject(l, "approvalsRequested",
-					(double)gh_json_int(by, "approval_requested", 0));
-		cJSON_AddNumberToObject(l, "approved", (double)gh_json_int(by, "approved", 0));
-		cJSON_AddNumberToObject(l, "expired", (double)gh_json_int(by, "expired", 0));
-		cJSON_AddNumberToObject(l, "failedLogins",
-					(double)gh_json_int(by, "admin_login_failed", 0));
-	}
+	cJSON_AddItemToObject(o, "last24h", gh_store_ui_summary(act));
 	cJSON_AddItemReferenceToObject(o, "byEvent", cJSON_GetObjectItemCaseSensitive(act,
 										      "byEvent"));
 	cJSON_AddItemReferenceToObject(o, "toolCallsPerHour",

@@ -228,6 +228,12 @@ cJSON *gh_a2a_error_message(const struct gh_a2a_task *t, const char *code, const
 
 /* The artifact id for the text of step `step` of run_id. Streaming uses the
  * same ids, so the stored artifact is the one the stream built. */
+cJSON *gh_a2a_gone_message(const struct gh_a2a_task *t)
+{
+	return gh_a2a_error_message(t, "cancelled", "the client went away before the answer "
+				    "was ready");
+}
+
 void gh_a2a_artifact_id(const char *run_id, int64_t step, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s-s%lld", run_id, (long long)step);

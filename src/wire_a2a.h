@@ -110,6 +110,8 @@ void gh_a2a_task_set(struct gh_a2a_task *t, const char *state, cJSON *status_mes
 /* The failure of t as its status message: a text part and a DataPart
  * {error:{code, message}}. Caller frees. */
 cJSON *gh_a2a_error_message(const struct gh_a2a_task *t, const char *code, const char *msg);
+/* The status message of a task whose client went away mid-run. */
+cJSON *gh_a2a_gone_message(const struct gh_a2a_task *t);
 /* The artifact id for the text of step `step` of run_id. Streaming uses
  * the same ids, so the stored artifact is the one the stream built. */
 void gh_a2a_artifact_id(const char *run_id, int64_t step, char *out, size_t cap);

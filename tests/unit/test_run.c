@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "hub.h"
+#include "run_int.h"
 #include "json.h"
 #include "t.h"
 #include "t_store.h"
@@ -210,5 +211,89 @@ static void test_wait_ends_early(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_pending_calls), T(test_wait_settles),
+/* ---- holds and gh_run_cancel ---- */
+
+struct releaser {
+	struct gh_app *app;
+	struct gh_run_hold *h;
+	int after_ms;
+};
+
+static void *release_later(void *ud)
+{
+	struct releaser *w = ud;
+
+	sleep_ms(w->after_ms);
+	gh_run_release(w->app, w->h);
+	return NULL;
+}
+
+static void test_cancel(void)
+{
+	struct t_store t;
+	struct gh_app app;
+	struct gh_run_view v;
+	struct gh_run_hold h, h2;
+	struct gh_err e;
+	enum gh_cancel_outcome how;
+	struct releaser w;
+	pthread_t th;
+	int64_t start;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&app, 0, sizeof(app));
+	app.store = t.s;
+	app.hub = gh_hub_new();
+
+	/* a run waiting for the client is cancelled at once */
+	T_EQ_INT(new_run(&t, "run_w", "waiting"), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_w", &how, &e), GH_OK);
+	T_EQ_INT(how, GH_CANCEL_DONE);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_w", &v, &e), GH_OK);
+	T_EQ_STR(gh_run_status_name(v.status), "cancelled");
+	gh_run_view_clear(&v);
+	/* a final run cannot be, and says what it is */
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_w", &how, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "cancelled");
+	/* another owner's run is not there */
+	T_EQ_INT(new_run(&t, "run_s", "suspended"), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "bob", "run_s", &how, &e), GH_E_NOTFOUND);
+
+	/* a new run held by a request shows as running here, before it is stored */
+	memset(&h, 0, sizeof(h));
+	T_EQ_INT(gh_run_hold(&app, "alice", "run_new", &h, &e), GH_OK);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_new", &v, &e), GH_OK);
+	T_EQ_INT(v.status, GH_RUN_RUNNING);
+	T_EQ_INT(v.here, 1);
+	gh_run_view_clear(&v);
+	T_EQ_INT(gh_run_view_get(&app, "bob", "run_new", &v, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_run_hold_cancelled(&h), 0);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_new", &how, &e), GH_OK);
+	T_EQ_INT(how, GH_CANCEL_SIGNALLED);
+	T_EQ_INT(gh_run_hold_cancelled(&h), 1);
+
+	/* waiting until the request lets go: woken when it does */
+	w.app = &app;
+	w.h = &h;
+	w.after_ms = 150;
+	T_EQ_INT(pthread_create(&th, NULL, release_later, &w), 0);
+	start = gh_mono_ns();
+	T_EQ_INT(gh_run_wait(&app, "alice", "run_new", GH_UNTIL_IDLE, 5000, NULL, NULL, &v, &e),
+		 GH_E_NOTFOUND);
+	pthread_join(th, NULL);
+	T_ASSERT(ms_since(start) >= 100 && ms_since(start) < 1000);
+	gh_run_view_clear(&v);
+
+	/* a stored run resumed in the background cannot be stopped */
+	T_EQ_INT(gh_store_run_transition(t.s, "run_s", "suspended", "running", &e), GH_OK);
+	memset(&h2, 0, sizeof(h2));
+	T_EQ_INT(gh_run_hold_as(&app, "alice", "run_s", 0, &h2, &e), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_s", &how, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_run_hold_cancelled(&h2), 0);
+	gh_run_release(&app, &h2);
+	gh_hub_free(app.hub);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_pending_calls), T(test_cancel), T(test_wait_settles),
        T(test_wait_ends_early))
