@@ -377,3 +377,15 @@ int gh_audit_row_csv(const struct gh_audit_row *r, struct gh_buf *b)
 	       csv_field(b, ev->reason, 0) | csv_field(b, ev->detail, 0) | csv_field(b, ph, 0) |
 	       csv_field(b, h, 1);
 }
+
+int gh_audit_export_error_line(enum gh_code code, struct gh_buf *b)
+{
+	int rc = gh_buf_puts(b, "{\"error\":{\"code\":");
+
+	if (rc == GH_BUF_OK)
+		rc = gh_buf_json_str(b, gh_code_name(code));
+	if (rc == GH_BUF_OK)
+		rc = gh_buf_puts(b, ",\"message\":\"the export stopped before its end; what came "
+				 "before is incomplete\"}}\n");
+	return rc;
+}

@@ -51,4 +51,9 @@ cJSON *gh_audit_row_json(const struct gh_audit_row *r);
 extern const char gh_audit_csv_header[];
 int gh_audit_row_csv(const struct gh_audit_row *r, struct gh_buf *b);
 
+/* The last line of an NDJSON export that stopped before its end (the store
+ * failed): {"error":{"code", "message"}} and a newline, so a reader never
+ * takes what came before for the whole log. */
+int gh_audit_export_error_line(enum gh_code code, struct gh_buf *b);
+
 #endif

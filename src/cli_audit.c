@@ -136,6 +136,17 @@ static int emit_row(void *ud, const struct gh_audit_row *r)
 	return ferror(stdout) ? 1 : 0;
 }
 
+/* An NDJSON export that stopped half way ends with an error line. */
+static void export_failed(struct out_ctx *o, const struct gh_err *e)
+{
+	if (o->fmt != FMT_NDJSON)
+		return;
+	gh_buf_reset(&o->b);
+	if (gh_audit_export_error_line(e->code, &o->b) == GH_BUF_OK)
+		fwrite(o->b.data, 1, o->b.len, stdout);
+	fflush(stdout);
+}
+
 /* Prints a collected JSON row as a table line. */
 static void print_json_row(const cJSON *j)
 {
@@ -245,8 +256,10 @@ static int audit_read(int argc, char **argv, const char *what)
 
 		do {
 			if (gh_store_audit_query(s, &f, cursor, 1000, 1, emit_row, &o, &next, &e) !=
-			    GH_OK)
+			    GH_OK) {
+				export_failed(&o, &e);
 				goto fail;
+			}
 			cursor = next;
 		} while (next);
 	}

@@ -127,14 +127,8 @@ static int export_row(void *ud, const struct gh_audit_row *row)
 static void export_failed(struct export_ctx *x, const struct gh_err *e)
 {
 	gh_warn("%s: audit export stopped: %s", x->r->id, e->msg);
-	if (!x->csv) {
-		gh_buf_puts(&x->b, "{\"error\":{\"code\":");
-		gh_buf_json_str(&x->b, gh_code_name(e->code));
-		gh_buf_puts(&x->b, ",\"message\":");
-		gh_buf_json_str(&x->b, "the export stopped before its end; what came before is "
-			       "incomplete");
-		gh_buf_puts(&x->b, "}}\n");
-	}
+	if (!x->csv)
+		gh_audit_export_error_line(e->code, &x->b);
 	if (x->b.len)
 		gh_http_chunked_write(x->r, x->b.data, x->b.len);
 	gh_http_chunked_abort(x->r);
