@@ -258,7 +258,6 @@ static int has_artifact(const struct gh_a2a_task *t, const char *id)
 static cJSON *waiting_parts(const struct gh_run_view *v)
 {
 	cJSON *parts = cJSON_CreateArray(), *calls = gh_run_view_pending_json(v);
-	int has_text = 0;
 	size_t i;
 
 	if (!parts || !calls) {
@@ -266,9 +265,19 @@ static cJSON *waiting_parts(const struct gh_run_view *v)
 		cJSON_Delete(calls);
 		return NULL;
 	}
-	if (v->last_step_text && *v->last_step_text) {
+	if (v->last_step_text && *v->last_step_text)
 		cJSON_AddItemToArray(parts, gh_a2a_text_part(v->last_step_text));
-		has_text = 1;
+	/* after the text, before approvals: what the client itself can do */
+	if (cJSON_GetArraySize(calls) > 0) {
+		cJSON *d = cJSON_CreateObject();
+
+		if (d)
+			cJSON_AddItemToObject(d, "toolCalls", calls);
+		else
+			cJSON_Delete(calls);
+		cJSON_AddItemToArray(parts, data_part(d, "tool-calls"));
+	} else {
+		cJSON_Delete(calls);
 	}
 	for (i = 0; i < v->ncalls; i++) {
 		const struct gh_run_call *c = &v->calls[i];
@@ -292,15 +301,6 @@ static cJSON *waiting_parts(const struct gh_run_view *v)
 			cJSON_AddStringToObject(ap, "expiresAt", ts);
 		}
 		cJSON_AddItemToArray(parts, data_part(d, "approval-required"));
-	}
-	if (cJSON_GetArraySize(calls) > 0) {
-		cJSON *d = cJSON_CreateObject();
-
-		cJSON_AddItemToObject(d, "toolCalls", calls);
-		/* after the text, before approvals: what the client itself can do */
-		cJSON_InsertItemInArray(parts, has_text, data_part(d, "tool-calls"));
-	} else {
-		cJSON_Delete(calls);
 	}
 	return parts;
 }
