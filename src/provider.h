@@ -59,6 +59,10 @@ struct gh_chat_events {
 	void *ud;
 	int wake_fd;
 	int64_t tick_ms;
+	/* The model's reasoning as it streams (Anthropic thinking blocks):
+	 * text fragments, and the block's signature when it comes (text
+	 * empty). Not kept in the run's messages. */
+	int (*reasoning_delta)(void *ud, const char *text, size_t len, const char *signature);
 };
 
 struct gh_tool_call {

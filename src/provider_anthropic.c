@@ -442,6 +442,13 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 			const char *t = gh_json_str(delta, "text");
 
 			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
+		} else if (dt && (!strcmp(dt, "thinking_delta") || !strcmp(dt, "signature_delta"))) {
+			const char *t = gh_json_str(delta, "thinking"), *sig = gh_json_str(delta,
+											    "signature");
+
+			if (st->ev && st->ev->reasoning_delta && (t || sig))
+				stop = st->ev->reasoning_delta(st->ev->ud, t ? t : "", t ? strlen(t) : 0,
+							       sig);
 		} else if (dt && !strcmp(dt, "input_json_delta")) {
 			const char *frag = gh_json_str(delta, "partial_json");
 			struct gh_provider_acc *a = NULL;

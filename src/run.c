@@ -127,6 +127,20 @@ static int on_text_delta(void *ud, const char *text, size_t len)
 	return r->cancelled;
 }
 
+static int on_reasoning(void *ud, const char *text, size_t len, const char *signature)
+{
+	struct run *r = ud;
+	struct gh_run_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = GH_EV_REASONING_DELTA;
+	ev.text = text;
+	ev.len = len;
+	ev.signature = signature;
+	emit(r, &ev);
+	return r->cancelled;
+}
+
 /* Tool calls as they stream in: told to the sink, and remembered so that
  * if the stream then breaks, each one is recorded in the audit log as a
  * call that never ran. */
@@ -873,7 +887,7 @@ static enum gh_code take_response(struct run *r, const struct gh_chat_response *
 static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
 	struct gh_chat_request req;
-	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0};
+	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL};
 	struct gh_chat_response resp;
 	char *sys;
 	enum gh_code rc;
@@ -899,6 +913,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
 		ev.tool_delta = on_tool_delta;
+		ev.reasoning_delta = on_reasoning;
 		cJSON_Delete(r->partial);
 		r->partial = cJSON_CreateArray();
 	}
