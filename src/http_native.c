@@ -218,9 +218,7 @@ static void stream_fail(struct native_stream *s, const char *run_id, const struc
 	if (s->hs.gone || e->code == GH_E_CANCELLED || s->finished)
 		return;
 	gh_buf_init(&b, CHUNK_MAX);
-	if (gh_buf_puts(&b, "{\"type\":\"error\",\"runId\":") == GH_BUF_OK &&
-	    gh_buf_json_str(&b, run_id ? run_id : "") == GH_BUF_OK &&
-	    gh_buf_puts(&b, ",\"from\":\"AGENT\",\"payload\":") == GH_BUF_OK &&
+	if (gh_wire_native_envelope("error", run_id ? run_id : "", &b) == GH_BUF_OK &&
 	    gh_wire_native_error(e->code, e->msg, gh_http_status_of(e->code), &b) == GH_BUF_OK &&
 	    gh_buf_putc(&b, '}') == GH_BUF_OK)
 		gh_http_stream_send(&s->hs, NULL, b.data, b.len);
@@ -283,9 +281,7 @@ static void send_settled(struct native_stream *s, const struct gh_answer_out *ou
 		cJSON_AddStringToObject(p, "status", gh_run_status_name(out->view.status));
 		cJSON_AddStringToObject(p, "approval", out->approval.status);
 		gh_buf_init(&b, CHUNK_MAX);
-		if (gh_buf_puts(&b, "{\"type\":\"finish\",\"runId\":") == GH_BUF_OK &&
-		    gh_buf_json_str(&b, out->approval.run_id) == GH_BUF_OK &&
-		    gh_buf_puts(&b, ",\"from\":\"AGENT\",\"payload\":") == GH_BUF_OK &&
+		if (gh_wire_native_envelope("finish", out->approval.run_id, &b) == GH_BUF_OK &&
 		    gh_json_print(p, &b) == GH_BUF_OK && gh_buf_putc(&b, '}') == GH_BUF_OK)
 			gh_http_stream_send(&s->hs, NULL, b.data, b.len);
 		gh_buf_free(&b);

@@ -78,12 +78,11 @@ static int on_event(void *ud, const char *type, const char *data)
 	int rc;
 
 	gh_buf_init(&b, strlen(data) + 256);
-	gh_buf_printf(&b, "{\"type\":");
-	gh_buf_json_str(&b, type);
-	gh_buf_printf(&b, ",\"runId\":");
-	gh_buf_json_str(&b, w->id);
-	gh_buf_printf(&b, ",\"from\":\"AGENT\",\"payload\":%s}", data);
-	rc = gh_http_stream_send(&w->hs, NULL, b.data, b.len);
+	if (gh_wire_native_envelope(type, w->id, &b) == GH_BUF_OK &&
+	    gh_buf_printf(&b, "%s}", data) == GH_BUF_OK)
+		rc = gh_http_stream_send(&w->hs, NULL, b.data, b.len);
+	else
+		rc = -1;
 	gh_buf_free(&b);
 	return rc != 0 || finished(type, data);
 }

@@ -12,11 +12,105 @@
 
 #define MAX_MESSAGES 1000
 
+/* A part with type and the toolCallId it needs, and the name or nothing. */
+static cJSON *tool_part(const char *type, const cJSON *p)
+{
+	cJSON *np = cJSON_CreateObject();
+
+	if (!np)
+		return NULL;
+	cJSON_AddStringToObject(np, "type", type);
+	cJSON_AddStringToObject(np, "toolCallId", gh_json_str(p, "toolCallId"));
+	gh_json_add_str(np, "toolName", gh_json_str(p, "toolName"));
+	return np;
+}
+
+static cJSON *tool_call_part(const cJSON *p)
+{
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(p, "args");
+	cJSON *np = tool_part("tool-call", p);
+
+	if (!args)
+		args = cJSON_GetObjectItemCaseSensitive(p, "input");
+	if (np)
+		cJSON_AddItemToObject(np, "args", args ? cJSON_Duplicate(args, 1)
+						       : cJSON_CreateObject());
+	return np;
+}
+
+static cJSON *tool_result_part(const cJSON *p)
+{
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(p, "result");
+	cJSON *np = tool_part("tool-result", p);
+
+	if (!res) {
+		/* AI SDK 5 shape: output {type, value} */
+		const cJSON *o = cJSON_GetObjectItemCaseSensitive(p, "output");
+
+		res = cJSON_GetObjectItemCaseSensitive(o, "value");
+		if (!res)
+			res = o;
+	}
+	if (!np)
+		return NULL;
+	cJSON_AddItemToObject(np, "result", res ? cJSON_Duplicate(res, 1) : cJSON_CreateNull());
+	if (gh_json_bool(p, "isError", 0))
+		cJSON_AddBoolToObject(np, "isError", 1);
+	return np;
+}
+
+static cJSON *text_part(const char *t)
+{
+	cJSON *np = cJSON_CreateObject();
+
+	if (np) {
+		cJSON_AddStringToObject(np, "type", "text");
+		cJSON_AddStringToObject(np, "text", t ? t : "");
+	}
+	return np;
+}
+
+/* One part of a message of role: *np is the normalised part, or NULL when
+ * the part is not forwarded (gatehouse passes text and tool parts only). */
+static enum gh_code norm_part(const cJSON *p, const char *role, int idx, cJSON **np,
+			      struct gh_err *e)
+{
+	const char *type = gh_json_str(p, "type");
+
+	*np = NULL;
+	if (cJSON_IsString(p))
+		*np = text_part(p->valuestring);
+	else if (!type)
+		return gh_err_set(e, GH_E_BADREQ, "messages[%d].content: a part has no type", idx);
+	else if (!strcmp(type, "text"))
+		*np = text_part(gh_json_str(p, "text"));
+	else if (!strcmp(type, "tool-call") && !strcmp(role, "assistant")) {
+		if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName"))
+			return gh_err_set(e, GH_E_BADREQ, "messages[%d]: a tool-call part needs "
+					  "toolCallId and toolName", idx);
+		*np = tool_call_part(p);
+	} else if (!strcmp(type, "tool-result") && !strcmp(role, "tool")) {
+		if (!gh_json_str(p, "toolCallId"))
+			return gh_err_set(e, GH_E_BADREQ, "messages[%d]: a tool-result part needs "
+					  "toolCallId", idx);
+		*np = tool_result_part(p);
+	} else if (!strcmp(type, "image") || !strcmp(type, "file") ||
+		   !strcmp(type, "reasoning") || !strcmp(type, "step-start") ||
+		   !strcmp(type, "source") || !strcmp(type, "tool-invocation")) {
+		return GH_OK;
+	} else {
+		return gh_err_set(e, GH_E_BADREQ, "messages[%d]: part type \"%s\" is not allowed "
+				  "for role %s", idx, type, role);
+	}
+	return *np ? GH_OK : gh_err_set(e, GH_E_NOMEM, "out of memory");
+}
+
 static enum gh_code norm_parts(const cJSON *content, const char *role, int idx, cJSON **out,
 			       struct gh_err *e)
 {
 	const cJSON *p;
 	cJSON *arr;
+	enum gh_code rc;
 
 	*out = NULL;
 	if (cJSON_IsString(content)) {
@@ -30,79 +124,14 @@ static enum gh_code norm_parts(const cJSON *content, const char *role, int idx, 
 	if (!arr)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_ArrayForEach(p, content) {
-		const char *type = gh_json_str(p, "type");
-		cJSON *np = NULL;
+		cJSON *np;
 
-		if (cJSON_IsString(p)) {
-			np = cJSON_CreateObject();
-			cJSON_AddStringToObject(np, "type", "text");
-			cJSON_AddStringToObject(np, "text", p->valuestring);
-		} else if (!type) {
+		if ((rc = norm_part(p, role, idx, &np, e)) != GH_OK) {
 			cJSON_Delete(arr);
-			return gh_err_set(e, GH_E_BADREQ, "messages[%d].content: a part has no type",
-					  idx);
-		} else if (!strcmp(type, "text")) {
-			const char *t = gh_json_str(p, "text");
-
-			np = cJSON_CreateObject();
-			cJSON_AddStringToObject(np, "type", "text");
-			cJSON_AddStringToObject(np, "text", t ? t : "");
-		} else if (!strcmp(type, "tool-call") && !strcmp(role, "assistant")) {
-			const cJSON *args = cJSON_GetObjectItemCaseSensitive(p, "args");
-
-			if (!args)
-				args = cJSON_GetObjectItemCaseSensitive(p, "input");
-			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName")) {
-				cJSON_Delete(arr);
-				return gh_err_set(e, GH_E_BADREQ, "messages[%d]: a tool-call part needs "
-						  "toolCallId and toolName", idx);
-			}
-			np = cJSON_CreateObject();
-			cJSON_AddStringToObject(np, "type", "tool-call");
-			cJSON_AddStringToObject(np, "toolCallId", gh_json_str(p, "toolCallId"));
-			cJSON_AddStringToObject(np, "toolName", gh_json_str(p, "toolName"));
-			cJSON_AddItemToObject(np, "args", args ? cJSON_Duplicate(args, 1)
-							       : cJSON_CreateObject());
-		} else if (!strcmp(type, "tool-result") && !strcmp(role, "tool")) {
-			const cJSON *res = cJSON_GetObjectItemCaseSensitive(p, "result");
-
-			if (!res) {
-				/* AI SDK 5 shape: output {type, value} */
-				const cJSON *o = cJSON_GetObjectItemCaseSensitive(p, "output");
-
-				res = cJSON_GetObjectItemCaseSensitive(o, "value");
-				if (!res)
-					res = o;
-			}
-			if (!gh_json_str(p, "toolCallId")) {
-				cJSON_Delete(arr);
-				return gh_err_set(e, GH_E_BADREQ,
-						  "messages[%d]: a tool-result part needs toolCallId", idx);
-			}
-			np = cJSON_CreateObject();
-			cJSON_AddStringToObject(np, "type", "tool-result");
-			cJSON_AddStringToObject(np, "toolCallId", gh_json_str(p, "toolCallId"));
-			gh_json_add_str(np, "toolName", gh_json_str(p, "toolName"));
-			cJSON_AddItemToObject(np, "result", res ? cJSON_Duplicate(res, 1)
-							       : cJSON_CreateNull());
-			if (gh_json_bool(p, "isError", 0))
-				cJSON_AddBoolToObject(np, "isError", 1);
-		} else if (!strcmp(type, "image") || !strcmp(type, "file") ||
-			   !strcmp(type, "reasoning") || !strcmp(type, "step-start") ||
-			   !strcmp(type, "source") || !strcmp(type, "tool-invocation")) {
-			/* Not forwarded: gatehouse passes text and tool parts only. */
-			continue;
-		} else {
-			cJSON_Delete(arr);
-			return gh_err_set(e, GH_E_BADREQ,
-					  "messages[%d]: part type \"%s\" is not allowed for role %s",
-					  idx, type, role);
+			return rc;
 		}
-		if (!np) {
-			cJSON_Delete(arr);
-			return gh_err_set(e, GH_E_NOMEM, "out of memory");
-		}
-		cJSON_AddItemToArray(arr, np);
+		if (np)
+			cJSON_AddItemToArray(arr, np);
 	}
 	*out = arr;
 	return GH_OK;

@@ -114,31 +114,29 @@ static int tick(void *ud)
 	return r->cancelled;
 }
 
-static int on_text_delta(void *ud, const char *text, size_t len)
+/* A piece of the model's text or reasoning, as it streams. */
+static int emit_text(struct run *r, enum gh_run_event_kind kind, const char *text, size_t len,
+		     const char *signature)
 {
-	struct run *r = ud;
 	struct gh_run_event ev;
 
 	memset(&ev, 0, sizeof(ev));
-	ev.kind = GH_EV_TEXT_DELTA;
-	ev.text = text;
-	ev.len = len;
-	emit(r, &ev);
-	return r->cancelled;
-}
-
-static int on_reasoning(void *ud, const char *text, size_t len, const char *signature)
-{
-	struct run *r = ud;
-	struct gh_run_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = GH_EV_REASONING_DELTA;
+	ev.kind = kind;
 	ev.text = text;
 	ev.len = len;
 	ev.signature = signature;
 	emit(r, &ev);
 	return r->cancelled;
+}
+
+static int on_text_delta(void *ud, const char *text, size_t len)
+{
+	return emit_text(ud, GH_EV_TEXT_DELTA, text, len, NULL);
+}
+
+static int on_reasoning(void *ud, const char *text, size_t len, const char *signature)
+{
+	return emit_text(ud, GH_EV_REASONING_DELTA, text, len, signature);
 }
 
 /* Tool calls as they stream in: told to the sink, and remembered so that
@@ -216,23 +214,6 @@ static void call_done(cJSON *c, cJSON *result, int is_error)
 	cJSON_AddItemToObject(c, "result", result ? result : cJSON_CreateNull());
 	cJSON_AddBoolToObject(c, "isError", is_error);
 	call_set_state(c, GH_CALL_DONE);
-}
-
-static cJSON *error_result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static cJSON *error_result(const char *fmt, ...)
-{
-	char msg[768];
-	va_list ap;
-	cJSON *o;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	o = cJSON_CreateObject();
-	if (o)
-		cJSON_AddStringToObject(o, "error", msg);
-	return o;
 }
 
 /* An event about one stored call. */
@@ -341,7 +322,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	if (rc != GH_OK) {
 		/* gatehouse itself failed (database): the model hears about it */
 		is_error = 1;
-		result = error_result("tool %s failed: %s", t->name, te.msg);
+		result = gh_json_error_result("tool %s failed: %s", t->name, te.msg);
 		gh_warn("tool %s in run %s failed: %s", t->name, r->run_id, te.msg);
 	}
 	if (!result)
@@ -445,28 +426,28 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	gh_toolset_decision(&r->ts, name, &d);
 	if (!t)
 		return refuse(r, c, "denied", "denied", NULL, "unknown tool",
-			      error_result("unknown tool \"%s\": not available to this agent", name),
+			      gh_json_error_result("unknown tool \"%s\": not available to this agent", name),
 			      e);
 	cJSON_DeleteItemFromObjectCaseSensitive(c, "source");
 	cJSON_AddStringToObject(c, "source", gh_tool_source_name(t->src));
 	if (d.verdict == GH_V_DENY)
 		return refuse(r, c, "denied", "denied", NULL, d.rule,
-			      error_result("denied by %s", d.rule), e);
+			      gh_json_error_result("denied by %s", d.rule), e);
 	if (rate_limited(r, name, msg, sizeof(msg), &retry_s))
 		return refuse(r, c, "rate_limited", "rate_limited", NULL, msg,
-			      error_result("rate limited, retry after %lld s (%s)",
+			      gh_json_error_result("rate limited, retry after %lld s (%s)",
 					   (long long)retry_s, msg), e);
 	if (!args || raw) {
 		char ex[128];
 
 		gh_strlcpy(ex, raw ? raw : "", sizeof(ex));
 		return refuse(r, c, "failed", "error", "arguments are not valid JSON", NULL,
-			      error_result("the arguments for %s are not valid JSON: %s", name, ex),
+			      gh_json_error_result("the arguments for %s are not valid JSON: %s", name, ex),
 			      e);
 	}
 	if (t->schema && gh_schema_validate(t->schema, args, msg, sizeof(msg)) != 0)
 		return refuse(r, c, "failed", "error", msg, "invalid arguments",
-			      error_result("invalid arguments for %s: %s", name, msg), e);
+			      gh_json_error_result("invalid arguments for %s: %s", name, msg), e);
 	if (d.verdict == GH_V_APPROVAL)
 		return ask_approval(r, c, t, &d, e);
 	rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
@@ -1558,7 +1539,7 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 	if (strcmp(hash, a->args_sha256) || !t ||
 	    strcmp(a->policy_version, r->policy ? r->policy->version : ""))
 		return refuse(r, c, "denied", "denied", NULL, "approval void",
-			      error_result("approval %s no longer applies (the arguments or the "
+			      gh_json_error_result("approval %s no longer applies (the arguments or the "
 					   "policy changed)", a->id), e);
 	if (t->src == GH_SRC_CLIENT) {
 		call_set_state(c, GH_CALL_RELEASED);
@@ -1569,7 +1550,7 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 	if (rc == GH_E_CONFLICT)
 		/* claimed before a crash: never run twice */
 		return refuse(r, c, "failed", "failed", NULL, "execution interrupted",
-			      error_result("the approved call was interrupted by a restart and is "
+			      gh_json_error_result("the approved call was interrupted by a restart and is "
 					   "not run twice"), e);
 	if (rc != GH_OK)
 		return rc;
@@ -1598,9 +1579,9 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 			rc = settle_approved(r, c, &a, e);
 		} else {
 			call_done(c, !strcmp(a.status, "expired")
-					     ? error_result("approval expired: the call to %s was not "
+					     ? gh_json_error_result("approval expired: the call to %s was not "
 							    "approved in time", a.tool_name)
-					     : error_result("denied by %s: %s", a.decided_by,
+					     : gh_json_error_result("denied by %s: %s", a.decided_by,
 							    a.reason && *a.reason ? a.reason
 										  : "no reason given"),
 				  1);

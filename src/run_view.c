@@ -27,6 +27,17 @@
 
 /* ---------------------------------------------------------------- names */
 
+/* The index of name in names (n of them), or -1. */
+static int name_index(const char *const *names, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < n; i++)
+		if (names[i] && !strcmp(names[i], name))
+			return (int)i;
+	return -1;
+}
+
 static const char *const status_names[] = {
 	[GH_RUN_RUNNING] = "running",   [GH_RUN_WAITING] = "waiting",
 	[GH_RUN_SUSPENDED] = "suspended", [GH_RUN_COMPLETED] = "completed",
@@ -40,15 +51,12 @@ const char *gh_run_status_name(enum gh_run_status s)
 
 int gh_run_status_parse(const char *name, enum gh_run_status *out)
 {
-	size_t i;
+	int i = name_index(status_names, GH_ARRAY_LEN(status_names), name);
 
-	for (i = 0; name && i < GH_ARRAY_LEN(status_names); i++) {
-		if (!strcmp(status_names[i], name)) {
-			*out = (enum gh_run_status)i;
-			return 0;
-		}
-	}
-	return -1;
+	if (i < 0)
+		return -1;
+	*out = (enum gh_run_status)i;
+	return 0;
 }
 
 int gh_run_status_final(enum gh_run_status s)
@@ -72,12 +80,9 @@ const char *gh_run_finish_name(enum gh_run_finish f)
 
 enum gh_run_finish gh_run_finish_parse(const char *name)
 {
-	size_t i;
+	int i = name_index(finish_names, GH_ARRAY_LEN(finish_names), name);
 
-	for (i = 0; name && i < GH_ARRAY_LEN(finish_names); i++)
-		if (!strcmp(finish_names[i], name))
-			return (enum gh_run_finish)i;
-	return GH_RUN_FINISH_STOP;
+	return i < 0 ? GH_RUN_FINISH_STOP : (enum gh_run_finish)i;
 }
 
 static const char *const call_state_names[] = {
@@ -95,13 +100,11 @@ const char *gh_call_state_name(enum gh_call_state s)
 
 enum gh_call_state gh_call_state_of(const cJSON *call)
 {
-	const char *s = gh_json_str(call, "state");
-	size_t i;
+	int i = name_index(call_state_names, GH_ARRAY_LEN(call_state_names),
+			   gh_json_str(call, "state"));
 
-	for (i = 0; s && i < GH_ARRAY_LEN(call_state_names); i++)
-		if (!strcmp(call_state_names[i], s))
-			return (enum gh_call_state)i;
-	return GH_CALL_DONE; /* a call without a state waits for nothing */
+	/* a call without a state waits for nothing */
+	return i < 0 ? GH_CALL_DONE : (enum gh_call_state)i;
 }
 
 int gh_call_state_client(enum gh_call_state s)

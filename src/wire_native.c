@@ -258,6 +258,17 @@ int gh_wire_native_payload(const struct gh_run_event *ev, struct gh_buf *b)
 	return gh_buf_puts(b, "{}");
 }
 
+int gh_wire_native_envelope(const char *type, const char *run_id, struct gh_buf *b)
+{
+	int rc = gh_buf_puts(b, "{\"type\":");
+
+	if (rc == GH_BUF_OK)
+		rc = gh_buf_json_str(b, type);
+	if (rc == GH_BUF_OK)
+		rc = put_str(b, "runId", run_id);
+	return rc == GH_BUF_OK ? gh_buf_puts(b, ",\"from\":\"AGENT\",\"payload\":") : rc;
+}
+
 int gh_wire_native_chunk(const struct gh_run_event *ev, struct gh_buf *b)
 {
 	const char *type = gh_wire_native_type(ev->kind);
@@ -265,13 +276,7 @@ int gh_wire_native_chunk(const struct gh_run_event *ev, struct gh_buf *b)
 
 	if (!type)
 		return GH_BUF_OK;
-	rc = gh_buf_puts(b, "{\"type\":");
-	if (rc == GH_BUF_OK)
-		rc = gh_buf_json_str(b, type);
-	if (rc == GH_BUF_OK)
-		rc = put_str(b, "runId", ev->run_id);
-	if (rc == GH_BUF_OK)
-		rc = gh_buf_puts(b, ",\"from\":\"AGENT\",\"payload\":");
+	rc = gh_wire_native_envelope(type, ev->run_id, b);
 	if (rc == GH_BUF_OK)
 		rc = gh_wire_native_payload(ev, b);
 	return rc == GH_BUF_OK ? gh_buf_putc(b, '}') : rc;

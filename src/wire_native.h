@@ -46,6 +46,9 @@ int gh_wire_native_payload(const struct gh_run_event *ev, struct gh_buf *b);
 /* Appends the whole chunk (envelope and payload); a GH_BUF_* code. Nothing
  * is appended for a kind without a type (returns GH_BUF_OK, b untouched). */
 int gh_wire_native_chunk(const struct gh_run_event *ev, struct gh_buf *b);
+/* Appends a chunk's envelope up to its payload:
+ * {"type":T,"runId":R,"from":"AGENT","payload": (the caller closes it). */
+int gh_wire_native_envelope(const char *type, const char *run_id, struct gh_buf *b);
 /* An error chunk's payload for a failure outside the run's own events:
  * {error:{code, message, status}}; status is the HTTP status it maps to. */
 int gh_wire_native_error(enum gh_code code, const char *msg, int status, struct gh_buf *b);
