@@ -1,7 +1,7 @@
 /*
  * admin_auth.c - admin UI login, sessions and CSRF; see admin_auth.h.
  *
- * Threading: handlers run on CivetWeb workers. Password checks are
+ * Threading: called on CivetWeb workers. Password checks are
  * expensive on purpose (Argon2id, 64 MiB each), so at most PWHASH_AT_ONCE
  * run at a time; the rest wait their turn. The stand-in hash used for
  * unknown users is made once (pthread_once).
@@ -18,7 +18,6 @@
 #include <sodium.h>
 
 #include "admin_audit.h"
-#include "json.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "store_ui.h"
@@ -27,7 +26,7 @@
 #define PWHASH_AT_ONCE 2
 #define PASSWORD_MAX 1024
 #define TOKEN_BYTES 32
-#define TOKEN_B64_MAX 64           /* base64url of 32 bytes: 43 chars */
+#define TOKEN_B64_MAX GH_ADMIN_TOKEN_MAX
 
 /* ---------------------------------------------------------- small parts */
 
@@ -37,9 +36,8 @@ int gh_admin_ui_path(const char *path)
 }
 
 /* The session cookie's value into tok; 0 when present and well formed. */
-static int cookie_token(struct gh_req *r, char tok[TOKEN_B64_MAX])
+static int cookie_token(const char *ch, char tok[TOKEN_B64_MAX])
 {
-	const char *ch = mg_get_header(r->conn, "Cookie");
 	int n;
 
 	if (!ch)
@@ -66,21 +64,16 @@ static void new_token(char out[TOKEN_B64_MAX])
 	sodium_memzero(raw, sizeof(raw));
 }
 
-static void fill_principal(struct gh_req *r, const char *user)
+static void fill_principal(struct gh_principal *who, const char *user)
 {
-	memset(&r->who, 0, sizeof(r->who));
-	r->who.admin = 1;
-	gh_strlcpy(r->who.admin_user, user, sizeof(r->who.admin_user));
-	snprintf(r->who.actor, sizeof(r->who.actor), "admin:%s", user);
-	r->session = 1;
-	r->authed = 1;
+	memset(who, 0, sizeof(*who));
+	who->admin = 1;
+	gh_strlcpy(who->admin_user, user, sizeof(who->admin_user));
+	snprintf(who->actor, sizeof(who->actor), "admin:%s", user);
 }
 
-/* Origin (when sent) must name this server: its host:port equals Host. */
-static int origin_ok(struct gh_req *r)
+int gh_admin_origin_ok(const char *origin, const char *host)
 {
-	const char *origin = mg_get_header(r->conn, "Origin");
-	const char *host = mg_get_header(r->conn, "Host");
 	const char *p;
 
 	if (!origin)
@@ -93,40 +86,40 @@ static int origin_ok(struct gh_req *r)
 
 /* ------------------------------------------------------------- sessions */
 
-enum gh_code gh_admin_session_auth(struct gh_req *r, char csrf[GH_ADMIN_CSRF_MAX],
+enum gh_code gh_admin_session_auth(struct gh_app *app, const char *cookie_header,
+				   struct gh_principal *who, char csrf[GH_ADMIN_CSRF_MAX],
 				   struct gh_err *e)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	const struct gh_admin_conf *ac = &app->cfg->admin;
 	struct gh_admin_session s;
 	char tok[TOKEN_B64_MAX];
 	unsigned char h[32];
 	struct gh_err se;
 
 	csrf[0] = '\0';
-	if (cookie_token(r, tok) != 0)
+	if (cookie_token(cookie_header, tok) != 0)
 		return gh_err_set(e, GH_E_AUTH, "missing API key: send Authorization: Bearer <key> "
 				  "(or log in to the admin UI)");
 	token_hash(tok, h);
 	sodium_memzero(tok, sizeof(tok));
-	if (gh_store_session_get(r->app->store, h, ac->session_idle_s * 1000, &s, &se) != GH_OK) {
+	if (gh_store_session_get(app->store, h, ac->session_idle_s * 1000, &s, &se) != GH_OK) {
 		if (se.code != GH_E_NOTFOUND)
 			return gh_err_set(e, se.code, "%s", se.msg);
 		return gh_err_set(e, GH_E_AUTH, "admin session expired or ended: log in again");
 	}
-	fill_principal(r, s.user);
+	fill_principal(who, s.user);
 	gh_strlcpy(csrf, s.csrf, GH_ADMIN_CSRF_MAX);
 	sodium_memzero(&s, sizeof(s));
 	return GH_OK;
 }
 
-enum gh_code gh_admin_csrf_check(struct gh_req *r, const char *csrf, struct gh_err *e)
+enum gh_code gh_admin_csrf_check(const char *m, const char *sent, const char *origin,
+				 const char *host, const char *csrf, struct gh_err *e)
 {
-	const char *m = r->method, *sent;
 	size_t n;
 
 	if (!strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS"))
 		return GH_OK;
-	sent = mg_get_header(r->conn, GH_ADMIN_CSRF_HEADER);
 	n = strlen(csrf);
 	if (!sent || n == 0 || strlen(sent) != n ||
 	    sodium_memcmp(sent, csrf, n) != 0)
@@ -134,15 +127,15 @@ enum gh_code gh_admin_csrf_check(struct gh_req *r, const char *csrf, struct gh_e
 				  " header: a request changing state with an admin session must "
 				  "send the session's CSRF token (from login or "
 				  "GET /api/admin/me)");
-	if (!origin_ok(r))
+	if (!gh_admin_origin_ok(origin, host))
 		return gh_err_set(e, GH_E_FORBIDDEN, "the Origin header does not match this "
 				  "server's Host: cross-site requests are refused");
 	return GH_OK;
 }
 
-int gh_admin_session_alive(struct gh_req *r)
+int gh_admin_session_alive(struct gh_app *app, const char *cookie_header)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	const struct gh_admin_conf *ac = &app->cfg->admin;
 	struct gh_admin_session s;
 	char tok[TOKEN_B64_MAX];
 	unsigned char h[32];
@@ -150,13 +143,11 @@ int gh_admin_session_alive(struct gh_req *r)
 	int64_t now = gh_now_ms();
 	int alive;
 
-	if (!r->session)
-		return 1;
-	if (cookie_token(r, tok) != 0)
+	if (cookie_token(cookie_header, tok) != 0)
 		return 0;
 	token_hash(tok, h);
 	sodium_memzero(tok, sizeof(tok));
-	if (gh_store_session_peek(r->app->store, h, &s, &e) != GH_OK)
+	if (gh_store_session_peek(app->store, h, &s, &e) != GH_OK)
 		return e.code != GH_E_NOTFOUND; /* a read error is not a logout */
 	alive = s.expires_at > now && now - s.last_seen_at <= ac->session_idle_s * 1000;
 	sodium_memzero(&s, sizeof(s));
@@ -167,15 +158,15 @@ int gh_admin_session_alive(struct gh_req *r)
 
 /* An admin_* audit row: who (admin_user, may be NULL), the outcome, and a
  * detail naming the address and the user name that was tried. */
-static enum gh_code audit_admin(struct gh_req *r, const char *event, const char *admin_user,
-				const char *outcome, const char *reason, const char *user,
-				struct gh_err *e)
+static enum gh_code audit_admin(struct gh_app *app, const char *address, const char *event,
+				const char *admin_user, const char *outcome, const char *reason,
+				const char *user, struct gh_err *e)
 {
 	struct gh_admin_action a = {.event = event, .via = "web", .admin_user = admin_user,
 				    .outcome = outcome, .reason = reason,
-				    .address = r->ri->remote_addr, .user = user};
+				    .address = address, .user = user};
 
-	return gh_admin_audit(r->app->store, &a, e);
+	return gh_admin_audit(app->store, &a, e);
 }
 
 /* --------------------------------------------------------------- login */
@@ -230,27 +221,27 @@ static int password_ok(const char *hash, const char *password)
 
 /* Failed-login limits: "admin-login-user:<name>" and
  * "admin-login-addr:<address>". */
-static void limit_keys(struct gh_req *r, const char *user, char ku[GH_RL_KEY_MAX],
+static void limit_keys(const char *address, const char *user, char ku[GH_RL_KEY_MAX],
 		       char ka[GH_RL_KEY_MAX])
 {
 	snprintf(ku, GH_RL_KEY_MAX, "admin-login-user:%s", user);
-	snprintf(ka, GH_RL_KEY_MAX, "admin-login-addr:%s", r->ri->remote_addr);
+	snprintf(ka, GH_RL_KEY_MAX, "admin-login-addr:%s", address);
 }
 
 /* 0 when another attempt may be made now; else seconds to wait. */
-static int login_blocked(struct gh_req *r, const struct gh_rl_limit *lim, const char *ku,
+static int login_blocked(struct gh_app *app, const struct gh_rl_limit *lim, const char *ku,
 			 const char *ka)
 {
 	const char *keys[2] = {ka, ku};
 	int64_t wait_ms = 0;
 	int i;
 
-	if (!r->app->rl)
+	if (!app->rl)
 		return 0;
 	for (i = 0; i < 2; i++) {
 		struct gh_rl_result res;
 
-		if (gh_rl_peek(r->app->rl, keys[i], lim, 1, &res) != GH_OK)
+		if (gh_rl_peek(app->rl, keys[i], lim, 1, &res) != GH_OK)
 			return 1; /* fail closed */
 		if (!res.allowed) {
 			int64_t w = res.retry_after_ms > 0 ? res.retry_after_ms : 1000;
@@ -262,203 +253,152 @@ static int login_blocked(struct gh_req *r, const struct gh_rl_limit *lim, const 
 	return wait_ms ? (int)((wait_ms + 999) / 1000) : 0;
 }
 
-static void wipe_body(struct gh_req *r, cJSON *body)
+/* The admin named user, when password is theirs: why not in *why. */
+static void check_user(struct gh_app *app, const char *user, const char *password,
+		       struct gh_admin_user *u, const char **why, struct gh_err *e)
 {
-	cJSON *pw = body ? cJSON_GetObjectItemCaseSensitive(body, "password") : NULL;
+	struct gh_err ue;
 
-	if (cJSON_IsString(pw) && pw->valuestring)
-		sodium_memzero(pw->valuestring, strlen(pw->valuestring));
-	if (r->body)
-		sodium_memzero(r->body, r->body_len);
-	cJSON_Delete(body);
+	*why = NULL;
+	if (gh_store_admin_get(app->store, user, u, &ue) != GH_OK) {
+		if (ue.code != GH_E_NOTFOUND) {
+			*e = ue;
+			*why = "";
+			return;
+		}
+		*why = "unknown user";
+		password_ok(NULL, password);
+	} else if (u->disabled_at) {
+		*why = "account disabled";
+		password_ok(NULL, password);
+	} else if (!password_ok(u->password_hash, password)) {
+		*why = "wrong password";
+	}
 }
 
-void gh_admin_login(struct gh_req *r)
+/* A failed attempt: it counts against the limits and is audited. */
+static enum gh_code login_failed(struct gh_app *app, const char *address, const char *user,
+				 const char *why, const struct gh_rl_limit *lim, const char *ku,
+				 const char *ka, struct gh_err *e)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	struct gh_err ae;
+
+	if (app->rl) {
+		gh_rl_charge(app->rl, ka, lim, 1);
+		gh_rl_charge(app->rl, ku, lim, 1);
+	}
+	if (audit_admin(app, address, "admin_login_failed", NULL, "denied", why, user, &ae) !=
+	    GH_OK)
+		gh_warn("audit: cannot record a failed login: %s", ae.msg);
+	return gh_err_set(e, GH_E_AUTH, "wrong user name or password");
+}
+
+enum gh_code gh_admin_login(struct gh_app *app, const char *user, const char *password,
+			    const char *address, const char *origin, const char *host,
+			    struct gh_admin_login *out, struct gh_err *e)
+{
+	const struct gh_admin_conf *ac = &app->cfg->admin;
 	struct gh_rl_limit lim = {ac->login_attempts_per_minute, 60000,
 				  ac->login_attempts_per_minute - 1};
 	struct gh_admin_user u;
-	struct gh_err e, ue;
-	cJSON *body = NULL, *o;
-	const char *user, *password, *why = NULL;
-	char ku[GH_RL_KEY_MAX], ka[GH_RL_KEY_MAX], tok[TOKEN_B64_MAX], csrf[TOKEN_B64_MAX];
-	char cookie[256], ts[GH_ISO8601_MAX];
+	struct gh_err ue;
+	const char *why = NULL;
+	char ku[GH_RL_KEY_MAX], ka[GH_RL_KEY_MAX];
 	unsigned char h[32];
-	int64_t now, expires;
-	int wait_s, n;
+	enum gh_code rc;
+	int wait_s;
 
+	memset(out, 0, sizeof(*out));
 	memset(&u, 0, sizeof(u));
-	if (gh_http_body_object(r, &body, &e) != GH_OK) {
-		gh_http_error(r, &e);
-		goto out;
-	}
-	user = gh_json_str(body, "user");
-	password = gh_json_str(body, "password");
-	if (!user || !password || !*user || !*password) {
-		gh_http_errorf(r, GH_E_BADREQ, "user and password: required strings");
-		goto out;
-	}
-	if (strlen(user) > GH_NAME_MAX || strlen(password) > PASSWORD_MAX) {
-		gh_http_errorf(r, GH_E_BADREQ, "user: at most %d characters; password: at most %d",
-			       GH_NAME_MAX, PASSWORD_MAX);
-		goto out;
-	}
-	if (!origin_ok(r)) {
-		gh_http_errorf(r, GH_E_FORBIDDEN, "the Origin header does not match this server's "
-			       "Host: cross-site logins are refused");
-		goto out;
-	}
-	limit_keys(r, user, ku, ka);
-	if ((wait_s = login_blocked(r, &lim, ku, ka)) > 0) {
+	if (!user || !password || !*user || !*password)
+		return gh_err_set(e, GH_E_BADREQ, "user and password: required strings");
+	if (strlen(user) > GH_NAME_MAX || strlen(password) > PASSWORD_MAX)
+		return gh_err_set(e, GH_E_BADREQ, "user: at most %d characters; password: at most "
+				  "%d", GH_NAME_MAX, PASSWORD_MAX);
+	if (!gh_admin_origin_ok(origin, host))
+		return gh_err_set(e, GH_E_FORBIDDEN, "the Origin header does not match this "
+				  "server's Host: cross-site logins are refused");
+	limit_keys(address, user, ku, ka);
+	if ((wait_s = login_blocked(app, &lim, ku, ka)) > 0) {
 		/* not audited: the failures that led here were */
-		gh_warn("%s admin login from %s refused: too many failures", r->id,
-			r->ri->remote_addr);
-		gh_err_set(&e, GH_E_RATELIMIT, "too many failed logins for this user or from this "
+		gh_warn("admin login from %s refused: too many failures", address);
+		gh_err_set(e, GH_E_RATELIMIT, "too many failed logins for this user or from this "
 			   "address; retry after %d s", wait_s);
-		e.retry_after = wait_s;
-		gh_http_error(r, &e);
-		goto out;
+		e->retry_after = wait_s;
+		return GH_E_RATELIMIT;
 	}
-	if (gh_store_admin_get(r->app->store, user, &u, &ue) != GH_OK) {
-		if (ue.code != GH_E_NOTFOUND) {
-			gh_http_error(r, &ue);
-			goto out;
-		}
-		why = "unknown user";
-		password_ok(NULL, password);
-	} else if (u.disabled_at) {
-		why = "account disabled";
-		password_ok(NULL, password);
-	} else if (!password_ok(u.password_hash, password)) {
-		why = "wrong password";
+	check_user(app, user, password, &u, &why, e);
+	if (why && !*why) {
+		rc = e->code;
+		goto out;
 	}
 	if (why) {
-		if (r->app->rl) {
-			gh_rl_charge(r->app->rl, ka, &lim, 1);
-			gh_rl_charge(r->app->rl, ku, &lim, 1);
-		}
-		if (audit_admin(r, "admin_login_failed", NULL, "denied", why, user, &e) != GH_OK)
-			gh_warn("%s audit: cannot record a failed login: %s", r->id, e.msg);
-		gh_http_errorf(r, GH_E_AUTH, "wrong user name or password");
+		rc = login_failed(app, address, user, why, &lim, ku, ka, e);
 		goto out;
 	}
-	now = gh_now_ms();
-	expires = now + ac->session_max_s * 1000;
-	new_token(tok);
-	new_token(csrf);
-	token_hash(tok, h);
-	if (gh_store_session_create(r->app->store, h, u.name, csrf, expires, r->ri->remote_addr,
-				    &e) != GH_OK) {
-		gh_http_error(r, &e);
+	out->expires_at = gh_now_ms() + ac->session_max_s * 1000;
+	new_token(out->token);
+	new_token(out->csrf);
+	token_hash(out->token, h);
+	gh_strlcpy(out->user, u.name, sizeof(out->user));
+	if ((rc = gh_store_session_create(app->store, h, u.name, out->csrf, out->expires_at,
+					  address, e)) != GH_OK)
 		goto out;
-	}
-	if (audit_admin(r, "admin_login", u.name, "ok", NULL, u.name, &e) != GH_OK) {
+	if (audit_admin(app, address, "admin_login", u.name, "ok", NULL, u.name, e) != GH_OK) {
 		/* a login the audit log does not show must not stand */
-		gh_store_session_delete(r->app->store, h, &ue);
-		gh_http_errorf(r, GH_E_UNAVAILABLE, "audit log unavailable (%s); not logged in",
-			       e.msg);
+		gh_store_session_delete(app->store, h, &ue);
+		rc = gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable (%s); not logged in",
+				e->msg);
 		goto out;
 	}
-	n = snprintf(cookie, sizeof(cookie),
-		     "Set-Cookie: " GH_ADMIN_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; "
-		     "Max-Age=%lld%s\r\n", tok, (long long)ac->session_max_s,
-		     r->ri->is_ssl || (r->app->cfg->server.public_url &&
-					!strncmp(r->app->cfg->server.public_url, "https://", 8))
-			     ? "; Secure" : "");
-	if (n <= 0 || n >= (int)sizeof(cookie)) {
-		gh_http_errorf(r, GH_E_INTERNAL, "session cookie too long");
-		goto out;
-	}
-	o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "user", u.name);
-	cJSON_AddStringToObject(o, "csrfToken", csrf);
-	gh_iso8601(expires, ts, sizeof(ts));
-	cJSON_AddStringToObject(o, "expiresAt", ts);
-	cJSON_AddNumberToObject(o, "idleTimeoutSeconds", (double)ac->session_idle_s);
-	r->extra_headers = cookie;
-	gh_http_json(r, 200, o);
-	r->extra_headers = NULL;
-	cJSON_Delete(o);
-	gh_info("%s admin %s logged in from %s", r->id, u.name, r->ri->remote_addr);
+	gh_info("admin %s logged in from %s", u.name, address);
 out:
-	sodium_memzero(tok, sizeof(tok));
-	sodium_memzero(csrf, sizeof(csrf));
-	sodium_memzero(cookie, sizeof(cookie));
+	if (rc != GH_OK)
+		sodium_memzero(out, sizeof(*out));
 	sodium_memzero(&u, sizeof(u));
-	wipe_body(r, body);
+	return rc;
 }
 
-void gh_admin_logout(struct gh_req *r)
+enum gh_code gh_admin_logout(struct gh_app *app, const char *cookie_header,
+			     const char *admin_user, const char *address, struct gh_err *e)
 {
-	static const char clear[] = "Set-Cookie: " GH_ADMIN_COOKIE "=; Path=/; HttpOnly; "
-				    "SameSite=Strict; Max-Age=0\r\n";
 	char tok[TOKEN_B64_MAX];
 	unsigned char h[32];
-	struct gh_err e;
-	cJSON *o;
+	struct gh_err ae;
+	enum gh_code rc;
 
-	if (r->session && cookie_token(r, tok) == 0) {
-		token_hash(tok, h);
-		sodium_memzero(tok, sizeof(tok));
-		if (gh_store_session_delete(r->app->store, h, &e) != GH_OK) {
-			gh_http_error(r, &e);
-			return;
-		}
-		if (audit_admin(r, "admin_logout", r->who.admin_user, "ok", NULL,
-				r->who.admin_user, &e) != GH_OK)
-			gh_warn("%s audit: cannot record a logout: %s", r->id, e.msg);
-	}
-	o = cJSON_CreateObject();
-	cJSON_AddBoolToObject(o, "ok", 1);
-	r->extra_headers = clear;
-	gh_http_json(r, 200, o);
-	r->extra_headers = NULL;
-	cJSON_Delete(o);
+	if (cookie_token(cookie_header, tok) != 0)
+		return GH_OK;
+	token_hash(tok, h);
+	sodium_memzero(tok, sizeof(tok));
+	if ((rc = gh_store_session_delete(app->store, h, e)) != GH_OK)
+		return rc;
+	if (audit_admin(app, address, "admin_logout", admin_user, "ok", NULL, admin_user, &ae) !=
+	    GH_OK)
+		gh_warn("audit: cannot record a logout: %s", ae.msg);
+	return GH_OK;
 }
 
-void gh_admin_me(struct gh_req *r)
+enum gh_code gh_admin_session_me(struct gh_app *app, const char *cookie_header,
+				 struct gh_admin_me *out, struct gh_err *e)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
-	cJSON *o = cJSON_CreateObject();
-	char ts[GH_ISO8601_MAX];
+	struct gh_admin_session s;
+	char tok[TOKEN_B64_MAX];
+	unsigned char h[32];
 
-	if (r->session) {
-		struct gh_admin_session s;
-		char tok[TOKEN_B64_MAX];
-		unsigned char h[32];
-		struct gh_err e;
-
-		if (cookie_token(r, tok) != 0) {
-			cJSON_Delete(o);
-			gh_http_errorf(r, GH_E_AUTH, "admin session ended: log in again");
-			return;
-		}
-		token_hash(tok, h);
-		sodium_memzero(tok, sizeof(tok));
-		if (gh_store_session_peek(r->app->store, h, &s, &e) != GH_OK) {
-			cJSON_Delete(o);
-			if (e.code == GH_E_NOTFOUND)
-				gh_err_set(&e, GH_E_AUTH, "admin session ended: log in again");
-			gh_http_error(r, &e);
-			return;
-		}
-		cJSON_AddStringToObject(o, "user", s.user);
-		cJSON_AddStringToObject(o, "via", "session");
-		cJSON_AddStringToObject(o, "csrfToken", s.csrf);
-		gh_iso8601(s.expires_at, ts, sizeof(ts));
-		cJSON_AddStringToObject(o, "expiresAt", ts);
-		cJSON_AddNumberToObject(o, "idleTimeoutSeconds", (double)ac->session_idle_s);
-		sodium_memzero(&s, sizeof(s));
-	} else {
-		cJSON_AddNullToObject(o, "user");
-		cJSON_AddStringToObject(o, "via", "key");
-		cJSON_AddNullToObject(o, "csrfToken");
-		cJSON_AddStringToObject(o, "keyId", r->who.key.id);
-		cJSON_AddStringToObject(o, "keyName", r->who.key.name);
+	memset(out, 0, sizeof(*out));
+	if (cookie_token(cookie_header, tok) != 0)
+		return gh_err_set(e, GH_E_AUTH, "admin session ended: log in again");
+	token_hash(tok, h);
+	sodium_memzero(tok, sizeof(tok));
+	if (gh_store_session_peek(app->store, h, &s, e) != GH_OK) {
+		if (e->code == GH_E_NOTFOUND)
+			gh_err_set(e, GH_E_AUTH, "admin session ended: log in again");
+		return e->code;
 	}
-	cJSON_AddStringToObject(o, "actor", r->who.actor);
-	cJSON_AddStringToObject(o, "version", GH_VERSION);
-	gh_http_json(r, 200, o);
-	cJSON_Delete(o);
+	gh_strlcpy(out->user, s.user, sizeof(out->user));
+	gh_strlcpy(out->csrf, s.csrf, sizeof(out->csrf));
+	out->expires_at = s.expires_at;
+	sodium_memzero(&s, sizeof(s));
+	return GH_OK;
 }

@@ -12,7 +12,7 @@
 #include <sodium.h>
 
 #include "admin_audit.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "util.h"
 
 #define PASSWORD_MIN 10

@@ -11,7 +11,7 @@
 
 #include "audit_index.h"
 #include "audit_verify.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "json.h"
 #include "util.h"
 

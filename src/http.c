@@ -57,7 +57,7 @@ static const struct gh_route routes_core[] = {
 /* gh_routes_admin comes before gh_routes_approvals: its
  * GET /api/approvals/events must win over GET /api/approvals/:id. */
 static const struct gh_route *const route_tables[] = {
-	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_admin,
+	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards,
 };
@@ -406,9 +406,16 @@ static GH_NOINLINE enum gh_code authenticate(struct gh_req *r, enum gh_auth need
 		 * state, its CSRF token */
 		char csrf[GH_ADMIN_CSRF_MAX];
 
-		rc = gh_admin_session_auth(r, csrf, e);
-		if (rc == GH_OK)
-			rc = gh_admin_csrf_check(r, csrf, e);
+		rc = gh_admin_session_auth(r->app, mg_get_header(r->conn, "Cookie"), &r->who, csrf,
+					   e);
+		if (rc == GH_OK) {
+			r->session = 1;
+			r->authed = 1;
+			rc = gh_admin_csrf_check(r->method,
+						 mg_get_header(r->conn, GH_ADMIN_CSRF_HEADER),
+						 mg_get_header(r->conn, "Origin"),
+						 mg_get_header(r->conn, "Host"), csrf, e);
+		}
 		sodium_memzero(csrf, sizeof(csrf));
 		if (rc != GH_OK)
 			return rc;

@@ -76,6 +76,7 @@ extern const struct gh_route gh_routes_openai[];      /* http_openai.c */
 extern const struct gh_route gh_routes_a2a[];         /* http_a2a.c */
 extern const struct gh_route gh_routes_a2a_cards[];   /* http_a2a_card.c */
 extern const struct gh_route gh_routes_admin[];       /* http_admin.c */
+extern const struct gh_route gh_routes_login[];       /* http_login.c */
 
 /* Starts listening (listen "HOST:PORT"; port 0 picks one). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,

@@ -4,7 +4,7 @@
  * curl users share with it):
  *   GET  /admin                      302 -> /admin/
  *   GET  /admin/ , /admin/<file>     the UI (web-admin/, see embed.h)
- *   POST /api/admin/login|logout     GET /api/admin/me      (admin_auth.c)
+ *   POST /api/admin/login|logout     GET /api/admin/me      (http_login.c)
  *   GET  /api/admin/overview         pending approvals, last 24 h of activity
  *   GET  /api/admin/threads[?agentId&resourceId&owner&page&perPage]
  *   GET  /api/admin/threads/:id      GET /api/admin/threads/:id/messages[?page&perPage|last]
@@ -283,7 +283,8 @@ static int watch_idle(void *ud)
 	if (now - w->last_check < (int64_t)SESSION_RECHECK_MS * 1000000)
 		return 0;
 	w->last_check = now;
-	if (gh_admin_session_alive(w->hs.r))
+	if (!w->hs.r->session ||
+	    gh_admin_session_alive(w->hs.r->app, gh_http_header(w->hs.r, "Cookie")))
 		return 0;
 	gh_http_stream_send(&w->hs, "session-ended", "{}", 2);
 	return 1;
@@ -531,9 +532,6 @@ const struct gh_route gh_routes_admin[] = {
 	{"GET", "/admin/", GH_AUTH_NONE, ui_index},
 	{"GET", "/admin/:file", GH_AUTH_NONE, ui_file},
 	{"GET", "/admin/:dir/:file", GH_AUTH_NONE, ui_file},
-	{"POST", "/api/admin/login", GH_AUTH_NONE, gh_admin_login},
-	{"POST", "/api/admin/logout", GH_AUTH_ADMIN, gh_admin_logout},
-	{"GET", "/api/admin/me", GH_AUTH_ADMIN, gh_admin_me},
 	{"GET", "/api/admin/overview", GH_AUTH_ADMIN, overview},
 	{"GET", "/api/admin/threads", GH_AUTH_ADMIN, threads},
 	{"GET", "/api/admin/threads/:id", GH_AUTH_ADMIN, thread_get},

@@ -15,7 +15,7 @@
 #include <sodium.h>
 
 #include "background.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "http.h"
 #include "hub.h"
 #include "json.h"
