@@ -119,6 +119,9 @@ static int keep_alive(struct gh_req *r)
 {
 	const char *c = mg_get_header(r->conn, "Connection");
 
+	if (r->must_close)
+		return 0;
+
 	if (r->ri->http_version && !strcmp(r->ri->http_version, "1.0"))
 		return c && !strcasecmp(c, "keep-alive");
 	return !(c && !strcasecmp(c, "close"));
@@ -297,6 +300,128 @@ static GH_NOINLINE enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 	return GH_OK;
 }
 
+/*
+ * Request framing that a proxy in front could read differently from
+ * CivetWeb: two Content-Length headers (CivetWeb takes the first), a length
+ * that is not a plain number (CivetWeb reads "12abc" as 12), or a length
+ * together with Transfer-Encoding (CivetWeb takes the chunks). Any of them
+ * lets a request be smuggled inside another one's body, so the request is
+ * refused and the connection closed: nothing after it can be trusted.
+ */
+static GH_NOINLINE enum gh_code check_framing(struct gh_req *r, struct gh_err *e)
+{
+	const struct mg_request_info *ri = r->ri;
+	const char *cl = NULL, *p;
+	int ncl = 0, nte = 0, i;
+
+	for (i = 0; i < ri->num_headers; i++) {
+		const char *name = ri->http_headers[i].name;
+
+		if (!strcasecmp(name, "Content-Length")) {
+			ncl++;
+			cl = ri->http_headers[i].value;
+		} else if (!strcasecmp(name, "Transfer-Encoding")) {
+			nte++;
+		}
+	}
+	if (ncl > 1)
+		return gh_err_set(e, GH_E_BADREQ, "the request has %d Content-Length headers; "
+				  "at most one is allowed", ncl);
+	if (nte > 1)
+		return gh_err_set(e, GH_E_BADREQ, "the request has %d Transfer-Encoding headers; "
+				  "at most one is allowed", nte);
+	if (ncl && nte)
+		return gh_err_set(e, GH_E_BADREQ, "the request has both Content-Length and "
+				  "Transfer-Encoding; send one of them");
+	if (cl) {
+		for (p = cl; *p == ' ' || *p == '\t'; p++)
+			;
+		for (i = 0; p[i] >= '0' && p[i] <= '9'; i++)
+			;
+		if (i == 0 || i > 18 || strspn(p + i, " \t") != strlen(p + i))
+			return gh_err_set(e, GH_E_BADREQ, "Content-Length \"%.40s\" is not a "
+					  "number of bytes", cl);
+	}
+	return GH_OK;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes s (what names the part: "path", "query string") into out
+ * (strlen(s) + 1 bytes), or only checks it when out is NULL. Refuses an
+ * escape that is not '%' and two hex digits, and %00: decoded into a C
+ * string it would cut the rest off (/api/agents/assistant%00x served as
+ * "assistant"). */
+static enum gh_code percent_decode(const char *s, const char *what, char *out,
+				   struct gh_err *e)
+{
+	size_t i, n = 0;
+
+	for (i = 0; s[i]; i++) {
+		int hi, lo;
+
+		if (s[i] != '%') {
+			if (out)
+				out[n++] = s[i];
+			continue;
+		}
+		hi = s[i + 1] ? hexval(s[i + 1]) : -1;
+		lo = hi >= 0 && s[i + 2] ? hexval(s[i + 2]) : -1;
+		if (hi < 0 || lo < 0)
+			return gh_err_set(e, GH_E_BADREQ, "the request's %s has an invalid percent "
+					  "escape at byte %zu (expected %%XX with two hex digits)",
+					  what, i + 1);
+		if (hi == 0 && lo == 0)
+			return gh_err_set(e, GH_E_BADREQ, "the request's %s contains %%00 (a NUL "
+					  "byte) at byte %zu", what, i + 1);
+		if (out)
+			out[n++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	if (out)
+		out[n] = '\0';
+	return GH_OK;
+}
+
+/* The request target: the path decoded into *path (caller frees), the
+ * query string checked (gh_http_query decodes its values). CivetWeb is
+ * told not to decode, so the raw escapes are still there to check; it has
+ * removed the dot segments it could see, and an escaped one ("%2e%2e") is
+ * refused here. */
+static GH_NOINLINE enum gh_code decode_target(struct gh_req *r, char **path, struct gh_err *e)
+{
+	const char *raw = r->ri->local_uri ? r->ri->local_uri : "/";
+	const char *seg;
+	enum gh_code rc;
+
+	*path = malloc(strlen(raw) + 1);
+	if (!*path)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if ((rc = percent_decode(raw, "path", *path, e)) != GH_OK)
+		return rc;
+	for (seg = *path; *seg;) {
+		const char *s = seg[0] == '/' ? seg + 1 : seg;
+		size_t len = strcspn(s, "/");
+
+		if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+			return gh_err_set(e, GH_E_BADREQ, "the request's path has an escaped dot "
+					  "segment (%%2e)");
+		seg = s + len;
+	}
+	if (r->ri->query_string)
+		return percent_decode(r->ri->query_string, "query string", NULL, e);
+	return GH_OK;
+}
+
 /* Matches path against pattern, filling params. */
 static int match(const char *pattern, const char *path, struct gh_req *r)
 {
@@ -434,6 +559,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	struct gh_req r;
 	const struct gh_route *rt;
 	struct gh_err e;
+	char *path = NULL;
 	int mismatch, i;
 
 	memset(&r, 0, sizeof(r));
@@ -447,6 +573,17 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	gh_id_new("req_", r.id, sizeof(r.id));
 	gh_err_clear(&e);
 
+	if (check_framing(&r, &e) != GH_OK) {
+		r.must_close = 1;
+		mg_disable_connection_keep_alive(conn);
+		gh_http_error(&r, &e);
+		goto done;
+	}
+	if (decode_target(&r, &path, &e) != GH_OK) {
+		gh_http_error(&r, &e);
+		goto done;
+	}
+	r.path = path;
 	rt = route(&r, &mismatch);
 	if (!rt) {
 		if (mismatch)
@@ -457,8 +594,10 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	}
 	if (strcmp(r.method, "GET") && strcmp(r.method, "HEAD") && strcmp(r.method, "OPTIONS")) {
 		if (read_body(&r, &e) != GH_OK) {
-			if (e.code == GH_E_TOOBIG)
+			if (e.code == GH_E_TOOBIG) {
+				r.must_close = 1;
 				mg_disable_connection_keep_alive(conn);
+			}
 			gh_http_error(&r, &e);
 			goto done;
 		}
@@ -479,12 +618,14 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 done:
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
+	/* the key's id, never any part of its secret */
 	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
 		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",
-		r.who.key.id[0] ? r.who.key.prefix : "");
+		r.who.key.id);
 	for (i = 0; i < GH_ROUTE_PARAMS; i++)
 		free(r.params[i]);
 	free(r.body);
+	free(path);
 	return r.status ? r.status : 200;
 }
 
@@ -750,6 +891,52 @@ static void health(struct gh_req *r)
 
 /* ------------------------------------------------------------ server */
 
+/*
+ * Worker stacks. CivetWeb 1.15 as Debian builds it starts every thread
+ * with a 100 KiB stack (USE_STACK_SIZE, fixed at compile time; no run-time
+ * option), and a request's worker runs all of gatehouse beneath it: cJSON
+ * and gatehouse's own walks over documents of up to GH_JSON_MAX_DEPTH
+ * levels (128 for stored ones), schema checks, SQLite and libcurl.
+ * gatehouse defines pthread_attr_setstacksize: the dynamic linker binds
+ * CivetWeb's call to this definition, which raises a size below
+ * GH_HTTP_THREAD_STACK to it and passes every other call through. Only
+ * address space is reserved; a worker touches the pages it uses.
+ */
+#define GH_HTTP_THREAD_STACK ((size_t)1 << 20)
+
+typedef int (*setstacksize_fn)(pthread_attr_t *, size_t);
+static _Atomic(setstacksize_fn) real_setstacksize;
+
+int pthread_attr_setstacksize(pthread_attr_t *attr, size_t size)
+{
+	setstacksize_fn f = atomic_load(&real_setstacksize);
+
+	if (!f) {
+		f = (setstacksize_fn)(uintptr_t)dlsym(RTLD_NEXT, "pthread_attr_setstacksize");
+		if (!f)
+			return ENOSYS;
+		atomic_store(&real_setstacksize, f);
+	}
+	return f(attr, size < GH_HTTP_THREAD_STACK ? GH_HTTP_THREAD_STACK : size);
+}
+
+/* Each worker checks once that its stack is the size asked for. */
+static void *on_init_thread(const struct mg_context *ctx, int type)
+{
+	pthread_attr_t a;
+	size_t size = 0;
+
+	(void)ctx;
+	if (type == 1 && pthread_getattr_np(pthread_self(), &a) == 0) {
+		pthread_attr_getstacksize(&a, &size);
+		pthread_attr_destroy(&a);
+		if (size < GH_HTTP_THREAD_STACK)
+			gh_warn("worker thread stack is %zu KiB, not %zu KiB: deeply nested "
+				"requests may not fit", size >> 10, GH_HTTP_THREAD_STACK >> 10);
+	}
+	return NULL;
+}
+
 static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
 {
 	gh_upstream_thread_cleanup();
@@ -793,7 +980,7 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	opts[n++] = "listen_backlog";
 	opts[n++] = "1024";
 	opts[n++] = "decode_url";
-	opts[n++] = "yes";
+	opts[n++] = "no"; /* dispatch() decodes, refusing bad escapes and %00 */
 	opts[n] = NULL;
 	/* Plain HTTP: TLS is terminated in front of gatehouse (Debian's
 	 * CivetWeb 1.15 is built for the OpenSSL 1.1 API and cannot load
@@ -801,6 +988,7 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	 * value (the features set up) is 0 on success too. */
 	mg_init_library(0);
 	memset(&cb, 0, sizeof(cb));
+	cb.init_thread = on_init_thread;
 	cb.exit_thread = on_exit_thread;
 	cb.log_message = on_log;
 	h->ctx = mg_start(&cb, app, opts);

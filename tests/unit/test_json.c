@@ -165,19 +165,22 @@ static void *deep_main(void *arg)
 static enum gh_code parse_on_small_stack(const char *s, unsigned flags, struct gh_err *e)
 {
 	struct deep_job j = {s, strlen(s), flags, GH_E_INTERNAL, {0}};
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(4096, size);
 	pthread_attr_t a;
 	pthread_t t;
+	int ok;
 
+	/* an exact stack: pthread_attr_setstacksize may be raised (http.c) */
 	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 64 * 1024);
-	if (pthread_create(&t, &a, deep_main, &j) != 0) {
-		pthread_attr_destroy(&a);
-		return GH_E_INTERNAL;
-	}
-	pthread_join(t, NULL);
+	ok = stack && pthread_attr_setstack(&a, stack, size) == 0 &&
+	     pthread_create(&t, &a, deep_main, &j) == 0;
+	if (ok)
+		pthread_join(t, NULL);
 	pthread_attr_destroy(&a);
+	free(stack);
 	*e = j.e;
-	return j.rc;
+	return ok ? j.rc : GH_E_INTERNAL;
 }
 
 static void test_parse_depth_before_recursion(void)
