@@ -33,6 +33,7 @@
 
 #include "admin_auth.h"
 #include "buf.h"
+#include "front.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -43,6 +44,7 @@
 struct gh_http {
 	struct mg_context *ctx;
 	struct gh_app *app;
+	struct gh_front *front;           /* owns the listening port; see front.h */
 	int port;
 };
 
@@ -724,51 +726,6 @@ void gh_http_sse_end(struct gh_req *r)
 	mg_write(r->conn, "0\r\n\r\n", 5);
 }
 
-/*
- * CivetWeb 1.15 has no call that gives a connection's socket, and the
- * client-gone check needs it. gatehouse defines accept(): the dynamic
- * linker binds CivetWeb's call to this definition, which records the
- * socket each peer port arrived on and returns the real accept's result.
- * The record is a hint, checked with getpeername before use; without it
- * (another peer on the same port, or an accept we did not see) the socket
- * is found by scanning this process's descriptors.
- */
-static _Atomic int peer_fd[65536];       /* fd + 1 by peer port; 0 = unknown */
-
-typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
-static _Atomic(accept_fn) real_accept;
-
-int accept(int fd, struct sockaddr *addr, socklen_t *len);
-
-int accept(int fd, struct sockaddr *addr, socklen_t *len)
-{
-	accept_fn f = atomic_load(&real_accept);
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof(peer);
-	int s;
-
-	if (!f) {
-		f = (accept_fn)(uintptr_t)dlsym(RTLD_NEXT, "accept");
-		if (!f) {
-			errno = ENOSYS;
-			return -1;
-		}
-		atomic_store(&real_accept, f);
-	}
-	s = f(fd, addr, len);
-	if (s >= 0 && getpeername(s, (struct sockaddr *)&peer, &pl) == 0) {
-		int port = peer.ss_family == AF_INET
-				   ? ntohs(((struct sockaddr_in *)&peer)->sin_port)
-			   : peer.ss_family == AF_INET6
-				   ? ntohs(((struct sockaddr_in6 *)&peer)->sin6_port)
-				   : -1;
-
-		if (port >= 0)
-			atomic_store(&peer_fd[port], s + 1);
-	}
-	return s;
-}
-
 /* 1 when fd is the TCP connection from r's client to r's server port. */
 static int is_client_socket(struct gh_req *r, int fd)
 {
@@ -797,12 +754,12 @@ static int is_client_socket(struct gh_req *r, int fd)
 
 static int scan_sockets(struct gh_req *r);
 
-/* Finds the client's socket: the accept() record first, else a scan of
- * this process's sockets by their address pair. */
+/* Finds the client's socket (CivetWeb 1.15 has no call that gives it):
+ * the record accept() keeps (front.c) first, else a scan of this
+ * process's sockets by their address pair. */
 static int find_socket(struct gh_req *r)
 {
-	int hint = r->ri->remote_port >= 0 && r->ri->remote_port < 65536
-			   ? atomic_load(&peer_fd[r->ri->remote_port]) - 1 : -1;
+	int hint = gh_front_fd_hint(r->ri->remote_port);
 
 	if (hint >= 0 && is_client_socket(r, hint))
 		return hint;
@@ -942,6 +899,16 @@ static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
 	gh_upstream_thread_cleanup();
 }
 
+/* CivetWeb closed a connection: the front counts it off its address. */
+static void on_connection_closed(const struct mg_connection *conn)
+{
+	struct gh_http *h = mg_get_user_data(mg_get_context(conn));
+	const struct mg_request_info *ri = mg_get_request_info(conn);
+
+	if (h && ri)
+		gh_front_closed(h->front, ri->remote_addr);
+}
+
 static int on_log(const struct mg_connection *conn, const char *msg)
 {
 	gh_debug("civetweb: %s", msg);
@@ -951,34 +918,48 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e)
 {
+	const struct gh_server_conf *sc = &app->cfg->server;
 	struct gh_http *h = calloc(1, sizeof(*h));
+	struct gh_front_conf fc = {sc->head_timeout_ms, sc->max_connections_per_address};
 	struct mg_callbacks cb;
 	struct mg_server_port ports[4];
-	char threads[16], timeout[24], port_spec[300];
-	const char *opts[24];
+	char threads[16], timeout[24], keepalive[24], head_max[16];
+	const char *opts[32];
+	struct gh_err fe;
 	int n = 0, np;
 
 	*out = NULL;
 	if (!h)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	h->app = app;
-	snprintf(threads, sizeof(threads), "%lld", (long long)app->cfg->server.threads);
-	snprintf(timeout, sizeof(timeout), "%lld", (long long)app->cfg->server.request_timeout_ms);
-	snprintf(port_spec, sizeof(port_spec), "%s", listen);
+	/* gatehouse listens itself and hands CivetWeb only connections whose
+	 * request head has arrived (front.h); CivetWeb listens on a loopback
+	 * port that the front takes over right after the start */
+	if (gh_front_start(listen, &fc, &h->front, &fe) != GH_OK) {
+		free(h);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
+				  "HOST:PORT): %s", listen, fe.msg);
+	}
+	snprintf(threads, sizeof(threads), "%lld", (long long)sc->threads);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)sc->request_timeout_ms);
+	/* the next request's head on a kept-alive connection gets the same
+	 * deadline as a new connection's head in the front */
+	snprintf(keepalive, sizeof(keepalive), "%lld", (long long)sc->head_timeout_ms);
+	snprintf(head_max, sizeof(head_max), "%d", GH_FRONT_HEAD_MAX);
 	opts[n++] = "listening_ports";
-	opts[n++] = port_spec;
+	opts[n++] = "127.0.0.1:0";
 	opts[n++] = "num_threads";
 	opts[n++] = threads;
 	opts[n++] = "enable_keep_alive";
 	opts[n++] = "yes";
 	opts[n++] = "keep_alive_timeout_ms";
-	opts[n++] = "30000";
+	opts[n++] = keepalive;
 	opts[n++] = "tcp_nodelay";
 	opts[n++] = "1";
 	opts[n++] = "request_timeout_ms";
 	opts[n++] = timeout;
-	opts[n++] = "listen_backlog";
-	opts[n++] = "1024";
+	opts[n++] = "max_request_size";
+	opts[n++] = head_max;
 	opts[n++] = "decode_url";
 	opts[n++] = "no"; /* dispatch() decodes, refusing bad escapes and %00 */
 	opts[n] = NULL;
@@ -990,27 +971,35 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	memset(&cb, 0, sizeof(cb));
 	cb.init_thread = on_init_thread;
 	cb.exit_thread = on_exit_thread;
+	cb.connection_closed = on_connection_closed;
 	cb.log_message = on_log;
-	h->ctx = mg_start(&cb, app, opts);
+	h->ctx = mg_start(&cb, h, opts);
 	if (!h->ctx) {
 		mg_exit_library();
+		gh_front_stop(h->front);
+		gh_front_free(h->front);
 		free(h);
-		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
-				  "HOST:PORT)", listen);
+		return gh_err_set(e, GH_E_IO, "cannot start the HTTP server (CivetWeb)");
 	}
 	mg_set_request_handler(h->ctx, "/", dispatch, app);
 	memset(ports, 0, sizeof(ports));
 	np = mg_get_server_ports(h->ctx, 4, ports);
-	h->port = np > 0 ? ports[0].port : 0;
+	if (np < 1 || gh_front_attach(h->front, ports[0].port, e) != GH_OK) {
+		if (np < 1)
+			gh_err_set(e, GH_E_IO, "CivetWeb reports no listening port");
+		gh_http_stop(h);
+		return e->code;
+	}
+	h->port = gh_front_port(h->front);
 	*out = h;
 	return GH_OK;
 }
 
 /* CivetWeb's accept loop polls with a 2 s timeout and notices a stop only
- * between polls. While mg_stop waits for it, this thread keeps knocking on
- * the listening port so the loop wakes and shutdown takes milliseconds. */
+ * between polls. While mg_stop waits for it, this thread keeps waking the
+ * loop through the front's eventfd so shutdown takes milliseconds. */
 struct waker {
-	int port;
+	struct gh_front *front;
 	_Atomic int done;
 };
 
@@ -1019,20 +1008,7 @@ static void *waker_main(void *arg)
 	struct waker *w = arg;
 
 	while (!atomic_load(&w->done)) {
-		struct sockaddr_in a;
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (fd >= 0) {
-			memset(&a, 0, sizeof(a));
-			a.sin_family = AF_INET;
-			a.sin_port = htons((uint16_t)w->port);
-			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-				close(fd);
-				break; /* nothing listens any more */
-			}
-			close(fd);
-		}
+		gh_front_wake(w->front);
 		usleep(20000);
 	}
 	return NULL;
@@ -1046,14 +1022,17 @@ void gh_http_stop(struct gh_http *h)
 
 	if (!h)
 		return;
-	w.port = h->port;
+	/* no new connections, and none left waiting for a worker */
+	gh_front_stop(h->front);
+	w.front = h->front;
 	atomic_init(&w.done, 0);
-	started = h->port > 0 && pthread_create(&t, NULL, waker_main, &w) == 0;
+	started = pthread_create(&t, NULL, waker_main, &w) == 0;
 	mg_stop(h->ctx);
 	atomic_store(&w.done, 1);
 	if (started)
 		pthread_join(t, NULL);
 	mg_exit_library();
+	gh_front_free(h->front);
 	free(h);
 }
 

@@ -299,5 +299,105 @@ class AccessLogTest(GatewayTest):
                 self.assertNotIn(body[i:i + 6], log, "part of a secret in the log")
 
 
+def connect_from(addr, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((addr, 0))
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def read_all(s, timeout=10.0):
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return buf
+
+
+class SlowClientsTest(GatewayTest):
+    """With one worker per connection from accept on, 100 idle sockets (or
+    70 sending a byte a second) held every worker and /healthz went
+    unanswered. The front holds connections until their head is there."""
+
+    CAP = 150
+    HEAD_MS = 3000
+
+    def test_idle_and_slow_connections_leave_the_server_answering(self):
+        gw = self.gateway(config(self.fake, server={
+            "head_timeout_ms": self.HEAD_MS, "max_connections_per_address": self.CAP}))
+        threads = gw.cfg["server"]["threads"]
+        idle, slow = [], []
+        try:
+            # 450 connections, far more than the 24 workers: from three
+            # addresses, up to the cap of each; half send nothing, half the
+            # start of a head and then a byte now and then
+            for addr in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+                for i in range(self.CAP):
+                    s = connect_from(addr, gw.port)
+                    if i % 2:
+                        s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+                        slow.append(s)
+                    else:
+                        idle.append(s)
+            self.assertGreater(len(idle) + len(slow), 10 * threads)
+            # one more from a full address is refused at once, with a reason
+            extra = connect_from("127.0.0.2", gw.port)
+            reply = read_all(extra).decode("latin-1")
+            extra.close()
+            self.assertTrue(reply.startswith("HTTP/1.1 503"), reply)
+            self.assertIn("max_connections_per_address = %d" % self.CAP, reply)
+            # everyone else is served, while the slow ones keep dribbling
+            for i in range(20):
+                st, b, _ = raw_get(gw, "/healthz")
+                self.assertEqual(st, 200, "request %d with %d idle and %d slow connections open"
+                                 % (i, len(idle), len(slow)))
+                if i % 5 == 0:
+                    for s in slow:
+                        s.sendall(b"s")
+            st, b, _ = gw.get("/api/agents/assistant", key=gw.create_key("alice"))
+            self.assertEqual(st, 200, b)
+            # past the head deadline: the idle ones were closed without a
+            # word, the partial heads answered 408
+            time.sleep(self.HEAD_MS / 1000.0 + 1.0)
+            for s in idle[:20]:
+                self.assertEqual(read_all(s, 5), b"")
+            for s in slow[:20]:
+                got = read_all(s, 5).decode("latin-1")
+                self.assertTrue(got.startswith("HTTP/1.1 408"), got)
+            # and their addresses may connect again
+            again = connect_from("127.0.0.2", gw.port)
+            again.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            self.assertTrue(read_all(again).startswith(b"HTTP/1.1 200"))
+            again.close()
+        finally:
+            for s in idle + slow:
+                s.close()
+        self.assertIsNone(gw.proc.poll())
+
+    def test_keep_alive_and_pipelined_requests_pass_the_front(self):
+        gw = self.gateway(config(self.fake))
+        # two requests in one segment: the front hands the connection over
+        # at the first head; CivetWeb reads both
+        s = connect_from("127.0.0.1", gw.port)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = read_all(s)
+        s.close()
+        self.assertEqual(got.count(b"HTTP/1.1 200"), 2, got)
+        # a head larger than 16 KiB is refused by the front
+        s = connect_from("127.0.0.1", gw.port)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * 17000)
+        got = read_all(s)
+        s.close()
+        self.assertTrue(got.startswith(b"HTTP/1.1 431"), got[:200])
+
+
 if __name__ == "__main__":
     unittest.main()
