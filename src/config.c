@@ -431,7 +431,7 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 		 "127.0.0.1:8080"},
 		{"max_body_bytes", F_INT, offsetof(struct gh_server_conf, max_body_bytes), 0, 1024,
 		 1 << 30, 1 << 20, NULL},
-		{"threads", F_INT, offsetof(struct gh_server_conf, threads), 0, 4, 20000, 64, NULL},
+		{"threads", F_INT, offsetof(struct gh_server_conf, threads), 0, 4, 20000, 256, NULL},
 		{"max_streams", F_INT, offsetof(struct gh_server_conf, max_streams), 0, 1, 19000,
 		 32, NULL},
 		{"heartbeat_ms", F_INT, offsetof(struct gh_server_conf, heartbeat_ms), 0, 50,
@@ -440,6 +440,11 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 		 0, 1000, 3600000, 30000, NULL},
 		{"approval_wait_ms", F_INT, offsetof(struct gh_server_conf, approval_wait_ms), 0, 0,
 		 3600000, 30000, NULL},
+		{"head_timeout_ms", F_INT, offsetof(struct gh_server_conf, head_timeout_ms), 0, 100,
+		 600000, 10000, NULL},
+		{"max_connections_per_address", F_INT,
+		 offsetof(struct gh_server_conf, max_connections_per_address), 0, 0, 1000000, 128,
+		 NULL},
 		{"public_url", F_STR, offsetof(struct gh_server_conf, public_url), 0, 0, 0, 0, NULL},
 	};
 	size_t n = push(c, "server");

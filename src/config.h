@@ -32,6 +32,8 @@ struct gh_server_conf {
 	int64_t max_streams;         /* concurrent SSE streams; 503 beyond */
 	int64_t heartbeat_ms;        /* SSE comment interval on idle streams */
 	int64_t request_timeout_ms;  /* idle read timeout of a connection */
+	int64_t head_timeout_ms;     /* a request head must arrive within this (front.h) */
+	int64_t max_connections_per_address; /* open connections of one client; 0 = no cap */
 	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI wait */
 	char *public_url;            /* how clients reach gatehouse (A2A cards; an https://
 				      * URL also marks admin cookies Secure behind a proxy) */

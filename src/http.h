@@ -54,6 +54,7 @@ struct gh_req {
 	int rl_set;
 	int64_t rl_limit, rl_remaining, rl_reset_s;
 	const char *extra_headers;        /* "Name: value\r\n..." added to the response */
+	int must_close;                   /* answer with Connection: close, then close */
 };
 
 typedef void (*gh_handler)(struct gh_req *r);

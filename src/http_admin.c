@@ -433,7 +433,7 @@ static void keys_create(struct gh_req *r)
 			       "created", e.msg);
 		goto out;
 	}
-	gh_info("%s key %s (%s) created by %s", r->id, k.id, k.prefix, r->who.actor);
+	gh_info("%s key %s created by %s", r->id, k.id, r->who.actor);
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "key", key_json(&k));
 	cJSON_AddStringToObject(o, "secret", secret);

@@ -87,10 +87,13 @@ cJSON *store_col_json(sqlite3_stmt *st, int i)
 {
 	const char *t = (const char *)sqlite3_column_text(st, i);
 	int n = sqlite3_column_bytes(st, i);
+	cJSON *v = NULL;
+	struct gh_err ignore;
 
-	if (!t)
+	if (!t || n <= 0)
 		return NULL;
-	return cJSON_ParseWithLength(t, (size_t)n);
+	gh_json_parse_opts(t, (size_t)n, "stored JSON", GH_JSON_STORED, &v, &ignore);
+	return v;
 }
 
 static void conn_close(struct store_conn *c)

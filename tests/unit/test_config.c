@@ -103,8 +103,8 @@ static void test_bad_configs(void)
 		/* threads must leave room for plain requests beside held streams */
 		{"{'server':{'threads':10,'max_streams':7}," MIN "}",
 		 "t.json: $.server: threads (10) must exceed max_streams (7) by at least 4"},
-		{"{'server':{'max_streams':61}," MIN "}",
-		 "$.server: threads (64) must exceed max_streams (61) by at least 4"},
+		{"{'server':{'max_streams':253}," MIN "}",
+		 "$.server: threads (256) must exceed max_streams (253) by at least 4"},
 		/* missing required */
 		{"{" MIN_PROVIDERS ",'agents':{'a':{'model':'x'}}}",
 		 "t.json: $.agents.a.provider: required option is missing"},
@@ -486,7 +486,9 @@ static void test_defaults(void)
 		 GH_OK);
 	T_EQ_STR(cfg->server.listen, "127.0.0.1:8080");
 	T_EQ_INT(cfg->server.max_body_bytes, 1 << 20);
-	T_EQ_INT(cfg->server.threads, 64);
+	T_EQ_INT(cfg->server.threads, 256);
+	T_EQ_INT(cfg->server.head_timeout_ms, 10000);
+	T_EQ_INT(cfg->server.max_connections_per_address, 128);
 	T_EQ_INT(cfg->server.max_streams, 32);
 	T_EQ_INT(cfg->server.heartbeat_ms, 15000);
 	T_EQ_INT(cfg->server.request_timeout_ms, 30000);
@@ -748,7 +750,33 @@ static void test_load_files(void)
 	rmdir(dir);
 }
 
+/* A NUL in a string is refused, raw or escaped, naming file, JSON path and
+ * position: cJSON would keep "http://\u0000\u0000evil.example/v1" as
+ * "http://", and that passed validation. */
+static void test_nul_in_strings(void)
+{
+	static const char raw[] = "{\"providers\":{\"o\":{\"type\":\"openai\",\n"
+				  "\"base_url\":\"http://\0\0evil.example/v1\"}},"
+				  "\"agents\":{\"a\":{\"provider\":\"o\"}}}";
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+
+	T_EQ_INT(gh_config_parse("t.json", raw, sizeof(raw) - 1, &cfg, &e), GH_E_BADREQ);
+	T_ASSERT(cfg == NULL);
+	T_CONTAINS(e.msg, "t.json: config has a NUL character (a raw 0 byte) in the string at "
+			  "$.providers.o.base_url (line 2, column 20)");
+	T_EQ_INT(load("{'providers':{'o':{'type':'openai','base_url':"
+		      "'http://\\u0000\\u0000evil.example/v1'}},'agents':{'a':{'provider':'o'}}}",
+		      &cfg, &e),
+		 GH_E_BADREQ);
+	T_ASSERT(cfg == NULL);
+	T_CONTAINS(e.msg, "t.json: config has a NUL character (\\u0000) in the string at "
+			  "$.providers.o.base_url");
+	T_CONTAINS(e.msg, "strings may not contain NUL");
+}
+
 T_MAIN(T(test_bad_configs), T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
-       T(test_policy_version), T(test_example_config), T(test_load_files))
+       T(test_policy_version), T(test_example_config), T(test_load_files),
+       T(test_nul_in_strings))
