@@ -45,6 +45,13 @@ int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, con
 int gh_cli_load(struct gh_cli *c);
 void gh_cli_free(struct gh_cli *c);
 
+/* Before a command that writes creates anything: checks that the database
+ * (database.path or --db) and the key files can be opened or created there
+ * (directories exist and are writable, files are readable and writable).
+ * Prints the problem naming the option; returns GH_EXIT_OK or
+ * GH_EXIT_RUNTIME. */
+int gh_cli_check_paths(const struct gh_cli *c);
+
 /* Opens the store for the CLI: readonly, or inline writes under the writer
  * lock (safe beside a running server). Prints errors. */
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);

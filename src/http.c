@@ -755,10 +755,32 @@ static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
 	gh_upstream_thread_cleanup();
 }
 
+/* While gh_http_start runs mg_start2 on this thread, CivetWeb's first
+ * "cannot ..." message (a failed bind or listen, with the system's error
+ * text) is kept here: its own error buffer only says that the ports
+ * failed. */
+static _Thread_local char *start_why;
+static _Thread_local size_t start_why_cap;
+
 static int on_log(const struct mg_connection *conn, const char *msg)
 {
+	(void)conn;
+	if (start_why && !start_why[0] && !strncmp(msg, "cannot ", 7))
+		snprintf(start_why, start_why_cap, "%s", msg);
 	gh_debug("civetweb: %s", msg);
 	return 1;
+}
+
+/* "cannot bind to 127.0.0.1:8080: 98 (Address already in use)" -> the
+ * text in the last parentheses; else the whole message. */
+static const char *os_reason(char *msg)
+{
+	char *open = strrchr(msg, '('), *close = open ? strchr(open, ')') : NULL;
+
+	if (!open || !close || close[1])
+		return msg;
+	*close = '\0';
+	return open + 1;
 }
 
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
@@ -767,7 +789,10 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	struct gh_http *h = calloc(1, sizeof(*h));
 	struct mg_callbacks cb;
 	struct mg_server_port ports[4];
-	char threads[16], timeout[24], port_spec[300];
+	struct mg_init_data init;
+	struct mg_error_data err;
+	char threads[16], timeout[24], port_spec[300], why[256], cw_text[128];
+	unsigned cw_code = 0;
 	const char *opts[24];
 	int n = 0, np;
 
@@ -803,12 +828,25 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	memset(&cb, 0, sizeof(cb));
 	cb.exit_thread = on_exit_thread;
 	cb.log_message = on_log;
-	h->ctx = mg_start(&cb, app, opts);
+	memset(&init, 0, sizeof(init));
+	init.callbacks = &cb;
+	init.user_data = app;
+	init.configuration_options = opts;
+	memset(&err, 0, sizeof(err));
+	cw_text[0] = why[0] = '\0';
+	err.code = &cw_code;
+	err.text = cw_text;
+	err.text_buffer_size = sizeof(cw_text);
+	start_why = why;
+	start_why_cap = sizeof(why);
+	h->ctx = mg_start2(&init, &err);
+	start_why = NULL;
 	if (!h->ctx) {
 		mg_exit_library();
 		free(h);
-		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
-				  "HOST:PORT)", listen);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", listen,
+				  why[0] ? os_reason(why) : cw_text[0] ? cw_text : "CivetWeb failed "
+				  "to start");
 	}
 	mg_set_request_handler(h->ctx, "/", dispatch, app);
 	memset(ports, 0, sizeof(ports));
