@@ -25,7 +25,7 @@ static const char usage_main[] =
 	"  serve    --config FILE [--listen HOST:PORT] [--db PATH]   run the gateway\n"
 	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
 	"  keys     create|list|revoke                               manage API keys\n"
-	"  audit    tail|query|export|verify|pubkey                  read and check the audit log\n"
+	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
 	"  admin    create|list|disable                              manage admin UI accounts\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
@@ -43,7 +43,8 @@ static const char usage_keys[] =
 	"       gatehouse keys list   --config FILE\n"
 	"       gatehouse keys revoke --config FILE --id KEY_ID\n"
 	"\n"
-	"create  makes a key and prints its secret once, as the last line of stdout.\n"
+	"create  makes a key and prints its secret once, as the last line of stdout;\n"
+	"        warns when another key has that name already.\n"
 	"        --owner  keys of one owner share threads and memory (default: the name)\n"
 	"        --policy the policy in the config the key runs under (default: \"default\")\n"
 	"        --admin  the key may call admin endpoints (approvals, audit)\n"
@@ -226,6 +227,30 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 	return st;
 }
 
+/* ------------------------------------------------------------ key names */
+
+static int collect_named(void *ud, const struct gh_key *k)
+{
+	struct gh_cli_named *o = ud;
+	size_t len = strlen(o->ids);
+
+	if (strcmp(k->name, o->name))
+		return 0;
+	if (o->n++ == 0)
+		gh_strlcpy(o->id, k->id, sizeof(o->id));
+	snprintf(o->ids + len, sizeof(o->ids) - len, "%s%s%s", len ? ", " : "", k->id,
+		 k->revoked_at ? " (revoked)" : "");
+	return 0;
+}
+
+enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
+			       struct gh_err *e)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = name;
+	return gh_store_key_list(s, collect_named, out, e);
+}
+
 /* ------------------------------------------------------------- migrate */
 
 static int cmd_migrate(int argc, char **argv)
@@ -281,6 +306,7 @@ static int keys_create(int argc, char **argv)
 			     {0}};
 	unsigned char hk[32];
 	char secret[GH_KEY_SECRET_MAX];
+	struct gh_cli_named same;
 	struct gh_key k;
 	struct gh_store *s = NULL;
 	struct gh_err e;
@@ -313,6 +339,15 @@ static int keys_create(int argc, char **argv)
 	}
 	if (!(s = gh_cli_store(&c, 0, NULL)))
 		goto out;
+	if (gh_cli_keys_named(s, name, &same, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	if (same.n)
+		fprintf(stderr, "gatehouse: warning: %s named \"%s\" already: %s; the audit log "
+			"and the admin UI tell keys of one name apart only by their ids (choose "
+			"another --name to avoid that)\n", same.n == 1 ? "a key is" : "keys are",
+			name, same.ids);
 	memset(&k, 0, sizeof(k));
 	gh_strlcpy(k.name, name, sizeof(k.name));
 	gh_strlcpy(k.owner, owner ? owner : name, sizeof(k.owner));

@@ -56,6 +56,18 @@ int gh_cli_check_paths(const struct gh_cli *c);
  * lock (safe beside a running server). Prints errors. */
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);
 
+/* The keys (revoked ones too) whose name is name: how many, the newest
+ * one's id, and their ids as "key_a, key_b (revoked)" (cut short past
+ * the buffer). name is borrowed. */
+struct gh_cli_named {
+	const char *name;
+	size_t n;
+	char id[48];
+	char ids[480];
+};
+enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
+			       struct gh_err *e);
+
 /* serve.c */
 int gh_cmd_serve(struct gh_cli *c);
 

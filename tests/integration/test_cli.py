@@ -1,16 +1,18 @@
 """What a new user meets first: `gatehouse serve` refusing a bad start
 before it writes anything (and cleaning up after a start that fails
-later), and errors that name the file, option and address at fault."""
+later), errors that name the file, option and address at fault, and the
+command line's option checks, key names and help."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import unittest
 
-from harness import GH_BIN, SANITIZER_MARKS, config
+from harness import GH_BIN, SANITIZER_MARKS, Gateway, GatewayTest, config
 
 
 def run(args, cwd, stdin=None, env=None, prefix=()):
@@ -133,6 +135,113 @@ class StartupTest(unittest.TestCase):
         self.assertIn('database.path "ro/gatehouse.db": directory "ro" is not writable: '
                       'Permission denied', err)
         self.assertEqual(os.listdir(os.path.join(self.dir, "ro")), [])
+
+
+class CliTest(GatewayTest):
+    """The key and audit commands beside a running server."""
+
+    fake = None
+
+    @classmethod
+    def setUpClass(cls):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        pass
+
+    def setUp(self):
+        super().setUp()
+        self.gw = self.gateway(config(None))
+
+    def cli(self, *args, **kw):
+        return self.gw.cli(*args, **kw)
+
+    def audit(self, *args):
+        return self.cli("audit", args[0], "--config", self.gw.config_path, *args[1:])
+
+    def test_bad_option_values_name_the_option_and_what_it_takes(self):
+        cases = [
+            (("query", "--limit", "many"), '--limit: expected a whole number in 1..10000, got "many"'),
+            (("query", "--limit", "0"), "--limit: expected a whole number in 1..10000"),
+            (("tail", "-n", "-3"), '-n: expected a whole number in 1..100000, got "-3"'),
+            (("query", "--before", "x"), '--before: expected a whole number from 1 up, got "x"'),
+            (("query", "--format", "xml"), '--format: audit query writes table, ndjson or csv, '
+                                           'not "xml"'),
+            (("export", "--format", "table"), '--format: audit export writes ndjson or csv, '
+                                              'not "table"'),
+            (("tail", "--format", "csv"), '--format: audit tail writes table or ndjson'),
+            (("query", "--from", "yesterday"), "--from: expected ISO-8601 UTC or Unix ms"),
+        ]
+        for args, msg in cases:
+            rc, out, err = self.audit(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(msg, err, args)
+            self.assertNotIn("bad option value", err)
+        # the formats that are right still work
+        self.assertEqual(self.audit("export", "--format", "csv")[0], 0)
+        self.assertEqual(self.audit("query", "--format", "ndjson")[0], 0)
+
+    def test_revoking_an_unknown_key_names_the_id(self):
+        rc, out, err = self.cli("keys", "revoke", "--config", self.gw.config_path,
+                                "--id", "key_0000doesnotexist")
+        self.assertEqual(rc, 1, err)
+        self.assertIn('no key with id "key_0000doesnotexist"', err)
+
+    def test_audit_key_takes_a_name_and_refuses_one_two_keys_share(self):
+        self.gw.create_key("alice")
+        self.gw.create_key("bob")
+        alice = self.gw.query("SELECT id FROM api_keys WHERE name = 'alice'")[0]["id"]
+        rc, out, err = self.audit("query", "--key", "alice", "--format", "ndjson")
+        self.assertEqual(rc, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual([(r["event"], r["keyId"]) for r in rows], [("key_created", alice)])
+        # the id works as before
+        rc, out2, err = self.audit("query", "--key", alice, "--format", "ndjson")
+        self.assertEqual((rc, out2), (0, out))
+        # a key nobody has is an error, not "0 rows"
+        rc, out, err = self.audit("query", "--key", "carol")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--key: no key has the id or name "carol"', err)
+        self.assertNotIn("0 rows", out)
+        # a second "alice": keys create warns, naming the first one's id ...
+        rc, out, err = self.cli("keys", "create", "--config", self.gw.config_path,
+                                "--name", "alice")
+        self.assertEqual(rc, 0, err)
+        self.assertIn('warning: a key is named "alice" already: %s' % alice, err)
+        alice2 = re.search(r"created key (key_\w+)", out).group(1)
+        # ... and the name no longer says which key: refused, naming both
+        rc, out, err = self.audit("query", "--key", "alice")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--key: 2 keys are named "alice": ', err)
+        self.assertIn(alice, err)
+        self.assertIn(alice2, err)
+        # no warning for a name nobody has
+        rc, out, err = self.cli("keys", "create", "--config", self.gw.config_path,
+                                "--name", "dave")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("warning", err)
+
+    def test_an_unknown_event_is_refused_and_one_row_is_one_row(self):
+        self.gw.create_key("alice")
+        rc, out, err = self.audit("query", "--event", "nosuch")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--event: no event is called "nosuch"; events: allowed denied', err)
+        self.assertIn("admin_password_changed", err)
+        rc, out, err = self.audit("query", "--event", "key_created")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\n1 row\n$")
+        rc, out, err = self.audit("query", "--event", "key_revoked")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\n0 rows\n$")
+
+    def test_help_lists_every_command(self):
+        rc, out, err = self.cli("--help")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("tail|query|export|verify|reindex|pubkey", out)
+        rc, out, err = self.cli("audit", "--help")
+        self.assertIn("gatehouse audit reindex", out)
+        self.assertIn("--key KEY_ID|NAME", out)
 
 
 if __name__ == "__main__":
