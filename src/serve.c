@@ -30,6 +30,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "policy.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
@@ -137,6 +138,12 @@ static void created_free(struct created *cr)
 		free(cr->path[i]);
 }
 
+static void warn_policy(void *ud, const char *msg)
+{
+	(void)ud;
+	gh_warn("%s", msg);
+}
+
 static int restore_cb(void *ud, const char *key, int64_t tat_ms)
 {
 	gh_rl_restore(ud, key, tat_ms, gh_now_ms());
@@ -199,6 +206,10 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		return GH_EXIT_RUNTIME;
 	}
+	/* policy rules that can match nothing (a misspelt agent, a tool
+	 * that does not exist) start anyway, but not silently */
+	for (size_t i = 0; i < c->cfg->npolicies; i++)
+		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
 	if (!gh_config_policy(c->cfg, "default"))
 		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
 			"nothing (no agent, no tool)", c->cfg->file);
