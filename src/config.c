@@ -1067,10 +1067,28 @@ static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_
 		 30 * 86400, 43200, NULL},
 		{"login_attempts_per_minute", F_INT,
 		 offsetof(struct gh_admin_conf, login_attempts_per_minute), 0, 1, 1000, 5, NULL},
+		{"login_failures_per_user_per_hour", F_INT,
+		 offsetof(struct gh_admin_conf, login_failures_per_user_per_hour), 0, 1, 100000, 0,
+		 NULL},
 	};
 	size_t n = push(c, "admin");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
 
+	/* Default: 30, or six minutes' worth of the per-address limit when
+	 * that is higher. Never below the per-address limit: failures from one
+	 * address must not lock a user out from everywhere. */
+	if (!rc && !a->login_failures_per_user_per_hour)
+		a->login_failures_per_user_per_hour = a->login_attempts_per_minute * 6 > 30
+							      ? a->login_attempts_per_minute * 6 : 30;
+	if (!rc && a->login_failures_per_user_per_hour < a->login_attempts_per_minute) {
+		size_t m = push(c, "login_failures_per_user_per_hour");
+
+		rc = fail(c, "%lld is below login_attempts_per_minute (%lld): it must be at least "
+			     "that, so that failures from one address cannot lock a user out from "
+			     "every address", (long long)a->login_failures_per_user_per_hour,
+			  (long long)a->login_attempts_per_minute);
+		pop(c, m);
+	}
 	pop(c, n);
 	return rc;
 }

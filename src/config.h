@@ -140,7 +140,8 @@ struct gh_audit_conf {
 struct gh_admin_conf {
 	int64_t session_idle_s;
 	int64_t session_max_s;
-	int64_t login_attempts_per_minute;   /* per user and per address */
+	int64_t login_attempts_per_minute;   /* failed logins per address (any user) */
+	int64_t login_failures_per_user_per_hour; /* failed logins per user, all addresses */
 };
 
 struct gh_config {

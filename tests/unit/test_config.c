@@ -124,6 +124,11 @@ static void test_bad_configs(void)
 		{"{'server':{'listen':'-host:80'}," MIN "}", "is not an IP address or a host name"},
 		{"{'server':{'listen':'host-:80'}," MIN "}", "is not an IP address or a host name"},
 		{"{'server':{'listen':'a..b:80'}," MIN "}", "is not an IP address or a host name"},
+		/* the per-user failed-login limit is never below the per-address one */
+		{"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':9},"
+		 MIN "}",
+		 "$.admin.login_failures_per_user_per_hour: 9 is below login_attempts_per_minute "
+		 "(10): it must be at least that"},
 		{"{'server':{'max_body_bytes':1023}," MIN "}",
 		 "$.server.max_body_bytes: expected an integer in 1024..1073741824"},
 		{"{'audit':{'max_args_bytes':100}," MIN "}",
@@ -346,6 +351,8 @@ static void test_boundaries_accepted(void)
 		"{" MIN ",'policies':{'p':{'approval':{'ttl_seconds':10}}}}",
 		"// comment first\n{" MIN "} // and last",
 		"{'server':{'listen':'0.0.0.0:65535'}," MIN "}",
+		"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':10},"
+		MIN "}",
 		"{'server':{'listen':'[::1]:0'}," MIN "}",
 		"{'server':{'listen':'localhost:8080'}," MIN "}",
 		"{'server':{'listen':'gw-1.example.internal:80'}," MIN "}",
@@ -594,6 +601,11 @@ static void test_defaults(void)
 	T_EQ_INT(cfg->admin.session_idle_s, 1800);
 	T_EQ_INT(cfg->admin.session_max_s, 43200);
 	T_EQ_INT(cfg->admin.login_attempts_per_minute, 5);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 30);
+	gh_config_free(cfg);
+	/* the per-user default follows a high per-address limit: six minutes' worth */
+	T_EQ_INT(load("{" MIN ",'admin':{'login_attempts_per_minute':10}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 60);
 	gh_config_free(cfg);
 
 	/* an explicit redact list replaces the defaults; [] turns redaction off */
