@@ -440,6 +440,113 @@ out:
 	wipe_body(r, body);
 }
 
+void gh_admin_password(struct gh_req *r)
+{
+	struct login_limits lim;
+	struct gh_admin_user u;
+	struct gh_admin_action a;
+	struct gh_audit_event ev;
+	struct gh_buf detail;
+	struct gh_err e;
+	cJSON *body = NULL, *pwn, *o;
+	const char *current, *fresh;
+	char tok[TOKEN_B64_MAX], hash[crypto_pwhash_STRBYTES];
+	unsigned char h[32];
+	int wait_s, by_user, ended = 0, hashed;
+
+	memset(&u, 0, sizeof(u));
+	memset(hash, 0, sizeof(hash));
+	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
+	if (!r->session) {
+		gh_http_errorf(r, GH_E_FORBIDDEN, "only an admin signed in to the UI has a password "
+			       "to change (admin API keys have none); an operator resets one with "
+			       "gatehouse admin passwd");
+		goto out;
+	}
+	if (gh_http_body_object(r, &body, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	current = gh_json_str(body, "current");
+	fresh = gh_json_str(body, "new");
+	if (!current || !fresh || !*current) {
+		gh_http_errorf(r, GH_E_BADREQ, "current and new: required strings");
+		goto out;
+	}
+	if (strlen(fresh) < GH_ADMIN_PASSWORD_MIN || strlen(fresh) > GH_ADMIN_PASSWORD_MAX ||
+	    strlen(current) > GH_ADMIN_PASSWORD_MAX) {
+		gh_http_errorf(r, GH_E_BADREQ, "new: a password needs %d to %d characters",
+			       GH_ADMIN_PASSWORD_MIN, GH_ADMIN_PASSWORD_MAX);
+		goto out;
+	}
+	if (cookie_token(r, tok) != 0) {
+		gh_http_errorf(r, GH_E_AUTH, "admin session ended: log in again");
+		goto out;
+	}
+	token_hash(tok, h);
+	sodium_memzero(tok, sizeof(tok));
+	/* the current password is asked for so that a session left open is
+	 * not enough; guessing it is limited like a login */
+	login_limits(r, r->who.admin_user, &lim);
+	if ((wait_s = login_blocked(r, &lim, &by_user)) > 0) {
+		refuse_blocked(r, wait_s, by_user);
+		goto out;
+	}
+	if (gh_store_admin_get(r->app->store, r->who.admin_user, &u, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	memset(&a, 0, sizeof(a));
+	a.event = "admin_password_changed";
+	a.via = "web";
+	a.admin_user = u.name;
+	a.address = r->ri->remote_addr;
+	a.user = u.name;
+	if (!password_ok(u.password_hash, current)) {
+		login_failed(r, &lim);
+		a.outcome = "denied";
+		a.reason = "wrong current password";
+		if (gh_admin_audit(r->app->store, &a, &e) != GH_OK)
+			gh_warn("%s audit: cannot record a refused password change: %s", r->id,
+				e.msg);
+		gh_http_errorf(r, GH_E_FORBIDDEN, "the current password is wrong");
+		goto out;
+	}
+	pw_enter();
+	hashed = crypto_pwhash_str(hash, fresh, strlen(fresh), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+				   crypto_pwhash_MEMLIMIT_INTERACTIVE) == 0;
+	pw_leave();
+	if (!hashed) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory hashing the password");
+		goto out;
+	}
+	if (gh_admin_audit_event(&a, &ev, &detail, &e) != GH_OK ||
+	    gh_store_admin_set_password(r->app->store, u.name, hash, h, &ev, &ended, &e) !=
+		    GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	gh_info("%s admin %s changed their password from %s; %d other session%s ended", r->id,
+		u.name, r->ri->remote_addr, ended, ended == 1 ? "" : "s");
+	o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", 1);
+	cJSON_AddStringToObject(o, "user", u.name);
+	cJSON_AddNumberToObject(o, "sessionsEnded", ended);
+	gh_http_json(r, 200, o);
+	cJSON_Delete(o);
+out:
+	pwn = body ? cJSON_GetObjectItemCaseSensitive(body, "new") : NULL;
+	if (cJSON_IsString(pwn) && pwn->valuestring)
+		sodium_memzero(pwn->valuestring, strlen(pwn->valuestring));
+	pwn = body ? cJSON_GetObjectItemCaseSensitive(body, "current") : NULL;
+	if (cJSON_IsString(pwn) && pwn->valuestring)
+		sodium_memzero(pwn->valuestring, strlen(pwn->valuestring));
+	sodium_memzero(hash, sizeof(hash));
+	sodium_memzero(&u, sizeof(u));
+	gh_buf_free(&detail);
+	wipe_body(r, body);
+}
+
 void gh_admin_logout(struct gh_req *r)
 {
 	static const char clear[] = "Set-Cookie: " GH_ADMIN_COOKIE "=; Path=/; HttpOnly; "

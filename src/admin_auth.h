@@ -77,9 +77,16 @@ int gh_admin_session_alive(struct gh_req *r);
  *        -> 200 {user, csrfToken, expiresAt, idleTimeoutSeconds} + Set-Cookie
  *        -> 401 (unknown user or wrong password, one message), 429 + Retry-After
  *   POST /api/admin/logout                     admin
- *   GET  /api/admin/me                         admin (session or admin key) */
+ *   GET  /api/admin/me                         admin (session or admin key)
+ *   POST /api/admin/password {current, new}    admin session (+ CSRF token)
+ *        -> 200 {ok, user, sessionsEnded}: the password is changed and the
+ *           user's other sessions end; this one goes on
+ *        -> 400 (new shorter than GH_ADMIN_PASSWORD_MIN), 403 (current is
+ *           wrong, or the caller is an API key), 429 (as for login: a wrong
+ *           current password counts as a failed login) */
 void gh_admin_login(struct gh_req *r);
 void gh_admin_logout(struct gh_req *r);
 void gh_admin_me(struct gh_req *r);
+void gh_admin_password(struct gh_req *r);
 
 #endif

@@ -26,7 +26,7 @@ static const char usage_main[] =
 	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
 	"  keys     create|list|revoke                               manage API keys\n"
 	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
-	"  admin    create|list|disable                              manage admin UI accounts\n"
+	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";

@@ -239,9 +239,14 @@ class CliTest(GatewayTest):
         rc, out, err = self.cli("--help")
         self.assertEqual(rc, 0, err)
         self.assertIn("tail|query|export|verify|reindex|pubkey", out)
+        self.assertIn("create|list|passwd|enable|disable", out)
         rc, out, err = self.cli("audit", "--help")
         self.assertIn("gatehouse audit reindex", out)
         self.assertIn("--key KEY_ID|NAME", out)
+        rc, out, err = self.cli("admin", "--help")
+        self.assertIn("gatehouse admin passwd", out)
+        self.assertIn("gatehouse admin enable", out)
+        self.assertIn("at least 10 characters", out)
 
 
 if __name__ == "__main__":
