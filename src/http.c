@@ -937,8 +937,7 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	 * port that the front takes over right after the start */
 	if (gh_front_start(listen, &fc, &h->front, &fe) != GH_OK) {
 		free(h);
-		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
-				  "HOST:PORT): %s", listen, fe.msg);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", listen, fe.msg);
 	}
 	snprintf(threads, sizeof(threads), "%lld", (long long)sc->threads);
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)sc->request_timeout_ms);

@@ -75,7 +75,9 @@ extern const struct gh_route gh_routes_openai[];
 extern const struct gh_route gh_routes_a2a[];
 extern const struct gh_route gh_routes_admin[];
 
-/* Starts listening (listen "HOST:PORT"; port 0 picks one). */
+/* Starts listening (listen "HOST:PORT"; port 0 picks one). When the
+ * address cannot be bound, GH_E_IO with "cannot listen on HOST:PORT: "
+ * and the system's reason ("Address already in use"). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e);
 void gh_http_stop(struct gh_http *h);

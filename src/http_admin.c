@@ -546,6 +546,7 @@ const struct gh_route gh_routes_admin[] = {
 	{"POST", "/api/admin/login", GH_AUTH_NONE, gh_admin_login},
 	{"POST", "/api/admin/logout", GH_AUTH_ADMIN, gh_admin_logout},
 	{"GET", "/api/admin/me", GH_AUTH_ADMIN, gh_admin_me},
+	{"POST", "/api/admin/password", GH_AUTH_ADMIN, gh_admin_password},
 	{"GET", "/api/admin/overview", GH_AUTH_ADMIN, overview},
 	{"GET", "/api/admin/threads", GH_AUTH_ADMIN, threads},
 	{"GET", "/api/admin/threads/:id", GH_AUTH_ADMIN, thread_get},

@@ -479,6 +479,11 @@ static void decline_tool_call_json(struct gh_req *r)
 
 /* ---------------------------------------------------------------- policy */
 
+static void add_warning(void *ud, const char *msg)
+{
+	cJSON_AddItemToArray(ud, cJSON_CreateString(msg));
+}
+
 static void explain(struct gh_req *r)
 {
 	char agent[GH_NAME_MAX + 1], tool[128], keyid[64];
@@ -519,6 +524,13 @@ static void explain(struct gh_req *r)
 	if (!p.policy)
 		cJSON_AddStringToObject(o, "note", "no policy applies to this key (none named on the "
 				       "key and no policy \"default\"): everything is denied");
+	/* rules of this policy that can match nothing, as serve warns at start */
+	gh_policy_lint(r->app->cfg, p.policy, add_warning,
+		       cJSON_AddArrayToObject(o, "warnings"));
+	if (p.policy && (p.policy->client_allow.n || p.policy->client_deny.n))
+		cJSON_AddStringToObject(o, "clientToolsNote", "client_tools globs are not checked "
+				       "against anything: client tools are declared by each "
+				       "request");
 	if (p.policy) {
 		cJSON *rl = cJSON_AddObjectToObject(o, "rateLimits");
 
