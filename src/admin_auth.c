@@ -457,14 +457,15 @@ void gh_admin_password(struct gh_req *r)
 	memset(&u, 0, sizeof(u));
 	memset(hash, 0, sizeof(hash));
 	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
+	/* the body first: a malformed one is a 400 whoever sends it */
+	if (gh_http_body_object(r, &body, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
 	if (!r->session) {
 		gh_http_errorf(r, GH_E_FORBIDDEN, "only an admin signed in to the UI has a password "
 			       "to change (admin API keys have none); an operator resets one with "
 			       "gatehouse admin passwd");
-		goto out;
-	}
-	if (gh_http_body_object(r, &body, &e) != GH_OK) {
-		gh_http_error(r, &e);
 		goto out;
 	}
 	current = gh_json_str(body, "current");
