@@ -8,6 +8,7 @@
  */
 #include "admin_auth.h"
 
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,6 @@
 #include "util.h"
 
 #define PWHASH_AT_ONCE 2
-#define PASSWORD_MAX 1024
 #define TOKEN_BYTES 32
 #define TOKEN_B64_MAX GH_ADMIN_TOKEN_MAX
 
@@ -191,17 +191,31 @@ static pthread_mutex_t pw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pw_cv = PTHREAD_COND_INITIALIZER;
 static int pw_active;
 
+/* At most PWHASH_AT_ONCE Argon2id computations (64 MiB each) at a time. */
+static void pw_enter(void)
+{
+	pthread_mutex_lock(&pw_mu);
+	while (pw_active >= PWHASH_AT_ONCE)
+		pthread_cond_wait(&pw_cv, &pw_mu);
+	pw_active++;
+	pthread_mutex_unlock(&pw_mu);
+}
+
+static void pw_leave(void)
+{
+	pthread_mutex_lock(&pw_mu);
+	pw_active--;
+	pthread_cond_signal(&pw_cv);
+	pthread_mutex_unlock(&pw_mu);
+}
+
 /* 1 when password matches hash (NULL: the stand-in, never matches). */
 static int password_ok(const char *hash, const char *password)
 {
 	int ok;
 
 	pthread_once(&dummy_once, make_dummy);
-	pthread_mutex_lock(&pw_mu);
-	while (pw_active >= PWHASH_AT_ONCE)
-		pthread_cond_wait(&pw_cv, &pw_mu);
-	pw_active++;
-	pthread_mutex_unlock(&pw_mu);
+	pw_enter();
 	if (hash) {
 		ok = crypto_pwhash_str_verify(hash, password, strlen(password)) == 0;
 	} else {
@@ -212,45 +226,89 @@ static int password_ok(const char *hash, const char *password)
 		(void)ignored;
 		ok = 0;
 	}
-	pthread_mutex_lock(&pw_mu);
-	pw_active--;
-	pthread_cond_signal(&pw_cv);
-	pthread_mutex_unlock(&pw_mu);
+	pw_leave();
 	return ok;
 }
 
-/* Failed-login limits: "admin-login-user:<name>" and
- * "admin-login-addr:<address>". */
-static void limit_keys(const char *address, const char *user, char ku[GH_RL_KEY_MAX],
-		       char ka[GH_RL_KEY_MAX])
+/* Failed-login limits. From one address (any user name):
+ * login_attempts_per_minute, with that many at once; an IPv6 address
+ * counts by its /64, which one machine commonly has whole. For one user
+ * name (from every address): login_failures_per_user_per_hour, with that
+ * many at once, refilling over the hour; it is at least the per-address
+ * limit, so failures from one address lock that address out, never the
+ * user everywhere, until failures come from several. */
+struct login_limits {
+	struct gh_rl_limit addr, user;
+	char ka[GH_RL_KEY_MAX], ku[GH_RL_KEY_MAX];
+};
+
+static void login_limits(struct gh_app *app, const char *address, const char *user,
+			 struct login_limits *l)
 {
-	snprintf(ku, GH_RL_KEY_MAX, "admin-login-user:%s", user);
-	snprintf(ka, GH_RL_KEY_MAX, "admin-login-addr:%s", address);
+	const struct gh_admin_conf *ac = &app->cfg->admin;
+	const char *addr = address ? address : "";
+	unsigned char a6[16];
+	char net[INET6_ADDRSTRLEN];
+
+	l->addr.rate = ac->login_attempts_per_minute;
+	l->addr.period_ms = 60000;
+	l->addr.burst = ac->login_attempts_per_minute - 1;
+	l->user.rate = ac->login_failures_per_user_per_hour;
+	l->user.period_ms = 3600000;
+	l->user.burst = ac->login_failures_per_user_per_hour - 1;
+	if (strchr(addr, ':') && inet_pton(AF_INET6, addr, a6) == 1) {
+		memset(a6 + 8, 0, 8);
+		if (inet_ntop(AF_INET6, a6, net, sizeof(net)))
+			addr = net;
+	}
+	snprintf(l->ka, sizeof(l->ka), "admin-login-addr:%s", addr);
+	snprintf(l->ku, sizeof(l->ku), "admin-login-user:%s", user);
 }
 
-/* 0 when another attempt may be made now; else seconds to wait. */
-static int login_blocked(struct gh_app *app, const struct gh_rl_limit *lim, const char *ku,
-			 const char *ka)
+/* GH_OK when another attempt may be made now; else a GH_E_RATELIMIT saying
+ * which limit (not audited: the failures that led here were). */
+static enum gh_code login_blocked(struct gh_app *app, const char *address,
+				  const struct login_limits *l, struct gh_err *e)
 {
-	const char *keys[2] = {ka, ku};
+	const char *keys[2] = {l->ka, l->ku};
+	const struct gh_rl_limit *lims[2] = {&l->addr, &l->user};
 	int64_t wait_ms = 0;
-	int i;
+	int i, by_user = 0, wait_s;
 
 	if (!app->rl)
-		return 0;
+		return GH_OK;
 	for (i = 0; i < 2; i++) {
 		struct gh_rl_result res;
 
-		if (gh_rl_peek(app->rl, keys[i], lim, 1, &res) != GH_OK)
-			return 1; /* fail closed */
+		if (gh_rl_peek(app->rl, keys[i], lims[i], 1, &res) != GH_OK) {
+			wait_ms = 1000; /* fail closed */
+			continue;
+		}
 		if (!res.allowed) {
 			int64_t w = res.retry_after_ms > 0 ? res.retry_after_ms : 1000;
 
 			if (w > wait_ms)
 				wait_ms = w;
+			by_user |= i == 1;
 		}
 	}
-	return wait_ms ? (int)((wait_ms + 999) / 1000) : 0;
+	if (!wait_ms)
+		return GH_OK;
+	wait_s = (int)((wait_ms + 999) / 1000);
+	gh_warn("admin login from %s refused: too many failures %s", address ? address : "?",
+		by_user ? "for this user" : "from this address");
+	gh_err_set(e, GH_E_RATELIMIT, "too many failed logins %s; retry after %d s",
+		   by_user ? "for this user from several addresses" : "from this address", wait_s);
+	e->retry_after = wait_s;
+	return GH_E_RATELIMIT;
+}
+
+static void charge_failure(struct gh_app *app, const struct login_limits *l)
+{
+	if (app->rl) {
+		gh_rl_charge(app->rl, l->ka, &l->addr, 1);
+		gh_rl_charge(app->rl, l->ku, &l->user, 1);
+	}
 }
 
 /* The admin named user, when password is theirs: why not in *why. */
@@ -278,15 +336,11 @@ static void check_user(struct gh_app *app, const char *user, const char *passwor
 
 /* A failed attempt: it counts against the limits and is audited. */
 static enum gh_code login_failed(struct gh_app *app, const char *address, const char *user,
-				 const char *why, const struct gh_rl_limit *lim, const char *ku,
-				 const char *ka, struct gh_err *e)
+				 const char *why, const struct login_limits *l, struct gh_err *e)
 {
 	struct gh_err ae;
 
-	if (app->rl) {
-		gh_rl_charge(app->rl, ka, lim, 1);
-		gh_rl_charge(app->rl, ku, lim, 1);
-	}
+	charge_failure(app, l);
 	if (audit_admin(app, address, "admin_login_failed", NULL, "denied", why, user, &ae) !=
 	    GH_OK)
 		gh_warn("audit: cannot record a failed login: %s", ae.msg);
@@ -298,42 +352,33 @@ enum gh_code gh_admin_login(struct gh_app *app, const char *user, const char *pa
 			    struct gh_admin_login *out, struct gh_err *e)
 {
 	const struct gh_admin_conf *ac = &app->cfg->admin;
-	struct gh_rl_limit lim = {ac->login_attempts_per_minute, 60000,
-				  ac->login_attempts_per_minute - 1};
+	struct login_limits lim;
 	struct gh_admin_user u;
 	struct gh_err ue;
 	const char *why = NULL;
-	char ku[GH_RL_KEY_MAX], ka[GH_RL_KEY_MAX];
 	unsigned char h[32];
 	enum gh_code rc;
-	int wait_s;
 
 	memset(out, 0, sizeof(*out));
 	memset(&u, 0, sizeof(u));
 	if (!user || !password || !*user || !*password)
 		return gh_err_set(e, GH_E_BADREQ, "user and password: required strings");
-	if (strlen(user) > GH_NAME_MAX || strlen(password) > PASSWORD_MAX)
+	if (strlen(user) > GH_NAME_MAX || strlen(password) > GH_ADMIN_PASSWORD_MAX)
 		return gh_err_set(e, GH_E_BADREQ, "user: at most %d characters; password: at most "
-				  "%d", GH_NAME_MAX, PASSWORD_MAX);
+				  "%d", GH_NAME_MAX, GH_ADMIN_PASSWORD_MAX);
 	if (!gh_admin_origin_ok(origin, host))
 		return gh_err_set(e, GH_E_FORBIDDEN, "the Origin header does not match this "
 				  "server's Host: cross-site logins are refused");
-	limit_keys(address, user, ku, ka);
-	if ((wait_s = login_blocked(app, &lim, ku, ka)) > 0) {
-		/* not audited: the failures that led here were */
-		gh_warn("admin login from %s refused: too many failures", address);
-		gh_err_set(e, GH_E_RATELIMIT, "too many failed logins for this user or from this "
-			   "address; retry after %d s", wait_s);
-		e->retry_after = wait_s;
-		return GH_E_RATELIMIT;
-	}
+	login_limits(app, address, user, &lim);
+	if ((rc = login_blocked(app, address, &lim, e)) != GH_OK)
+		return rc;
 	check_user(app, user, password, &u, &why, e);
 	if (why && !*why) {
 		rc = e->code;
 		goto out;
 	}
 	if (why) {
-		rc = login_failed(app, address, user, why, &lim, ku, ka, e);
+		rc = login_failed(app, address, user, why, &lim, e);
 		goto out;
 	}
 	out->expires_at = gh_now_ms() + ac->session_max_s * 1000;
@@ -401,4 +446,89 @@ enum gh_code gh_admin_session_me(struct gh_app *app, const char *cookie_header,
 	out->expires_at = s.expires_at;
 	sodium_memzero(&s, sizeof(s));
 	return GH_OK;
+}
+
+/* The new password's Argon2id hash into hash; -1 when it cannot be made. */
+static int hash_password(const char *fresh, char hash[crypto_pwhash_STRBYTES])
+{
+	int ok;
+
+	pw_enter();
+	ok = crypto_pwhash_str(hash, fresh, strlen(fresh), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+			       crypto_pwhash_MEMLIMIT_INTERACTIVE) == 0;
+	pw_leave();
+	return ok ? 0 : -1;
+}
+
+enum gh_code gh_admin_password(struct gh_app *app, const char *cookie_header,
+			       const char *admin_user, const char *current, const char *fresh,
+			       const char *address, int *ended, struct gh_err *e)
+{
+	struct login_limits lim;
+	struct gh_admin_user u;
+	struct gh_admin_action a;
+	struct gh_audit_event ev;
+	struct gh_buf detail;
+	char tok[TOKEN_B64_MAX], hash[crypto_pwhash_STRBYTES];
+	unsigned char h[32];
+	enum gh_code rc;
+
+	*ended = 0;
+	memset(&u, 0, sizeof(u));
+	memset(hash, 0, sizeof(hash));
+	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
+	if (!current || !fresh || !*current) {
+		rc = gh_err_set(e, GH_E_BADREQ, "current and new: required strings");
+		goto out;
+	}
+	if (strlen(fresh) < GH_ADMIN_PASSWORD_MIN || strlen(fresh) > GH_ADMIN_PASSWORD_MAX ||
+	    strlen(current) > GH_ADMIN_PASSWORD_MAX) {
+		rc = gh_err_set(e, GH_E_BADREQ, "new: a password needs %d to %d characters",
+				GH_ADMIN_PASSWORD_MIN, GH_ADMIN_PASSWORD_MAX);
+		goto out;
+	}
+	if (cookie_token(cookie_header, tok) != 0) {
+		rc = gh_err_set(e, GH_E_AUTH, "admin session ended: log in again");
+		goto out;
+	}
+	token_hash(tok, h);
+	sodium_memzero(tok, sizeof(tok));
+	/* the current password is asked for so that a session left open is
+	 * not enough; guessing it is limited like a login */
+	login_limits(app, address, admin_user, &lim);
+	if ((rc = login_blocked(app, address, &lim, e)) != GH_OK ||
+	    (rc = gh_store_admin_get(app->store, admin_user, &u, e)) != GH_OK)
+		goto out;
+	memset(&a, 0, sizeof(a));
+	a.event = "admin_password_changed";
+	a.via = "web";
+	a.admin_user = u.name;
+	a.address = address;
+	a.user = u.name;
+	if (!password_ok(u.password_hash, current)) {
+		struct gh_err ae;
+
+		charge_failure(app, &lim);
+		a.outcome = "denied";
+		a.reason = "wrong current password";
+		if (gh_admin_audit(app->store, &a, &ae) != GH_OK)
+			gh_warn("audit: cannot record a refused password change: %s", ae.msg);
+		rc = gh_err_set(e, GH_E_FORBIDDEN, "the current password is wrong");
+		goto out;
+	}
+	if (hash_password(fresh, hash) != 0) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory hashing the password");
+		goto out;
+	}
+	if ((rc = gh_admin_audit_event(&a, &ev, &detail, e)) != GH_OK ||
+	    (rc = gh_store_admin_set_password(app->store, u.name, hash, h, &ev, ended, e)) !=
+		    GH_OK)
+		goto out;
+	gh_info("admin %s changed their password from %s; %d other session%s ended", u.name,
+		address ? address : "?", *ended, *ended == 1 ? "" : "s");
+out:
+	sodium_memzero(hash, sizeof(hash));
+	sodium_memzero(&u, sizeof(u));
+	gh_buf_free(&detail);
+	return rc;
 }

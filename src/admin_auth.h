@@ -12,10 +12,17 @@
  * returned by login and GET /api/admin/me, that every state-changing
  * request authenticated by the session must send in X-CSRF-Token.
  *
- * Failed logins are rate limited per user name and per client address
- * (admin.login_attempts_per_minute each); unknown users and wrong passwords
- * get the same answer in about the same time. Logins, failures and logouts
- * are audit events (admin_login, admin_login_failed, admin_logout).
+ * Failed logins are rate limited per client address (any user name;
+ * admin.login_attempts_per_minute; an IPv6 address counts by its /64) and,
+ * higher and slower, per user name from every address
+ * (admin.login_failures_per_user_per_hour): failures from one address lock
+ * that address out, not the user everywhere, until the per-user limit.
+ * Unknown users and wrong passwords get the same answer in about the same
+ * time. Logins, failures and logouts are audit events (admin_login,
+ * admin_login_failed, admin_logout); so is a password change
+ * (admin_password_changed), written in the change's own transaction.
+ *
+ * Passwords have GH_ADMIN_PASSWORD_MIN..GH_ADMIN_PASSWORD_MAX characters.
  *
  * No HTTP in here: callers hand over the header values they got (the
  * routes are in http_login.c). Thread-safe: every function may run on any
@@ -31,6 +38,8 @@
 #include "policy.h"
 
 #define GH_ADMIN_COOKIE "gh_session"
+#define GH_ADMIN_PASSWORD_MIN 10
+#define GH_ADMIN_PASSWORD_MAX 1024
 #define GH_ADMIN_CSRF_MAX 64
 #define GH_ADMIN_CSRF_HEADER "X-CSRF-Token"
 #define GH_ADMIN_TOKEN_MAX 64      /* base64url of 32 bytes: 43 characters */
@@ -108,5 +117,15 @@ enum gh_code gh_admin_login(struct gh_app *app, const char *user, const char *pa
  * admin_logout row for admin_user, from address. */
 enum gh_code gh_admin_logout(struct gh_app *app, const char *cookie_header,
 			     const char *admin_user, const char *address, struct gh_err *e);
+
+/* A signed-in admin (admin_user, with the session of cookie_header, from
+ * address) changes their password: current must be right (a wrong one
+ * counts as a failed login), fresh has GH_ADMIN_PASSWORD_MIN..MAX
+ * characters. The admin's other sessions end (*ended says how many); this
+ * one goes on. GH_E_BADREQ, GH_E_AUTH (the session ended), GH_E_FORBIDDEN
+ * (current is wrong), GH_E_RATELIMIT (e->retry_after set). */
+enum gh_code gh_admin_password(struct gh_app *app, const char *cookie_header,
+			       const char *admin_user, const char *current, const char *fresh,
+			       const char *address, int *ended, struct gh_err *e);
 
 #endif

@@ -154,7 +154,7 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 	gh_strlcpy(id, a.id, GH_ID_MAX);
 	if (expires_at)
 		*expires_at = a.expires_at;
-	a.args = cJSON_Parse(args);
+	a.args = gh_json_parse_stored(args);
 	publish(app, "approval-requested", &a);
 	cJSON_Delete(a.args);
 	free(args);

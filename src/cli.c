@@ -4,9 +4,12 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -23,8 +26,8 @@ static const char usage_main[] =
 	"  serve    --config FILE [--listen HOST:PORT] [--db PATH]   run the gateway\n"
 	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
 	"  keys     create|list|revoke                               manage API keys\n"
-	"  audit    tail|query|export|verify|pubkey                  read and check the audit log\n"
-	"  admin    create|list|disable                              manage admin UI accounts\n"
+	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
+	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
@@ -41,7 +44,8 @@ static const char usage_keys[] =
 	"       gatehouse keys list   --config FILE\n"
 	"       gatehouse keys revoke --config FILE --id KEY_ID\n"
 	"\n"
-	"create  makes a key and prints its secret once, as the last line of stdout.\n"
+	"create  makes a key and prints its secret once, as the last line of stdout;\n"
+	"        warns when another key has that name already.\n"
 	"        --owner  keys of one owner share threads and memory (default: the name)\n"
 	"        --policy the policy in the config the key runs under (default: \"default\")\n"
 	"        --admin  the key may call admin endpoints (approvals, audit)\n"
@@ -60,7 +64,7 @@ static int cmd_migrate(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 2, opts, usage_migrate, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;
 	}
@@ -104,6 +108,7 @@ static int keys_create(int argc, char **argv)
 			     {0}};
 	unsigned char hk[32];
 	char secret[GH_KEY_SECRET_MAX];
+	struct gh_cli_named same;
 	struct gh_key k;
 	struct gh_store *s = NULL;
 	struct gh_err e;
@@ -119,7 +124,7 @@ static int keys_create(int argc, char **argv)
 			"characters\n", GH_NAME_MAX);
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)
 		goto out;
 	rc = GH_EXIT_RUNTIME;
 	if (policy && !gh_config_policy(c.cfg, policy)) {
@@ -136,6 +141,15 @@ static int keys_create(int argc, char **argv)
 	}
 	if (!(s = gh_cli_store(&c, 0, NULL)))
 		goto out;
+	if (gh_cli_keys_named(s, name, &same, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	if (same.n)
+		fprintf(stderr, "gatehouse: warning: %s named \"%s\" already: %s; the audit log "
+			"and the admin UI tell keys of one name apart only by their ids (choose "
+			"another --name to avoid that)\n", same.n == 1 ? "a key is" : "keys are",
+			name, same.ids);
 	memset(&k, 0, sizeof(k));
 	gh_strlcpy(k.name, name, sizeof(k.name));
 	gh_strlcpy(k.owner, owner ? owner : name, sizeof(k.owner));
@@ -228,7 +242,7 @@ static int keys_revoke(int argc, char **argv)
 		fprintf(stderr, "gatehouse: keys revoke needs --id KEY_ID\n\n%s", usage_keys);
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;
 	}
@@ -284,6 +298,16 @@ static int cmd_serve(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 2, opts, usage_serve, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if (c.listen) {
+		char host[GH_LISTEN_HOST_MAX], why[200];
+		int port, v6;
+
+		if (gh_config_listen_parse(c.listen, host, sizeof(host), &port, &v6, why,
+					   sizeof(why)) != 0) {
+			fprintf(stderr, "gatehouse: --listen: %s\n", why);
+			return GH_EXIT_USAGE;
+		}
+	}
 	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;

@@ -1,12 +1,15 @@
 /*
  * cli_common.c - what the commands share: options, loading the config,
- * opening the store. See cli_common.h.
+ * checking its paths, opening the store, key names. See cli_common.h.
  */
 #include "cli_common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -87,6 +90,73 @@ int gh_cli_load(struct gh_cli *c)
 	return GH_EXIT_OK;
 }
 
+/* Can path (named by option) be opened, or created, by a command that
+ * writes? For the database its directory must also be writable (SQLite
+ * keeps -wal and -shm files beside it). 0 when yes; else prints why. */
+static int check_path(const char *option, const char *path, int need_write, int dir_write)
+{
+	struct stat st;
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	int exists = stat(path, &st) == 0;
+
+	if (!exists && errno != ENOENT && errno != ENOTDIR) {
+		fprintf(stderr, "gatehouse: %s \"%s\": %s\n", option, path, strerror(errno));
+		return -1;
+	}
+	if (exists && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "gatehouse: %s \"%s\" is a directory, not a file\n", option, path);
+		return -1;
+	}
+	if (exists && access(path, need_write ? R_OK | W_OK : R_OK) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\" is not %s: %s\n", option, path,
+			need_write ? "readable and writable" : "readable", strerror(errno));
+		return -1;
+	}
+	if (exists && !dir_write)
+		return 0;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\": %s \"%s\" %s\n", option, path,
+			errno == ENOTDIR ? "a part of" : "directory", dir,
+			errno == ENOENT ? "does not exist"
+			: errno == ENOTDIR ? "is not a directory" : strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "gatehouse: %s \"%s\": \"%s\" is not a directory\n", option, path,
+			dir);
+		return -1;
+	}
+	if (access(dir, W_OK | X_OK) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\": directory \"%s\" is not writable: %s\n",
+			option, path, dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int gh_cli_check_paths(const struct gh_cli *c)
+{
+	const char *dbopt = c->db ? "--db" : "database.path";
+
+	if (check_path(dbopt, c->cfg->database.path, 1, 1) != 0)
+		return GH_EXIT_RUNTIME;
+	/* the default key files live beside the database: checked with it */
+	if (c->cfg->key_hash_file &&
+	    check_path("auth.key_hash_file", c->key_hash_file, 0, 0) != 0)
+		return GH_EXIT_RUNTIME;
+	if (c->cfg->audit.signing_key_file &&
+	    check_path("audit.signing_key_file", c->signing_key_file, 0, 0) != 0)
+		return GH_EXIT_RUNTIME;
+	return GH_EXIT_OK;
+}
+
 void gh_cli_free(struct gh_cli *c)
 {
 	gh_config_free(c->cfg);
@@ -117,5 +187,29 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 		return NULL;
 	}
 	return st;
+}
+
+/* ------------------------------------------------------------ key names */
+
+static int collect_named(void *ud, const struct gh_key *k)
+{
+	struct gh_cli_named *o = ud;
+	size_t len = strlen(o->ids);
+
+	if (strcmp(k->name, o->name))
+		return 0;
+	if (o->n++ == 0)
+		gh_strlcpy(o->id, k->id, sizeof(o->id));
+	snprintf(o->ids + len, sizeof(o->ids) - len, "%s%s%s", len ? ", " : "", k->id,
+		 k->revoked_at ? " (revoked)" : "");
+	return 0;
+}
+
+enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
+			       struct gh_err *e)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = name;
+	return gh_store_key_list(s, collect_named, out, e);
 }
 

@@ -11,7 +11,12 @@ static const char *verdict_name(enum gh_verdict v)
 	return v == GH_V_ALLOW ? "allow" : v == GH_V_DENY ? "deny" : "approval";
 }
 
-static void explain_key(cJSON *o, const struct gh_principal *p)
+static void add_warning(void *ud, const char *msg)
+{
+	cJSON_AddItemToArray(ud, cJSON_CreateString(msg));
+}
+
+static void explain_key(cJSON *o, const struct gh_config *cfg, const struct gh_principal *p)
 {
 	cJSON *ko = cJSON_AddObjectToObject(o, "key");
 
@@ -21,10 +26,16 @@ static void explain_key(cJSON *o, const struct gh_principal *p)
 	cJSON_AddStringToObject(ko, "role", p->key.admin ? "admin" : "user");
 	gh_json_add_str(o, "policy", p->policy ? p->policy->name : NULL);
 	gh_json_add_str(o, "policyVersion", p->policy ? p->policy->version : NULL);
-	if (!p->policy) {
+	if (!p->policy)
 		cJSON_AddStringToObject(o, "note", "no policy applies to this key (none named on the "
 				       "key and no policy \"default\"): everything is denied");
-	} else {
+	/* rules of this policy that can match nothing, as serve warns at start */
+	gh_policy_lint(cfg, p->policy, add_warning, cJSON_AddArrayToObject(o, "warnings"));
+	if (p->policy && (p->policy->client_allow.n || p->policy->client_deny.n))
+		cJSON_AddStringToObject(o, "clientToolsNote", "client_tools globs are not checked "
+				       "against anything: client tools are declared by each "
+				       "request");
+	if (p->policy) {
 		cJSON *rl = cJSON_AddObjectToObject(o, "rateLimits");
 
 		cJSON_AddNumberToObject(rl, "requestsPerMinute",
@@ -70,7 +81,7 @@ cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p
 
 	if (!o)
 		return NULL;
-	explain_key(o, p);
+	explain_key(o, cfg, p);
 	if (a) {
 		struct gh_decision d;
 		cJSON *ao = cJSON_AddObjectToObject(o, "agent");

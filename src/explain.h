@@ -14,7 +14,8 @@
 #include "config.h"
 #include "policy.h"
 
-/* {key:{id, name, owner, role}, policy, policyVersion, note?, rateLimits?,
+/* {key:{id, name, owner, role}, policy, policyVersion, note?, warnings
+ * (rules that can match nothing, gh_policy_lint), clientToolsNote?, rateLimits?,
  * agent?:{id, allowed, rule}, tool?:{name, source, note?, decision, rule,
  * approver?, approvalTtlSeconds?, rateLimit?}}. a and tool may be NULL;
  * tool is normalised first. Caller frees; NULL on OOM. */

@@ -4,7 +4,7 @@
  * curl users share with it):
  *   GET  /admin                      302 -> /admin/
  *   GET  /admin/ , /admin/<file>     the UI (web-admin/, see embed.h)
- *   POST /api/admin/login|logout     GET /api/admin/me      (http_login.c)
+ *   POST /api/admin/login|logout|password   GET /api/admin/me   (http_login.c)
  *   GET  /api/admin/overview         pending approvals, last 24 h of activity
  *   GET  /api/admin/threads[?agentId&resourceId&owner&page&perPage]
  *   GET  /api/admin/threads/:id      GET /api/admin/threads/:id/messages[?page&perPage|last]
@@ -422,7 +422,7 @@ static void keys_create(struct gh_req *r)
 			       "created", e.msg);
 		goto out;
 	}
-	gh_info("%s key %s (%s) created by %s", r->id, k.id, k.prefix, r->who.actor);
+	gh_info("%s key %s created by %s", r->id, k.id, r->who.actor);
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "key", key_json(&k));
 	cJSON_AddStringToObject(o, "secret", secret);

@@ -6,6 +6,12 @@
  *        -> 401 (unknown user or wrong password, one message), 429 + Retry-After
  *   POST /api/admin/logout                     admin
  *   GET  /api/admin/me                         admin (session or admin key)
+ *   POST /api/admin/password {current, new}    admin session (+ CSRF token)
+ *        -> 200 {ok, user, sessionsEnded}: the password is changed and the
+ *           user's other sessions end; this one goes on
+ *        -> 400 (new shorter than GH_ADMIN_PASSWORD_MIN), 403 (current is
+ *           wrong, or the caller is an API key), 429 (as for login: a wrong
+ *           current password counts as a failed login)
  * Per request, on the worker thread. Passwords, tokens and the body that
  * carried them are wiped before the handler returns.
  */
@@ -21,12 +27,19 @@
 #include "log.h"
 #include "util.h"
 
-static void wipe_body(struct gh_req *r, cJSON *body)
+static void wipe_member(cJSON *body, const char *name)
 {
-	cJSON *pw = body ? cJSON_GetObjectItemCaseSensitive(body, "password") : NULL;
+	cJSON *pw = body ? cJSON_GetObjectItemCaseSensitive(body, name) : NULL;
 
 	if (cJSON_IsString(pw) && pw->valuestring)
 		sodium_memzero(pw->valuestring, strlen(pw->valuestring));
+}
+
+static void wipe_body(struct gh_req *r, cJSON *body)
+{
+	wipe_member(body, "password");
+	wipe_member(body, "current");
+	wipe_member(body, "new");
 	if (r->body)
 		sodium_memzero(r->body, r->body_len);
 	cJSON_Delete(body);
@@ -131,9 +144,43 @@ static void me(struct gh_req *r)
 	cJSON_Delete(o);
 }
 
+static void password(struct gh_req *r)
+{
+	struct gh_err e;
+	cJSON *body = NULL, *o;
+	int ended = 0;
+
+	/* the body first: a malformed one is a 400 whoever sends it */
+	if (gh_http_body_object(r, &body, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	if (!r->session) {
+		gh_http_errorf(r, GH_E_FORBIDDEN, "only an admin signed in to the UI has a password "
+			       "to change (admin API keys have none); an operator resets one with "
+			       "gatehouse admin passwd");
+		goto out;
+	}
+	if (gh_admin_password(r->app, gh_http_header(r, "Cookie"), r->who.admin_user,
+			      gh_json_str(body, "current"), gh_json_str(body, "new"),
+			      r->ri->remote_addr, &ended, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", 1);
+	cJSON_AddStringToObject(o, "user", r->who.admin_user);
+	cJSON_AddNumberToObject(o, "sessionsEnded", ended);
+	gh_http_json(r, 200, o);
+	cJSON_Delete(o);
+out:
+	wipe_body(r, body);
+}
+
 const struct gh_route gh_routes_login[] = {
 	{"POST", "/api/admin/login", GH_AUTH_NONE, login},
 	{"POST", "/api/admin/logout", GH_AUTH_ADMIN, logout},
 	{"GET", "/api/admin/me", GH_AUTH_ADMIN, me},
+	{"POST", "/api/admin/password", GH_AUTH_ADMIN, password},
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };

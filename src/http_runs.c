@@ -64,7 +64,7 @@ static int finished(const char *type, const char *data)
 	enum gh_run_status st;
 	int done = 0;
 
-	if (strcmp(type, "finish") || !(p = cJSON_Parse(data)))
+	if (strcmp(type, "finish") || !(p = gh_json_parse_stored(data)))
 		return 0;
 	done = gh_run_status_parse(gh_json_str(p, "status"), &st) == 0 && gh_run_status_final(st);
 	cJSON_Delete(p);

@@ -272,7 +272,7 @@ enum gh_code gh_provider_call_set(struct gh_tool_call *c, const char *id, const 
 		return GH_OK;
 	}
 	/* invalid JSON leaves args NULL; the engine tells the model */
-	gh_json_parse(args, args_len, "tool arguments", &c->args, &ignore);
+	gh_json_parse_opts(args, args_len, "tool arguments", GH_JSON_UPSTREAM, &c->args, &ignore);
 	return GH_OK;
 }
 
@@ -395,10 +395,16 @@ static int on_tick(void *ud)
  * become spaces. */
 static void error_text(const struct gh_buf *body, char *out, size_t cap)
 {
-	cJSON *j = body->len ? cJSON_ParseWithLength(body->data, body->len) : NULL;
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-	const char *s = gh_json_str(err, "message");
+	struct gh_err ignore;
+	cJSON *j = NULL;
+	const cJSON *err;
+	const char *s;
 	size_t n, i;
+
+	if (body->len)
+		gh_json_parse_opts(body->data, body->len, "error body", GH_JSON_UPSTREAM, &j, &ignore);
+	err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	s = gh_json_str(err, "message");
 
 	if (!s && cJSON_IsString(err))
 		s = err->valuestring;
@@ -502,10 +508,12 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	if (!h->stream || x.mode == 0) {
 		const struct gh_buf *b = h->stream ? &x.raw : &resp.body;
 
-		if (gh_json_parse(b->data ? b->data : "", b->len, "reply", json, e) != GH_OK) {
-			rc = gh_err_set(e, GH_E_UPSTREAM,
-					"provider %s (%s): reply is not valid JSON", conf->name,
-					type);
+		struct gh_err pe;
+
+		if (gh_json_parse_opts(b->data ? b->data : "", b->len, "reply", GH_JSON_UPSTREAM,
+				       json, &pe) != GH_OK) {
+			rc = gh_err_set(e, GH_E_UPSTREAM, "provider %s (%s): %s", conf->name, type,
+					pe.msg);
 			goto out;
 		}
 	}

@@ -386,16 +386,33 @@ struct gh_admin_user {
 	int64_t created_at, disabled_at, last_login_at;
 };
 
+/* Account changes. Each appends ev (when not NULL) to the audit log in
+ * the change's own transaction: if the row cannot be written, nothing
+ * changes. GH_E_NOTFOUND for an unknown name ("no admin ..."). */
+
 /* GH_E_CONFLICT when the name exists. */
 enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const char *pwhash,
-				   struct gh_err *e);
+				   const struct gh_audit_event *ev, struct gh_err *e);
 enum gh_code gh_store_admin_get(struct gh_store *s, const char *name, struct gh_admin_user *out,
 				struct gh_err *e);
 enum gh_code gh_store_admin_list(struct gh_store *s,
 				 int (*fn)(void *ud, const struct gh_admin_user *u), void *ud,
 				 struct gh_err *e);
-/* Disables the user and ends all their sessions. */
-enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name, struct gh_err *e);
+/* Disables the user and ends all their sessions (*ended, may be NULL:
+ * how many). GH_E_CONFLICT when disabled already. */
+enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name,
+				    const struct gh_audit_event *ev, int *ended, struct gh_err *e);
+/* Enables a disabled user (who then logs in again: their sessions ended
+ * when they were disabled). GH_E_CONFLICT when not disabled. */
+enum gh_code gh_store_admin_enable(struct gh_store *s, const char *name,
+				   const struct gh_audit_event *ev, struct gh_err *e);
+/* Replaces the user's password hash and ends their sessions, all of them
+ * or all but the one whose token hash is keep_session (32 bytes, may be
+ * NULL); *ended (may be NULL) says how many. Disabled users' too. */
+enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
+					 const char *pwhash, const unsigned char *keep_session,
+					 const struct gh_audit_event *ev, int *ended,
+					 struct gh_err *e);
 
 struct gh_admin_session {
 	char user[GH_NAME_MAX + 1];

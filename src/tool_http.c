@@ -84,8 +84,8 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 	} else {
 		struct gh_err pe;
 
-		if (gh_json_parse(resp.body.data ? resp.body.data : "", resp.body.len, "tool response",
-				  &r, &pe) != GH_OK) {
+		if (gh_json_parse_opts(resp.body.data ? resp.body.data : "", resp.body.len,
+				       "tool response", GH_JSON_UPSTREAM, &r, &pe) != GH_OK) {
 			*is_error = 1;
 			r = gh_json_error_result("tool %s answered with a body that is not JSON", t->name);
 		}
