@@ -203,18 +203,10 @@ static int keys_list(int argc, char **argv)
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
 	struct gh_store *s;
 	struct gh_err e;
-	int help, rc;
+	int rc;
 
-	if (gh_cli_parse(argc, argv, 3, opts, usage_keys, &help) != 0)
-		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
-		gh_cli_free(&c);
+	if ((rc = gh_cli_open(argc, argv, 3, opts, usage_keys, 1, &c, &s)) != GH_EXIT_OK || !s)
 		return rc;
-	}
-	if (!(s = gh_cli_store(&c, 1, NULL))) {
-		gh_cli_free(&c);
-		return GH_EXIT_RUNTIME;
-	}
 	printf("%-28s %-12s %-16s %-16s %-10s %-5s %-24s %-24s %s\n", "ID", "PREFIX", "NAME",
 	       "OWNER", "POLICY", "ROLE", "CREATED", "LAST USED", "REVOKED");
 	rc = gh_store_key_list(s, print_key, NULL, &e) == GH_OK ? GH_EXIT_OK : GH_EXIT_RUNTIME;

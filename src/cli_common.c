@@ -189,6 +189,26 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 	return st;
 }
 
+int gh_cli_open(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
+		int readonly, struct gh_cli *c, struct gh_store **s)
+{
+	int help, rc;
+
+	*s = NULL;
+	if (gh_cli_parse(argc, argv, from, opts, usage, &help) != 0)
+		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if ((rc = gh_cli_load(c)) != GH_EXIT_OK ||
+	    (!readonly && (rc = gh_cli_check_paths(c)) != GH_EXIT_OK)) {
+		gh_cli_free(c);
+		return rc;
+	}
+	if (!(*s = gh_cli_store(c, readonly, NULL))) {
+		gh_cli_free(c);
+		return GH_EXIT_RUNTIME;
+	}
+	return GH_EXIT_OK;
+}
+
 /* ------------------------------------------------------------ key names */
 
 static int collect_named(void *ud, const struct gh_key *k)

@@ -54,6 +54,13 @@ int gh_cli_check_paths(const struct gh_cli *c);
  * lock (safe beside a running server). Prints errors. */
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);
 
+/* The start most commands share: parses argv[from..] against opts, loads
+ * the config, checks its paths when the command writes (readonly 0), and
+ * opens the store. GH_EXIT_OK with *s open; otherwise the exit code to
+ * return, with c freed and *s NULL. After --help: GH_EXIT_OK and *s NULL. */
+int gh_cli_open(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
+		int readonly, struct gh_cli *c, struct gh_store **s);
+
 /* The keys (revoked ones too) whose name is name: how many, the newest
  * one's id, and their ids as "key_a, key_b (revoked)" (cut short past
  * the buffer). name is borrowed. */

@@ -347,17 +347,6 @@ static GH_NOINLINE enum gh_code check_framing(struct gh_req *r, struct gh_err *e
 	return GH_OK;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s (what names the part: "path", "query string") into out
  * (strlen(s) + 1 bytes), or only checks it when out is NULL. Refuses an
  * escape that is not '%' and two hex digits, and %00: decoded into a C
@@ -376,8 +365,8 @@ static enum gh_code percent_decode(const char *s, const char *what, char *out,
 				out[n++] = s[i];
 			continue;
 		}
-		hi = s[i + 1] ? hexval(s[i + 1]) : -1;
-		lo = hi >= 0 && s[i + 2] ? hexval(s[i + 2]) : -1;
+		hi = s[i + 1] ? gh_hex_digit(s[i + 1]) : -1;
+		lo = hi >= 0 && s[i + 2] ? gh_hex_digit(s[i + 2]) : -1;
 		if (hi < 0 || lo < 0)
 			return gh_err_set(e, GH_E_BADREQ, "the request's %s has an invalid percent "
 					  "escape at byte %zu (expected %%XX with two hex digits)",
@@ -763,6 +752,16 @@ int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *
 		s->gone = 1;
 	s->last_write_ns = gh_mono_ns();
 	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o)
+{
+	char *data = o ? gh_json_dump(o) : NULL;
+	int rc = data ? gh_http_stream_send(s, type, data, strlen(data)) : -1;
+
+	free(data);
+	cJSON_Delete(o);
+	return rc;
 }
 
 int gh_http_stream_comment(struct gh_http_stream *s, const char *text)

@@ -154,6 +154,9 @@ int gh_http_stream_begin(struct gh_http_stream *s);
  * client is gone. */
 int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
 			size_t len);
+/* One SSE event holding o as JSON text; takes o. -1 when the client is
+ * gone (or out of memory). */
+int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o);
 /* A comment line (after the head). -1 when the client is gone. */
 int gh_http_stream_comment(struct gh_http_stream *s, const char *text);
 /* What a stream does while it waits: notices a client that left, and

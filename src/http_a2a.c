@@ -135,26 +135,13 @@ struct a2a_run {
 static int sse_result(struct a2a_run *s, cJSON *result)
 {
 	cJSON *o;
-	char *data;
-	int rc;
 
-	if (s->hs.gone || !result) {
-		cJSON_Delete(result);
-		return -1;
-	}
-	o = envelope(s->c);
-	if (!o) {
+	if (s->hs.gone || !result || !(o = envelope(s->c))) {
 		cJSON_Delete(result);
 		return -1;
 	}
 	cJSON_AddItemToObject(o, "result", result);
-	data = gh_json_dump(o);
-	cJSON_Delete(o);
-	if (!data)
-		return -1;
-	rc = gh_http_stream_send(&s->hs, NULL, data, strlen(data));
-	free(data);
-	return rc;
+	return gh_http_stream_json(&s->hs, NULL, o);
 }
 
 /* The 1.0 StreamResponse member or the 0.3 kind around an event. */

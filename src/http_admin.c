@@ -235,8 +235,6 @@ static int send_snapshot(struct gh_http_stream *hs)
 {
 	cJSON *arr = NULL, *o;
 	struct gh_err e;
-	char *s;
-	int rc;
 
 	if (gh_approval_list(hs->r->app, "pending", NULL, 1000, &arr, &e) != GH_OK) {
 		gh_warn("%s approvals stream: %s", hs->r->id, e.msg);
@@ -245,13 +243,7 @@ static int send_snapshot(struct gh_http_stream *hs)
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "approvals", arr);
 	gh_json_add_time(o, "now", gh_now_ms());
-	s = gh_json_dump(o);
-	cJSON_Delete(o);
-	if (!s)
-		return -1;
-	rc = gh_http_stream_send(hs, "snapshot", s, strlen(s));
-	free(s);
-	return rc;
+	return gh_http_stream_json(hs, "snapshot", o);
 }
 
 struct approvals_watch {

@@ -89,12 +89,9 @@ static void list_agents(struct gh_req *r)
 
 	for (i = 0; i < r->app->cfg->nagents; i++) {
 		const struct gh_agent_conf *a = &r->app->cfg->agents[i];
-		struct gh_decision d;
 
-		gh_policy_agent(r->who.policy, a->id, &d);
-		if (d.verdict != GH_V_ALLOW && !r->who.admin)
-			continue;
-		cJSON_AddItemToObject(o, a->id, agent_json(r, a));
+		if (r->who.admin || gh_policy_agent_allowed(r->who.policy, a->id))
+			cJSON_AddItemToObject(o, a->id, agent_json(r, a));
 	}
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
@@ -195,9 +192,9 @@ static int sink_tick(void *ud)
 	return gh_http_stream_tick(&s->hs);
 }
 
-/* Takes a stream slot and sends the SSE head; -1 when refused (already
- * answered 503) or the client is gone. */
-static int stream_begin(struct gh_req *r, struct native_stream *s)
+/* Takes a stream slot and sets up the run's sink; -1 when refused
+ * (already answered 503). Nothing is sent yet. */
+static int stream_start(struct gh_req *r, struct native_stream *s)
 {
 	memset(s, 0, sizeof(*s));
 	if (gh_http_stream_start(r, &s->hs) != 0)
@@ -206,7 +203,13 @@ static int stream_begin(struct gh_req *r, struct native_stream *s)
 	s->sink.tick = sink_tick;
 	s->sink.ud = s;
 	gh_http_stream_wake(r, &s->sink.wake_fd, &s->sink.tick_ms);
-	return gh_http_stream_begin(&s->hs);
+	return 0;
+}
+
+/* stream_start, and the SSE head; -1 when refused or the client is gone. */
+static int stream_begin(struct gh_req *r, struct native_stream *s)
+{
+	return stream_start(r, s) != 0 ? -1 : gh_http_stream_begin(&s->hs);
 }
 
 /* Sends an error chunk for e unless the stream already ended: the engine
@@ -340,12 +343,8 @@ static void tool_call_decision(struct gh_req *r, int approve, int as_stream)
 	}
 	/* the stream's head waits for the first chunk, so a refusal of the
 	 * answer itself is a plain error with its status */
-	if (as_stream && gh_http_stream_start(r, &s.hs) != 0)
+	if (as_stream && stream_start(r, &s) != 0)
 		goto out;
-	s.sink.event = sink_event;
-	s.sink.tick = sink_tick;
-	s.sink.ud = &s;
-	gh_http_stream_wake(r, &s.sink.wake_fd, &s.sink.tick_ms);
 	rc = gh_answer_tool_call(r->app, &r->who, &ta, as_stream ? &s.sink : NULL, &out, &e);
 	if (rc != GH_OK && !(as_stream && out.continued))
 		gh_http_error(r, &e);

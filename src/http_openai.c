@@ -114,15 +114,10 @@ static void list_models(struct gh_req *r)
 
 	cJSON_AddStringToObject(o, "object", "list");
 	data = cJSON_AddArrayToObject(o, "data");
-	for (i = 0; i < r->app->cfg->nagents; i++) {
-		const struct gh_agent_conf *a = &r->app->cfg->agents[i];
-		struct gh_decision d;
-
-		/* what the key may use, admin or not: the run enforces the same */
-		gh_policy_agent(r->who.policy, a->id, &d);
-		if (d.verdict == GH_V_ALLOW)
-			cJSON_AddItemToArray(data, model_json(r, a));
-	}
+	/* what the key may use, admin or not: the run enforces the same */
+	for (i = 0; i < r->app->cfg->nagents; i++)
+		if (gh_policy_agent_allowed(r->who.policy, r->app->cfg->agents[i].id))
+			cJSON_AddItemToArray(data, model_json(r, &r->app->cfg->agents[i]));
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 }
@@ -289,15 +284,7 @@ static cJSON *envelope(const struct oai *q, const char *object)
 
 static int send_json(struct oai *q, cJSON *o)
 {
-	char *data = gh_json_dump(o);
-	int rc;
-
-	cJSON_Delete(o);
-	if (!data)
-		return -1;
-	rc = gh_http_stream_send(&q->hs, NULL, data, strlen(data));
-	free(data);
-	return rc;
+	return gh_http_stream_json(&q->hs, NULL, o);
 }
 
 /* One chat.completion.chunk with delta (taken) and finish_reason. */

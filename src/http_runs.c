@@ -48,13 +48,7 @@ struct watch {
 /* The run as it stands, as a "snapshot" event. */
 static int send_snapshot(struct watch *w, const struct gh_run_view *v)
 {
-	cJSON *o = gh_wire_native_run(v);
-	char *snap = o ? gh_json_dump(o) : NULL;
-	int rc = snap ? gh_http_stream_send(&w->hs, "snapshot", snap, strlen(snap)) : -1;
-
-	free(snap);
-	cJSON_Delete(o);
-	return rc;
+	return gh_http_stream_json(&w->hs, "snapshot", gh_wire_native_run(v));
 }
 
 /* 1 when a "finish" payload says the run's turn ended for good. */

@@ -43,6 +43,9 @@ const struct gh_policy_conf *gh_policy_for_key(const struct gh_config *c, const 
 /* May the principal use agent_id? */
 void gh_policy_agent(const struct gh_policy_conf *p, const char *agent_id, struct gh_decision *d);
 
+/* 1 when gh_policy_agent allows agent_id. */
+int gh_policy_agent_allowed(const struct gh_policy_conf *p, const char *agent_id);
+
 /* May the principal declare a client tool named name? */
 void gh_policy_client_tool(const struct gh_policy_conf *p, const char *name,
 			   struct gh_decision *d);

@@ -178,15 +178,93 @@ static void audit_policies(struct gh_app *app)
 	free(ds);
 }
 
+/* Everything that can be checked is checked before a file is made; then
+ * what start-up will create is noted (to remove it if start-up fails). 0,
+ * or -1 after printing why. */
+static int preflight(struct gh_cli *c, const char *listen, struct created *cr)
+{
+	struct gh_err e;
+
+	if (gh_cli_check_paths(c) != GH_EXIT_OK)
+		return -1;
+	if (probe_listen(listen, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return -1;
+	}
+	/* policy rules that can match nothing (a misspelt agent, a tool
+	 * that does not exist) start anyway, but not silently */
+	for (size_t i = 0; i < c->cfg->npolicies; i++)
+		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
+	if (!gh_config_policy(c->cfg, "default"))
+		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
+			"nothing (no agent, no tool)", c->cfg->file);
+	if (created_init(cr, c) != 0) {
+		created_free(cr);
+		fprintf(stderr, "gatehouse: out of memory\n");
+		return -1;
+	}
+	if (gh_upstream_global_init() != 0) {
+		created_free(cr);
+		fprintf(stderr, "gatehouse: libcurl failed to initialise\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens the store (migrating it), undoes what a crash left half done and
+ * refreshes the planner's statistics. */
+static enum gh_code open_store(struct gh_app *app, struct gh_cli *c, struct gh_err *e)
+{
+	struct gh_store_opts so;
+	int n = 0;
+
+	memset(&so, 0, sizeof(so));
+	so.path = c->cfg->database.path;
+	so.synchronous_full = c->cfg->database.synchronous_full;
+	so.readers = (int)c->cfg->database.readers;
+	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
+	so.group_commit_max = (int)c->cfg->database.group_commit_max;
+	so.threaded = 1;
+	so.signer = &app->signer;
+	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
+	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
+	if (gh_store_open(&so, &app->store, e) != GH_OK ||
+	    gh_store_runs_recover(app->store, &n, e) != GH_OK)
+		return e->code;
+	if (n)
+		gh_warn("recovered %d runs interrupted by the last shutdown", n);
+	if (gh_store_analyze(app->store, e) != GH_OK)
+		gh_warn("database: statistics not refreshed: %s", e->msg);
+	return GH_OK;
+}
+
+/* The line the operator (and the test harness) waits for. */
+static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
+		     struct gh_http *http)
+{
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	size_t hl = colon ? (size_t)(colon - listen) : 0;
+
+	if (hl >= sizeof(host))
+		hl = sizeof(host) - 1;
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies", GH_VERSION,
+		c->cfg->database.path, gh_store_schema_version(app->store), c->cfg->nagents,
+		c->cfg->npolicies);
+	printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1", gh_http_port(http));
+	fflush(stdout);
+}
+
 int gh_cmd_serve(struct gh_cli *c)
 {
 	struct gh_app app;
-	struct gh_store_opts so;
 	struct gh_http *http = NULL;
 	struct gh_err e;
 	struct created cr;
 	sigset_t set;
-	int sig, rc = GH_EXIT_RUNTIME, n = 0;
+	int sig, rc = GH_EXIT_RUNTIME;
 	const char *listen = c->listen ? c->listen : c->cfg->server.listen;
 
 	memset(&app, 0, sizeof(app));
@@ -199,58 +277,18 @@ int gh_cmd_serve(struct gh_cli *c)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	/* Everything that can be checked is checked before a file is made. */
-	if (gh_cli_check_paths(c) != GH_EXIT_OK)
+	if (preflight(c, listen, &cr) != 0)
 		return GH_EXIT_RUNTIME;
-	if (probe_listen(listen, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		return GH_EXIT_RUNTIME;
-	}
-	/* policy rules that can match nothing (a misspelt agent, a tool
-	 * that does not exist) start anyway, but not silently */
-	for (size_t i = 0; i < c->cfg->npolicies; i++)
-		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
-	if (!gh_config_policy(c->cfg, "default"))
-		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
-			"nothing (no agent, no tool)", c->cfg->file);
-	if (created_init(&cr, c) != 0) {
-		created_free(&cr);
-		fprintf(stderr, "gatehouse: out of memory\n");
-		return GH_EXIT_RUNTIME;
-	}
-	if (gh_upstream_global_init() != 0) {
-		created_free(&cr);
-		fprintf(stderr, "gatehouse: libcurl failed to initialise\n");
-		return GH_EXIT_RUNTIME;
-	}
 	if (gh_keys_load_hashkey(c->key_hash_file, 1, app.hashkey, &e) != GH_OK ||
 	    gh_audit_signer_load(c->signing_key_file, 1, &app.signer, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
 	app.has_signer = 1;
-	memset(&so, 0, sizeof(so));
-	so.path = c->cfg->database.path;
-	so.synchronous_full = c->cfg->database.synchronous_full;
-	so.readers = (int)c->cfg->database.readers;
-	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
-	so.group_commit_max = (int)c->cfg->database.group_commit_max;
-	so.threaded = 1;
-	so.signer = &app.signer;
-	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
-	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
-	if (gh_store_open(&so, &app.store, &e) != GH_OK) {
+	if (open_store(&app, c, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	if (gh_store_runs_recover(app.store, &n, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		goto out;
-	}
-	if (n)
-		gh_warn("recovered %d runs interrupted by the last shutdown", n);
-	if (gh_store_analyze(app.store, &e) != GH_OK)
-		gh_warn("database: statistics not refreshed: %s", e.msg);
 	app.rl = gh_rl_new(1000000);
 	app.hub = gh_hub_new();
 	if (!app.rl || !app.hub) {
@@ -268,22 +306,7 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	{
-		char host[256];
-		const char *colon = strrchr(listen, ':');
-		size_t hl = colon ? (size_t)(colon - listen) : 0;
-
-		if (hl >= sizeof(host))
-			hl = sizeof(host) - 1;
-		memcpy(host, listen, hl);
-		host[hl] = '\0';
-		gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies",
-			GH_VERSION, c->cfg->database.path, gh_store_schema_version(app.store),
-			c->cfg->nagents, c->cfg->npolicies);
-		printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1",
-		       gh_http_port(http));
-		fflush(stdout);
-	}
+	announce(c, listen, &app, http);
 	while (sigwait(&set, &sig) != 0)
 		;
 	gh_info("received %s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -42,22 +42,36 @@ int gh_a2a_terminal(const char *state)
 	       !strcmp(state, GH_A2A_CANCELED);
 }
 
+static cJSON *parts_out(const cJSON *parts, enum gh_a2a_dialect d);
+
+/* A stored object (1.0 shape) in the 0.3 spelling: {kind}, then its
+ * members, with a message's role and parts spelt the 0.3 way. */
+static cJSON *v03_out(const cJSON *src, const char *kind)
+{
+	cJSON *o = cJSON_CreateObject();
+	const cJSON *it;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON_ArrayForEach(it, src) {
+		if (!strcmp(it->string, "role"))
+			cJSON_AddStringToObject(o, "role", cJSON_IsString(it) &&
+						!strcmp(it->valuestring, "ROLE_USER") ? "user" : "agent");
+		else if (!strcmp(it->string, "parts"))
+			cJSON_AddItemToObject(o, "parts", parts_out(it, GH_A2A_V03));
+		else
+			cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
+	}
+	return o;
+}
+
 /* A stored part (1.0 shape) as the dialect spells it. */
 cJSON *gh_a2a_part_out(const cJSON *p, enum gh_a2a_dialect d)
 {
-	cJSON *o;
-	const cJSON *it;
-
 	if (d == GH_A2A_V10)
 		return cJSON_Duplicate(p, 1);
-	o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	cJSON_AddStringToObject(o, "kind", cJSON_GetObjectItemCaseSensitive(p, "text") ? "text"
-										      : "data");
-	cJSON_ArrayForEach(it, p)
-		cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
-	return o;
+	return v03_out(p, cJSON_GetObjectItemCaseSensitive(p, "text") ? "text" : "data");
 }
 
 static cJSON *parts_out(const cJSON *parts, enum gh_a2a_dialect d)
@@ -73,25 +87,7 @@ static cJSON *parts_out(const cJSON *parts, enum gh_a2a_dialect d)
 /* A stored message (1.0 shape) as the dialect spells it. */
 static cJSON *message_out(const cJSON *m, enum gh_a2a_dialect d)
 {
-	cJSON *o;
-	const cJSON *it;
-
-	if (d == GH_A2A_V10)
-		return cJSON_Duplicate(m, 1);
-	o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	cJSON_AddStringToObject(o, "kind", "message");
-	cJSON_ArrayForEach(it, m) {
-		if (!strcmp(it->string, "role"))
-			cJSON_AddStringToObject(o, "role", cJSON_IsString(it) &&
-						!strcmp(it->valuestring, "ROLE_USER") ? "user" : "agent");
-		else if (!strcmp(it->string, "parts"))
-			cJSON_AddItemToObject(o, "parts", parts_out(it, d));
-		else
-			cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, 1));
-	}
-	return o;
+	return d == GH_A2A_V10 ? cJSON_Duplicate(m, 1) : v03_out(m, "message");
 }
 
 static cJSON *artifact_out(const cJSON *a, enum gh_a2a_dialect d)
