@@ -298,12 +298,10 @@ static void reconcile(struct gh_app *app, struct gh_a2a_task *t)
 
 	if (gh_a2a_terminal(t->state))
 		return;
+	if (gh_run_in_flight(t->owner, t->run_id))
+		return; /* a request of this process runs it */
 	gh_strlcpy(before, t->state, sizeof(before));
 	rc = gh_run_view_get(app, t->owner, t->run_id, &v, &e);
-	if (rc == GH_OK && v.here) {
-		gh_run_view_clear(&v);
-		return; /* a request of this process runs it */
-	}
 	if (rc == GH_E_NOTFOUND) {
 		if (strcmp(t->state, GH_A2A_WORKING))
 			return;
@@ -587,7 +585,7 @@ static void run_task(struct rpc *c, struct a2a_run *s, struct gh_a2a_task *t,
 		not_continued(c, s, t, prev, rc, &e, history_len);
 		return;
 	}
-	if (grc == GH_OK && !(v.here && v.status == GH_RUN_RUNNING))
+	if (grc == GH_OK)
 		gh_a2a_task_sync(t, &v);
 	else if (cancel || rc == GH_E_CANCELLED)
 		gh_a2a_task_set(t, GH_A2A_CANCELED, NULL);

@@ -115,8 +115,8 @@ struct gh_run_view {
 	char thread_id[GH_NAME_MAX + 1];    /* "" = none */
 	char resource_id[GH_NAME_MAX + 1];
 	enum gh_run_status status;
-	int here;                           /* a request of this process runs it now
-					     * (gh_run_cancel can stop it) */
+	int here;                           /* a request of this process holds it now
+					     * (gh_run_in_flight) */
 	struct gh_run_call *calls;          /* the current step's calls, in order */
 	size_t ncalls;
 	int has_output;                     /* completed: text and finish below */
@@ -252,11 +252,16 @@ enum gh_code gh_run_agent(struct gh_app *app, const struct gh_principal *who, co
 
 /* ---------------------------------------------------------- stored runs */
 
-/* Reads run_id (of owner; NULL = any owner) as a view. A run a request of
- * this process holds in flight but has not stored yet shows as running. GH_E_NOTFOUND
- * when there is none (or it is another owner's). */
+/* Reads the stored run run_id (of owner; NULL = any owner) as a view.
+ * GH_E_NOTFOUND when there is none (or it is another owner's); a new run
+ * is stored when its first turn ends (gh_run_in_flight knows of it
+ * before). */
 enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *run_id,
 			     struct gh_run_view *out, struct gh_err *e);
+
+/* 1 when a request of this process holds run_id (of owner; NULL = any):
+ * it is running here, stored or not yet, and gh_run_cancel can stop it. */
+int gh_run_in_flight(const char *owner, const char *run_id);
 
 /* The run waiting on a client tool call id (of owner): its id into run_id.
  * *answered is 1 when the call already has its result. GH_E_NOTFOUND when
@@ -279,7 +284,8 @@ enum gh_code gh_run_cancel(struct gh_app *app, const char *owner, const char *ru
 enum gh_run_until {
 	GH_UNTIL_SETTLED,     /* neither running nor suspended: the decision on its
 			       * approvals has been carried out */
-	GH_UNTIL_IDLE         /* no request of this process holds it */
+	GH_UNTIL_IDLE         /* no request of this process holds it (then *out is the
+			       * stored run, or GH_E_NOTFOUND when it was never stored) */
 };
 
 /* Waits, bounded by wait_ms, until run_id (of owner; NULL = any) is as
@@ -294,7 +300,7 @@ enum gh_code gh_run_wait(struct gh_app *app, const char *owner, const char *run_
 			 void *ud, struct gh_run_view *out, struct gh_err *e);
 
 /* Holds run_id in flight on this thread before the engine runs it, so
- * views show it as running here and gh_run_cancel can stop it (surfaces
+ * gh_run_in_flight knows of it and gh_run_cancel can stop it (surfaces
  * that publish a run's id before they call gh_run_generate, like A2A
  * tasks). owner is copied. Release with gh_run_release; the hub then tells
  * waiters. GH_E_NOMEM. */

@@ -153,7 +153,7 @@ enum gh_code gh_run_hold(struct gh_app *app, const char *owner, const char *run_
 enum gh_code gh_run_hold_as(struct gh_app *app, const char *owner, const char *run_id,
 			    int cancellable, struct gh_run_hold *h, struct gh_err *e)
 {
-	struct flight *f;
+	struct flight *f, *g;
 
 	(void)app;
 	if (h->priv_)
@@ -165,6 +165,11 @@ enum gh_code gh_run_hold_as(struct gh_app *app, const char *owner, const char *r
 	gh_strlcpy(f->owner, owner ? owner : "", sizeof(f->owner));
 	f->cancellable = cancellable;
 	pthread_mutex_lock(&flights_mu);
+	/* a cancel asked before this hold (while the surface held the run)
+	 * stands for it too */
+	for (g = flights; g && cancellable; g = g->next)
+		if (!strcmp(g->run_id, f->run_id) && atomic_load(&g->cancel))
+			atomic_store(&f->cancel, 1);
 	f->next = flights;
 	flights = f;
 	pthread_mutex_unlock(&flights_mu);
@@ -371,17 +376,6 @@ enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *
 
 	memset(out, 0, sizeof(*out));
 	rc = gh_store_run_get(app->store, owner, run_id, &row, e);
-	if (rc == GH_E_NOTFOUND && strlen(run_id) < sizeof(out->id) &&
-	    in_flight(owner, run_id, 0)) {
-		/* a new run stores nothing until its turn ends */
-		gh_strlcpy(out->id, run_id, sizeof(out->id));
-		gh_strlcpy(out->owner, owner ? owner : "", sizeof(out->owner));
-		out->status = GH_RUN_RUNNING;
-		out->here = 1;
-		out->text = "";
-		out->last_step_text = strdup("");
-		return out->last_step_text ? GH_OK : gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
 	if (rc != GH_OK)
 		return rc;
 	rc = view_from_row(app, &row, out, e);
@@ -392,6 +386,11 @@ enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *
 	}
 	out->here = in_flight(NULL, out->id, 0);
 	return GH_OK;
+}
+
+int gh_run_in_flight(const char *owner, const char *run_id)
+{
+	return in_flight(owner, run_id, 0);
 }
 
 enum gh_code gh_run_find_call(struct gh_app *app, const char *owner, const char *tool_call_id,
@@ -434,19 +433,18 @@ enum gh_code gh_run_cancel(struct gh_app *app, const char *owner, const char *ru
 	enum gh_code rc;
 	size_t i;
 
+	/* a request of this process runs it: it stops at its next step */
+	if (in_flight(owner, run_id, 1)) {
+		*how = GH_CANCEL_SIGNALLED;
+		return GH_OK;
+	}
 	if ((rc = gh_run_view_get(app, owner, run_id, &v, e)) != GH_OK)
 		return rc;
 	if (v.status == GH_RUN_RUNNING) {
-		/* only a request of this process can be stopped: not a
-		 * continuation in the background or elsewhere */
-		rc = v.here && in_flight(owner, run_id, 1) ? GH_OK : GH_E_CONFLICT;
-		if (rc == GH_OK)
-			*how = GH_CANCEL_SIGNALLED;
-		else
-			gh_err_set(e, GH_E_CONFLICT, "run %s is being continued where it cannot be "
-				   "stopped", run_id);
+		/* a continuation in the background or elsewhere */
 		gh_run_view_clear(&v);
-		return rc;
+		return gh_err_set(e, GH_E_CONFLICT, "run %s is being continued where it cannot be "
+				  "stopped", run_id);
 	}
 	if (gh_run_status_final(v.status)) {
 		rc = gh_err_set(e, GH_E_CONFLICT, "run %s is %s", run_id,
@@ -467,59 +465,73 @@ enum gh_code gh_run_cancel(struct gh_app *app, const char *owner, const char *ru
 
 /* ----------------------------------------------------------------- wait */
 
-static int until_met(const struct gh_run_view *v, enum gh_run_until until)
+/* Whether the wait is over: for IDLE, no request of this process holds
+ * the run (then *out is read, when it is stored); for SETTLED, the stored
+ * run is neither running nor suspended. */
+static int until_met(struct gh_app *app, const char *owner, const char *run_id,
+		     enum gh_run_until until, struct gh_run_view *out, enum gh_code *rc,
+		     struct gh_err *e)
 {
-	if (until == GH_UNTIL_IDLE)
-		return !v->here;
-	return v->status != GH_RUN_RUNNING && v->status != GH_RUN_SUSPENDED;
+	if (until == GH_UNTIL_IDLE) {
+		if (in_flight(owner, run_id, 0))
+			return 0;
+		*rc = gh_run_view_get(app, owner, run_id, out, e);
+		return 1;
+	}
+	*rc = gh_run_view_get(app, owner, run_id, out, e);
+	return *rc != GH_OK || (out->status != GH_RUN_RUNNING && out->status != GH_RUN_SUSPENDED);
 }
 
 enum gh_code gh_run_wait(struct gh_app *app, const char *owner, const char *run_id,
 			 enum gh_run_until until, int64_t wait_ms, int (*gone)(void *ud),
 			 void *ud, struct gh_run_view *out, struct gh_err *e)
 {
-	int64_t now = gh_mono_ns(), deadline = now + wait_ms * 1000000, last_read;
+	int64_t deadline = gh_mono_ns() + wait_ms * 1000000, last_read;
 	struct gh_hub_sub *sub = NULL;
 	char topic[96], *type, *data;
-	enum gh_code rc;
-	int changed;
+	enum gh_code rc = GH_OK;
 
+	memset(out, 0, sizeof(*out));
 	/* subscribe before reading, so no change falls in between */
 	gh_hub_state_topic(run_id, topic, sizeof(topic));
 	if (app->hub)
 		sub = gh_hub_subscribe(app->hub, topic);
-	rc = gh_run_view_get(app, owner, run_id, out, e);
-	last_read = gh_mono_ns();
-	while (rc == GH_OK && !until_met(out, until)) {
-		now = gh_mono_ns();
-		if (now >= deadline) {
-			rc = gh_err_set(e, GH_E_TIMEOUT, "run %s is still %s", run_id,
-					gh_run_status_name(out->status));
-			break;
-		}
-		if (gone && gone(ud)) {
-			rc = gh_err_set(e, GH_E_CANCELLED, "the client went away");
-			break;
-		}
-		changed = 0;
-		if (sub) {
-			int n = gh_hub_next(sub, WAIT_TICK_MS, &type, &data);
-
-			changed = n != 0;
-			if (n == 1) {
-				free(type);
-				free(data);
-			}
-		} else {
-			struct timespec ts = {0, WAIT_TICK_MS * 1000000L};
-
-			nanosleep(&ts, NULL);
-		}
-		if (!changed && gh_mono_ns() - last_read < (int64_t)WAIT_RESYNC_MS * 1000000)
-			continue;
+	for (;;) {
 		gh_run_view_clear(out);
-		rc = gh_run_view_get(app, owner, run_id, out, e);
+		if (until_met(app, owner, run_id, until, out, &rc, e))
+			break;
 		last_read = gh_mono_ns();
+		rc = GH_OK;
+		for (;;) {
+			int changed = 0;
+
+			if (gh_mono_ns() >= deadline) {
+				rc = gh_err_set(e, GH_E_TIMEOUT, "run %s is still %s", run_id,
+						gh_run_status_name(out->status));
+				break;
+			}
+			if (gone && gone(ud)) {
+				rc = gh_err_set(e, GH_E_CANCELLED, "the client went away");
+				break;
+			}
+			if (sub) {
+				int n = gh_hub_next(sub, WAIT_TICK_MS, &type, &data);
+
+				changed = n != 0;
+				if (n == 1) {
+					free(type);
+					free(data);
+				}
+			} else {
+				struct timespec ts = {0, WAIT_TICK_MS * 1000000L};
+
+				nanosleep(&ts, NULL);
+			}
+			if (changed || gh_mono_ns() - last_read >= (int64_t)WAIT_RESYNC_MS * 1000000)
+				break;
+		}
+		if (rc != GH_OK)
+			break;
 	}
 	if (sub)
 		gh_hub_unsubscribe(app->hub, sub);
