@@ -542,7 +542,19 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 	ev.error = error;
 	ev.reason = reason;
 	ev.detail = detail;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	if (gh_json_str(c, "approvalId")) {
+		/* after its decision, every row about an approval-bound call says
+		 * how the approved call ended: the approval records it too */
+		const char *how = !strcmp(event, "denied") ? "not_run"
+				  : !strcmp(event, "executed") ||
+				    (!strcmp(event, "client_result") && !strcmp(outcome, "ok"))
+					  ? "ok" : "error";
+
+		rc = gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how,
+						  error ? error : reason, &ev, &ae);
+	} else {
+		rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	}
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, ev.tool_name,
 			 r->run_id, ae.msg);
@@ -1755,7 +1767,8 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 							  "arguments or the policy changed)", a.id);
 
 				gh_approval_clear(&a);
-				rc = refuse(r, c, "denied", "approval void", res, e);
+				rc = refuse(r, c, "denied", "approval void: the arguments or the policy "
+					    "changed since it was granted", res, e);
 				if (rc != GH_OK)
 					return rc;
 				continue;

@@ -347,6 +347,12 @@ struct gh_approval {
 	char *reason;                       /* owned or NULL */
 	cJSON *args;                        /* owned: redacted canonical arguments */
 	int64_t created_at, expires_at, decided_at, executed_at;
+	/* How the approved call ended, as its audit row says: exec_outcome
+	 * "ok", "error" or "not_run" ("" while unknown), the error or why it
+	 * did not run (owned or NULL), when, and that row's seq (0 = none). */
+	char exec_outcome[8];
+	char *exec_error;
+	int64_t exec_finished_at, exec_audit_seq;
 };
 /* Frees what a owns and zeroes it. */
 void gh_approval_clear(struct gh_approval *a);
@@ -372,6 +378,13 @@ enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const 
 				      const struct gh_audit_event *ev, struct gh_err *e);
 /* Sets executed_at once; GH_E_CONFLICT when already set. */
 enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e);
+/* Appends ev (the row saying how approved call id ended) and records on the
+ * approval its outcome ("ok", "error" or "not_run"), error (may be NULL),
+ * the time and the row's seq, in one transaction. The first outcome
+ * recorded stays. */
+enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,
+					   const char *outcome, const char *error,
+					   const struct gh_audit_event *ev, struct gh_err *e);
 /* Marks pending approvals past expiry as expired, appending an "expired"
  * audit row for each, in one transaction; fn gets each (after commit). */
 enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,
