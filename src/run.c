@@ -569,6 +569,45 @@ out:
 	return rc;
 }
 
+/* A model call that failed (not one the client cut short): the whole error,
+ * with the upstream's address and its own words, goes to the log and the
+ * audit log; the caller gets only the provider's name and what went wrong
+ * (shown is that shorter message). Best effort: the run fails either way. */
+static void audit_model_failed(struct run *r, const char *shown, const char *detail)
+{
+	struct gh_audit_event ev;
+	struct gh_err ae;
+	cJSON *d = cJSON_CreateObject();
+	char *dj;
+
+	gh_warn("run %s: model call failed: %s", r->run_id, detail);
+	if (!d)
+		return;
+	cJSON_AddStringToObject(d, "provider", r->agent->provider);
+	cJSON_AddStringToObject(d, "model", r->agent->model);
+	if (r->surface)
+		cJSON_AddStringToObject(d, "surface", r->surface);
+	dj = gh_json_dump(d);
+	cJSON_Delete(d);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "model_failed";
+	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev.agent_id = r->agent->id;
+	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev.run_id = r->run_id;
+	ev.source = "system";
+	ev.outcome = "error";
+	ev.duration_ms = -1;
+	ev.error = detail;
+	ev.reason = shown;
+	ev.detail = dj;
+	if (gh_store_audit_append(r->app->store, &ev, NULL, &ae) != GH_OK)
+		gh_error("audit: cannot record the failed model call of run %s: %s", r->run_id,
+			 ae.msg);
+	free(dj);
+}
+
 /* --------------------------------------------------------- tool calls */
 
 static cJSON *call_payload(const cJSON *c)
@@ -606,13 +645,16 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	int64_t t0 = gh_mono_ns(), dur;
 	enum gh_code rc;
 	struct gh_err te;
+	char detail[GH_ERR_MSG_MAX];
 
 	gh_err_clear(&te);
+	detail[0] = '\0';
 	if (t->src == GH_SRC_MEMORY)
 		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
 					 args, &result, &is_error, &te);
 	else
-		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
+		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
+				       sizeof(detail), &te);
 	dur = (gh_mono_ns() - t0) / 1000000;
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
@@ -629,7 +671,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			is_error ? gh_json_str(result, "error") : NULL, NULL, result, e);
+			!is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
+			result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -1042,7 +1085,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0};
 	struct gh_chat_response resp;
-	char *sys = NULL;
+	char *sys = NULL, detail[GH_ERR_MSG_MAX];
 	cJSON *msg = NULL, *content, *calls;
 	enum gh_code rc;
 	size_t i;
@@ -1065,6 +1108,9 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
 	req.stream = r->stream;
+	detail[0] = '\0';
+	req.error_detail = detail;
+	req.error_detail_cap = sizeof(detail);
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
 		ev.tool_delta = on_tool_delta;
@@ -1078,6 +1124,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
+		else
+			audit_model_failed(r, e->msg, detail[0] ? detail : e->msg);
 		/* a stream that broke mid tool call: the call never ran */
 		cJSON_ArrayForEach(pc, r->partial) {
 			const char *name = gh_json_str(pc, "toolName");
@@ -1094,8 +1142,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 			cJSON_AddStringToObject(c, "source",
 						gh_tool_source_name(t ? t->src : GH_SRC_SERVER));
 			audit_call(r, "failed", c, rc == GH_E_CANCELLED ? "cancelled" : "error", -1,
-				   e->msg, "the model's tool call did not arrive whole; not run",
-				   NULL, &ae);
+				   detail[0] ? detail : e->msg,
+				   "the model's tool call did not arrive whole; not run", NULL, &ae);
 			cJSON_Delete(c);
 		}
 		return rc;

@@ -151,6 +151,13 @@ class ApprovalsTest(GatewayTest):
         self.assertEqual((rows[0]["event"], rows[0]["outcome"]), ("failed", "error"))
         self.assertEqual(rows[0]["seq"], x["auditSeq"])
         self.assertEqual(rows[0]["error"], x["error"])
+        # the audit row names the tool's address; the model and the client
+        # hear what failed, not where the tool lives
+        self.assertIn("upstream http://127.0.0.1:", x["error"])
+        last = self.fake.requests(model=self.m)[-1]["body"]["messages"][-1]
+        self.assertEqual(last["role"], "tool")
+        self.assertIn("tool send_email failed: connection refused", last["content"])
+        self.assertNotIn("127.0.0.1", last["content"])
         # the owner reads the same through the approvals list
         st, lst, _ = gw.get("/api/approvals?status=approved", key=key)
         self.assertEqual(lst["approvals"][0]["execution"]["status"], "failed")
