@@ -137,7 +137,7 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 	struct gh_approval a;
 	struct gh_audit_event ev;
 	const struct gh_policy_conf *p = rq->who->policy;
-	char *args = NULL, detail[256];
+	char *args = NULL, detail[256], exp[GH_ISO8601_MAX];
 	struct gh_err ae;
 	enum gh_code rc;
 
@@ -166,9 +166,10 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 		return gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
 						       "the tool was not run");
 	}
+	gh_iso8601(a.expires_at, exp, sizeof(exp));
 	snprintf(detail, sizeof(detail),
-		 "{\"approval_id\":\"%s\",\"approver\":\"%s\",\"expires_at\":%lld%s%s%s}", a.id,
-		 a.approver, (long long)a.expires_at, rq->surface ? ",\"surface\":\"" : "",
+		 "{\"approval_id\":\"%s\",\"approver\":\"%s\",\"expires_at\":\"%s\"%s%s%s}", a.id,
+		 a.approver, exp, rq->surface ? ",\"surface\":\"" : "",
 		 rq->surface ? rq->surface : "", rq->surface ? "\"" : "");
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "approval_requested";

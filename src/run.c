@@ -789,6 +789,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			cJSON_AddStringToObject(p, "approver",
 						d.approver == GH_APPROVER_CALLER ? "caller" : "admin");
 			cJSON_AddStringToObject(p, "reason", d.rule);
+			gh_json_add_time(p, "expiresAt", expires);
 		}
 		emit(r, "tool-call-approval", p);
 		return GH_OK;
@@ -1322,8 +1323,9 @@ static void fill_result(struct run *r, struct gh_run_result *out, const char *st
 
 			gh_json_add_str(o, "id", gh_json_str(c, "approvalId"));
 			cJSON_AddStringToObject(o, "status", "pending");
-			cJSON_AddNumberToObject(o, "expiresAt", (double)gh_json_int(c, "expiresAt",
-										    0));
+			/* times on the JSON API are ISO-8601 strings (the run's
+			 * state keeps Unix ms) */
+			gh_json_add_time(o, "expiresAt", gh_json_int(c, "expiresAt", 0));
 			cJSON_AddItemToArray(out->approvals, o);
 		}
 	}

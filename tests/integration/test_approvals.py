@@ -73,6 +73,12 @@ class ApprovalsTest(GatewayTest):
         self.assertEqual([a["id"] for a in lst["approvals"]], [apr["id"]])
         st, one, _ = gw.get("/api/approvals/" + apr["id"], key=admin)
         self.assertEqual(one["runId"], b["runId"])
+        # one time format on the JSON API: ISO-8601, the same in both answers
+        self.assertRegex(apr["expiresAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertEqual(apr["expiresAt"], one["expiresAt"])
+        detail = json.loads(gw.query("SELECT detail FROM audit_events WHERE event = "
+                                     "'approval_requested'")[0]["detail"])
+        self.assertEqual(detail["expires_at"], one["expiresAt"])
         self.assertEqual(len(one["argsSha256"]), 64)
         st, r, _ = gw.get("/api/runs/" + b["runId"], key=key)
         self.assertEqual(r["status"], "suspended")
