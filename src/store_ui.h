@@ -48,6 +48,17 @@ enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int
 enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t bucket_ms,
 				  int nbuckets, cJSON **out, struct gh_err *e);
 
+/* The distinct values the audit log holds for dim (GH_AUDIT_DIM_TOOL,
+ * _EVENT or _OUTCOME; audit_index.h), for filters that offer them: from the
+ * filter index's postings (one seek per value) and the newest rows not yet
+ * indexed (at most the newest 8192 of them: while an upgraded log is still
+ * being indexed, values only in its older rows show up once indexed). fn
+ * gets each value once, in no particular order, at most max values;
+ * nonzero from fn stops. */
+enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
+				      int (*fn)(void *ud, const char *val), void *ud,
+				      struct gh_err *e);
+
 /* Pending approvals (not yet decided, whether or not past their expiry). */
 enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh_err *e);
 
