@@ -74,6 +74,11 @@ extern const struct gh_route gh_routes_openai[];
 extern const struct gh_route gh_routes_a2a[];
 extern const struct gh_route gh_routes_admin[];
 
+/* Where A2A agent cards say gatehouse is: server.public_url, else the
+ * address it listens on with port (a wildcard address is announced as
+ * loopback). Never anything a request says. */
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap);
+
 /* Starts listening (listen "HOST:PORT"; port 0 picks one). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e);

@@ -115,11 +115,24 @@ class A2ATest(GatewayTest):
             self.assertEqual(old["security"], [{"bearer": []}])
             self.assertIn("client-tools", old["capabilities"]["extensions"][0]["uri"])
 
-        # without public_url the card names the Host the client used
+        # without public_url the card names the listen address, whatever
+        # Host the client sends (a card built from it would send other
+        # clients wherever the asker liked), and serve warns at start
         gw2 = self.gateway(self.cfg(self.model()))
-        st, card, _ = gw2.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})
-        self.assertEqual(card["supportedInterfaces"][0]["url"],
-                         "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+        for host in (None, "evil.example:666", "127.0.0.1:1"):
+            st, card, _ = gw2.get("/.well-known/agent-card.json",
+                                  headers=dict({"A2A-Version": "1.0"},
+                                               **({"Host": host} if host else {})))
+            self.assertEqual(st, 200, card)
+            self.assertEqual(card["supportedInterfaces"][0]["url"],
+                             "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+            self.assertEqual(card["provider"]["url"], "http://127.0.0.1:%d" % gw2.port)
+            st, old, _ = gw2.get("/a2a/assistant/.well-known/agent-card.json",
+                                 headers={"Host": host} if host else None)
+            self.assertEqual(old["url"], "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+        self.assertIn("server.public_url is not set: A2A agent cards announce "
+                      "http://127.0.0.1:%d" % gw2.port, gw2.logs())
+        self.assertNotIn("server.public_url is not set", gw.logs())
         st, body, _ = gw2.get("/a2a/nobody/.well-known/agent-card.json")
         self.assertEqual(st, 404)
 
