@@ -283,6 +283,23 @@ export function toast(text, kind) {
 
 // --------------------------------------------------------------- dialogs
 
+// Shows dlg as a modal dialog (appended to the page, removed when it
+// closes). It belongs to the page it was opened on: navigating away (a
+// link, the browser's Back or Forward) closes it.
+export function openModal(dlg) {
+  const close = () => { if (dlg.open) dlg.close(); };
+  window.addEventListener('hashchange', close);
+  window.addEventListener('popstate', close);
+  dlg.addEventListener('close', () => {
+    window.removeEventListener('hashchange', close);
+    window.removeEventListener('popstate', close);
+    dlg.remove();
+  });
+  document.body.appendChild(dlg);
+  dlg.showModal();
+  return dlg;
+}
+
 // A modal confirmation; resolves true when confirmed.
 export function confirmDialog({ title, body, confirm = 'Confirm', danger = false }) {
   return new Promise((resolve) => {
@@ -296,9 +313,8 @@ export function confirmDialog({ title, body, confirm = 'Confirm', danger = false
     let result = false;
     ok.addEventListener('click', () => { result = true; dlg.close(); });
     cancel.addEventListener('click', () => dlg.close());
-    dlg.addEventListener('close', () => { dlg.remove(); resolve(result); });
-    document.body.appendChild(dlg);
-    dlg.showModal();
+    dlg.addEventListener('close', () => resolve(result));
+    openModal(dlg);
     cancel.focus();
   });
 }

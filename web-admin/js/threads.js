@@ -74,8 +74,8 @@ async function list(main, ctx, params) {
 }
 
 async function detail(main, ctx, id, params) {
-  await ctx.keys().catch(() => {});
   const t = await api(`/api/admin/threads/${encodeURIComponent(id)}`);
+  await ctx.keysFor(t.runs.map((r) => r.keyId));
   const total = t.messageCount;
   const lastPage = Math.max(0, Math.ceil(total / MSG_PAGE) - 1);
   const page = params.has('page') ? Math.min(lastPage, Math.max(0, Number(params.get('page')) || 0)) : lastPage;
