@@ -1505,7 +1505,7 @@ static void new_task(struct rpc *c, struct incoming *in, int stream, int64_t his
 	struct gh_err e;
 	cJSON *msgs = NULL, *um, *th = NULL;
 	const char *resource = in->resource_id;
-	int taken = 0, started = 0;
+	int started = 0;
 
 	memset(&t, 0, sizeof(t));
 	if (in->results) {
@@ -1519,16 +1519,8 @@ static void new_task(struct rpc *c, struct incoming *in, int stream, int64_t his
 		return;
 	}
 	if (in->context_id) {
-		if (gh_store_a2a_context_taken(app->store, who->key.owner, in->context_id, &taken,
-					       &e) != GH_OK) {
-			rpc_fail(c, &e);
-			return;
-		}
-		if (taken) {
-			rpc_error(c, RPC_INVALID_PARAMS, "params.message.contextId \"%s\" is in use; "
-				  "omit it to start a new context", in->context_id);
-			return;
-		}
+		/* contexts are threads, and thread ids are per owner: another
+		 * owner's context with this id is neither in the way nor seen */
 		gh_strlcpy(t.context_id, in->context_id, sizeof(t.context_id));
 		/* an existing thread keeps its resource */
 		if (!resource && gh_store_thread_get(app->store, who->key.owner, in->context_id,

@@ -158,12 +158,23 @@ static cJSON *run_json(struct gh_app *app, const struct gh_run_row *row)
 	return o;
 }
 
+/* A run by its id or, for its owner, by the name the owner gave it as
+ * runId (gh_run_named_id). */
 static int load_run_row(struct gh_req *r, const char *id, struct gh_run_row *row)
 {
+	const char *owner = r->who.admin ? NULL : r->who.key.owner;
+	enum gh_code rc;
 	struct gh_err e;
+	char named[GH_ID_MAX];
 
-	if (gh_store_run_get(r->app->store, r->who.admin ? NULL : r->who.key.owner, id, row, &e) !=
-	    GH_OK) {
+	rc = gh_store_run_get(r->app->store, owner, id, row, &e);
+	if (rc == GH_E_NOTFOUND && owner) {
+		gh_run_named_id(owner, id, named);
+		rc = gh_store_run_get(r->app->store, owner, named, row, &e);
+		if (rc == GH_E_NOTFOUND)
+			gh_err_set(&e, GH_E_NOTFOUND, "no run %s", id);
+	}
+	if (rc != GH_OK) {
 		gh_http_error(r, &e);
 		return -1;
 	}
@@ -362,9 +373,15 @@ static void tool_call_decision(struct gh_req *r, int approve_it, int as_stream)
 		goto out;
 	}
 	if (gh_json_str(body, "runId") && strcmp(gh_json_str(body, "runId"), ap.run_id)) {
-		gh_http_errorf(r, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s", tcid,
-			       ap.run_id, gh_json_str(body, "runId"));
-		goto out;
+		/* the run's id, or the name its owner gave it */
+		char named[GH_ID_MAX];
+
+		gh_run_named_id(ap.owner, gh_json_str(body, "runId"), named);
+		if (strcmp(named, ap.run_id)) {
+			gh_http_errorf(r, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s",
+				       tcid, ap.run_id, gh_json_str(body, "runId"));
+			goto out;
+		}
 	}
 	if (!strcmp(ap.status, "pending") &&
 	    (r->who.admin || !strcmp(ap.approver, "caller"))) {
@@ -592,15 +609,15 @@ static void explain(struct gh_req *r)
 
 /* ----------------------------------------------------------------- audit */
 
-static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[9][160])
+static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[10][160])
 {
 	static const char *const names[] = {"key", "agent", "thread", "run", "tool", "event",
-					    "outcome", "from", "to"};
-	const char *v[9];
+					    "outcome", "from", "to", "owner"};
+	const char *v[10];
 	int i;
 
 	memset(f, 0, sizeof(*f));
-	for (i = 0; i < 9; i++) {
+	for (i = 0; i < 10; i++) {
 		v[i] = gh_http_query(r, names[i], bufs[i], 160);
 		if (v[i] && !*v[i])
 			v[i] = NULL;
@@ -612,6 +629,8 @@ static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[9
 	f->tool_name = v[4];
 	f->event = v[5];
 	f->outcome = v[6];
+	/* thread and run ids are chosen per owner: owner tells them apart */
+	f->owner = v[9];
 	if (v[7] && gh_parse_time(v[7], &f->from_ms) != 0) {
 		gh_http_errorf(r, GH_E_BADREQ, "from: expected ISO-8601 UTC or Unix ms");
 		return -1;
@@ -632,7 +651,7 @@ static int collect_row(void *ud, const struct gh_audit_row *row)
 static void audit_query(struct gh_req *r)
 {
 	struct gh_audit_filter f;
-	char bufs[9][160], lim[16], cur[32];
+	char bufs[10][160], lim[16], cur[32];
 	int64_t limit = 50, cursor = 0, next = 0;
 	cJSON *o, *rows;
 	struct gh_err e;
@@ -797,7 +816,7 @@ static int export_row(void *ud, const struct gh_audit_row *row)
 static void audit_export(struct gh_req *r)
 {
 	struct gh_audit_filter f;
-	char bufs[9][160], fmt[16], hdr[256];
+	char bufs[10][160], fmt[16], hdr[256];
 	const char *format = gh_http_query(r, "format", fmt, sizeof(fmt));
 	struct export_ctx x;
 	int64_t cursor = 0, next = 0;

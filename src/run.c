@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "approvals.h"
 #include "audit.h"
 #include "buf.h"
@@ -1676,12 +1678,8 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 			gh_strlcpy(r.thread_id, rq->thread_id, sizeof(r.thread_id));
 			rc = gh_store_thread_get(app->store, rq->who->key.owner, rq->thread_id, &th, e);
 			if (rc == GH_E_NOTFOUND) {
-				/* another owner's thread looks exactly like none at all */
-				if (gh_store_thread_taken(app->store, rq->thread_id)) {
-					rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s",
-							rq->thread_id);
-					goto out;
-				}
+				/* thread ids are per owner: another owner's thread
+				 * with this id is not in the way, nor seen */
 				r.new_thread = 1;
 			} else if (rc != GH_OK) {
 				goto out;
@@ -1709,7 +1707,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 		} else {
 			cJSON *raw = NULL;
 
-			rc = gh_store_messages_recent(app->store, r.thread_id,
+			rc = gh_store_messages_recent(app->store, rq->who->key.owner, r.thread_id,
 						      (int)rq->agent->last_messages, &raw, e);
 			if (rc != GH_OK)
 				goto out;
@@ -1937,6 +1935,21 @@ out:
 }
 
 /* --------------------------------------------------------- stored runs */
+
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX])
+{
+	static const char label[] = "gatehouse run name";
+	unsigned char h[12];
+	crypto_generichash_state hs;
+
+	crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+	crypto_generichash_update(&hs, (const unsigned char *)label, sizeof(label));
+	crypto_generichash_update(&hs, (const unsigned char *)owner, strlen(owner) + 1);
+	crypto_generichash_update(&hs, (const unsigned char *)name, strlen(name));
+	crypto_generichash_final(&hs, h, sizeof(h));
+	memcpy(out, "run_", 4);
+	gh_hex(h, sizeof(h), out + 4);
+}
 
 cJSON *gh_run_pending_calls(const cJSON *state)
 {

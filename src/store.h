@@ -111,9 +111,11 @@ void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms);
 
 /* ------------------------------------------------------------- threads */
 
-/* A thread as the memory API shows it: {id, resourceId, agentId, title,
- * metadata, createdAt, updatedAt}. GH_E_NOTFOUND when the thread does not
- * exist or belongs to another owner (never tell the two apart). */
+/* Thread ids are unique per owner: a thread is (owner, id), and another
+ * owner's thread with the same id is a different thread, never in the way.
+ *
+ * A thread as the memory API shows it: {id, resourceId, agentId, title,
+ * metadata, createdAt, updatedAt}. GH_E_NOTFOUND when owner has none. */
 enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
 				 cJSON **out, struct gh_err *e);
 /* Threads of owner, newest first, filtered by agent and/or resource (NULL =
@@ -125,8 +127,6 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 enum gh_code gh_store_thread_create(struct gh_store *s, const char *owner, const char *id,
 				    const char *resource_id, const char *agent_id,
 				    const char *title, const cJSON *metadata, struct gh_err *e);
-/* 1 when a thread with this id exists under any owner (ids are global). */
-int gh_store_thread_taken(struct gh_store *s, const char *id);
 /* Any of title/metadata/resource_id may be NULL (unchanged). */
 enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
 				    const char *title, const cJSON *metadata,
@@ -134,10 +134,11 @@ enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const
 /* Deletes the thread with its messages. */
 enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const char *id,
 				    struct gh_err *e);
-/* The last `limit` messages of a thread, oldest first, as CoreMessages
- * {role, content}. */
-enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id, int limit,
-				      cJSON **out, struct gh_err *e);
+/* The last `limit` messages of owner's thread, oldest first, as
+ * CoreMessages {role, content}. */
+enum gh_code gh_store_messages_recent(struct gh_store *s, const char *owner,
+				      const char *thread_id, int limit, cJSON **out,
+				      struct gh_err *e);
 /* One page of a thread's messages, oldest first: {messages:[{id, threadId,
  * resourceId, role, content, type, createdAt, runId}], total, page,
  * perPage, hasMore}. Checks the owner (GH_E_NOTFOUND). */

@@ -25,8 +25,8 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 				 per_page, out, e);
 }
 
-enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
-				struct gh_err *e)
+enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const char *id,
+				cJSON **out, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st;
@@ -35,19 +35,20 @@ enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
 	int src;
 
 	*out = NULL;
-	if ((rc = store_thread_read(c, STORE_VIEW_ADMIN, NULL, id, &res, e)) != GH_OK)
+	if ((rc = store_thread_read(c, STORE_VIEW_ADMIN, owner, id, &res, e)) != GH_OK)
 		goto out;
 	if (!(runs = cJSON_AddArrayToObject(res, "runs"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
 	if (!(st = store_stmt(c, "SELECT id, status, agent_id, key_id, created_at, updated_at "
-				 "FROM runs WHERE thread_id = ? ORDER BY created_at DESC, id "
-				 "LIMIT 100", e))) {
+				 "FROM runs WHERE thread_id = ? AND owner = ? "
+				 "ORDER BY created_at DESC, id LIMIT 100", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
 	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, gh_json_str(res, "owner"));
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *r = cJSON_CreateObject();
 
@@ -75,15 +76,16 @@ out:
 	return rc;
 }
 
-enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int page,
-				  int per_page, int last, cJSON **out, struct gh_err *e)
+enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const char *thread_id,
+				  int page, int per_page, int last, cJSON **out,
+				  struct gh_err *e)
 {
 	*out = NULL;
 	if (last < 0 || last > 100 || (last == 0 && (page < 0 || per_page < 1 ||
 						       per_page > 100)))
 		return gh_err_set(e, GH_E_BADREQ, "last must be 1..100, or page >= 0 and perPage "
 				  "1..100");
-	return store_messages_list(s, STORE_VIEW_ADMIN, NULL, thread_id, page, per_page, last,
+	return store_messages_list(s, STORE_VIEW_ADMIN, owner, thread_id, page, per_page, last,
 				   out, e);
 }
 

@@ -26,19 +26,22 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 				 const char *resource_id, int page, int per_page, cJSON **out,
 				 struct gh_err *e);
 
-/* One thread of any owner, as in gh_store_ui_threads, plus its runs
- * (newest first, at most 100): runs:[{id, status, agentId, keyId,
- * createdAt, updatedAt}]. GH_E_NOTFOUND when absent. */
-enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
-				struct gh_err *e);
+/* One thread, as in gh_store_ui_threads, plus its runs (newest first, at
+ * most 100): runs:[{id, status, agentId, keyId, createdAt, updatedAt}].
+ * Thread ids are unique per owner: owner NULL finds the thread of any
+ * owner, and is GH_E_CONFLICT when several owners have one with this id.
+ * GH_E_NOTFOUND when absent. */
+enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const char *id,
+				cJSON **out, struct gh_err *e);
 
 /* A thread's messages, oldest first. last > 0: the last `last` messages
  * (page and per_page ignored); else one page. *out is {messages:[{id, seq,
  * threadId, role, content, runId, createdAt}], total, page, perPage,
- * hasMore}; with last, hasMore says older messages exist. GH_E_NOTFOUND when
- * the thread does not exist. */
-enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int page,
-				  int per_page, int last, cJSON **out, struct gh_err *e);
+ * hasMore}; with last, hasMore says older messages exist. owner as in
+ * gh_store_ui_thread. GH_E_NOTFOUND when the thread does not exist. */
+enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const char *thread_id,
+				  int page, int per_page, int last, cJSON **out,
+				  struct gh_err *e);
 
 /* Audit activity since since_ms: *out is {byEvent:{event: n, ...},
  * toolCalls: distinct tool call ids, buckets:[n...]} where buckets has

@@ -438,9 +438,27 @@ class A2ATest(GatewayTest):
         self.assertNotIn("Secret", json.dumps(e))
         self.err(gw, bob, "CancelTask", {"id": task["id"]}, -32001)
         self.err(gw, bob, "SendMessage", {"message": user_msg("hijack", taskId=task["id"])}, -32001)
-        self.err(gw, bob, "SendMessage",
-                 {"message": user_msg("join", contextId=task["contextId"])}, -32602)
+        # the same for an id no task ever had
+        self.err(gw, bob, "SendMessage", {"message": user_msg("hijack", taskId="task_none")},
+                 -32001)
         self.assertEqual(len(self.fake.requests(model=m)), 1)
+        # contexts are per owner: bob naming alice's context gets one of his
+        # own, exactly as for a context id nobody used; alice's stays hers
+        joined = self.send(gw, bob, "join", contextId=task["contextId"])
+        fresh = self.send(gw, bob, "join", contextId="ctx-nobody-used")
+        for t, ctx in ((joined, task["contextId"]), (fresh, "ctx-nobody-used")):
+            self.assertEqual(t["status"]["state"], "TASK_STATE_COMPLETED", t)
+            self.assertEqual(t["contextId"], ctx)
+        seen = self.fake.requests(model=m)[1]["body"]["messages"]
+        self.assertNotIn("Secret", json.dumps(seen))
+        rows = gw.query("SELECT owner FROM threads WHERE id = ? ORDER BY owner", task["contextId"])
+        self.assertEqual([r["owner"] for r in rows], ["alice", "bob"])
+        self.fake.script(m, {"text": "Still secret."})
+        again = self.send(gw, alice, "And?", contextId=task["contextId"])
+        self.assertEqual(again["status"]["state"], "TASK_STATE_COMPLETED")
+        sent = json.dumps(self.fake.requests(model=m)[-1]["body"]["messages"])
+        self.assertIn("Secret question", sent)
+        self.assertNotIn("join", sent)
         # bob's own context works
         mine = self.send(gw, bob, "My own question")
         self.assertEqual(mine["status"]["state"], "TASK_STATE_COMPLETED")

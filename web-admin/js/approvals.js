@@ -4,7 +4,7 @@
 
 import { api, withQuery } from './api.js';
 import {
-  ago, argsView, fmtTime, h, message, replace, route, routeQuery, shortId, tablist, toast, until,
+  ago, argsView, fmtTime, h, message, replace, routeQuery, shortId, tablist, threadRoute, toast, until,
 } from './dom.js';
 
 const FOLLOW_MS = 60000;
@@ -166,7 +166,7 @@ function contextView(a, open) {
     loaded = true;
     try {
       await runStored(a.runId);
-      const r = await api(withQuery(`/api/admin/threads/${encodeURIComponent(a.threadId)}/messages`, { last: 6 }));
+      const r = await api(withQuery(`/api/admin/threads/${encodeURIComponent(a.threadId)}/messages`, { last: 6, owner: a.owner }));
       replace(body, r.messages.length ? r.messages.map(message) : h('p', { class: 'sub' }, 'No messages yet.'),
         r.hasMore ? h('p', { class: 'sub' }, `${r.total - r.messages.length} earlier messages not shown.`) : null);
     } catch (err) {
@@ -211,7 +211,7 @@ function approvalCard(a, ctx, openContext) {
         h('h4', null, 'Context'),
         h('dl', { class: 'kv' },
           h('dt', null, 'Run'), h('dd', null, h('a', { href: routeQuery('audit', { run: a.runId }) }, h('code', null, shortId(a.runId)))),
-          h('dt', null, 'Thread'), h('dd', null, a.threadId ? h('a', { href: route('threads', a.threadId) }, h('code', null, shortId(a.threadId))) : '—'),
+          h('dt', null, 'Thread'), h('dd', null, a.threadId ? h('a', { href: threadRoute(a.threadId, a.owner) }, h('code', null, shortId(a.threadId))) : '—'),
           h('dt', null, 'Policy'), h('dd', null, `${a.policy || 'default'} (${a.policyVersion || '—'})`),
           h('dt', null, 'Tool call'), h('dd', null, h('code', null, shortId(a.toolCallId)))),
         a.threadId ? contextView(a, openContext) : null)),

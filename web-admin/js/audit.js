@@ -3,10 +3,10 @@
 
 import { api, withQuery } from './api.js';
 import {
-  argsView, fmtShort, fmtTime, h, longValue, openModal, replace, route, routeQuery, shortId, trunc,
+  argsView, fmtShort, fmtTime, h, longValue, openModal, replace, routeQuery, shortId, threadRoute, trunc,
 } from './dom.js';
 
-const FILTERS = ['from', 'to', 'key', 'agent', 'thread', 'run', 'tool', 'event', 'outcome'];
+const FILTERS = ['from', 'to', 'key', 'agent', 'thread', 'run', 'tool', 'event', 'outcome', 'owner'];
 const PAGE = 50;
 
 // Cursors of the pages before the current one, per filter.
@@ -115,7 +115,7 @@ export function rowDetail(row, ctx) {
   ].filter(([, v]) => v !== null && v !== undefined && v !== '');
   const links = [];
   if (row.runId) links.push(h('a', { href: routeQuery('audit', { run: row.runId }) }, 'All rows of this run'));
-  if (row.threadId) links.push(h('a', { href: route('threads', row.threadId) }, 'Open the thread'));
+  if (row.threadId) links.push(h('a', { href: threadRoute(row.threadId, row.owner) }, 'Open the thread'));
   const dlg = h('dialog', { 'aria-labelledby': 'audit-detail-title' },
     h('div', { class: 'dialog-head' }, title, close),
     h('div', { class: 'dialog-body' },
@@ -199,6 +199,7 @@ export async function render(main, ctx, { params }) {
     agent: select('f-agent', f.agent, (cfg.agents || []).map((a) => [a.id, a.id]), 'Any agent'),
     thread: h('input', { id: 'f-thread', value: f.thread, placeholder: 'thread id', spellcheck: 'false' }),
     run: h('input', { id: 'f-run', value: f.run, placeholder: 'run_…', spellcheck: 'false' }),
+    owner: h('input', { id: 'f-owner', value: f.owner, placeholder: 'owner', spellcheck: 'false' }),
     tool: select('f-tool', f.tool, pairs(known.tools), 'Any tool'),
     event: select('f-event', f.event, pairs(known.events), 'Any event'),
     outcome: select('f-outcome', f.outcome, pairs(known.outcomes), 'Any outcome'),
@@ -215,7 +216,7 @@ export async function render(main, ctx, { params }) {
     field('f-key', 'Key', inputs.key), field('f-agent', 'Agent', inputs.agent),
     field('f-tool', 'Tool', inputs.tool), field('f-event', 'Event', inputs.event),
     field('f-outcome', 'Outcome', inputs.outcome), field('f-thread', 'Thread', inputs.thread),
-    field('f-run', 'Run', inputs.run),
+    field('f-run', 'Run', inputs.run), field('f-owner', 'Owner', inputs.owner),
     h('div', { class: 'quick' }, h('span', null, 'Time range:'),
       quick('Last hour', 3600e3), quick('Last 24 h', 86400e3), quick('Last 7 days', 7 * 86400e3), quick('All time', 0)),
     h('div', { class: 'actions' },

@@ -74,6 +74,15 @@ export function route(...parts) {
   return '#/' + parts.map((p) => encodeURIComponent(p)).join('/');
 }
 
+// A thread's page: thread ids are unique per owner, so the owner is part
+// of the address.
+export function threadRoute(id, owner, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries({ owner, ...params })) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return route('threads', id) + (s ? `?${s}` : '');
+}
+
 export function routeQuery(path, params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
