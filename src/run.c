@@ -551,9 +551,14 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 				  : !strcmp(event, "executed") ||
 				    (!strcmp(event, "client_result") && !strcmp(outcome, "ok"))
 					  ? "ok" : "error";
+		/* the approval's owner reads it: the error the caller saw (an
+		 * HTTP tool's address stays in the audit row's error) */
+		const char *said = !strcmp(how, "ok") ? NULL
+				   : result && gh_json_str(result, "error") ? gh_json_str(result, "error")
+				   : error ? error : reason;
 
-		rc = gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how,
-						  error ? error : reason, &ev, &ae);
+		rc = gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how, said,
+						  &ev, &ae);
 	} else {
 		rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
 	}

@@ -150,16 +150,16 @@ class ApprovalsTest(GatewayTest):
         self.assertEqual(st, 200, a)
         x = a["execution"]
         self.assertEqual(x["status"], "failed", a)
-        self.assertIn("connection refused", x["error"])
+        self.assertEqual(x["error"], "tool send_email failed: connection refused")
         rows = gw.query("SELECT seq, event, outcome, error FROM audit_events "
                         "WHERE tool_name = 'send_email' AND event IN ('executed', 'failed')")
         self.assertEqual(len(rows), 1, rows)
         self.assertEqual((rows[0]["event"], rows[0]["outcome"]), ("failed", "error"))
         self.assertEqual(rows[0]["seq"], x["auditSeq"])
-        self.assertEqual(rows[0]["error"], x["error"])
-        # the audit row names the tool's address; the model and the client
-        # hear what failed, not where the tool lives
-        self.assertIn("upstream http://127.0.0.1:", x["error"])
+        # the audit row names the tool's address; the model, the client and
+        # the approval's owner hear what failed, not where the tool lives
+        self.assertIn("tool send_email failed: upstream http://127.0.0.1:", rows[0]["error"])
+        self.assertIn("connection refused", rows[0]["error"])
         last = self.fake.requests(model=self.m)[-1]["body"]["messages"][-1]
         self.assertEqual(last["role"], "tool")
         self.assertIn("tool send_email failed: connection refused", last["content"])
