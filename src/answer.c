@@ -33,9 +33,15 @@ static enum gh_code find(struct gh_app *app, const struct gh_principal *who,
 		gh_err_set(e, GH_E_NOTFOUND, "no approval is waiting for toolCallId %s",
 			   a->tool_call_id ? a->tool_call_id : "");
 	if (rc == GH_OK && a->run_id && strcmp(a->run_id, out->run_id)) {
-		rc = gh_err_set(e, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s",
-				a->tool_call_id, out->run_id, a->run_id);
-		gh_approval_clear(out);
+		/* the run's id, or the name its owner gave it */
+		char named[GH_ID_MAX];
+
+		gh_run_named_id(out->owner, a->run_id, named);
+		if (strcmp(named, out->run_id)) {
+			rc = gh_err_set(e, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s",
+					a->tool_call_id, out->run_id, a->run_id);
+			gh_approval_clear(out);
+		}
 	}
 	return rc;
 }

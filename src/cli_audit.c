@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "audit_index.h"
 #include "audit_verify.h"
 #include "cli_common.h"
@@ -27,10 +28,8 @@ static const char usage_audit[] =
 	"filters: --from TIME --to TIME (ISO-8601 UTC or Unix ms) --key KEY_ID|NAME\n"
 	"         --agent ID --thread ID --run ID --tool NAME --event EVENT --outcome OUTCOME\n"
 	"         --key takes a key's id or its name (a name two keys share is refused).\n"
-	"         --event takes one of: allowed denied rate_limited approval_requested\n"
-	"         approved expired executed failed client_result key_created key_revoked\n"
-	"         admin_created admin_disabled admin_enabled admin_password_changed\n"
-	"         admin_login admin_login_failed admin_logout policy_reload\n"
+	"         --event takes an event of the audit log (README: The audit log);\n"
+	"         an unknown one is refused with the list of events.\n"
 	"\n"
 	"tail    the newest N rows (default 20), oldest of them first.\n"
 	"query   one page, newest first; prints the cursor for the next page.\n"
@@ -43,19 +42,12 @@ static const char usage_audit[] =
 	"        damaged); queries stay correct meanwhile, only slower.\n"
 	"pubkey  prints the Ed25519 public key that signs checkpoints (hex).\n";
 
-/* Every event the audit log records (README: The audit log). */
-static const char *const events[] = {
-	"allowed", "denied", "rate_limited", "approval_requested", "approved", "expired",
-	"executed", "failed", "client_result", "key_created", "key_revoked", "admin_created",
-	"admin_disabled", "admin_enabled", "admin_password_changed", "admin_login",
-	"admin_login_failed", "admin_logout", "policy_reload", NULL};
-
 static int known_event(const char *ev)
 {
 	size_t i;
 
-	for (i = 0; events[i]; i++)
-		if (!strcmp(events[i], ev))
+	for (i = 0; gh_audit_event_names[i]; i++)
+		if (!strcmp(gh_audit_event_names[i], ev))
 			return 1;
 	return 0;
 }
@@ -79,8 +71,8 @@ static int build_filter(const struct filter_opts *f, struct gh_audit_filter *out
 		size_t i;
 
 		fprintf(stderr, "gatehouse: --event: no event is called \"%s\"; events:", f->event);
-		for (i = 0; events[i]; i++)
-			fprintf(stderr, " %s", events[i]);
+		for (i = 0; gh_audit_event_names[i]; i++)
+			fprintf(stderr, " %s", gh_audit_event_names[i]);
 		fputc('\n', stderr);
 		return -1;
 	}

@@ -79,6 +79,11 @@ extern const struct gh_route gh_routes_a2a_cards[];   /* http_a2a_card.c */
 extern const struct gh_route gh_routes_admin[];       /* http_admin.c */
 extern const struct gh_route gh_routes_login[];       /* http_login.c */
 
+/* Where A2A agent cards say gatehouse is: server.public_url, else the
+ * address it listens on with port (a wildcard address is announced as
+ * loopback). Never anything a request says. */
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap);
+
 /* Starts listening (listen "HOST:PORT"; port 0 picks one). When the
  * address cannot be bound, GH_E_IO with "cannot listen on HOST:PORT: "
  * and the system's reason ("Address already in use"). */

@@ -694,39 +694,29 @@ out:
 	gh_a2a_task_clear(&t);
 }
 
-/* The context a new task runs in: the one the client names (when it is not
- * another owner's), or a new one; and its resource. -1 answered. */
-static int new_context(struct rpc *c, const struct gh_a2a_incoming *in, struct gh_a2a_task *t,
-		       const char **resource)
+/* The context a new task runs in: the one the client names, or a new one;
+ * and its resource. */
+static void new_context(struct rpc *c, const struct gh_a2a_incoming *in, struct gh_a2a_task *t,
+			const char **resource)
 {
-	struct gh_app *app = c->r->app;
-	const char *owner = c->r->who.key.owner;
 	struct gh_err e;
 	cJSON *th = NULL;
-	int taken = 0;
 
 	*resource = in->resource_id;
 	if (!in->context_id) {
 		gh_id_new("ctx_", t->context_id, sizeof(t->context_id));
 		if (!*resource)
 			*resource = "a2a";
-		return 0;
+		return;
 	}
-	if (gh_store_a2a_context_taken(app->store, owner, in->context_id, &taken, &e) != GH_OK) {
-		rpc_fail(c, &e);
-		return -1;
-	}
-	if (taken) {
-		rpc_error(c, GH_RPC_INVALID_PARAMS, "params.message.contextId \"%s\" is in use; "
-			  "omit it to start a new context", in->context_id);
-		return -1;
-	}
+	/* contexts are threads, and thread ids are per owner: another owner's
+	 * context with this id is neither in the way nor seen */
 	gh_strlcpy(t->context_id, in->context_id, sizeof(t->context_id));
 	/* an existing thread keeps its resource */
-	if (!*resource && gh_store_thread_get(app->store, owner, in->context_id, &th, &e) != GH_OK)
+	if (!*resource && gh_store_thread_get(c->r->app->store, c->r->who.key.owner,
+					      in->context_id, &th, &e) != GH_OK)
 		*resource = "a2a";
 	cJSON_Delete(th);
-	return 0;
 }
 
 /* Refusals a new task's message earns before any task exists. -1 answered. */
@@ -795,8 +785,10 @@ static void new_task(struct rpc *c, struct gh_a2a_incoming *in, int stream, int6
 
 	memset(&t, 0, sizeof(t));
 	memset(&s, 0, sizeof(s));
-	if (new_refused(c, in) != 0 || new_context(c, in, &t, &resource) != 0 ||
-	    tools_refused(c, in) != 0)
+	if (new_refused(c, in) != 0)
+		return;
+	new_context(c, in, &t, &resource);
+	if (tools_refused(c, in) != 0)
 		return;
 	msgs = cJSON_CreateArray();
 	um = cJSON_CreateObject();

@@ -3,7 +3,9 @@
  * and how to talk to it:
  *   GET /.well-known/agent-card.json              the default agent's card
  *   GET /a2a/:agentId/.well-known/agent-card.json an agent's card
- * (and the older agent.json names). The card follows A2A-Version: 1.x gets
+ * (and the older agent.json names). Cards announce server.public_url, else
+ * the listen address (never the request's Host). The card follows
+ * A2A-Version: 1.x gets
  * the 1.0 card, 0.x or no header the 0.3 card (which also lists the 1.0
  * interfaces). Both declare the client-tools extension (wire_a2a.h).
  * Per request, on the worker thread.
@@ -11,18 +13,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <civetweb.h>
+
 #include "http.h"
 #include "json.h"
 #include "util.h"
 #include "wire_a2a.h"
 
-/* Where clients reach gatehouse: server.public_url, else the scheme and
- * the Host the client used (when it looks like a host). */
-static void base_url(struct gh_req *r, char *out, size_t cap)
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap)
 {
-	const char *pub = r->app->cfg->server.public_url;
-	const char *host = gh_http_header(r, "Host");
-	size_t n;
+	const char *pub = app->cfg->server.public_url;
+	const char *listen = app->listen ? app->listen : app->cfg->server.listen;
+	const char *colon = listen ? strrchr(listen, ':') : NULL;
+	char host[256];
+	size_t n = colon ? (size_t)(colon - listen) : 0;
 
 	if (pub && *pub) {
 		gh_strlcpy(out, pub, cap);
@@ -31,11 +35,25 @@ static void base_url(struct gh_req *r, char *out, size_t cap)
 			out[--n] = '\0';
 		return;
 	}
-	if (!host || !*host || strlen(host) > 255 ||
-	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
-		    strlen(host))
-		host = r->app->cfg->server.listen;
-	snprintf(out, cap, "http://%s", host);
+	/* the Host header is the client's to say: a card built from it would
+	 * send other clients wherever the asker liked */
+	if (n >= sizeof(host))
+		n = sizeof(host) - 1;
+	if (n)
+		memcpy(host, listen, n);
+	host[n] = '\0';
+	if (!n || !strcmp(host, "0.0.0.0"))
+		gh_strlcpy(host, "127.0.0.1", sizeof(host));
+	else if (!strcmp(host, "[::]"))
+		gh_strlcpy(host, "[::1]", sizeof(host));
+	snprintf(out, cap, "http://%s:%d", host, port);
+}
+
+/* Where clients reach gatehouse: the port is the one this request came in
+ * on (a listening port: port 0 in the config means one picked at start). */
+static void base_url(struct gh_req *r, char *out, size_t cap)
+{
+	gh_a2a_base_url(r->app, r->ri->server_port, out, cap);
 }
 
 static cJSON *iface(const char *url, const char *version)

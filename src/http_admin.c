@@ -7,7 +7,7 @@
  *   POST /api/admin/login|logout|password   GET /api/admin/me   (http_login.c)
  *   GET  /api/admin/overview         pending approvals, last 24 h of activity
  *   GET  /api/admin/threads[?agentId&resourceId&owner&page&perPage]
- *   GET  /api/admin/threads/:id      GET /api/admin/threads/:id/messages[?page&perPage|last]
+ *   GET  /api/admin/threads/:id[?owner]  GET /api/admin/threads/:id/messages[?owner&page&perPage|last]
  *   GET  /api/approvals/events       SSE: snapshot, approval-requested, approval-decided
  *   GET  /api/keys                   POST /api/keys   POST /api/keys/:id/revoke
  *   GET  /api/policies               the effective policies, agents and tools
@@ -201,10 +201,12 @@ static void threads(struct gh_req *r)
 
 static void thread_get(struct gh_req *r)
 {
+	char owner[GH_NAME_MAX + 1];
 	cJSON *out;
 	struct gh_err e;
 
-	if (gh_store_ui_thread(r->app->store, r->params[0], &out, &e) != GH_OK) {
+	if (gh_store_ui_thread(r->app->store, query(r, "owner", owner, sizeof(owner)),
+			       r->params[0], &out, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}
@@ -213,6 +215,7 @@ static void thread_get(struct gh_req *r)
 
 static void thread_messages(struct gh_req *r)
 {
+	char owner[GH_NAME_MAX + 1];
 	int64_t page, per, last;
 	cJSON *out;
 	struct gh_err e;
@@ -221,8 +224,8 @@ static void thread_messages(struct gh_req *r)
 	    query_int(r, "perPage", 1, 100, 50, &per) != 0 ||
 	    query_int(r, "last", 1, 100, 0, &last) != 0)
 		return;
-	if (gh_store_ui_messages(r->app->store, r->params[0], (int)page, (int)per, (int)last, &out,
-				 &e) != GH_OK) {
+	if (gh_store_ui_messages(r->app->store, query(r, "owner", owner, sizeof(owner)),
+				 r->params[0], (int)page, (int)per, (int)last, &out, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}

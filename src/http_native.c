@@ -254,7 +254,7 @@ static void stream(struct gh_req *r)
 	if (gh_run_generate(r->app, &nr.rq, &s.sink, &res, &e) != GH_OK)
 		/* a run that had begun already told the client; one that
 		 * failed up front (policy, conflict) says it here */
-		stream_fail(&s, nr.run_id, &e);
+		stream_fail(&s, nr.rq.run_id, &e);
 	else
 		gh_run_result_clear(&res);
 	gh_http_stream_end(&s.hs, 1);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "approvals.h"
 #include "audit.h"
 #include "buf.h"
@@ -231,6 +233,30 @@ static void emit_call(struct run *r, enum gh_run_event_kind kind, const cJSON *c
 
 /* --------------------------------------------------------------- audit */
 
+/* Appends ev. After its decision, every row about an approval-bound call
+ * says how the approved call ended: the approval records it too. */
+static enum gh_code audit_append(struct run *r, const char *event, const cJSON *c,
+				 const char *outcome, const char *error, const char *reason,
+				 const cJSON *result, const struct gh_audit_event *ev,
+				 struct gh_err *ae)
+{
+	const char *how, *said;
+
+	if (!gh_json_str(c, "approvalId"))
+		return gh_store_audit_append(r->app->store, ev, NULL, ae);
+	how = !strcmp(event, "denied") ? "not_run"
+	      : !strcmp(event, "executed") ||
+			(!strcmp(event, "client_result") && !strcmp(outcome, "ok"))
+		      ? "ok" : "error";
+	/* the approval's owner reads it: the error the caller saw (an HTTP
+	 * tool's address stays in the audit row's error) */
+	said = !strcmp(how, "ok") ? NULL
+	       : result && gh_json_str(result, "error") ? gh_json_str(result, "error")
+	       : error ? error : reason;
+	return gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how, said, ev,
+					    ae);
+}
+
 /* Writes one audit row about call c and waits for its commit. A failure is
  * GH_E_UNAVAILABLE: the caller must not run the tool (fail closed). */
 static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
@@ -278,7 +304,7 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 	ev.error = error;
 	ev.reason = reason;
 	ev.detail = detail;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	rc = audit_append(r, event, c, outcome, error, reason, result, &ev, &ae);
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, ev.tool_name,
 			 r->run_id, ae.msg);
@@ -293,6 +319,45 @@ out:
 	return rc;
 }
 
+/* A model call that failed (not one the client cut short): the whole error,
+ * with the upstream's address and its own words, goes to the log and the
+ * audit log; the caller gets only the provider's name and what went wrong
+ * (shown is that shorter message). Best effort: the run fails either way. */
+static void audit_model_failed(struct run *r, const char *shown, const char *detail)
+{
+	struct gh_audit_event ev;
+	struct gh_err ae;
+	cJSON *d = cJSON_CreateObject();
+	char *dj;
+
+	gh_warn("run %s: model call failed: %s", r->run_id, detail);
+	if (!d)
+		return;
+	cJSON_AddStringToObject(d, "provider", r->agent->provider);
+	cJSON_AddStringToObject(d, "model", r->agent->model);
+	if (r->surface)
+		cJSON_AddStringToObject(d, "surface", r->surface);
+	dj = gh_json_dump(d);
+	cJSON_Delete(d);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "model_failed";
+	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev.agent_id = r->agent->id;
+	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev.run_id = r->run_id;
+	ev.source = "system";
+	ev.outcome = "error";
+	ev.duration_ms = -1;
+	ev.error = detail;
+	ev.reason = shown;
+	ev.detail = dj;
+	if (gh_store_audit_append(r->app->store, &ev, NULL, &ae) != GH_OK)
+		gh_error("audit: cannot record the failed model call of run %s: %s", r->run_id,
+			 ae.msg);
+	free(dj);
+}
+
 /* --------------------------------------------------------- tool calls */
 
 /* Runs an allowed server or memory tool, with its "executed"/"failed" row
@@ -305,13 +370,16 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	int64_t t0 = gh_mono_ns(), dur;
 	enum gh_code rc;
 	struct gh_err te;
+	char detail[GH_ERR_MSG_MAX];
 
 	gh_err_clear(&te);
+	detail[0] = '\0';
 	if (t->src == GH_SRC_MEMORY)
 		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
 					 args, &result, &is_error, &te);
 	else
-		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
+		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
+				       sizeof(detail), &te);
 	dur = (gh_mono_ns() - t0) / 1000000;
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
@@ -328,7 +396,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			is_error ? gh_json_str(result, "error") : NULL, NULL, result, e);
+			!is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
+			result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -870,7 +939,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL};
 	struct gh_chat_response resp;
-	char *sys;
+	char *sys, detail[GH_ERR_MSG_MAX];
 	enum gh_code rc;
 
 	if (r->sink) {
@@ -898,12 +967,17 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 		cJSON_Delete(r->partial);
 		r->partial = cJSON_CreateArray();
 	}
+	detail[0] = '\0';
+	req.error_detail = detail;
+	req.error_detail_cap = sizeof(detail);
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
 	free(sys);
 	if (rc != GH_OK) {
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
-		audit_partial(r, rc, e->msg);
+		else
+			audit_model_failed(r, e->msg, detail[0] ? detail : e->msg);
+		audit_partial(r, rc, detail[0] ? detail : e->msg);
 		return rc;
 	}
 	add_usage(r, resp.input_tokens, resp.output_tokens);
@@ -1025,8 +1099,9 @@ static void fill_calls(struct run *r, struct gh_run_result *out)
 
 			gh_json_add_str(o, "id", gh_json_str(c, "approvalId"));
 			cJSON_AddStringToObject(o, "status", "pending");
-			cJSON_AddNumberToObject(o, "expiresAt", (double)gh_json_int(c, "expiresAt",
-										    0));
+			/* times on the JSON API are ISO-8601 strings (the run's
+			 * state keeps Unix ms) */
+			gh_json_add_time(o, "expiresAt", gh_json_int(c, "expiresAt", 0));
 			cJSON_AddItemToArray(out->approvals, o);
 		}
 	}
@@ -1335,8 +1410,8 @@ static enum gh_code init_run(struct run *r, struct gh_app *app, const struct gh_
 	return GH_OK;
 }
 
-/* A named thread of the caller: its resource, or a new thread when the id
- * is free. Another owner's thread looks exactly like none at all. */
+/* A named thread of the caller: its resource, or a new thread when the
+ * caller has none by that id. */
 static enum gh_code open_thread(struct run *r, const struct gh_run_request *rq,
 				struct gh_err *e)
 {
@@ -1349,8 +1424,8 @@ static enum gh_code open_thread(struct run *r, const struct gh_run_request *rq,
 	gh_strlcpy(r->thread_id, rq->thread_id, sizeof(r->thread_id));
 	rc = gh_store_thread_get(r->app->store, rq->who->key.owner, rq->thread_id, &th, e);
 	if (rc == GH_E_NOTFOUND) {
-		if (gh_store_thread_taken(r->app->store, rq->thread_id))
-			return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", rq->thread_id);
+		/* thread ids are per owner: another owner's thread with this id
+		 * is not in the way, nor seen */
 		r->new_thread = 1;
 		return GH_OK;
 	}
@@ -1385,8 +1460,9 @@ static enum gh_code load_history(struct run *r, const struct gh_run_request *rq,
 			r->new_thread = 1;
 		}
 		if (!r->new_thread) {
-			rc = gh_store_messages_recent(r->app->store, r->thread_id,
-						      (int)rq->agent->last_messages, &raw, e);
+			rc = gh_store_messages_recent(r->app->store, rq->who->key.owner,
+						      r->thread_id, (int)rq->agent->last_messages,
+						      &raw, e);
 			if (rc != GH_OK)
 				return rc;
 			*out = gh_messages_sanitize_history(raw);
@@ -1538,7 +1614,8 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 	gh_approval_args_hash(cJSON_GetObjectItemCaseSensitive(c, "args"), hash);
 	if (strcmp(hash, a->args_sha256) || !t ||
 	    strcmp(a->policy_version, r->policy ? r->policy->version : ""))
-		return refuse(r, c, "denied", "denied", NULL, "approval void",
+		return refuse(r, c, "denied", "denied", NULL, "approval void: the arguments or the "
+			      "policy changed since it was granted",
 			      gh_json_error_result("approval %s no longer applies (the arguments or the "
 					   "policy changed)", a->id), e);
 	if (t->src == GH_SRC_CLIENT) {
@@ -1666,4 +1743,19 @@ out:
 	gh_run_row_clear(&row);
 	run_free(&r);
 	return rc;
+}
+
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX])
+{
+	static const char label[] = "gatehouse run name";
+	unsigned char h[12];
+	crypto_generichash_state hs;
+
+	crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+	crypto_generichash_update(&hs, (const unsigned char *)label, sizeof(label));
+	crypto_generichash_update(&hs, (const unsigned char *)owner, strlen(owner) + 1);
+	crypto_generichash_update(&hs, (const unsigned char *)name, strlen(name));
+	crypto_generichash_final(&hs, h, sizeof(h));
+	memcpy(out, "run_", 4);
+	gh_hex(h, sizeof(h), out + 4);
 }

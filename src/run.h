@@ -200,7 +200,8 @@ struct gh_run_request {
 	const struct gh_agent_conf *agent;
 	const char *thread_id;       /* NULL: a new thread (when memory is enabled) */
 	const char *resource_id;     /* NULL: "default" */
-	const char *run_id;          /* NULL: generated */
+	const char *run_id;          /* NULL: generated (a client's runId goes through
+				      * gh_run_named_id first) */
 	const char *thread_title;    /* for a new thread */
 	const cJSON *messages;       /* the client's CoreMessages (normalised); borrowed */
 	const cJSON *client_defs;    /* from gh_tools_client_defs (may be NULL); borrowed */
@@ -258,6 +259,13 @@ enum gh_code gh_run_agent(struct gh_app *app, const struct gh_principal *who, co
  * before). */
 enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *run_id,
 			     struct gh_run_view *out, struct gh_err *e);
+
+/* The id of the run a client names with runId. Run ids are global, but a
+ * client's name for a run is only its owner's: the id is derived from the
+ * owner and the name ("run_" and 24 hex digits), so the same name never
+ * collides with, takes over or reveals another owner's run, and an owner
+ * naming a run twice gets "already exists" like any taken id. */
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX]);
 
 /* 1 when a request of this process holds run_id (of owner; NULL = any):
  * it is running here, stored or not yet, and gh_run_cancel can stop it. */

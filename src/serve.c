@@ -255,6 +255,14 @@ static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 		c->cfg->npolicies);
 	printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1", gh_http_port(http));
 	fflush(stdout);
+	if (!c->cfg->server.public_url || !*c->cfg->server.public_url) {
+		char url[320];
+
+		gh_a2a_base_url(app, gh_http_port(http), url, sizeof(url));
+		gh_warn("server.public_url is not set: A2A agent cards announce %s (the listen "
+			"address); set server.public_url to the address clients use to reach "
+			"gatehouse", url);
+	}
 }
 
 int gh_cmd_serve(struct gh_cli *c)
@@ -270,6 +278,7 @@ int gh_cmd_serve(struct gh_cli *c)
 	memset(&app, 0, sizeof(app));
 	memset(&cr, 0, sizeof(cr));
 	app.cfg = c->cfg;
+	app.listen = listen;
 	app.started_ms = gh_now_ms();
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);

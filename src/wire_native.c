@@ -85,7 +85,11 @@ enum gh_code gh_native_parse(const cJSON *body, const struct gh_principal *who,
 	out->rq.agent = a;
 	out->rq.thread_id = out->thread_id;
 	out->rq.resource_id = out->resource_id;
-	out->rq.run_id = out->run_id;
+	if (out->run_id) {
+		/* runId is a name within the caller's owner */
+		gh_run_named_id(who->key.owner, out->run_id, out->named_run);
+		out->rq.run_id = out->named_run;
+	}
 	out->rq.messages = out->messages;
 	out->rq.client_defs = out->client_defs;
 	out->rq.max_steps = out->max_steps;
@@ -214,6 +218,13 @@ static int put_approval(struct gh_buf *b, const struct gh_run_event *ev)
 		rc = put_str(b, "approver", ev->approver);
 	if (rc == GH_BUF_OK)
 		rc = put_str(b, "reason", ev->rule);
+	if (rc == GH_BUF_OK && ev->call->approval_expires_at > 0) {
+		char ts[GH_ISO8601_MAX];
+
+		/* times on the JSON API are ISO-8601 strings */
+		gh_iso8601(ev->call->approval_expires_at, ts, sizeof(ts));
+		rc = put_str(b, "expiresAt", ts);
+	}
 	return rc == GH_BUF_OK ? gh_buf_putc(b, '}') : rc;
 }
 

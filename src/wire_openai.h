@@ -44,9 +44,10 @@ void gh_openai_req_free(struct gh_openai_req *q);
  * without control characters (it goes back out in a response header). */
 enum gh_code gh_openai_check_id(const char *v, const char *field, struct gh_err *e);
 
-/* The thread "user" names: thread ids are global, "user" is unique only
- * within one owner and agent, so it is derived from all three:
- * "usr_" + 24 hex digits. */
+/* The thread "user" names: "user" is unique within one owner and one agent,
+ * so the thread is derived from all three (thread ids are per owner; the
+ * owner stays in the hash so existing threads keep theirs): "usr_" + 24
+ * hex digits. */
 void gh_openai_user_thread(const char *owner, const char *agent, const char *user,
 			   char out[GH_ID_MAX]);
 

@@ -48,6 +48,13 @@ const ctx = {
     }
     return this.keyCache;
   },
+  // Loads the keys again when one of ids is not known yet (a key created
+  // since the list was loaded), so labels name every key.
+  async keysFor(ids) {
+    const cache = await this.keys().catch(() => null);
+    if (!cache || [...ids].every((id) => !id || cache.has(id))) return;
+    await this.keys(true).catch(() => {});
+  },
   // Policies, agents and tools from the config (never changes while running).
   async config() {
     if (!this.configCache) this.configCache = await api('/api/policies');
