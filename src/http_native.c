@@ -125,20 +125,48 @@ static void get_agent(struct gh_req *r)
 
 /* -------------------------------------------------------------- generate */
 
-static void generate(struct gh_req *r)
+/* The agent the path names and the request body (the caller frees it);
+ * NULL after answering when either is refused. */
+static const struct gh_agent_conf *agent_and_body(struct gh_req *r, cJSON **body)
 {
 	const struct gh_agent_conf *a = find_agent(r, r->params[0]);
+	struct gh_err e;
+
+	*body = NULL;
+	if (a && gh_http_body_object(r, body, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		return NULL;
+	}
+	return a;
+}
+
+/* A generate/stream request parsed into nr (free it and the body after);
+ * -1 after answering when it is refused. */
+static int parse_run(struct gh_req *r, cJSON **body, struct gh_native_req *nr)
+{
+	const struct gh_agent_conf *a = agent_and_body(r, body);
+	struct gh_err e;
+
+	memset(nr, 0, sizeof(*nr));
+	if (!a)
+		return -1;
+	if (gh_native_parse(*body, &r->who, a, nr, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		return -1;
+	}
+	return 0;
+}
+
+static void generate(struct gh_req *r)
+{
 	struct gh_native_req nr;
 	struct gh_run_result res;
 	struct gh_err e;
-	cJSON *body = NULL, *out;
+	cJSON *body, *out;
 
-	memset(&nr, 0, sizeof(nr));
-	if (!a)
-		return;
-	if (gh_http_body_object(r, &body, &e) != GH_OK ||
-	    gh_native_parse(body, &r->who, a, &nr, &e) != GH_OK ||
-	    gh_run_generate(r->app, &nr.rq, NULL, &res, &e) != GH_OK) {
+	if (parse_run(r, &body, &nr) != 0)
+		goto out;
+	if (gh_run_generate(r->app, &nr.rq, NULL, &res, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		goto out;
 	}
@@ -231,23 +259,16 @@ static void stream_fail(struct native_stream *s, const char *run_id, const struc
 
 static void stream(struct gh_req *r)
 {
-	const struct gh_agent_conf *a = find_agent(r, r->params[0]);
 	struct gh_native_req nr;
 	struct native_stream s;
 	struct gh_run_result res;
 	struct gh_err e;
-	cJSON *body = NULL;
+	cJSON *body;
 
-	memset(&nr, 0, sizeof(nr));
-	if (!a)
-		return;
 	/* everything that can fail as a plain HTTP error does so before the
 	 * stream starts */
-	if (gh_http_body_object(r, &body, &e) != GH_OK ||
-	    gh_native_parse(body, &r->who, a, &nr, &e) != GH_OK) {
-		gh_http_error(r, &e);
+	if (parse_run(r, &body, &nr) != 0)
 		goto out;
-	}
 	if (stream_begin(r, &s) != 0)
 		goto out;
 	nr.rq.stream = 1;
@@ -312,20 +333,17 @@ static void answer_json(struct gh_req *r, const struct gh_answer_out *out)
 
 static void tool_call_decision(struct gh_req *r, int approve, int as_stream)
 {
-	const struct gh_agent_conf *a = find_agent(r, r->params[0]);
 	struct gh_tool_answer ta;
 	struct gh_answer_out out;
 	struct native_stream s;
 	struct gh_err e;
-	cJSON *body = NULL;
+	cJSON *body;
 	enum gh_code rc;
 
 	memset(&out, 0, sizeof(out));
 	memset(&s, 0, sizeof(s));
-	if (!a)
-		return;
-	if (gh_http_body_object(r, &body, &e) != GH_OK) {
-		gh_http_error(r, &e);
+	if (!agent_and_body(r, &body)) {
+		cJSON_Delete(body);
 		return;
 	}
 	memset(&ta, 0, sizeof(ta));

@@ -27,35 +27,66 @@
 
 /* ---------------------------------------------------------------- names */
 
-/* The index of name in names (n of them), or -1. */
-static int name_index(const char *const *names, size_t n, const char *name)
+/* The names of the engine's enums, as stored in runs.status, the output's
+ * finishReason and a call's state. */
+enum { N_STATUS, N_FINISH, N_CALL };
+
+static const struct {
+	int kind, value;
+	const char *name;
+} names[] = {
+	{N_STATUS, GH_RUN_RUNNING, "running"},
+	{N_STATUS, GH_RUN_WAITING, "waiting"},
+	{N_STATUS, GH_RUN_SUSPENDED, "suspended"},
+	{N_STATUS, GH_RUN_COMPLETED, "completed"},
+	{N_STATUS, GH_RUN_FAILED, "failed"},
+	{N_STATUS, GH_RUN_CANCELLED, "cancelled"},
+	{N_FINISH, GH_RUN_FINISH_STOP, "stop"},
+	{N_FINISH, GH_RUN_FINISH_LENGTH, "length"},
+	{N_FINISH, GH_RUN_FINISH_TOOL_CALLS, "tool-calls"},
+	{N_FINISH, GH_RUN_FINISH_SUSPENDED, "suspended"},
+	{N_FINISH, GH_RUN_FINISH_MAX_STEPS, "max-steps"},
+	{N_FINISH, GH_RUN_FINISH_CONTENT_FILTER, "content-filter"},
+	{N_CALL, GH_CALL_NEW, "new"},
+	{N_CALL, GH_CALL_PENDING_CLIENT, "pending_client"},
+	{N_CALL, GH_CALL_PENDING_APPROVAL, "pending_approval"},
+	{N_CALL, GH_CALL_RELEASED, "released"},
+	{N_CALL, GH_CALL_DONE, "done"},
+};
+
+static const char *name_of(int kind, int value, const char *dflt)
 {
 	size_t i;
 
-	for (i = 0; name && i < n; i++)
-		if (names[i] && !strcmp(names[i], name))
-			return (int)i;
-	return -1;
+	for (i = 0; i < GH_ARRAY_LEN(names); i++)
+		if (names[i].kind == kind && names[i].value == value)
+			return names[i].name;
+	return dflt;
 }
 
-static const char *const status_names[] = {
-	[GH_RUN_RUNNING] = "running",   [GH_RUN_WAITING] = "waiting",
-	[GH_RUN_SUSPENDED] = "suspended", [GH_RUN_COMPLETED] = "completed",
-	[GH_RUN_FAILED] = "failed",     [GH_RUN_CANCELLED] = "cancelled",
-};
+/* The value named name, or dflt. */
+static int value_of(int kind, const char *name, int dflt)
+{
+	size_t i;
+
+	for (i = 0; name && i < GH_ARRAY_LEN(names); i++)
+		if (names[i].kind == kind && !strcmp(names[i].name, name))
+			return names[i].value;
+	return dflt;
+}
 
 const char *gh_run_status_name(enum gh_run_status s)
 {
-	return (size_t)s < GH_ARRAY_LEN(status_names) ? status_names[s] : "failed";
+	return name_of(N_STATUS, (int)s, "failed");
 }
 
 int gh_run_status_parse(const char *name, enum gh_run_status *out)
 {
-	int i = name_index(status_names, GH_ARRAY_LEN(status_names), name);
+	int v = value_of(N_STATUS, name, -1);
 
-	if (i < 0)
+	if (v < 0)
 		return -1;
-	*out = (enum gh_run_status)i;
+	*out = (enum gh_run_status)v;
 	return 0;
 }
 
@@ -64,47 +95,25 @@ int gh_run_status_final(enum gh_run_status s)
 	return s == GH_RUN_COMPLETED || s == GH_RUN_FAILED || s == GH_RUN_CANCELLED;
 }
 
-static const char *const finish_names[] = {
-	[GH_RUN_FINISH_STOP] = "stop",
-	[GH_RUN_FINISH_LENGTH] = "length",
-	[GH_RUN_FINISH_TOOL_CALLS] = "tool-calls",
-	[GH_RUN_FINISH_SUSPENDED] = "suspended",
-	[GH_RUN_FINISH_MAX_STEPS] = "max-steps",
-	[GH_RUN_FINISH_CONTENT_FILTER] = "content-filter",
-};
-
 const char *gh_run_finish_name(enum gh_run_finish f)
 {
-	return (size_t)f < GH_ARRAY_LEN(finish_names) ? finish_names[f] : "stop";
+	return name_of(N_FINISH, (int)f, "stop");
 }
 
 enum gh_run_finish gh_run_finish_parse(const char *name)
 {
-	int i = name_index(finish_names, GH_ARRAY_LEN(finish_names), name);
-
-	return i < 0 ? GH_RUN_FINISH_STOP : (enum gh_run_finish)i;
+	return (enum gh_run_finish)value_of(N_FINISH, name, GH_RUN_FINISH_STOP);
 }
-
-static const char *const call_state_names[] = {
-	[GH_CALL_NEW] = "new",
-	[GH_CALL_PENDING_CLIENT] = "pending_client",
-	[GH_CALL_PENDING_APPROVAL] = "pending_approval",
-	[GH_CALL_RELEASED] = "released",
-	[GH_CALL_DONE] = "done",
-};
 
 const char *gh_call_state_name(enum gh_call_state s)
 {
-	return (size_t)s < GH_ARRAY_LEN(call_state_names) ? call_state_names[s] : "done";
+	return name_of(N_CALL, (int)s, "done");
 }
 
 enum gh_call_state gh_call_state_of(const cJSON *call)
 {
-	int i = name_index(call_state_names, GH_ARRAY_LEN(call_state_names),
-			   gh_json_str(call, "state"));
-
 	/* a call without a state waits for nothing */
-	return i < 0 ? GH_CALL_DONE : (enum gh_call_state)i;
+	return (enum gh_call_state)value_of(N_CALL, gh_json_str(call, "state"), GH_CALL_DONE);
 }
 
 int gh_call_state_client(enum gh_call_state s)
