@@ -67,8 +67,11 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 				struct gh_err *e);
 
 /* Claims the single execution of an approved call. GH_E_CONFLICT when it
- * was already claimed (then the tool must not run). */
-enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e);
+ * was already claimed (then the tool must not run). call (may be NULL)
+ * opens the call in the same transaction; see gh_store_approval_claim_exec. */
+enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id,
+					 const struct gh_audit_event *call, int64_t *call_id,
+					 struct gh_err *e);
 
 /* Expires pending approvals past their expiry (audit "expired" rows) and
  * queues their runs; *n gets how many. */

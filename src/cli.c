@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "admin_audit.h"
+#include "audit_health.h"
 #include "keys.h"
 #include "log.h"
 #include "util.h"
@@ -121,14 +122,23 @@ int gh_cli_load(struct gh_cli *c)
 				      : path_with(c->cfg->database.path, "-audit.key");
 	if (!c->key_hash_file || !c->signing_key_file)
 		return GH_EXIT_RUNTIME;
+	if (c->cfg->audit.witness.enabled) {
+		c->witness_file = c->cfg->audit.witness.file ? strdup(c->cfg->audit.witness.file)
+							     : path_with(c->cfg->database.path,
+									 "-witness");
+		if (!c->witness_file)
+			return GH_EXIT_RUNTIME;
+	}
 	return GH_EXIT_OK;
 }
 
 void gh_cli_free(struct gh_cli *c)
 {
+	gh_audit_cli_close(c->signing);
 	gh_config_free(c->cfg);
 	free(c->key_hash_file);
 	free(c->signing_key_file);
+	free(c->witness_file);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -153,6 +163,8 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		return NULL;
 	}
+	if (!readonly && !s && !c->signing)
+		c->signing = gh_audit_cli_sign(st, c->cfg, c->signing_key_file, c->witness_file);
 	return st;
 }
 
@@ -186,8 +198,8 @@ static int cmd_migrate(int argc, char **argv)
 
 /* ---------------------------------------------------------------- keys */
 
-/* An admin action written to the audit log by the CLI. The CLI signs no
- * checkpoints itself (the server does, or the next CLI run with the key). */
+/* An admin action written to the audit log by the CLI, signed when the
+ * command ends if the CLI can read the signing key (gh_cli_store). */
 static int audit_admin(struct gh_store *s, const char *event, const struct gh_key *k)
 {
 	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli", .key = k};

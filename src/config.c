@@ -898,6 +898,52 @@ static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_polic
 	return GH_OK;
 }
 
+static enum gh_code read_witness(struct ctx *c, const cJSON *obj, struct gh_witness_conf *w)
+{
+	static const struct field f[] = {
+		{"enabled", F_BOOL, offsetof(struct gh_witness_conf, enabled), 0, 0, 0, 1, NULL},
+		{"file", F_STR, offsetof(struct gh_witness_conf, file), 0, 0, 0, 0, NULL},
+		{"webhook_url", F_STR, offsetof(struct gh_witness_conf, webhook_url), 0, 0, 0, 0,
+		 NULL},
+		{"webhook_timeout_ms", F_INT, offsetof(struct gh_witness_conf, webhook_timeout_ms), 0,
+		 100, 60000, 5000, NULL},
+		{"syslog", F_BOOL, offsetof(struct gh_witness_conf, syslog), 0, 0, 0, 0, NULL},
+		{"when_behind", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	size_t n = push(c, "witness"), m;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), w, NULL);
+	const cJSON *v;
+
+	if (rc)
+		goto out;
+	if (w->file && !*w->file) {
+		m = push(c, "file");
+		rc = fail(c, "expected a path (use \"enabled\": false to run without a witness)");
+		pop(c, m);
+		goto out;
+	}
+	if (w->webhook_url && !is_http_url(w->webhook_url)) {
+		m = push(c, "webhook_url");
+		rc = fail(c, "expected an http:// or https:// URL");
+		pop(c, m);
+		goto out;
+	}
+	v = obj ? cJSON_GetObjectItemCaseSensitive(obj, "when_behind") : NULL;
+	w->when_behind = GH_WITNESS_REFUSE;
+	if (v && !cJSON_IsNull(v)) {
+		if (!strcmp(v->valuestring, "read_only")) {
+			w->when_behind = GH_WITNESS_READ_ONLY;
+		} else if (strcmp(v->valuestring, "refuse")) {
+			m = push(c, "when_behind");
+			rc = fail(c, "expected \"refuse\" or \"read_only\"");
+			pop(c, m);
+		}
+	}
+out:
+	pop(c, n);
+	return rc;
+}
+
 static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_conf *a)
 {
 	static const struct field f[] = {
@@ -914,12 +960,18 @@ static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_
 		 0, NULL},
 		{"max_args_bytes", F_INT, offsetof(struct gh_audit_conf, max_args_bytes), 0, 256,
 		 1 << 20, 65536, NULL},
+		{"unsigned_grace_seconds", F_INT,
+		 offsetof(struct gh_audit_conf, unsigned_grace_seconds), 0, 0, 30 * 86400, 60, NULL},
+		{"witness", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 	};
 	static const char *const dflt[] = {"password", "secret", "token", "api_key",
 					   "authorization"};
 	size_t n = push(c, "audit"), i;
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
 
+	if (!rc)
+		rc = read_witness(c, obj ? cJSON_GetObjectItemCaseSensitive(obj, "witness") : NULL,
+				  &a->witness);
 	pop(c, n);
 	if (rc)
 		return rc;
@@ -1257,6 +1309,8 @@ void gh_config_free(struct gh_config *c)
 	free(c->policies);
 	free_list(&c->audit.redact);
 	free(c->audit.signing_key_file);
+	free(c->audit.witness.file);
+	free(c->audit.witness.webhook_url);
 	wipe_strings(c->root);
 	cJSON_Delete(c->root);
 	free(c->file);

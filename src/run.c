@@ -495,66 +495,113 @@ static cJSON *error_result(const char *fmt, ...)
 
 /* --------------------------------------------------------------- audit */
 
-/* Writes one audit row about call c and waits for its commit. A failure is
- * GH_E_UNAVAILABLE: the caller must not run the tool (fail closed). */
-static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
-			       const char *outcome, int64_t duration_ms, const char *error,
-			       const char *reason, const cJSON *result, struct gh_err *e)
-{
+/* One audit row about call c, built for appending; the strings ev points
+ * to are owned by the row (audit_row_free). */
+struct audit_row {
 	struct gh_audit_event ev;
-	char *args = NULL, *detail = NULL, *res = NULL;
-	cJSON *d = NULL;
+	char *args, *detail, *res;
+};
+
+static void audit_row_free(struct audit_row *row)
+{
+	free(row->args);
+	free(row->detail);
+	free(row->res);
+	memset(row, 0, sizeof(*row));
+}
+
+/* Thread-agnostic: reads r's settled fields and c only (a transaction's
+ * function may build a row on the thread that commits it). */
+static enum gh_code audit_row_build(struct run *r, const char *event, const cJSON *c,
+				    const char *outcome, int64_t duration_ms, const char *error,
+				    const char *reason, const cJSON *result, struct audit_row *row,
+				    struct gh_err *e)
+{
+	struct gh_audit_event *ev = &row->ev;
+	cJSON *d;
+
+	memset(row, 0, sizeof(*row));
+	row->args = gh_audit_args_json(cJSON_GetObjectItemCaseSensitive(c, "args"),
+				       &r->cfg->audit.redact, (size_t)r->cfg->audit.max_args_bytes);
+	d = cJSON_CreateObject();
+	if (row->args && d) {
+		if (r->surface)
+			cJSON_AddStringToObject(d, "surface", r->surface);
+		if (gh_json_str(c, "approvalId"))
+			cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
+		if (result) {
+			row->res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
+			if (row->res)
+				cJSON_AddStringToObject(d, "result", row->res);
+		}
+		row->detail = gh_json_dump(d);
+	}
+	cJSON_Delete(d);
+	if (!row->args || !row->detail) {
+		audit_row_free(row);
+		return gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
+						       "the tool was not run");
+	}
+	ev->event = event;
+	ev->key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev->owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev->admin_user = r->who->admin_user[0] ? r->who->admin_user : NULL;
+	ev->agent_id = r->agent->id;
+	ev->thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev->run_id = r->run_id;
+	ev->tool_call_id = gh_json_str(c, "toolCallId");
+	ev->tool_name = gh_json_str(c, "toolName");
+	ev->source = gh_json_str(c, "source");
+	ev->args = row->args;
+	ev->outcome = outcome;
+	ev->duration_ms = duration_ms;
+	ev->error = error;
+	ev->reason = reason;
+	ev->detail = row->detail;
+	return GH_OK;
+}
+
+/* How a row takes part in the books of open calls (store.h). */
+enum audit_mark { AUDIT_PLAIN, AUDIT_OPEN, AUDIT_CLOSE };
+
+/* Writes one audit row about call c and waits for its commit: a plain row,
+ * the row that opens a call gatehouse runs itself (*call_id gets its
+ * id), or the one that closes it. A failure is GH_E_UNAVAILABLE: the
+ * caller must not run the tool (fail closed). */
+static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *call_id,
+				const char *event, const cJSON *c, const char *outcome,
+				int64_t duration_ms, const char *error, const char *reason,
+				const cJSON *result, struct gh_err *e)
+{
+	struct audit_row row;
 	struct gh_err ae;
 	enum gh_code rc;
 
-	memset(&ev, 0, sizeof(ev));
-	args = gh_audit_args_json(cJSON_GetObjectItemCaseSensitive(c, "args"),
-				  &r->cfg->audit.redact, (size_t)r->cfg->audit.max_args_bytes);
-	d = cJSON_CreateObject();
-	if (!args || !d) {
-		rc = gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
-						     "the tool was not run");
-		goto out;
-	}
-	if (r->surface)
-		cJSON_AddStringToObject(d, "surface", r->surface);
-	if (gh_json_str(c, "approvalId"))
-		cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
-	if (result) {
-		res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
-		if (res)
-			cJSON_AddStringToObject(d, "result", res);
-	}
-	detail = gh_json_dump(d);
-	ev.event = event;
-	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
-	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
-	ev.admin_user = r->who->admin_user[0] ? r->who->admin_user : NULL;
-	ev.agent_id = r->agent->id;
-	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
-	ev.run_id = r->run_id;
-	ev.tool_call_id = gh_json_str(c, "toolCallId");
-	ev.tool_name = gh_json_str(c, "toolName");
-	ev.source = gh_json_str(c, "source");
-	ev.args = args;
-	ev.outcome = outcome;
-	ev.duration_ms = duration_ms;
-	ev.error = error;
-	ev.reason = reason;
-	ev.detail = detail;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	rc = audit_row_build(r, event, c, outcome, duration_ms, error, reason, result, &row, e);
+	if (rc != GH_OK)
+		return rc;
+	if (mark == AUDIT_OPEN)
+		rc = gh_store_audit_call_open(r->app->store, &row.ev, call_id, &ae);
+	else if (mark == AUDIT_CLOSE)
+		rc = gh_store_audit_call_close(r->app->store, *call_id, &row.ev, &ae);
+	else
+		rc = gh_store_audit_append(r->app->store, &row.ev, NULL, &ae);
 	if (rc != GH_OK) {
-		gh_error("audit: cannot record %s of %s in run %s: %s", event, ev.tool_name,
+		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
 		rc = gh_err_set(e, GH_E_UNAVAILABLE,
 				"audit log unavailable (%s); the tool was not run", ae.msg);
 	}
-out:
-	free(args);
-	free(detail);
-	free(res);
-	cJSON_Delete(d);
+	audit_row_free(&row);
 	return rc;
+}
+
+static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
+			       const char *outcome, int64_t duration_ms, const char *error,
+			       const char *reason, const cJSON *result, struct gh_err *e)
+{
+	return audit_write(r, AUDIT_PLAIN, NULL, event, c, outcome, duration_ms, error, reason,
+			   result, e);
 }
 
 /* --------------------------------------------------------- tool calls */
@@ -584,9 +631,52 @@ static void emit_result(struct run *r, const cJSON *c)
 	emit(r, "tool-result", p);
 }
 
-/* Runs an allowed server or memory tool, with its "executed"/"failed" row
- * written before the result is used. */
-static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, struct gh_err *e)
+/* A memory tool that writes, run inside a store transaction with the row
+ * that ends its call: the effect and its "executed" row commit together. */
+struct mem_tx {
+	struct run *r;
+	const cJSON *c;
+	const struct gh_tool *t;
+	int64_t call_id;
+	cJSON *result;                 /* owned */
+	int is_error;
+	int tool_failed;               /* gatehouse failed running it (te) */
+	int64_t dur;
+	struct gh_err te;
+};
+
+static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct mem_tx *m = ud;
+	struct run *r = m->r;
+	struct audit_row row;
+	int64_t t0 = gh_mono_ns();
+	enum gh_code rc;
+
+	rc = gh_tool_memory_exec(r->app->store, tx, r->who->key.owner, r->resource_id, m->t->name,
+				 cJSON_GetObjectItemCaseSensitive(m->c, "args"), &m->result,
+				 &m->is_error, &m->te);
+	m->dur = (gh_mono_ns() - t0) / 1000000;
+	if (rc != GH_OK) {
+		m->tool_failed = 1;
+		*e = m->te;
+		return rc;
+	}
+	rc = audit_row_build(r, m->is_error ? "failed" : "executed", m->c,
+			     m->is_error ? "error" : "ok", m->dur,
+			     m->is_error ? gh_json_str(m->result, "error") : NULL, NULL, m->result,
+			     &row, e);
+	if (rc == GH_OK)
+		rc = gh_store_tx_audit_call_close(tx, m->call_id, &row.ev, e);
+	audit_row_free(&row);
+	return rc;
+}
+
+/* Runs an allowed server or memory tool, opened as call_id, with its
+ * "executed"/"failed" row (which closes the call) written before the
+ * result is used. */
+static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, int64_t call_id,
+			    struct gh_err *e)
 {
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "args");
 	cJSON *result = NULL;
@@ -596,16 +686,44 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	struct gh_err te;
 
 	gh_err_clear(&te);
-	if (t->src == GH_SRC_MEMORY)
-		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
-					 args, &result, &is_error, &te);
-	else
+	if (t->src == GH_SRC_MEMORY && gh_tool_memory_writes(t->name)) {
+		struct mem_tx m;
+
+		memset(&m, 0, sizeof(m));
+		m.r = r;
+		m.c = c;
+		m.t = t;
+		m.call_id = call_id;
+		gh_err_clear(&m.te);
+		rc = gh_store_tx_run(r->app->store, mem_tx_fn, &m, &te);
+		if (rc == GH_OK) {
+			call_done(c, m.result, m.is_error);
+			emit_result(r, c);
+			return GH_OK;
+		}
+		cJSON_Delete(m.result);
+		dur = m.dur;
+		if (!m.tool_failed) {
+			/* the end row (or the commit) failed: the effect went with
+			 * it, so the tool did not run (fail closed) */
+			gh_error("audit: cannot record the end of %s in run %s: %s", t->name,
+				 r->run_id, te.msg);
+			return gh_err_set(e, GH_E_UNAVAILABLE,
+					  "audit log unavailable (%s); the tool was not run", te.msg);
+		}
+		rc = GH_E_IO; /* gatehouse failed running it: nothing changed */
+	} else if (t->src == GH_SRC_MEMORY) {
+		rc = gh_tool_memory_exec(r->app->store, NULL, r->who->key.owner, r->resource_id,
+					 t->name, args, &result, &is_error, &te);
+		dur = (gh_mono_ns() - t0) / 1000000;
+	} else {
 		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
-	dur = (gh_mono_ns() - t0) / 1000000;
+		dur = (gh_mono_ns() - t0) / 1000000;
+	}
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
-		audit_call(r, "failed", c, "error", dur, "cancelled: the client went away", NULL,
-			   NULL, e);
+		audit_write(r, AUDIT_CLOSE, &call_id, "failed", c, "error", dur,
+			    "cancelled: the client went away", NULL, NULL, e);
 		return gh_err_set(e, GH_E_CANCELLED, "cancelled");
 	}
 	if (rc != GH_OK) {
@@ -616,8 +734,9 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	}
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			is_error ? gh_json_str(result, "error") : NULL, NULL, result, e);
+	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
+			 is_error ? "error" : "ok", dur, is_error ? gh_json_str(result, "error") : NULL,
+			 NULL, result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -738,15 +857,24 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 		emit(r, "tool-call-approval", p);
 		return GH_OK;
 	}
-	rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
-	if (rc != GH_OK)
-		return rc;
 	if (t->src == GH_SRC_CLIENT) {
+		rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
+		if (rc != GH_OK)
+			return rc;
 		call_set_state(c, "pending_client");
 		cJSON_AddItemToArray(r->registered, cJSON_CreateString(gh_json_str(c, "toolCallId")));
 		return GH_OK;
 	}
-	return execute(r, c, t, e);
+	{
+		/* gatehouse runs it: the call is open until its end is recorded */
+		int64_t call_id = 0;
+
+		rc = audit_write(r, AUDIT_OPEN, &call_id, "allowed", c, "allowed", -1, NULL, d.rule,
+				 NULL, e);
+		if (rc != GH_OK)
+			return rc;
+		return execute(r, c, t, call_id, e);
+	}
 }
 
 /* ------------------------------------------------------------ persist */
@@ -1735,6 +1863,7 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 		struct gh_approval a;
 		const struct gh_tool *t;
 		char hash[65];
+		int64_t call_id = 0;
 
 		if (strcmp(call_state(c), "pending_approval"))
 			continue;
@@ -1767,7 +1896,17 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 				gh_approval_clear(&a);
 				continue;
 			}
-			rc = gh_approval_claim_execution(r->app, a.id, e);
+			{
+				/* the claim opens the call, in its transaction */
+				struct audit_row row;
+
+				rc = audit_row_build(r, "approved", c, NULL, -1, NULL, NULL, NULL,
+						     &row, e);
+				if (rc == GH_OK)
+					rc = gh_approval_claim_execution(r->app, a.id, &row.ev,
+									 &call_id, e);
+				audit_row_free(&row);
+			}
 			gh_approval_clear(&a);
 			if (rc == GH_E_CONFLICT) {
 				/* claimed before a crash: never run twice */
@@ -1780,7 +1919,7 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 			}
 			if (rc != GH_OK)
 				return rc;
-			if ((rc = execute(r, c, t, e)) != GH_OK)
+			if ((rc = execute(r, c, t, call_id, e)) != GH_OK)
 				return rc;
 			continue;
 		}

@@ -14,6 +14,7 @@
 
 #include <sodium.h>
 
+#include "audit_health.h"
 #include "background.h"
 #include "cli.h"
 #include "http.h"
@@ -95,21 +96,31 @@ int gh_cmd_serve(struct gh_cli *c)
 	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
 	so.group_commit_max = (int)c->cfg->database.group_commit_max;
 	so.threaded = 1;
-	so.signer = &app.signer;
 	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
 	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
-	if (gh_store_open(&so, &app.store, &e) != GH_OK) {
+	/* opens the store, checks the audit chain before anything writes, and
+	 * signs from there on (or refuses, or serves read-only) */
+	if (gh_audit_serve_open(&app, &so, c->witness_file, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	if (gh_store_runs_recover(app.store, &n, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		goto out;
+	if (!app.read_only) {
+		if (gh_store_audit_close_interrupted(app.store, &n, &e) != GH_OK) {
+			fprintf(stderr, "gatehouse: %s\n", e.msg);
+			goto out;
+		}
+		if (n)
+			gh_warn("audit: %d tool calls were cut off by the last shutdown; each is "
+				"recorded as interrupted", n);
+		if (gh_store_runs_recover(app.store, &n, &e) != GH_OK) {
+			fprintf(stderr, "gatehouse: %s\n", e.msg);
+			goto out;
+		}
+		if (n)
+			gh_warn("recovered %d runs interrupted by the last shutdown", n);
+		if (gh_store_analyze(app.store, &e) != GH_OK)
+			gh_warn("database: statistics not refreshed: %s", e.msg);
 	}
-	if (n)
-		gh_warn("recovered %d runs interrupted by the last shutdown", n);
-	if (gh_store_analyze(app.store, &e) != GH_OK)
-		gh_warn("database: statistics not refreshed: %s", e.msg);
 	app.rl = gh_rl_new(1000000);
 	app.hub = gh_hub_new();
 	if (!app.rl || !app.hub) {
@@ -121,8 +132,10 @@ int gh_cmd_serve(struct gh_cli *c)
 	if (!gh_config_policy(c->cfg, "default"))
 		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
 			"nothing (no agent, no tool)", c->cfg->file);
-	audit_policies(&app);
-	if (gh_bg_start(&app, &app.bg, &e) != GH_OK) {
+	/* read-only: nothing in the background writes either */
+	if (!app.read_only)
+		audit_policies(&app);
+	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
@@ -160,6 +173,7 @@ out:
 		gh_bg_stop(app.bg);
 		t2 = gh_mono_ns();
 		gh_store_close(app.store);
+		gh_audit_serve_close(&app);
 		if (http)
 			gh_info("stopped: http %.0f ms, background %.0f ms, store %.0f ms",
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
