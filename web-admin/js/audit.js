@@ -9,9 +9,11 @@ import {
 const FILTERS = ['from', 'to', 'key', 'agent', 'thread', 'run', 'tool', 'event', 'outcome'];
 const PAGE = 50;
 const EVENTS = ['allowed', 'denied', 'rate_limited', 'approval_requested', 'approved', 'expired',
-  'executed', 'failed', 'client_result', 'key_created', 'key_revoked', 'admin_login',
-  'admin_login_failed', 'admin_logout', 'admin_created', 'admin_disabled', 'policy_reload'];
-const OUTCOMES = ['ok', 'error', 'allowed', 'denied', 'pending', 'approved', 'rate_limited', 'expired'];
+  'executed', 'failed', 'interrupted', 'client_result', 'key_created', 'key_revoked', 'admin_login',
+  'admin_login_failed', 'admin_logout', 'admin_created', 'admin_disabled', 'policy_reload',
+  'audit_check_failed'];
+const OUTCOMES = ['ok', 'error', 'allowed', 'denied', 'pending', 'approved', 'rate_limited', 'expired',
+  'unknown', 'no_effect', 'broken'];
 const MEMORY_TOOLS = ['memory_save', 'memory_search', 'memory_delete', 'working_memory_update'];
 
 // Cursors of the pages before the current one, per filter.
@@ -21,7 +23,8 @@ let lastChain = null;
 
 export function eventClass(ev) {
   if (['executed', 'allowed', 'approved', 'admin_login', 'client_result', 'key_created'].includes(ev)) return 'ok';
-  if (['denied', 'failed', 'rate_limited', 'expired', 'admin_login_failed', 'key_revoked'].includes(ev)) return 'bad';
+  if (['denied', 'failed', 'interrupted', 'rate_limited', 'expired', 'admin_login_failed', 'key_revoked',
+    'audit_check_failed'].includes(ev)) return 'bad';
   if (ev === 'approval_requested') return 'warn';
   return 'info';
 }
