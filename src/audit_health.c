@@ -166,10 +166,13 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 				gh_witness_record(h->witness, &q.newest, q.newest_prev_sig);
 		}
 	}
-	if (q.ok) {
+	if (q.ok && h->signed_seq) {
 		gh_info("audit: chain checked from the newest checkpoint (row %lld) in %.1f ms: "
 			"intact, %lld rows not yet signed", (long long)h->signed_seq,
 			q.seconds * 1000, (long long)q.unsigned_rows);
+	} else if (q.ok) {
+		gh_info("audit: chain checked in %.1f ms (no checkpoint yet): intact, %lld rows not "
+			"yet signed", q.seconds * 1000, (long long)q.unsigned_rows);
 	} else {
 		gh_error("AUDIT LOG NOT INTACT (found at start, near row %lld): %s",
 			 (long long)q.bad_seq, q.message);
