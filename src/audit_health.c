@@ -174,8 +174,8 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 		gh_info("audit: chain checked in %.1f ms (no checkpoint yet): intact, %lld rows not "
 			"yet signed", q.seconds * 1000, (long long)q.unsigned_rows);
 	} else {
-		gh_error("AUDIT LOG NOT INTACT (found at start, near row %lld): %s",
-			 (long long)q.bad_seq, q.message);
+		gh_error("AUDIT LOG NOT INTACT (found at start in %.1f ms, near row %lld): %s",
+			 q.seconds * 1000, (long long)q.bad_seq, q.message);
 		gh_error("audit: gatehouse runs on, but run `gatehouse audit verify` and "
 			 "investigate; /healthz reports \"degraded\" until a full verify passes");
 	}
