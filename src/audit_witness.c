@@ -74,6 +74,32 @@ static int field(const char **p, const char *end, const char *name, char *val, s
 	return 0;
 }
 
+/* The line's spelling is canonical (what gh_witness_format writes):
+ * decimal without sign or leading zeros, lower-case hex. */
+static int num(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	const char *p;
+
+	if (!*s || (s[0] == '0' && s[1]))
+		return -1;
+	for (p = s; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	return gh_parse_i64(s, min, max, out);
+}
+
+static int hex(const char *s, unsigned char *out, size_t n)
+{
+	const char *p;
+
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (p = s; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return -1;
+	return gh_unhex(s, out, n);
+}
+
 int gh_witness_parse(const char *line, size_t len, struct gh_witness_entry *out)
 {
 	const char *p = line, *end = line + len;
@@ -92,19 +118,17 @@ int gh_witness_parse(const char *line, size_t len, struct gh_witness_entry *out)
 	    field(&p, end, "sig", sig, sizeof(sig)) ||
 	    field(&p, end, "prevsig", psig, sizeof(psig)) || p != end)
 		return -1;
-	if (gh_parse_i64(seq, 1, INT64_MAX, &out->c.seq) || gh_parse_i64(ts, 0, INT64_MAX, &v))
+	if (num(seq, 1, INT64_MAX, &out->c.seq) || num(ts, 0, INT64_MAX, &v))
 		return -1;
 	out->c.ts = v;
-	if (strlen(hash) != 64 || gh_unhex(hash, out->c.hash, 32) || strlen(key) != 64 ||
-	    gh_unhex(key, out->c.public_key, 32) || strlen(sig) != 128 ||
-	    gh_unhex(sig, out->c.signature, 64))
+	if (hex(hash, out->c.hash, 32) || hex(key, out->c.public_key, 32) ||
+	    hex(sig, out->c.signature, 64))
 		return -1;
 	if (!strcmp(prev, "-")) {
 		if (strcmp(psig, "-"))
 			return -1;
 	} else {
-		if (gh_parse_i64(prev, 0, out->c.seq - 1, &out->c.prev_seq) || strlen(psig) != 128 ||
-		    gh_unhex(psig, out->prev_sig, 64))
+		if (num(prev, 0, out->c.seq - 1, &out->c.prev_seq) || hex(psig, out->prev_sig, 64))
 			return -1;
 		out->c.chained = 1;
 	}

@@ -118,6 +118,21 @@ static void test_parse_is_strict(void)
 	p = strstr(bad, "prev=0");
 	p[5] = '9';
 	T_EQ_INT(gh_witness_parse(bad, n, &w), -1);
+	/* one spelling only: no leading zeros, no sign, lower-case hex */
+	p = strstr(line, "seq=5");
+	snprintf(bad, sizeof(bad), "%.*s0%s", (int)(p - line) + 4, line, p + 4);
+	T_CONTAINS(bad, "seq=05 ");
+	T_EQ_INT(gh_witness_parse(bad, strlen(bad), &w), -1);
+	memcpy(bad, line, n + 1);
+	p = strstr(bad, "seq=5");
+	p[4] = '+';
+	T_EQ_INT(gh_witness_parse(bad, n, &w), -1);
+	memcpy(bad, line, n + 1);
+	p = strstr(bad, " key=");
+	for (size_t i = 5; i < 69; i++)
+		if (p[i] >= 'a' && p[i] <= 'f')
+			p[i] = (char)(p[i] - 'a' + 'A');
+	T_EQ_INT(gh_witness_parse(bad, n, &w), strcmp(bad, line) ? -1 : 0);
 	/* fields in another order */
 	T_EQ_INT(gh_witness_parse("gatehouse-witness 1 ts=1 seq=5 prev=- hash=00 key=00 sig=00 "
 				  "prevsig=-", 62, &w), -1);
