@@ -57,6 +57,7 @@ struct scan {
 	unsigned char prev[GH_AUDIT_HASH_LEN];
 	int64_t tail_ts;           /* time of the first row after the newest checkpoint */
 	int failed;
+	int nomem;
 };
 
 static int fail(struct scan *s, int64_t seq, const char *fmt, ...)
@@ -308,36 +309,45 @@ static const struct gh_audit_checkpoint *find_ckpt(const struct ckpts *k, int64_
 	return lo < k->n && k->v[lo].seq == seq ? &k->v[lo] : NULL;
 }
 
+/* The witness is read before the database's snapshot is taken: every
+ * line in it was written after its checkpoint committed, so every
+ * checkpoint it names is in that snapshot unless it was removed. */
+static enum gh_code read_witness(const struct gh_audit_verify_opts *o, struct wit *x,
+				 struct gh_audit_verify *rep, struct gh_err *e)
+{
+	enum gh_code r = gh_witness_read(o->witness_file, wit_cb, x, &rep->witness_invalid, e);
+
+	if (r == GH_E_NOTFOUND) {
+		snprintf(rep->witness_note, sizeof(rep->witness_note), "no witness at %s",
+			 o->witness_file);
+		return GH_OK;
+	}
+	if (r != GH_OK)
+		return r;
+	if (x->nomem)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	rep->witness_read = 1;
+	qsort(x->v, x->n, sizeof(*x->v), wit_cmp);
+	return GH_OK;
+}
+
 /* Every checkpoint the witness saw (validly signed) must be in the
  * database, byte for byte, unless retention pruned its rows. 0 when so. */
 static int check_witness(struct scan *s, const struct gh_audit_verify_opts *o,
-			 struct gh_err *e, enum gh_code *rc)
+			 const struct wit *x)
 {
 	struct gh_audit_verify *rep = s->rep;
-	struct wit x = {0};
 	int64_t bad = 0, newest_db = s->k->n ? s->k->v[s->k->n - 1].seq : 0;
 	size_t i;
-	enum gh_code r;
 
-	r = gh_witness_read(o->witness_file, wit_cb, &x, &rep->witness_invalid, e);
-	if (r == GH_E_NOTFOUND) {
-		free(x.v);
+	if (!rep->witness_read) {
 		if (o->witness_required)
 			return fail(s, 0, "the witness %s is missing: nothing proves that no signed "
 				    "checkpoint was removed", o->witness_file);
-		snprintf(rep->witness_note, sizeof(rep->witness_note), "no witness at %s",
-			 o->witness_file);
 		return 0;
 	}
-	if (r != GH_OK || x.nomem) {
-		free(x.v);
-		*rc = x.nomem ? gh_err_set(e, GH_E_NOMEM, "out of memory") : r;
-		return 1;
-	}
-	rep->witness_read = 1;
-	qsort(x.v, x.n, sizeof(*x.v), wit_cmp);
-	for (i = 0; i < x.n; i++) {
-		const struct gh_witness_entry *w = &x.v[i];
+	for (i = 0; i < x->n; i++) {
+		const struct gh_witness_entry *w = &x->v[i];
 		const struct gh_audit_checkpoint *c;
 		char ts[GH_ISO8601_MAX];
 
@@ -374,7 +384,6 @@ static int check_witness(struct scan *s, const struct gh_audit_verify_opts *o,
 			     "%s) that the database does not have: signed checkpoints were deleted",
 			     (long long)bad, ts);
 	}
-	free(x.v);
 	return bad ? 1 : 0;
 }
 
@@ -411,12 +420,39 @@ static int check_tail(struct scan *s, const struct gh_audit_verify_opts *o)
 	return 0;
 }
 
+/* The retention anchor, in the rows' snapshot: where the chain starts. */
+static int anchor_cb(void *ud, const struct gh_audit_checkpoint *a)
+{
+	struct scan *s = ud;
+
+	if (!a->ok_sizes ||
+	    (s->trusted_pk && sodium_memcmp(a->public_key, s->trusted_pk, 32) != 0) ||
+	    !gh_audit_sig_ok(a->public_key, "anchor", a->seq, a->hash, a->ts, a->signature))
+		return fail(s, a->seq, "the retention anchor at row %lld is not validly signed",
+			    (long long)a->seq);
+	s->expect_seq = a->seq;
+	memcpy(s->prev, a->hash, GH_AUDIT_HASH_LEN);
+	s->rep->anchor_seq = a->seq;
+	return 0;
+}
+
+static int ckpt_scan_cb(void *ud, const struct gh_audit_checkpoint *c)
+{
+	struct scan *s = ud;
+
+	if (ckpt_cb(s->k, c)) {
+		s->nomem = 1;
+		return 1;
+	}
+	return 0;
+}
+
 enum gh_code gh_audit_verify_ex(struct gh_store *st, const struct gh_audit_verify_opts *o,
 				struct gh_audit_verify *rep, struct gh_err *e)
 {
 	struct ckpts k = {0};
+	struct wit x = {0};
 	struct scan s;
-	struct gh_audit_checkpoint anchor;
 	enum gh_code rc;
 	int64_t t0 = gh_mono_ns(), signed_to;
 
@@ -428,27 +464,15 @@ enum gh_code gh_audit_verify_ex(struct gh_store *st, const struct gh_audit_verif
 	s.trusted_pk = o->trusted_pk;
 	s.k = &k;
 	s.expect_seq = 1;
-	rc = gh_store_audit_anchor(st, &anchor, e);
-	if (rc == GH_OK) {
-		if (!anchor.ok_sizes ||
-		    (o->trusted_pk && sodium_memcmp(anchor.public_key, o->trusted_pk, 32) != 0) ||
-		    !gh_audit_sig_ok(anchor.public_key, "anchor", anchor.seq, anchor.hash, anchor.ts,
-				     anchor.signature)) {
-			fail(&s, anchor.seq, "the retention anchor at row %lld is not validly signed",
-			     (long long)anchor.seq);
-			goto done;
-		}
-		s.expect_seq = anchor.seq;
-		memcpy(s.prev, anchor.hash, GH_AUDIT_HASH_LEN);
-		rep->anchor_seq = anchor.seq;
-	} else if (rc != GH_E_NOTFOUND) {
-		return rc;
-	}
-	if ((rc = gh_store_audit_checkpoints(st, ckpt_cb, &k, e)) != GH_OK)
+	if (o->witness_file && (rc = read_witness(o, &x, rep, e)) != GH_OK)
 		goto out;
-	rc = gh_store_audit_scan_indexed(st, s.expect_seq, row_cb, block_cb, &s, e);
+	rc = gh_store_audit_scan_verify(st, anchor_cb, ckpt_scan_cb, row_cb, block_cb, &s, e);
 	if (rc != GH_OK)
 		goto out;
+	if (s.nomem) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
 	if (s.failed)
 		goto done;
 	/* signed checkpoints beyond the last row: rows were cut off */
@@ -469,11 +493,8 @@ enum gh_code gh_audit_verify_ex(struct gh_store *st, const struct gh_audit_verif
 	signed_to = rep->signed_seq > rep->anchor_seq - 1 ? rep->signed_seq : rep->anchor_seq - 1;
 	rep->unsigned_rows = rep->last_seq > signed_to ? rep->last_seq - signed_to : 0;
 	rep->unsigned_since = rep->unsigned_rows ? s.tail_ts : 0;
-	if (o->witness_file && check_witness(&s, o, e, &rc)) {
-		if (rc != GH_OK)
-			goto out;
+	if (o->witness_file && check_witness(&s, o, &x))
 		goto done;
-	}
 	check_tail(&s, o);
 done:
 	rep->chain_ok = rep->ok;
@@ -482,6 +503,7 @@ done:
 	rc = GH_OK;
 out:
 	free(k.v);
+	free(x.v);
 	return rc;
 }
 
@@ -505,10 +527,12 @@ struct quick {
 	struct gh_audit_checkpoint k[2];      /* newest first, as read */
 	size_t nk;
 	int64_t floor;                        /* the anchor's row (0: none) */
+	unsigned char anchor_hash[GH_AUDIT_HASH_LEN];
 	const unsigned char *floor_prev;      /* the hash the first row chains from */
 	int64_t expect;
 	unsigned char prev[GH_AUDIT_HASH_LEN];
 	int started;
+	int anchor_bad;
 };
 
 static int qfail(struct quick *x, int64_t seq, const char *fmt, ...)
@@ -524,6 +548,23 @@ static int qfail(struct quick *x, int64_t seq, const char *fmt, ...)
 	vsnprintf(x->q->message, sizeof(x->q->message), fmt, ap);
 	va_end(ap);
 	return 1;
+}
+
+static int quick_anchor(void *ud, const struct gh_audit_checkpoint *a)
+{
+	struct quick *x = ud;
+
+	if (!a->ok_sizes ||
+	    (x->o->trusted_pk && sodium_memcmp(a->public_key, x->o->trusted_pk, 32) != 0) ||
+	    !gh_audit_sig_ok(a->public_key, "anchor", a->seq, a->hash, a->ts, a->signature)) {
+		x->anchor_bad = 1;
+		return qfail(x, a->seq, "the retention anchor at row %lld is not validly signed",
+			     (long long)a->seq);
+	}
+	x->floor = a->seq;
+	memcpy(x->anchor_hash, a->hash, GH_AUDIT_HASH_LEN);
+	x->floor_prev = x->anchor_hash;
+	return 0;
 }
 
 static int quick_ckpt(void *ud, const struct gh_audit_checkpoint *c)
@@ -648,7 +689,6 @@ enum gh_code gh_audit_verify_newest(struct gh_store *st, const struct gh_audit_v
 				    struct gh_audit_quick *q, struct gh_err *e)
 {
 	struct quick x;
-	struct gh_audit_checkpoint anchor;
 	const struct gh_audit_checkpoint *c;
 	enum gh_code rc;
 	int64_t t0 = gh_mono_ns(), now = o->now_ms ? o->now_ms : gh_now_ms();
@@ -659,24 +699,11 @@ enum gh_code gh_audit_verify_newest(struct gh_store *st, const struct gh_audit_v
 	x.q = q;
 	x.o = o;
 	x.floor_prev = genesis;
-	rc = gh_store_audit_anchor(st, &anchor, e);
-	if (rc == GH_OK) {
-		if (!anchor.ok_sizes ||
-		    (o->trusted_pk && sodium_memcmp(anchor.public_key, o->trusted_pk, 32) != 0) ||
-		    !gh_audit_sig_ok(anchor.public_key, "anchor", anchor.seq, anchor.hash, anchor.ts,
-				     anchor.signature)) {
-			qfail(&x, anchor.seq, "the retention anchor at row %lld is not validly signed",
-			      (long long)anchor.seq);
-			goto done;
-		}
-		x.floor = anchor.seq;
-		x.floor_prev = anchor.hash;
-	} else if (rc != GH_E_NOTFOUND) {
-		return rc;
-	}
-	rc = gh_store_audit_newest(st, x.floor, quick_ckpt, quick_row, &x, e);
+	rc = gh_store_audit_newest(st, quick_anchor, quick_ckpt, quick_row, &x, e);
 	if (rc != GH_OK)
 		return rc;
+	if (x.anchor_bad)
+		goto done;
 	if (x.nk) {
 		q->has_checkpoint = 1;
 		q->newest = x.k[0];

@@ -346,6 +346,20 @@ enum gh_code gh_store_audit_reindex(struct gh_store *s, int from_scratch,
 				    void (*progress)(void *ud, int64_t blocks), void *ud,
 				    struct gh_err *e);
 
+/* For `audit verify`: in one snapshot, the retention anchor (anchor_fn,
+ * when there is one), every checkpoint in ascending seq (ckpt_fn), then
+ * every row from the anchor's (or the first) on, with the filter index as
+ * gh_store_audit_scan_indexed gives it. Any callback stops the reading by
+ * returning nonzero. One snapshot: a server committing meanwhile cannot
+ * make checkpoints and rows disagree. */
+enum gh_code gh_store_audit_scan_verify(
+	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+	int (*row_fn)(void *ud, const struct gh_audit_row *r),
+	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
+			const char *why),
+	void *ud, struct gh_err *e);
+
 struct gh_audit_filter {
 	int64_t from_ms, to_ms;           /* 0 = open */
 	const char *key_id, *agent_id, *thread_id, *run_id, *tool_name, *event, *outcome;
@@ -378,12 +392,13 @@ enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
 enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 					  struct gh_audit_checkpoint *out, struct gh_err *e);
 /* The newest end of the chain, in one snapshot, for the start-up check:
- * ckpt_fn gets the newest checkpoint and then the one before it (when
- * there are), then row_fn every row from the newest checkpoint's row, or
- * from from_floor when that is later (the retention anchor), or from the
- * first row when there is no checkpoint, onwards in order. Either stops
- * the reading by returning nonzero. */
-enum gh_code gh_store_audit_newest(struct gh_store *s, int64_t from_floor,
+ * anchor_fn gets the retention anchor when there is one, ckpt_fn the
+ * newest checkpoint and then the one before it (when there are), then
+ * row_fn every row from the newest checkpoint's row, or from the anchor's
+ * when that is later, or from the first row when there is no checkpoint,
+ * onwards in order. Any of them stops the reading by returning nonzero. */
+enum gh_code gh_store_audit_newest(struct gh_store *s,
+				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
 				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
 				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				   struct gh_err *e);

@@ -498,11 +498,23 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 	r->ev = ev;
 }
 
+/* What a verify reads before the rows, in their snapshot. */
+struct scan_head {
+	int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a);
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c);
+};
+
+static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
+			      struct gh_err *e);
+static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
+			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
+			     struct gh_err *e);
+
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
 			 int (*block_fn)(void *ud, int64_t blk,
 					 const struct gh_audit_blockmap *stored, const char *why),
-			 void *ud, struct gh_err *e)
+			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	struct gh_audit_blockmap *b = NULL;
@@ -511,12 +523,28 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 	int64_t next = 0, blk = -1;
 	int src = SQLITE_DONE, began = 0;
 
-	if (block_fn) {
+	if (block_fn || head) {
 		if (store_read_begin(c, e) != 0) {
 			rc = GH_E_IO;
 			goto out;
 		}
 		began = 1;
+	}
+	if (head) {
+		struct gh_audit_checkpoint a;
+
+		rc = anchor_on(c, &a, e);
+		if (rc == GH_OK) {
+			from_seq = a.seq;
+			if (head->anchor_fn(ud, &a))
+				goto out;
+		} else if (rc != GH_E_NOTFOUND) {
+			goto out;
+		}
+		if ((rc = ckpts_on(s, c, head->ckpt_fn, ud, e)) != GH_OK)
+			goto out;
+	}
+	if (block_fn) {
 		if (!(b = gh_audit_blockmap_new())) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 			goto out;
@@ -564,7 +592,20 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				 struct gh_err *e)
 {
-	return scan(s, from_seq, to_seq, fn, NULL, ud, e);
+	return scan(s, from_seq, to_seq, fn, NULL, NULL, ud, e);
+}
+
+enum gh_code gh_store_audit_scan_verify(
+	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+	int (*row_fn)(void *ud, const struct gh_audit_row *r),
+	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
+			const char *why),
+	void *ud, struct gh_err *e)
+{
+	struct scan_head head = {anchor_fn, ckpt_fn};
+
+	return scan(s, 1, 0, row_fn, block_fn, &head, ud, e);
 }
 
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
@@ -574,7 +615,7 @@ enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 							 const char *why),
 					 void *ud, struct gh_err *e)
 {
-	return scan(s, from_seq, 0, row_fn, block_fn, ud, e);
+	return scan(s, from_seq, 0, row_fn, block_fn, NULL, ud, e);
 }
 
 enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
@@ -882,14 +923,16 @@ enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 	return rc;
 }
 
-enum gh_code gh_store_audit_newest(struct gh_store *s, int64_t from_floor,
+enum gh_code gh_store_audit_newest(struct gh_store *s,
+				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
 				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
 				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				   struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
+	struct gh_audit_checkpoint a;
 	int wp = with_prev(s), src = SQLITE_DONE, n = 0, stop = 0;
-	int64_t from = 1;
+	int64_t from = 1, from_floor = 0;
 	sqlite3_stmt *st;
 	enum gh_code rc = GH_OK;
 
@@ -897,6 +940,15 @@ enum gh_code gh_store_audit_newest(struct gh_store *s, int64_t from_floor,
 		store_reader_put(s, c);
 		return GH_E_IO;
 	}
+	rc = anchor_on(c, &a, e);
+	if (rc == GH_OK) {
+		from_floor = a.seq;
+		if (anchor_fn(ud, &a))
+			goto out;
+	} else if (rc != GH_E_NOTFOUND) {
+		goto out;
+	}
+	rc = GH_OK;
 	st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
 			       "ORDER BY seq DESC LIMIT 2", e)
 		: store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
@@ -956,11 +1008,10 @@ out:
 	return rc;
 }
 
-enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
-					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
-					void *ud, struct gh_err *e)
+static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
+			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
+			     struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
 	int wp = with_prev(s);
 	sqlite3_stmt *st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
 					      "ORDER BY seq", e)
@@ -969,10 +1020,8 @@ enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
 	enum gh_code rc = GH_OK;
 	int src;
 
-	if (!st) {
-		store_reader_put(s, c);
+	if (!st)
 		return GH_E_IO;
-	}
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		struct gh_audit_checkpoint k;
 
@@ -982,23 +1031,31 @@ enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
 	}
 	if (src != SQLITE_ROW && src != SQLITE_DONE)
 		rc = store_fail(c, "reading audit checkpoints", e);
+	sqlite3_reset(st);
+	return rc;
+}
+
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
+					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
+					void *ud, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = ckpts_on(s, c, fn, ud, e);
+
 	store_reader_put(s, c);
 	return rc;
 }
 
-enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
-				   struct gh_err *e)
+static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
+			      struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st = store_stmt(c, "SELECT seq, prev_hash, ts, public_key, signature "
 					 "FROM audit_anchor WHERE id = 1", e);
 	enum gh_code rc;
 	int src;
 
-	if (!st) {
-		store_reader_put(s, c);
+	if (!st)
 		return GH_E_IO;
-	}
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW) {
 		ckpt_from(st, 0, out);
@@ -1008,6 +1065,16 @@ enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoin
 	} else {
 		rc = store_fail(c, "reading the audit anchor", e);
 	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
+				   struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = anchor_on(c, out, e);
+
 	store_reader_put(s, c);
 	return rc;
 }

@@ -9,6 +9,8 @@
  */
 #include "audit_verify.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -473,5 +475,75 @@ static void test_quick_check(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_checkpoints_chain), T(test_unchained_checkpoints_still_verify), T(test_tail_rule),
+struct busy {
+	struct t_store *t;
+	_Atomic int done;
+	int n;
+};
+
+static void *busy_writer(void *arg)
+{
+	struct busy *b = arg;
+
+	for (int i = 0; i < b->n; i++)
+		append(b->t, 1);
+	atomic_store(&b->done, 1);
+	return NULL;
+}
+
+/* verify beside a writer that commits rows and checkpoints all the time
+ * (a running server): checkpoints, rows and the witness must be read so
+ * that they agree, or the tail rule and the witness see ghosts. */
+static void test_verify_beside_a_busy_writer(void)
+{
+	struct t_store t;
+	struct gh_store_opts o = {0};
+	struct gh_witness_opts wo = {0};
+	struct gh_witness *w = NULL;
+	struct gh_audit_verify_opts vo = {0};
+	struct gh_audit_verify rep;
+	struct busy b;
+	struct gh_err e;
+	pthread_t th;
+	char wpath[160];
+	int runs = 0, bad = 0;
+
+	T_EQ_INT(t_store_dir(&t), 0);
+	snprintf(wpath, sizeof(wpath), "%s/witness", t.dir);
+	o.path = t.path;
+	o.readers = 4;
+	o.busy_timeout_ms = 5000;
+	o.group_commit_max = 64;
+	o.threaded = 1;
+	o.ckpt_rows = 5;
+	o.ckpt_ms = 3600000;
+	T_EQ_INT(gh_store_open(&o, &t.s, &e), GH_OK);
+	wo.path = wpath;
+	T_EQ_INT(gh_witness_open(&wo, &w, &e), GH_OK);
+	gh_store_audit_sign_with(t.s, &t.signer, gh_witness_on_checkpoint, w);
+	append(&t, 20);
+	vo.trusted_pk = t.signer.pk;
+	vo.witness_file = wpath;
+	vo.max_unsigned_rows = 5;
+	vo.max_unsigned_ms = 60000;
+	memset(&b, 0, sizeof(b));
+	b.t = &t;
+	b.n = 3000;
+	T_EQ_INT(pthread_create(&th, NULL, busy_writer, &b), 0);
+	while (!atomic_load(&b.done) && runs < 200) {
+		T_EQ_INT(gh_audit_verify_ex(t.s, &vo, &rep, &e), GH_OK);
+		runs++;
+		if (!rep.ok && !bad++)
+			fprintf(stderr, "  run %d: %s\n", runs, rep.message);
+	}
+	pthread_join(th, NULL);
+	gh_store_close(t.s);
+	t.s = NULL;
+	gh_witness_close(w);
+	T_EQ_INT(bad, 0);
+	T_ASSERT(runs > 1);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_verify_beside_a_busy_writer), T(test_checkpoints_chain), T(test_unchained_checkpoints_still_verify), T(test_tail_rule),
        T(test_witness), T(test_retention_keeps_the_chain), T(test_quick_check))
