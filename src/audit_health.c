@@ -95,11 +95,11 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 	pthread_mutex_init(&h->mu, NULL);
 	h->checked_by = "startup";
 	h->witness_start = "disabled";
+	app->audit = h;
 	if (witness_file && !(h->witness_file = strdup(witness_file))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto fail;
 	}
-	app->audit = h;
 	/* unsigned until checked: a checkpoint covers every row before it */
 	o.signer = NULL;
 	if ((rc = gh_store_open(&o, &app->store, e)) != GH_OK)
@@ -153,12 +153,15 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 		h->witness_start = "ok";
 		if (q.witness == GH_WITNESS_MISSING || q.witness == GH_WITNESS_EMPTY) {
 			h->witness_start = "new";
-			if (q.witness == GH_WITNESS_MISSING && q.has_chained) {
+			if (q.has_chained) {
+				/* this gatehouse wrote those checkpoints, and witnessed
+				 * them: the witness was lost, emptied or replaced */
 				h->witness_start = "recreated";
-				gh_error("audit: the witness %s is missing, though this database's "
-					 "checkpoints were witnessed: a new one starts now (if it "
+				gh_error("audit: the witness %s is %s, though this database's "
+					 "checkpoints were witnessed: it starts again now (if it "
 					 "lived on a disk that is not mounted, stop and mount it)",
-					 h->witness_file);
+					 h->witness_file,
+					 q.witness == GH_WITNESS_MISSING ? "missing" : "empty");
 			}
 			/* the newest checkpoint, so the witness starts where
 			 * the database stands */
@@ -309,6 +312,14 @@ struct gh_audit_cli *gh_audit_cli_sign(struct gh_store *s, const struct gh_confi
 	if (gh_audit_verify_newest(s, &vo, &q, &e) != GH_OK || !q.ok) {
 		gh_warn("audit: not signing a checkpoint: %s (run gatehouse audit verify)",
 			q.ok ? e.msg : q.message);
+		goto fail;
+	}
+	if (witness_file && (q.witness == GH_WITNESS_MISSING || q.witness == GH_WITNESS_EMPTY) &&
+	    q.has_chained) {
+		/* not the CLI's to start again quietly: serve does, and says so */
+		gh_warn("audit: not signing a checkpoint: the witness %s is %s, though this "
+			"database's checkpoints were witnessed", witness_file,
+			q.witness == GH_WITNESS_MISSING ? "missing" : "empty");
 		goto fail;
 	}
 	if (witness_file) {

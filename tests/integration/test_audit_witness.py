@@ -227,6 +227,11 @@ class WitnessTest(GatewayTest):
     def test_a_missing_witness_is_flagged(self):
         gw, _, _ = self.make_log(n_calls=2)
         os.unlink(gw.witness)
+        # the CLI does not quietly start a new one
+        rc, out, err = gw.cli("keys", "create", "--config", gw.config_path, "--name", "late")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("not signing a checkpoint: the witness", err)
+        self.assertFalse(os.path.exists(gw.witness))
         gw.start()
         st, h, _ = gw.get("/healthz")
         self.assertEqual(h["status"], "degraded")
