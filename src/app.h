@@ -31,6 +31,7 @@ struct gh_app {
 	int has_signer;
 	struct gh_audit_health *audit;        /* the chain's state (audit_health.h); may be NULL */
 	int read_only;                        /* serving reads only: every write is refused */
+	const char *listen;                   /* HOST:PORT served, as given (port may be 0) */
 	int64_t started_ms;
 	_Atomic int active_streams;
 	_Atomic int stopping;

@@ -771,7 +771,7 @@ static void hex_field(cJSON *o, const char *k, const unsigned char *p, size_t n)
 
 static void json_field(cJSON *o, const char *k, const char *s)
 {
-	cJSON *v = s ? cJSON_Parse(s) : NULL;
+	cJSON *v = gh_json_parse_stored(s);
 
 	if (v)
 		cJSON_AddItemToObject(o, k, v);

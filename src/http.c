@@ -34,6 +34,7 @@
 #include "admin_auth.h"
 #include "audit_health.h"
 #include "buf.h"
+#include "front.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -44,6 +45,7 @@
 struct gh_http {
 	struct mg_context *ctx;
 	struct gh_app *app;
+	struct gh_front *front;           /* owns the listening port; see front.h */
 	int port;
 };
 
@@ -119,6 +121,9 @@ static const char *reason_phrase(int status)
 static int keep_alive(struct gh_req *r)
 {
 	const char *c = mg_get_header(r->conn, "Connection");
+
+	if (r->must_close)
+		return 0;
 
 	if (r->ri->http_version && !strcmp(r->ri->http_version, "1.0"))
 		return c && !strcasecmp(c, "keep-alive");
@@ -298,6 +303,128 @@ static GH_NOINLINE enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 	return GH_OK;
 }
 
+/*
+ * Request framing that a proxy in front could read differently from
+ * CivetWeb: two Content-Length headers (CivetWeb takes the first), a length
+ * that is not a plain number (CivetWeb reads "12abc" as 12), or a length
+ * together with Transfer-Encoding (CivetWeb takes the chunks). Any of them
+ * lets a request be smuggled inside another one's body, so the request is
+ * refused and the connection closed: nothing after it can be trusted.
+ */
+static GH_NOINLINE enum gh_code check_framing(struct gh_req *r, struct gh_err *e)
+{
+	const struct mg_request_info *ri = r->ri;
+	const char *cl = NULL, *p;
+	int ncl = 0, nte = 0, i;
+
+	for (i = 0; i < ri->num_headers; i++) {
+		const char *name = ri->http_headers[i].name;
+
+		if (!strcasecmp(name, "Content-Length")) {
+			ncl++;
+			cl = ri->http_headers[i].value;
+		} else if (!strcasecmp(name, "Transfer-Encoding")) {
+			nte++;
+		}
+	}
+	if (ncl > 1)
+		return gh_err_set(e, GH_E_BADREQ, "the request has %d Content-Length headers; "
+				  "at most one is allowed", ncl);
+	if (nte > 1)
+		return gh_err_set(e, GH_E_BADREQ, "the request has %d Transfer-Encoding headers; "
+				  "at most one is allowed", nte);
+	if (ncl && nte)
+		return gh_err_set(e, GH_E_BADREQ, "the request has both Content-Length and "
+				  "Transfer-Encoding; send one of them");
+	if (cl) {
+		for (p = cl; *p == ' ' || *p == '\t'; p++)
+			;
+		for (i = 0; p[i] >= '0' && p[i] <= '9'; i++)
+			;
+		if (i == 0 || i > 18 || strspn(p + i, " \t") != strlen(p + i))
+			return gh_err_set(e, GH_E_BADREQ, "Content-Length \"%.40s\" is not a "
+					  "number of bytes", cl);
+	}
+	return GH_OK;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes s (what names the part: "path", "query string") into out
+ * (strlen(s) + 1 bytes), or only checks it when out is NULL. Refuses an
+ * escape that is not '%' and two hex digits, and %00: decoded into a C
+ * string it would cut the rest off (/api/agents/assistant%00x served as
+ * "assistant"). */
+static enum gh_code percent_decode(const char *s, const char *what, char *out,
+				   struct gh_err *e)
+{
+	size_t i, n = 0;
+
+	for (i = 0; s[i]; i++) {
+		int hi, lo;
+
+		if (s[i] != '%') {
+			if (out)
+				out[n++] = s[i];
+			continue;
+		}
+		hi = s[i + 1] ? hexval(s[i + 1]) : -1;
+		lo = hi >= 0 && s[i + 2] ? hexval(s[i + 2]) : -1;
+		if (hi < 0 || lo < 0)
+			return gh_err_set(e, GH_E_BADREQ, "the request's %s has an invalid percent "
+					  "escape at byte %zu (expected %%XX with two hex digits)",
+					  what, i + 1);
+		if (hi == 0 && lo == 0)
+			return gh_err_set(e, GH_E_BADREQ, "the request's %s contains %%00 (a NUL "
+					  "byte) at byte %zu", what, i + 1);
+		if (out)
+			out[n++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	if (out)
+		out[n] = '\0';
+	return GH_OK;
+}
+
+/* The request target: the path decoded into *path (caller frees), the
+ * query string checked (gh_http_query decodes its values). CivetWeb is
+ * told not to decode, so the raw escapes are still there to check; it has
+ * removed the dot segments it could see, and an escaped one ("%2e%2e") is
+ * refused here. */
+static GH_NOINLINE enum gh_code decode_target(struct gh_req *r, char **path, struct gh_err *e)
+{
+	const char *raw = r->ri->local_uri ? r->ri->local_uri : "/";
+	const char *seg;
+	enum gh_code rc;
+
+	*path = malloc(strlen(raw) + 1);
+	if (!*path)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if ((rc = percent_decode(raw, "path", *path, e)) != GH_OK)
+		return rc;
+	for (seg = *path; *seg;) {
+		const char *s = seg[0] == '/' ? seg + 1 : seg;
+		size_t len = strcspn(s, "/");
+
+		if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+			return gh_err_set(e, GH_E_BADREQ, "the request's path has an escaped dot "
+					  "segment (%%2e)");
+		seg = s + len;
+	}
+	if (r->ri->query_string)
+		return percent_decode(r->ri->query_string, "query string", NULL, e);
+	return GH_OK;
+}
+
 /* Matches path against pattern, filling params. */
 static int match(const char *pattern, const char *path, struct gh_req *r)
 {
@@ -435,6 +562,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	struct gh_req r;
 	const struct gh_route *rt;
 	struct gh_err e;
+	char *path = NULL;
 	int mismatch, i;
 
 	memset(&r, 0, sizeof(r));
@@ -448,6 +576,17 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	gh_id_new("req_", r.id, sizeof(r.id));
 	gh_err_clear(&e);
 
+	if (check_framing(&r, &e) != GH_OK) {
+		r.must_close = 1;
+		mg_disable_connection_keep_alive(conn);
+		gh_http_error(&r, &e);
+		goto done;
+	}
+	if (decode_target(&r, &path, &e) != GH_OK) {
+		gh_http_error(&r, &e);
+		goto done;
+	}
+	r.path = path;
 	rt = route(&r, &mismatch);
 	if (!rt) {
 		if (mismatch)
@@ -458,8 +597,10 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	}
 	if (strcmp(r.method, "GET") && strcmp(r.method, "HEAD") && strcmp(r.method, "OPTIONS")) {
 		if (read_body(&r, &e) != GH_OK) {
-			if (e.code == GH_E_TOOBIG)
+			if (e.code == GH_E_TOOBIG) {
+				r.must_close = 1;
 				mg_disable_connection_keep_alive(conn);
+			}
 			gh_http_error(&r, &e);
 			goto done;
 		}
@@ -480,12 +621,14 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 done:
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
+	/* the key's id, never any part of its secret */
 	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
 		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",
-		r.who.key.id[0] ? r.who.key.prefix : "");
+		r.who.key.id);
 	for (i = 0; i < GH_ROUTE_PARAMS; i++)
 		free(r.params[i]);
 	free(r.body);
+	free(path);
 	return r.status ? r.status : 200;
 }
 
@@ -584,51 +727,6 @@ void gh_http_sse_end(struct gh_req *r)
 	mg_write(r->conn, "0\r\n\r\n", 5);
 }
 
-/*
- * CivetWeb 1.15 has no call that gives a connection's socket, and the
- * client-gone check needs it. gatehouse defines accept(): the dynamic
- * linker binds CivetWeb's call to this definition, which records the
- * socket each peer port arrived on and returns the real accept's result.
- * The record is a hint, checked with getpeername before use; without it
- * (another peer on the same port, or an accept we did not see) the socket
- * is found by scanning this process's descriptors.
- */
-static _Atomic int peer_fd[65536];       /* fd + 1 by peer port; 0 = unknown */
-
-typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
-static _Atomic(accept_fn) real_accept;
-
-int accept(int fd, struct sockaddr *addr, socklen_t *len);
-
-int accept(int fd, struct sockaddr *addr, socklen_t *len)
-{
-	accept_fn f = atomic_load(&real_accept);
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof(peer);
-	int s;
-
-	if (!f) {
-		f = (accept_fn)(uintptr_t)dlsym(RTLD_NEXT, "accept");
-		if (!f) {
-			errno = ENOSYS;
-			return -1;
-		}
-		atomic_store(&real_accept, f);
-	}
-	s = f(fd, addr, len);
-	if (s >= 0 && getpeername(s, (struct sockaddr *)&peer, &pl) == 0) {
-		int port = peer.ss_family == AF_INET
-				   ? ntohs(((struct sockaddr_in *)&peer)->sin_port)
-			   : peer.ss_family == AF_INET6
-				   ? ntohs(((struct sockaddr_in6 *)&peer)->sin6_port)
-				   : -1;
-
-		if (port >= 0)
-			atomic_store(&peer_fd[port], s + 1);
-	}
-	return s;
-}
-
 /* 1 when fd is the TCP connection from r's client to r's server port. */
 static int is_client_socket(struct gh_req *r, int fd)
 {
@@ -657,12 +755,12 @@ static int is_client_socket(struct gh_req *r, int fd)
 
 static int scan_sockets(struct gh_req *r);
 
-/* Finds the client's socket: the accept() record first, else a scan of
- * this process's sockets by their address pair. */
+/* Finds the client's socket (CivetWeb 1.15 has no call that gives it):
+ * the record accept() keeps (front.c) first, else a scan of this
+ * process's sockets by their address pair. */
 static int find_socket(struct gh_req *r)
 {
-	int hint = r->ri->remote_port >= 0 && r->ri->remote_port < 65536
-			   ? atomic_load(&peer_fd[r->ri->remote_port]) - 1 : -1;
+	int hint = gh_front_fd_hint(r->ri->remote_port);
 
 	if (hint >= 0 && is_client_socket(r, hint))
 		return hint;
@@ -760,9 +858,65 @@ static void health(struct gh_req *r)
 
 /* ------------------------------------------------------------ server */
 
+/*
+ * Worker stacks. CivetWeb 1.15 as Debian builds it starts every thread
+ * with a 100 KiB stack (USE_STACK_SIZE, fixed at compile time; no run-time
+ * option), and a request's worker runs all of gatehouse beneath it: cJSON
+ * and gatehouse's own walks over documents of up to GH_JSON_MAX_DEPTH
+ * levels (128 for stored ones), schema checks, SQLite and libcurl.
+ * gatehouse defines pthread_attr_setstacksize: the dynamic linker binds
+ * CivetWeb's call to this definition, which raises a size below
+ * GH_HTTP_THREAD_STACK to it and passes every other call through. Only
+ * address space is reserved; a worker touches the pages it uses.
+ */
+#define GH_HTTP_THREAD_STACK ((size_t)1 << 20)
+
+typedef int (*setstacksize_fn)(pthread_attr_t *, size_t);
+static _Atomic(setstacksize_fn) real_setstacksize;
+
+int pthread_attr_setstacksize(pthread_attr_t *attr, size_t size)
+{
+	setstacksize_fn f = atomic_load(&real_setstacksize);
+
+	if (!f) {
+		f = (setstacksize_fn)(uintptr_t)dlsym(RTLD_NEXT, "pthread_attr_setstacksize");
+		if (!f)
+			return ENOSYS;
+		atomic_store(&real_setstacksize, f);
+	}
+	return f(attr, size < GH_HTTP_THREAD_STACK ? GH_HTTP_THREAD_STACK : size);
+}
+
+/* Each worker checks once that its stack is the size asked for. */
+static void *on_init_thread(const struct mg_context *ctx, int type)
+{
+	pthread_attr_t a;
+	size_t size = 0;
+
+	(void)ctx;
+	if (type == 1 && pthread_getattr_np(pthread_self(), &a) == 0) {
+		pthread_attr_getstacksize(&a, &size);
+		pthread_attr_destroy(&a);
+		if (size < GH_HTTP_THREAD_STACK)
+			gh_warn("worker thread stack is %zu KiB, not %zu KiB: deeply nested "
+				"requests may not fit", size >> 10, GH_HTTP_THREAD_STACK >> 10);
+	}
+	return NULL;
+}
+
 static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
 {
 	gh_upstream_thread_cleanup();
+}
+
+/* CivetWeb closed a connection: the front counts it off its address. */
+static void on_connection_closed(const struct mg_connection *conn)
+{
+	struct gh_http *h = mg_get_user_data(mg_get_context(conn));
+	const struct mg_request_info *ri = mg_get_request_info(conn);
+
+	if (h && ri)
+		gh_front_closed(h->front, ri->remote_addr);
 }
 
 static int on_log(const struct mg_connection *conn, const char *msg)
@@ -774,36 +928,49 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e)
 {
+	const struct gh_server_conf *sc = &app->cfg->server;
 	struct gh_http *h = calloc(1, sizeof(*h));
+	struct gh_front_conf fc = {sc->head_timeout_ms, sc->max_connections_per_address};
 	struct mg_callbacks cb;
 	struct mg_server_port ports[4];
-	char threads[16], timeout[24], port_spec[300];
-	const char *opts[24];
+	char threads[16], timeout[24], keepalive[24], head_max[16];
+	const char *opts[32];
+	struct gh_err fe;
 	int n = 0, np;
 
 	*out = NULL;
 	if (!h)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	h->app = app;
-	snprintf(threads, sizeof(threads), "%lld", (long long)app->cfg->server.threads);
-	snprintf(timeout, sizeof(timeout), "%lld", (long long)app->cfg->server.request_timeout_ms);
-	snprintf(port_spec, sizeof(port_spec), "%s", listen);
+	/* gatehouse listens itself and hands CivetWeb only connections whose
+	 * request head has arrived (front.h); CivetWeb listens on a loopback
+	 * port that the front takes over right after the start */
+	if (gh_front_start(listen, &fc, &h->front, &fe) != GH_OK) {
+		free(h);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", listen, fe.msg);
+	}
+	snprintf(threads, sizeof(threads), "%lld", (long long)sc->threads);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)sc->request_timeout_ms);
+	/* the next request's head on a kept-alive connection gets the same
+	 * deadline as a new connection's head in the front */
+	snprintf(keepalive, sizeof(keepalive), "%lld", (long long)sc->head_timeout_ms);
+	snprintf(head_max, sizeof(head_max), "%d", GH_FRONT_HEAD_MAX);
 	opts[n++] = "listening_ports";
-	opts[n++] = port_spec;
+	opts[n++] = "127.0.0.1:0";
 	opts[n++] = "num_threads";
 	opts[n++] = threads;
 	opts[n++] = "enable_keep_alive";
 	opts[n++] = "yes";
 	opts[n++] = "keep_alive_timeout_ms";
-	opts[n++] = "30000";
+	opts[n++] = keepalive;
 	opts[n++] = "tcp_nodelay";
 	opts[n++] = "1";
 	opts[n++] = "request_timeout_ms";
 	opts[n++] = timeout;
-	opts[n++] = "listen_backlog";
-	opts[n++] = "1024";
+	opts[n++] = "max_request_size";
+	opts[n++] = head_max;
 	opts[n++] = "decode_url";
-	opts[n++] = "yes";
+	opts[n++] = "no"; /* dispatch() decodes, refusing bad escapes and %00 */
 	opts[n] = NULL;
 	/* Plain HTTP: TLS is terminated in front of gatehouse (Debian's
 	 * CivetWeb 1.15 is built for the OpenSSL 1.1 API and cannot load
@@ -811,28 +978,37 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	 * value (the features set up) is 0 on success too. */
 	mg_init_library(0);
 	memset(&cb, 0, sizeof(cb));
+	cb.init_thread = on_init_thread;
 	cb.exit_thread = on_exit_thread;
+	cb.connection_closed = on_connection_closed;
 	cb.log_message = on_log;
-	h->ctx = mg_start(&cb, app, opts);
+	h->ctx = mg_start(&cb, h, opts);
 	if (!h->ctx) {
 		mg_exit_library();
+		gh_front_stop(h->front);
+		gh_front_free(h->front);
 		free(h);
-		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
-				  "HOST:PORT)", listen);
+		return gh_err_set(e, GH_E_IO, "cannot start the HTTP server (CivetWeb)");
 	}
 	mg_set_request_handler(h->ctx, "/", dispatch, app);
 	memset(ports, 0, sizeof(ports));
 	np = mg_get_server_ports(h->ctx, 4, ports);
-	h->port = np > 0 ? ports[0].port : 0;
+	if (np < 1 || gh_front_attach(h->front, ports[0].port, e) != GH_OK) {
+		if (np < 1)
+			gh_err_set(e, GH_E_IO, "CivetWeb reports no listening port");
+		gh_http_stop(h);
+		return e->code;
+	}
+	h->port = gh_front_port(h->front);
 	*out = h;
 	return GH_OK;
 }
 
 /* CivetWeb's accept loop polls with a 2 s timeout and notices a stop only
- * between polls. While mg_stop waits for it, this thread keeps knocking on
- * the listening port so the loop wakes and shutdown takes milliseconds. */
+ * between polls. While mg_stop waits for it, this thread keeps waking the
+ * loop through the front's eventfd so shutdown takes milliseconds. */
 struct waker {
-	int port;
+	struct gh_front *front;
 	_Atomic int done;
 };
 
@@ -841,20 +1017,7 @@ static void *waker_main(void *arg)
 	struct waker *w = arg;
 
 	while (!atomic_load(&w->done)) {
-		struct sockaddr_in a;
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (fd >= 0) {
-			memset(&a, 0, sizeof(a));
-			a.sin_family = AF_INET;
-			a.sin_port = htons((uint16_t)w->port);
-			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-				close(fd);
-				break; /* nothing listens any more */
-			}
-			close(fd);
-		}
+		gh_front_wake(w->front);
 		usleep(20000);
 	}
 	return NULL;
@@ -868,14 +1031,17 @@ void gh_http_stop(struct gh_http *h)
 
 	if (!h)
 		return;
-	w.port = h->port;
+	/* no new connections, and none left waiting for a worker */
+	gh_front_stop(h->front);
+	w.front = h->front;
 	atomic_init(&w.done, 0);
-	started = h->port > 0 && pthread_create(&t, NULL, waker_main, &w) == 0;
+	started = pthread_create(&t, NULL, waker_main, &w) == 0;
 	mg_stop(h->ctx);
 	atomic_store(&w.done, 1);
 	if (started)
 		pthread_join(t, NULL);
 	mg_exit_library();
+	gh_front_free(h->front);
 	free(h);
 }
 

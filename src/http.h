@@ -54,6 +54,7 @@ struct gh_req {
 	int rl_set;
 	int64_t rl_limit, rl_remaining, rl_reset_s;
 	const char *extra_headers;        /* "Name: value\r\n..." added to the response */
+	int must_close;                   /* answer with Connection: close, then close */
 };
 
 typedef void (*gh_handler)(struct gh_req *r);
@@ -74,7 +75,14 @@ extern const struct gh_route gh_routes_openai[];
 extern const struct gh_route gh_routes_a2a[];
 extern const struct gh_route gh_routes_admin[];
 
-/* Starts listening (listen "HOST:PORT"; port 0 picks one). */
+/* Where A2A agent cards say gatehouse is: server.public_url, else the
+ * address it listens on with port (a wildcard address is announced as
+ * loopback). Never anything a request says. */
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap);
+
+/* Starts listening (listen "HOST:PORT"; port 0 picks one). When the
+ * address cannot be bound, GH_E_IO with "cannot listen on HOST:PORT: "
+ * and the system's reason ("Address already in use"). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e);
 void gh_http_stop(struct gh_http *h);

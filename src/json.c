@@ -48,91 +48,288 @@ static int has_duplicates(const cJSON *obj)
 	return dup;
 }
 
-/* 0 ok, 1 too deep, 2 duplicate member names. Containers count toward the
- * depth; the scalars inside the deepest ones do not. */
-static int check_tree(const cJSON *v, int depth, int dups_ok)
+/* 1 when some object in v has two members with one name. The pre-scan
+ * has bounded the depth, so the recursion is bounded too. */
+static int dups_in_tree(const cJSON *v)
 {
 	const cJSON *c;
-	int rc;
 
 	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
 		return 0;
-	if (depth > GH_JSON_MAX_DEPTH)
+	if (cJSON_IsObject(v) && has_duplicates(v))
 		return 1;
-	if (!dups_ok && cJSON_IsObject(v) && has_duplicates(v))
-		return 2;
 	for (c = v->child; c; c = c->next)
-		if ((rc = check_tree(c, depth + 1, dups_ok)) != 0)
-			return rc;
+		if (dups_in_tree(c))
+			return 1;
 	return 0;
 }
 
-static enum gh_code parse(const char *s, size_t n, const char *what, int dups_ok, cJSON **out,
-			  struct gh_err *e);
+/* ---- the pre-scan: size, depth and NUL before cJSON recurses ---- */
 
-enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
-			   struct gh_err *e)
+/* One open container on the way to the byte being scanned: its kind, the
+ * index of the element being read (arrays) or the name of the member
+ * (objects, borrowed from the input), for the JSON path in messages. */
+struct frame {
+	char kind;               /* '[' or '{' */
+	char expect_name;        /* in an object, the next string is a name */
+	size_t index;
+	const char *name;
+	size_t name_len;
+};
+
+enum scan_fault { SCAN_OK, SCAN_DEEP, SCAN_RAW_NUL, SCAN_NUL_ESCAPE, SCAN_NOMEM };
+
+struct scan {
+	struct frame frames[GH_JSON_MAX_DEPTH_STORED];
+	int depth;
+	size_t at;               /* offset of the fault */
+	int in_string;           /* the fault is inside a string ... */
+	int in_name;             /* ... that is a member name */
+	char *patched;           /* NUL_REPLACE: a copy with \u0000 -> \ufffd */
+};
+
+/* Line and column (from 1) of offset off. */
+static void position(const char *s, size_t off, int *line, int *col)
 {
-	return parse(s, n, what, 0, out, e);
+	size_t i;
+
+	*line = 1;
+	*col = 1;
+	for (i = 0; i < off; i++) {
+		if (s[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
 }
 
-enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON **out,
-				struct gh_err *e)
+/* The JSON path of the scan's open containers, "$.a[2].b", cut with "..."
+ * when long. Member names are shown as written, unusual bytes as '?'. */
+static void render_path(const struct scan *sc, char *out, size_t cap)
 {
-	return parse(s, n, what, 1, out, e);
+	size_t n;
+	int i;
+
+	n = (size_t)snprintf(out, cap, "$");
+	for (i = 0; i < sc->depth && n + 32 < cap; i++) {
+		const struct frame *f = &sc->frames[i];
+
+		if (f->kind == '[') {
+			n += (size_t)snprintf(out + n, cap - n, "[%zu]", f->index);
+		} else if (f->name) {
+			size_t k;
+
+			out[n++] = '.';
+			for (k = 0; k < f->name_len && n + 8 < cap; k++) {
+				unsigned char ch = (unsigned char)f->name[k];
+
+				out[n++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+			}
+			out[n] = '\0';
+		}
+	}
+	if (i < sc->depth)
+		snprintf(out + n, cap - n, "...");
 }
 
-static enum gh_code parse(const char *s, size_t n, const char *what, int dups_ok, cJSON **out,
-			  struct gh_err *e)
+/* Walks s once the way cJSON will: strings (with their escapes) and,
+ * outside them, the brackets that make cJSON recurse. Stops at the first
+ * fault. Syntax errors are left to cJSON, which stops at the first one: up
+ * to there this scan and cJSON agree on where strings are, so cJSON never
+ * nests deeper than seen here. */
+static enum scan_fault prescan(const char *s, size_t n, unsigned flags, int max_depth,
+			       struct scan *sc)
 {
-	const char *end = NULL;
+	size_t i = 0;
+
+	sc->depth = 0;
+	sc->patched = NULL;
+	while (i < n) {
+		char ch = s[i];
+		struct frame *top = sc->depth ? &sc->frames[sc->depth - 1] : NULL;
+
+		if (ch == '"') {
+			int is_name = top && top->kind == '{' && top->expect_name;
+			size_t start = ++i;
+
+			while (i < n && s[i] != '"') {
+				int esc0 = s[i] == '\\' && i + 5 < n && s[i + 1] == 'u' &&
+					   !memcmp(s + i + 2, "0000", 4);
+
+				if (s[i] != '\0' && !esc0) {
+					i += s[i] == '\\' ? 2 : 1;
+					continue;
+				}
+				sc->at = i;
+				sc->in_string = 1;
+				sc->in_name = is_name;
+				if (s[i] == '\0')
+					return SCAN_RAW_NUL;
+				if (!(flags & GH_JSON_NUL_REPLACE))
+					return SCAN_NUL_ESCAPE;
+				if (!sc->patched) {
+					sc->patched = malloc(n);
+					if (!sc->patched)
+						return SCAN_NOMEM;
+					memcpy(sc->patched, s, n);
+				}
+				memcpy(sc->patched + i + 2, "fffd", 4);
+				i += 6;
+			}
+			if (is_name) {
+				top->name = s + start;
+				top->name_len = (i < n ? i : n) - start;
+			}
+			i++;
+			continue;
+		}
+		switch (ch) {
+		case '\0':
+			sc->at = i;
+			sc->in_string = 0;
+			sc->in_name = 0;
+			return SCAN_RAW_NUL;
+		case '[':
+		case '{':
+			if (sc->depth >= max_depth) {
+				sc->at = i;
+				return SCAN_DEEP;
+			}
+			sc->frames[sc->depth++] = (struct frame){ch, ch == '{', 0, NULL, 0};
+			break;
+		case ']':
+		case '}':
+			if (sc->depth)
+				sc->depth--;
+			break;
+		case ',':
+			if (top && top->kind == '[') {
+				top->index++;
+			} else if (top) {
+				top->expect_name = 1;
+				top->name = NULL;
+			}
+			break;
+		case ':':
+			if (top)
+				top->expect_name = 0;
+			break;
+		default:
+			break;
+		}
+		i++;
+	}
+	return SCAN_OK;
+}
+
+/* The message for a pre-scan fault. */
+static enum gh_code scan_error(const char *s, const char *what, enum scan_fault f,
+			       const struct scan *sc, int max_depth, struct gh_err *e)
+{
+	char path[160];
+	int line, col;
+
+	if (f == SCAN_NOMEM)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	position(s, sc->at, &line, &col);
+	render_path(sc, path, sizeof(path));
+	if (f == SCAN_DEEP)
+		return gh_err_set(e, GH_E_BADREQ, "%s nests deeper than %d levels at %s (line %d, "
+				  "column %d)", what, max_depth, path, line, col);
+	if (f == SCAN_RAW_NUL && !sc->in_string)
+		return gh_err_set(e, GH_E_BADREQ, "%s contains a NUL byte (line %d, column %d)",
+				  what, line, col);
+	return gh_err_set(e, GH_E_BADREQ, "%s has a NUL character (%s) in %s at %s (line %d, "
+			  "column %d); strings may not contain NUL", what,
+			  f == SCAN_RAW_NUL ? "a raw 0 byte" : "\\u0000",
+			  sc->in_name ? "a member name" : "the string", path, line, col);
+}
+
+enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsigned flags,
+				cJSON **out, struct gh_err *e)
+{
+	int max_depth = flags & GH_JSON_DEEP ? GH_JSON_MAX_DEPTH_STORED : GH_JSON_MAX_DEPTH;
+	const char *end = NULL, *text;
+	enum scan_fault f;
+	struct scan *sc;
+	enum gh_code rc;
 	cJSON *v;
-	size_t off, i;
-	int line = 1, col = 1;
+	size_t off;
+	int line, col;
 
 	*out = NULL;
 	if (n == 0)
 		return gh_err_set(e, GH_E_BADREQ, "%s is empty; expected JSON", what);
-	v = cJSON_ParseWithLengthOpts(s, n, &end, 0);
+	if (n > GH_JSON_MAX_BYTES)
+		return gh_err_set(e, GH_E_TOOBIG, "%s is larger than %zu bytes", what,
+				  GH_JSON_MAX_BYTES);
+	/* on the heap: worker stacks are kept small */
+	sc = malloc(sizeof(*sc));
+	if (!sc)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	f = prescan(s, n, flags, max_depth, sc);
+	if (f != SCAN_OK) {
+		rc = scan_error(s, what, f, sc, max_depth, e);
+		goto out;
+	}
+	text = sc->patched ? sc->patched : s;
+	v = cJSON_ParseWithLengthOpts(text, n, &end, 0);
 	if (v) {
-		off = (size_t)(end - s);
-		while (off < n && (s[off] == ' ' || s[off] == '\t' || s[off] == '\r' ||
-				   s[off] == '\n'))
+		off = (size_t)(end - text);
+		while (off < n && (text[off] == ' ' || text[off] == '\t' || text[off] == '\r' ||
+				   text[off] == '\n'))
 			off++;
 		if (off == n) {
-			int bad = check_tree(v, 1, dups_ok);
-
-			if (bad) {
+			if (!(flags & GH_JSON_DUPS_OK) && dups_in_tree(v)) {
 				cJSON_Delete(v);
-				return bad == 1 ? gh_err_set(e, GH_E_BADREQ,
-							     "%s nests deeper than %d levels", what,
-							     GH_JSON_MAX_DEPTH)
-						: gh_err_set(e, GH_E_BADREQ,
-							     "%s has an object with a member name "
-							     "given twice", what);
+				rc = gh_err_set(e, GH_E_BADREQ, "%s has an object with a member name "
+						"given twice", what);
+				goto out;
 			}
 			*out = v;
-			return GH_OK;
+			rc = GH_OK;
+			goto out;
 		}
 		cJSON_Delete(v);
 	} else {
 		/* cJSON reports the failure position through a global; the
 		 * thread-safe way is to re-derive it from the returned end
 		 * pointer when present. */
-		off = end ? (size_t)(end - s) : 0;
+		off = end ? (size_t)(end - text) : 0;
 	}
 	if (off > n)
 		off = n;
-	for (i = 0; i < off; i++) {
-		if (s[i] == '\n') {
-			line++;
-			col = 1;
-		} else {
-			col++;
-		}
-	}
-	return gh_err_set(e, GH_E_BADREQ, "%s is not valid JSON (line %d, column %d)", what,
-			  line, col);
+	position(text, off, &line, &col);
+	rc = gh_err_set(e, GH_E_BADREQ, "%s is not valid JSON (line %d, column %d)", what, line,
+			col);
+out:
+	free(sc->patched);
+	free(sc);
+	return rc;
+}
+
+enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
+			   struct gh_err *e)
+{
+	return gh_json_parse_opts(s, n, what, 0, out, e);
+}
+
+enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON **out,
+				struct gh_err *e)
+{
+	return gh_json_parse_opts(s, n, what, GH_JSON_DUPS_OK, out, e);
+}
+
+cJSON *gh_json_parse_stored(const char *s)
+{
+	struct gh_err ignore;
+	cJSON *v = NULL;
+
+	if (s)
+		gh_json_parse_opts(s, strlen(s), "stored JSON", GH_JSON_STORED, &v, &ignore);
+	return v;
 }
 
 int gh_json_strip_comments(char *s, size_t n)

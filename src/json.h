@@ -1,7 +1,8 @@
 /*
- * json.h - helpers around cJSON: bounded parsing with a clear error,
- * comment stripping for the config file, canonical serialisation (for
- * hashes) and typed getters. Stateless; safe from any thread.
+ * json.h - helpers around cJSON: bounded parsing with a clear error (the
+ * one entry to cJSON's parser: gh_json_parse_opts), comment stripping for
+ * the config file, canonical serialisation (for hashes) and typed
+ * getters. Stateless; safe from any thread.
  */
 #ifndef GH_JSON_H
 #define GH_JSON_H
@@ -16,13 +17,54 @@
 
 /* Deepest nesting accepted from clients and upstreams. */
 #define GH_JSON_MAX_DEPTH 64
+/* Deepest nesting accepted in documents gatehouse wrote itself (stored
+ * run state, messages): client and model values of GH_JSON_MAX_DEPTH
+ * levels sit inside a few levels of gatehouse's own envelopes. */
+#define GH_JSON_MAX_DEPTH_STORED 128
+/* Largest input the parser takes at all; callers bound their inputs far
+ * tighter (server.max_body_bytes, upstream reply caps). */
+#define GH_JSON_MAX_BYTES ((size_t)1 << 30)
 
-/* Parses exactly n bytes of s as one JSON value (trailing whitespace
- * allowed). On failure returns GH_E_BADREQ with "invalid JSON at line L,
- * column C" in e, naming what (e.g. "request body"). *out is owned by the
- * caller (cJSON_Delete). Values nested deeper than GH_JSON_MAX_DEPTH
- * containers, and objects with a member name given twice (what is checked
- * and what is used could differ), are refused. */
+/* Options of gh_json_parse_opts. */
+#define GH_JSON_DUPS_OK      0x1u /* leave repeated member names to the caller */
+#define GH_JSON_NUL_REPLACE  0x2u /* \u0000 in a string becomes U+FFFD, not an error */
+#define GH_JSON_DEEP         0x4u /* depth bound GH_JSON_MAX_DEPTH_STORED */
+/* Replies and streams of providers and tools: a model that writes \u0000
+ * gets U+FFFD in its text rather than a failed run. */
+#define GH_JSON_UPSTREAM     GH_JSON_NUL_REPLACE
+/* Documents gatehouse stored itself (database columns, audit rows). */
+#define GH_JSON_STORED       (GH_JSON_DUPS_OK | GH_JSON_DEEP)
+
+/*
+ * THE way to parse JSON in gatehouse: every document that comes from
+ * outside (request bodies, upstream replies and stream chunks, MCP and
+ * A2A messages, tool responses, the config file) and every stored one
+ * goes through here; src/ calls no cJSON_Parse* anywhere else (a test
+ * checks). cJSON's parser is recursive and allows 1000 levels, which
+ * overflows a worker thread's stack long before gatehouse could look at
+ * the tree, so a linear pre-scan bounds the input first, before cJSON
+ * sees a byte:
+ *   - size: at most GH_JSON_MAX_BYTES (GH_E_TOOBIG);
+ *   - depth: at most GH_JSON_MAX_DEPTH containers (GH_JSON_DEEP:
+ *     GH_JSON_MAX_DEPTH_STORED), counted outside strings the way cJSON
+ *     will nest them, so cJSON never recurses deeper;
+ *   - NUL: a raw NUL byte anywhere, or a \u0000 escape in a string or a
+ *     member name, is refused (a C string would end there: what gatehouse
+ *     checked and what it used could differ); GH_JSON_NUL_REPLACE turns
+ *     the escape into U+FFFD instead.
+ * Then cJSON parses exactly n bytes of s as one JSON value (trailing
+ * whitespace allowed), and objects with a member name given twice are
+ * refused unless GH_JSON_DUPS_OK.
+ *
+ * On failure returns GH_E_BADREQ (GH_E_TOOBIG for size, GH_E_NOMEM) with a
+ * message that names what (e.g. "request body"), where ("line L, column
+ * C") and, for depth and NUL, the JSON path ("$.messages[0].content"),
+ * and *out NULL. On success *out is owned by the caller (cJSON_Delete).
+ */
+enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsigned flags,
+				cJSON **out, struct gh_err *e);
+
+/* gh_json_parse_opts with no options: for anything from outside. */
 enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **out,
 			   struct gh_err *e);
 
@@ -30,6 +72,10 @@ enum gh_code gh_json_parse(const char *s, size_t n, const char *what, cJSON **ou
  * loader reports them with their JSON path). */
 enum gh_code gh_json_parse_dups(const char *s, size_t n, const char *what, cJSON **out,
 				struct gh_err *e);
+
+/* Parses a NUL-terminated document gatehouse wrote itself or compiled in
+ * (GH_JSON_STORED); NULL when it is not valid JSON or on OOM. */
+cJSON *gh_json_parse_stored(const char *s);
 
 /* Replaces // line and block comments outside strings with spaces, in
  * place, keeping newlines so positions stay right. Returns -1 on an

@@ -2,8 +2,9 @@
  * log.h - one-line logs to stderr: "2026-11-21T10:00:00.123Z level msg".
  *
  * Thread-safe (one write(2) per line). Never pass a secret: API keys,
- * provider keys, passwords and session tokens stay out of logs; callers
- * log ids and key prefixes instead.
+ * provider keys, passwords and session tokens stay out of logs, and so
+ * does any part of one (an API key's visible prefix is 8 characters of its
+ * secret); callers log ids instead.
  */
 #ifndef GH_LOG_H
 #define GH_LOG_H

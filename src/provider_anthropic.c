@@ -101,7 +101,11 @@ static cJSON *tool_input(const cJSON *args)
 	if (cJSON_IsObject(args))
 		return cJSON_Duplicate(args, 1);
 	if (cJSON_IsString(args)) {
-		cJSON *v = cJSON_Parse(args->valuestring);
+		struct gh_err ignore;
+		cJSON *v = NULL;
+
+		gh_json_parse_opts(args->valuestring, strlen(args->valuestring), "tool input",
+				   GH_JSON_UPSTREAM, &v, &ignore);
 
 		if (cJSON_IsObject(v))
 			return v;
@@ -287,7 +291,7 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			    !cJSON_AddStringToObject(o, "description", t->description))
 				goto nomem;
 			schema = t->schema ? cJSON_Duplicate(t->schema, 1)
-					   : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
+					   : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
 			if (!schema)
 				goto nomem;
 			cJSON_AddItemToObject(o, "input_schema", schema);
@@ -397,13 +401,16 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 {
 	const cJSON *block, *delta;
 	const char *type;
+	struct gh_err pe;
 	cJSON *j;
 	int stop = 0;
 	int64_t index;
 
 	if (st->done || !ev->data_len)
 		return 0;
-	if (!(j = cJSON_ParseWithLength(ev->data, ev->data_len)) || !cJSON_IsObject(j)) {
+	if (gh_json_parse_opts(ev->data, ev->data_len, "chunk", GH_JSON_UPSTREAM, &j, &pe) != GH_OK)
+		return gh_provider_stream_fail(st, "malformed chunk: %s", pe.msg);
+	if (!cJSON_IsObject(j)) {
 		cJSON_Delete(j);
 		return gh_provider_stream_fail(st, "malformed chunk");
 	}
@@ -470,8 +477,9 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 		const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
 		const char *m = gh_json_str(err, "message"), *et = gh_json_str(err, "type");
 
-		stop = gh_provider_stream_fail(st, "stream error: %s%s%.300s", et ? et : "",
-					       et ? ": " : "", m ? m : "(no message)");
+		stop = gh_provider_stream_fail_upstream(st, "stream error",
+							"stream error: %s%s%.300s", et ? et : "",
+							et ? ": " : "", m ? m : "(no message)");
 	}
 	/* ping, content_block_stop and newer event types need nothing */
 	cJSON_Delete(j);
@@ -493,7 +501,7 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 	if (!events)
 		events = &none;
 	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, events);
+	gh_provider_stream_init(&st, conf, TYPE, req, events);
 	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
 		goto out;
 	memset(&h, 0, sizeof(h));

@@ -299,7 +299,7 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			    !cJSON_AddStringToObject(fn, "description", t->description))
 				goto nomem;
 			params = t->schema ? cJSON_Duplicate(t->schema, 1)
-					   : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
+					   : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
 			if (!params)
 				goto nomem;
 			cJSON_AddItemToObject(fn, "parameters", params);
@@ -409,6 +409,7 @@ nomem:
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
 	const cJSON *choices, *c, *err;
+	struct gh_err pe;
 	cJSON *j;
 	int stop = 0;
 
@@ -420,14 +421,15 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 	}
 	if (!ev->data_len)
 		return 0;
-	if (!(j = cJSON_ParseWithLength(ev->data, ev->data_len)))
-		return gh_provider_stream_fail(st, "malformed chunk");
+	if (gh_json_parse_opts(ev->data, ev->data_len, "chunk", GH_JSON_UPSTREAM, &j, &pe) != GH_OK)
+		return gh_provider_stream_fail(st, "malformed chunk: %s", pe.msg);
 	if ((err = cJSON_GetObjectItemCaseSensitive(j, "error"))) {
 		const char *m = gh_json_str(err, "message");
 
-		stop = gh_provider_stream_fail(st, "stream error: %.300s",
-					       m ? m : cJSON_IsString(err) ? err->valuestring
-									   : "(no message)");
+		stop = gh_provider_stream_fail_upstream(st, "stream error",
+							"stream error: %.300s",
+							m ? m : cJSON_IsString(err) ? err->valuestring
+										    : "(no message)");
 		goto out;
 	}
 	choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
@@ -501,7 +503,7 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 	if (!events)
 		events = &none;
 	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, events);
+	gh_provider_stream_init(&st, conf, TYPE, req, events);
 	gh_buf_init(&auth, 64 << 10);
 	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
 		goto out;

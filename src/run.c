@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "approvals.h"
 #include "audit.h"
 #include "buf.h"
@@ -561,6 +563,57 @@ static enum gh_code audit_row_build(struct run *r, const char *event, const cJSO
 	return GH_OK;
 }
 
+/* How an approval-bound call ended, for its approval, from the row that
+ * ends it: after its decision, every row about such a call says how the
+ * approved call ended. said is the error the caller saw (an HTTP tool's
+ * address stays in the audit row's error). */
+static void approval_outcome(const char *event, const char *outcome, const char *error,
+			     const char *reason, const cJSON *result, const char **how,
+			     const char **said)
+{
+	*how = !strcmp(event, "denied") ? "not_run"
+	       : !strcmp(event, "executed") ||
+			 (!strcmp(event, "client_result") && outcome && !strcmp(outcome, "ok"))
+		       ? "ok"
+		       : "error";
+	*said = !strcmp(*how, "ok") ? NULL
+		: result && gh_json_str(result, "error") ? gh_json_str(result, "error")
+		: error ? error : reason;
+}
+
+/* The row that ends call c in tx: appended (an approval-bound call's
+ * approval records how it ended, in the same transaction), and call_id
+ * (0: none) closed. Thread-agnostic, as audit_row_build. */
+static enum gh_code end_in_tx(struct gh_store_tx *tx, const cJSON *c, int64_t call_id,
+			      const struct audit_row *row, const cJSON *result, struct gh_err *e)
+{
+	const struct gh_audit_event *ev = &row->ev;
+	const char *apr = gh_json_str(c, "approvalId"), *how, *said;
+	enum gh_code rc;
+
+	if (!apr)
+		return gh_store_tx_audit_call_close(tx, call_id, ev, e);
+	approval_outcome(ev->event, ev->outcome, ev->error, ev->reason, result, &how, &said);
+	rc = gh_store_approval_finish_exec_tx(tx, apr, how, said, ev, e);
+	if (rc == GH_OK && call_id)
+		rc = gh_store_tx_audit_call_close(tx, call_id, NULL, e);
+	return rc;
+}
+
+struct end_tx {
+	const cJSON *c;
+	int64_t call_id;
+	const struct audit_row *row;
+	const cJSON *result;
+};
+
+static enum gh_code end_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct end_tx *x = ud;
+
+	return end_in_tx(tx, x->c, x->call_id, x->row, x->result, e);
+}
+
 /* How a row takes part in the books of open calls (store.h). */
 enum audit_mark { AUDIT_PLAIN, AUDIT_OPEN, AUDIT_CLOSE };
 
@@ -580,12 +633,15 @@ static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *ca
 	rc = audit_row_build(r, event, c, outcome, duration_ms, error, reason, result, &row, e);
 	if (rc != GH_OK)
 		return rc;
-	if (mark == AUDIT_OPEN)
+	if (mark == AUDIT_OPEN) {
 		rc = gh_store_audit_call_open(r->app->store, &row.ev, call_id, &ae);
-	else if (mark == AUDIT_CLOSE)
-		rc = gh_store_audit_call_close(r->app->store, *call_id, &row.ev, &ae);
-	else
+	} else if (mark == AUDIT_CLOSE || gh_json_str(c, "approvalId")) {
+		struct end_tx x = {c, mark == AUDIT_CLOSE ? *call_id : 0, &row, result};
+
+		rc = gh_store_tx_run(r->app->store, end_tx_fn, &x, &ae);
+	} else {
 		rc = gh_store_audit_append(r->app->store, &row.ev, NULL, &ae);
+	}
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
@@ -602,6 +658,45 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 {
 	return audit_write(r, AUDIT_PLAIN, NULL, event, c, outcome, duration_ms, error, reason,
 			   result, e);
+}
+
+/* A model call that failed (not one the client cut short): the whole error,
+ * with the upstream's address and its own words, goes to the log and the
+ * audit log; the caller gets only the provider's name and what went wrong
+ * (shown is that shorter message). Best effort: the run fails either way. */
+static void audit_model_failed(struct run *r, const char *shown, const char *detail)
+{
+	struct gh_audit_event ev;
+	struct gh_err ae;
+	cJSON *d = cJSON_CreateObject();
+	char *dj;
+
+	gh_warn("run %s: model call failed: %s", r->run_id, detail);
+	if (!d)
+		return;
+	cJSON_AddStringToObject(d, "provider", r->agent->provider);
+	cJSON_AddStringToObject(d, "model", r->agent->model);
+	if (r->surface)
+		cJSON_AddStringToObject(d, "surface", r->surface);
+	dj = gh_json_dump(d);
+	cJSON_Delete(d);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "model_failed";
+	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev.agent_id = r->agent->id;
+	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev.run_id = r->run_id;
+	ev.source = "system";
+	ev.outcome = "error";
+	ev.duration_ms = -1;
+	ev.error = detail;
+	ev.reason = shown;
+	ev.detail = dj;
+	if (gh_store_audit_append(r->app->store, &ev, NULL, &ae) != GH_OK)
+		gh_error("audit: cannot record the failed model call of run %s: %s", r->run_id,
+			 ae.msg);
+	free(dj);
 }
 
 /* --------------------------------------------------------- tool calls */
@@ -667,7 +762,7 @@ static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e
 			     m->is_error ? gh_json_str(m->result, "error") : NULL, NULL, m->result,
 			     &row, e);
 	if (rc == GH_OK)
-		rc = gh_store_tx_audit_call_close(tx, m->call_id, &row.ev, e);
+		rc = end_in_tx(tx, m->c, m->call_id, &row, m->result, e);
 	audit_row_free(&row);
 	return rc;
 }
@@ -684,8 +779,10 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 	int64_t t0 = gh_mono_ns(), dur;
 	enum gh_code rc;
 	struct gh_err te;
+	char detail[GH_ERR_MSG_MAX];
 
 	gh_err_clear(&te);
+	detail[0] = '\0';
 	if (t->src == GH_SRC_MEMORY && gh_tool_memory_writes(t->name)) {
 		struct mem_tx m;
 
@@ -717,7 +814,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 					 t->name, args, &result, &is_error, &te);
 		dur = (gh_mono_ns() - t0) / 1000000;
 	} else {
-		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
+		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
+				       sizeof(detail), &te);
 		dur = (gh_mono_ns() - t0) / 1000000;
 	}
 	if (rc == GH_E_CANCELLED) {
@@ -735,8 +833,9 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
-			 is_error ? "error" : "ok", dur, is_error ? gh_json_str(result, "error") : NULL,
-			 NULL, result, e);
+			 is_error ? "error" : "ok", dur,
+			 !is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
+			 result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -853,6 +952,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			cJSON_AddStringToObject(p, "approver",
 						d.approver == GH_APPROVER_CALLER ? "caller" : "admin");
 			cJSON_AddStringToObject(p, "reason", d.rule);
+			gh_json_add_time(p, "expiresAt", expires);
 		}
 		emit(r, "tool-call-approval", p);
 		return GH_OK;
@@ -1158,7 +1258,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0};
 	struct gh_chat_response resp;
-	char *sys = NULL;
+	char *sys = NULL, detail[GH_ERR_MSG_MAX];
 	cJSON *msg = NULL, *content, *calls;
 	enum gh_code rc;
 	size_t i;
@@ -1181,6 +1281,9 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
 	req.stream = r->stream;
+	detail[0] = '\0';
+	req.error_detail = detail;
+	req.error_detail_cap = sizeof(detail);
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
 		ev.tool_delta = on_tool_delta;
@@ -1194,6 +1297,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
+		else
+			audit_model_failed(r, e->msg, detail[0] ? detail : e->msg);
 		/* a stream that broke mid tool call: the call never ran */
 		cJSON_ArrayForEach(pc, r->partial) {
 			const char *name = gh_json_str(pc, "toolName");
@@ -1210,8 +1315,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 			cJSON_AddStringToObject(c, "source",
 						gh_tool_source_name(t ? t->src : GH_SRC_SERVER));
 			audit_call(r, "failed", c, rc == GH_E_CANCELLED ? "cancelled" : "error", -1,
-				   e->msg, "the model's tool call did not arrive whole; not run",
-				   NULL, &ae);
+				   detail[0] ? detail : e->msg,
+				   "the model's tool call did not arrive whole; not run", NULL, &ae);
 			cJSON_Delete(c);
 		}
 		return rc;
@@ -1390,8 +1495,9 @@ static void fill_result(struct run *r, struct gh_run_result *out, const char *st
 
 			gh_json_add_str(o, "id", gh_json_str(c, "approvalId"));
 			cJSON_AddStringToObject(o, "status", "pending");
-			cJSON_AddNumberToObject(o, "expiresAt", (double)gh_json_int(c, "expiresAt",
-										    0));
+			/* times on the JSON API are ISO-8601 strings (the run's
+			 * state keeps Unix ms) */
+			gh_json_add_time(o, "expiresAt", gh_json_int(c, "expiresAt", 0));
 			cJSON_AddItemToArray(out->approvals, o);
 		}
 	}
@@ -1742,12 +1848,8 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 			gh_strlcpy(r.thread_id, rq->thread_id, sizeof(r.thread_id));
 			rc = gh_store_thread_get(app->store, rq->who->key.owner, rq->thread_id, &th, e);
 			if (rc == GH_E_NOTFOUND) {
-				/* another owner's thread looks exactly like none at all */
-				if (gh_store_thread_taken(app->store, rq->thread_id)) {
-					rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s",
-							rq->thread_id);
-					goto out;
-				}
+				/* thread ids are per owner: another owner's thread
+				 * with this id is not in the way, nor seen */
 				r.new_thread = 1;
 			} else if (rc != GH_OK) {
 				goto out;
@@ -1775,7 +1877,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 		} else {
 			cJSON *raw = NULL;
 
-			rc = gh_store_messages_recent(app->store, r.thread_id,
+			rc = gh_store_messages_recent(app->store, rq->who->key.owner, r.thread_id,
 						      (int)rq->agent->last_messages, &raw, e);
 			if (rc != GH_OK)
 				goto out;
@@ -1884,7 +1986,8 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 							  "arguments or the policy changed)", a.id);
 
 				gh_approval_clear(&a);
-				rc = refuse(r, c, "denied", "approval void", res, e);
+				rc = refuse(r, c, "denied", "approval void: the arguments or the policy "
+					    "changed since it was granted", res, e);
 				if (rc != GH_OK)
 					return rc;
 				continue;
@@ -2013,6 +2116,21 @@ out:
 }
 
 /* --------------------------------------------------------- stored runs */
+
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX])
+{
+	static const char label[] = "gatehouse run name";
+	unsigned char h[12];
+	crypto_generichash_state hs;
+
+	crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+	crypto_generichash_update(&hs, (const unsigned char *)label, sizeof(label));
+	crypto_generichash_update(&hs, (const unsigned char *)owner, strlen(owner) + 1);
+	crypto_generichash_update(&hs, (const unsigned char *)name, strlen(name));
+	crypto_generichash_final(&hs, h, sizeof(h));
+	memcpy(out, "run_", 4);
+	gh_hex(h, sizeof(h), out + 4);
+}
 
 cJSON *gh_run_pending_calls(const cJSON *state)
 {

@@ -280,8 +280,10 @@ static enum gh_code close_call_in(struct gh_store *s, struct store_conn *w, int6
 	sqlite3_stmt *st;
 	enum gh_code rc;
 
-	if ((rc = store_audit_append_in(s, w, ev, NULL, e)) != GH_OK || call_id <= 0)
+	if (ev && (rc = store_audit_append_in(s, w, ev, NULL, e)) != GH_OK)
 		return rc;
+	if (call_id <= 0)
+		return GH_OK;
 	st = store_stmt(w, "DELETE FROM audit_open_calls WHERE id = ?", e);
 	if (!st)
 		return GH_E_IO;
@@ -882,9 +884,9 @@ static void ckpt_from(sqlite3_stmt *st, int with_prev, struct gh_audit_checkpoin
 	}
 }
 
-/* Checkpoints chain from schema version 6 on; a read-only connection to
+/* Checkpoints chain from schema version 8 on; a read-only connection to
  * an older database (not yet migrated) reads them without prev_seq. */
-#define CKPT_CHAINED_SCHEMA 6
+#define CKPT_CHAINED_SCHEMA 8
 #define CKPT_COLS "seq, hash, ts, public_key, signature, prev_seq"
 #define CKPT_COLS_OLD "seq, hash, ts, public_key, signature"
 

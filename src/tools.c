@@ -45,7 +45,7 @@ static void parse_memory_schemas(void)
 	size_t i;
 
 	for (i = 0; i < GH_ARRAY_LEN(memory_schemas); i++)
-		memory_parsed[i] = cJSON_Parse(memory_schemas[i]);
+		memory_parsed[i] = gh_json_parse_stored(memory_schemas[i]);
 }
 
 const cJSON *gh_tools_memory_schema(const char *name)
@@ -148,7 +148,7 @@ static enum gh_code add_def(cJSON *arr, const char *name, const char *desc, cons
 	cJSON_AddStringToObject(d, "origName", name);
 	cJSON_AddStringToObject(d, "description", desc ? desc : "");
 	sc = schema ? cJSON_Duplicate(schema, 1)
-		    : cJSON_Parse("{\"type\":\"object\",\"properties\":{}}");
+		    : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
 	if (!sc)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_AddItemToObject(d, "parameters", sc);

@@ -1390,7 +1390,9 @@ static int req_open(struct req *r, struct mg_connection *conn, enum kind kind)
 	gh_buf_free(&b);
 	if (!r->body)
 		return send_error(r, kind, 500, "out of memory");
-	if (r->body_len && gh_json_parse(r->body, r->body_len, "body", &r->json, &e) != GH_OK)
+	/* deep: a test scripts replies around arguments of gatehouse's full depth */
+	if (r->body_len && gh_json_parse_opts(r->body, r->body_len, "body", GH_JSON_DEEP, &r->json,
+					      &e) != GH_OK)
 		r->json = NULL;
 	return 0;
 }

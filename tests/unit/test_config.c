@@ -94,6 +94,41 @@ static void test_bad_configs(void)
 		 "$.agents.a.max_steps: expected an integer in 1..100"},
 		{"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','temperature':2.5}}}",
 		 "$.agents.a.temperature: expected a number in 0..2"},
+		/* server.listen: a whole HOST:PORT, checked before anything starts */
+		{"{'server':{'listen':'127.0.0.1'}," MIN "}",
+		 "t.json: $.server.listen: expected HOST:PORT (e.g. 127.0.0.1:8080): '127.0.0.1' "
+		 "has no port"},
+		{"{'server':{'listen':'8080'}," MIN "}", "$.server.listen: expected HOST:PORT"},
+		{"{'server':{'listen':':8080'}," MIN "}",
+		 "$.server.listen: ':8080' has no host before the port"},
+		{"{'server':{'listen':''}," MIN "}", "$.server.listen: expected HOST:PORT"},
+		{"{'server':{'listen':'127.0.0.1:'}," MIN "}",
+		 "$.server.listen: '127.0.0.1:': the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:65536'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:80x'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:-1'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:8080,127.0.0.1:8081'}," MIN "}",
+		 "expected one HOST:PORT, not a list"},
+		{"{'server':{'listen':'::1:8080'}," MIN "}",
+		 "'::1:8080': an IPv6 address goes in brackets, e.g. [::1]:8080"},
+		{"{'server':{'listen':'[::1'}," MIN "}", "expected [IPv6]:PORT"},
+		{"{'server':{'listen':'[::1]8080'}," MIN "}", "expected [IPv6]:PORT"},
+		{"{'server':{'listen':'[1.2.3.4]:80'}," MIN "}", "'1.2.3.4' is not an IPv6 address"},
+		{"{'server':{'listen':'127.0.0:80'}," MIN "}", "'127.0.0' is not an IPv4 address"},
+		{"{'server':{'listen':'300.0.0.1:80'}," MIN "}", "'300.0.0.1' is not an IPv4 address"},
+		{"{'server':{'listen':'my host:80'}," MIN "}",
+		 "'my host' is not an IP address or a host name"},
+		{"{'server':{'listen':'-host:80'}," MIN "}", "is not an IP address or a host name"},
+		{"{'server':{'listen':'host-:80'}," MIN "}", "is not an IP address or a host name"},
+		{"{'server':{'listen':'a..b:80'}," MIN "}", "is not an IP address or a host name"},
+		/* the per-user failed-login limit is never below the per-address one */
+		{"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':9},"
+		 MIN "}",
+		 "$.admin.login_failures_per_user_per_hour: 9 is below login_attempts_per_minute "
+		 "(10): it must be at least that"},
 		{"{'server':{'max_body_bytes':1023}," MIN "}",
 		 "$.server.max_body_bytes: expected an integer in 1024..1073741824"},
 		{"{'audit':{'max_args_bytes':100}," MIN "}",
@@ -103,8 +138,8 @@ static void test_bad_configs(void)
 		/* threads must leave room for plain requests beside held streams */
 		{"{'server':{'threads':10,'max_streams':7}," MIN "}",
 		 "t.json: $.server: threads (10) must exceed max_streams (7) by at least 4"},
-		{"{'server':{'max_streams':61}," MIN "}",
-		 "$.server: threads (64) must exceed max_streams (61) by at least 4"},
+		{"{'server':{'max_streams':253}," MIN "}",
+		 "$.server: threads (256) must exceed max_streams (253) by at least 4"},
 		/* missing required */
 		{"{" MIN_PROVIDERS ",'agents':{'a':{'model':'x'}}}",
 		 "t.json: $.agents.a.provider: required option is missing"},
@@ -315,6 +350,12 @@ static void test_boundaries_accepted(void)
 		"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','max_steps':1.0}}}",
 		"{" MIN ",'policies':{'p':{'approval':{'ttl_seconds':10}}}}",
 		"// comment first\n{" MIN "} // and last",
+		"{'server':{'listen':'0.0.0.0:65535'}," MIN "}",
+		"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':10},"
+		MIN "}",
+		"{'server':{'listen':'[::1]:0'}," MIN "}",
+		"{'server':{'listen':'localhost:8080'}," MIN "}",
+		"{'server':{'listen':'gw-1.example.internal:80'}," MIN "}",
 		"{" MIN ",'tools':{" TOOL("t", ",'annotations':{'title':'T',"
 						  "'readOnlyHint':true}") "}}",
 		"{'providers':{'m':{'type':'mock','rules':[{'if_contains':'x',"
@@ -486,7 +527,9 @@ static void test_defaults(void)
 		 GH_OK);
 	T_EQ_STR(cfg->server.listen, "127.0.0.1:8080");
 	T_EQ_INT(cfg->server.max_body_bytes, 1 << 20);
-	T_EQ_INT(cfg->server.threads, 64);
+	T_EQ_INT(cfg->server.threads, 256);
+	T_EQ_INT(cfg->server.head_timeout_ms, 10000);
+	T_EQ_INT(cfg->server.max_connections_per_address, 128);
 	T_EQ_INT(cfg->server.max_streams, 32);
 	T_EQ_INT(cfg->server.heartbeat_ms, 15000);
 	T_EQ_INT(cfg->server.request_timeout_ms, 30000);
@@ -560,6 +603,11 @@ static void test_defaults(void)
 	T_EQ_INT(cfg->admin.session_idle_s, 1800);
 	T_EQ_INT(cfg->admin.session_max_s, 43200);
 	T_EQ_INT(cfg->admin.login_attempts_per_minute, 5);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 30);
+	gh_config_free(cfg);
+	/* the per-user default follows a high per-address limit: six minutes' worth */
+	T_EQ_INT(load("{" MIN ",'admin':{'login_attempts_per_minute':10}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 60);
 	gh_config_free(cfg);
 
 	/* an explicit redact list replaces the defaults; [] turns redaction off */
@@ -803,8 +851,33 @@ static void test_audit_witness_options(void)
 	gh_config_free(cfg);
 }
 
+/* A NUL in a string is refused, raw or escaped, naming file, JSON path and
+ * position: cJSON would keep "http://\u0000\u0000evil.example/v1" as
+ * "http://", and that passed validation. */
+static void test_nul_in_strings(void)
+{
+	static const char raw[] = "{\"providers\":{\"o\":{\"type\":\"openai\",\n"
+				  "\"base_url\":\"http://\0\0evil.example/v1\"}},"
+				  "\"agents\":{\"a\":{\"provider\":\"o\"}}}";
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+
+	T_EQ_INT(gh_config_parse("t.json", raw, sizeof(raw) - 1, &cfg, &e), GH_E_BADREQ);
+	T_ASSERT(cfg == NULL);
+	T_CONTAINS(e.msg, "t.json: config has a NUL character (a raw 0 byte) in the string at "
+			  "$.providers.o.base_url (line 2, column 20)");
+	T_EQ_INT(load("{'providers':{'o':{'type':'openai','base_url':"
+		      "'http://\\u0000\\u0000evil.example/v1'}},'agents':{'a':{'provider':'o'}}}",
+		      &cfg, &e),
+		 GH_E_BADREQ);
+	T_ASSERT(cfg == NULL);
+	T_CONTAINS(e.msg, "t.json: config has a NUL character (\\u0000) in the string at "
+			  "$.providers.o.base_url");
+	T_CONTAINS(e.msg, "strings may not contain NUL");
+}
+
 T_MAIN(T(test_bad_configs), T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),
-       T(test_audit_witness_options))
+       T(test_audit_witness_options), T(test_nul_in_strings))

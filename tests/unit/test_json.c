@@ -8,7 +8,9 @@
  */
 #include "json.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "t.h"
 #include "util.h"
@@ -135,6 +137,234 @@ static void test_parse_depth(void)
 	s = nested(100000, 1);
 	T_EQ_INT(parse(s, &v, &e), GH_E_BADREQ);
 	free(s);
+}
+
+/* The depth is bounded before cJSON recurses: cJSON allows 1000 levels and
+ * recurses once per level, which overflowed a server worker's stack (100
+ * KiB as Debian builds CivetWeb) on a 1.6 KB body of "[" before the tree
+ * could be checked. Parsed here on a thread with a 64 KiB stack: without
+ * the pre-scan, cJSON's recursion to 1000 levels does not fit. */
+struct deep_job {
+	const char *s;
+	size_t n;
+	unsigned flags;
+	enum gh_code rc;
+	struct gh_err e;
+};
+
+static void *deep_main(void *arg)
+{
+	struct deep_job *j = arg;
+	cJSON *v = NULL;
+
+	j->rc = gh_json_parse_opts(j->s, j->n, "request body", j->flags, &v, &j->e);
+	cJSON_Delete(v);
+	return NULL;
+}
+
+static enum gh_code parse_on_small_stack(const char *s, unsigned flags, struct gh_err *e)
+{
+	struct deep_job j = {s, strlen(s), flags, GH_E_INTERNAL, {0}};
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(4096, size);
+	pthread_attr_t a;
+	pthread_t t;
+	int ok;
+
+	/* an exact stack: pthread_attr_setstacksize may be raised (http.c) */
+	pthread_attr_init(&a);
+	ok = stack && pthread_attr_setstack(&a, stack, size) == 0 &&
+	     pthread_create(&t, &a, deep_main, &j) == 0;
+	if (ok)
+		pthread_join(t, NULL);
+	pthread_attr_destroy(&a);
+	free(stack);
+	*e = j.e;
+	return ok ? j.rc : GH_E_INTERNAL;
+}
+
+static void test_parse_depth_before_recursion(void)
+{
+	static const int depths[] = {10, 64, 65, 800, 1000, 1001, 100000};
+	struct gh_err e;
+	char *s;
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(depths); i++) {
+		enum gh_code want = depths[i] <= GH_JSON_MAX_DEPTH ? GH_OK : GH_E_BADREQ;
+
+		/* well-formed, and unclosed as an attacker sends it */
+		s = nested(depths[i], 1);
+		T_EQ_INT(parse_on_small_stack(s, 0, &e), want);
+		s[depths[i]] = '\0';
+		T_EQ_INT(parse_on_small_stack(s, 0, &e), GH_E_BADREQ);
+		free(s);
+		if (depths[i] > GH_JSON_MAX_DEPTH)
+			T_CONTAINS(e.msg, "request body nests deeper than 64 levels at $[0][0]");
+	}
+	/* deep objects: the path names the members on the way down */
+	{
+		struct gh_buf b;
+		int k;
+
+		gh_buf_init(&b, 1 << 20);
+		gh_buf_puts(&b, "{\"messages\":[0,");
+		for (k = 0; k < 5000; k++)
+			gh_buf_puts(&b, "{\"a\":");
+		T_EQ_INT(parse_on_small_stack(b.data, 0, &e), GH_E_BADREQ);
+		T_CONTAINS(e.msg, "nests deeper than 64 levels at $.messages[1].a.a.a");
+		T_CONTAINS(e.msg, "(line 1, column ");
+		gh_buf_free(&b);
+	}
+	/* brackets inside strings (escaped quotes too) do not nest */
+	{
+		struct gh_buf b;
+		cJSON *v;
+		int k;
+
+		gh_buf_init(&b, 1 << 20);
+		gh_buf_puts(&b, "[\"\\\"");
+		for (k = 0; k < 5000; k++)
+			gh_buf_puts(&b, "[{");
+		gh_buf_puts(&b, "\\\\\", \"]]]\"]");
+		T_EQ_INT(parse_on_small_stack(b.data, 0, &e), GH_OK);
+		T_EQ_INT(parse(b.data, &v, &e), GH_OK);
+		T_EQ_INT(cJSON_GetArraySize(v), 2);
+		cJSON_Delete(v);
+		gh_buf_free(&b);
+	}
+	/* documents gatehouse stored itself may be deeper (its envelopes
+	 * around a client's 64 levels), up to GH_JSON_MAX_DEPTH_STORED */
+	s = nested(GH_JSON_MAX_DEPTH_STORED, 1);
+	T_EQ_INT(parse_on_small_stack(s, 0, &e), GH_E_BADREQ);
+	T_EQ_INT(parse_on_small_stack(s, GH_JSON_STORED, &e), GH_OK);
+	free(s);
+	s = nested(GH_JSON_MAX_DEPTH_STORED + 1, 1);
+	T_EQ_INT(parse_on_small_stack(s, GH_JSON_STORED, &e), GH_E_BADREQ);
+	T_CONTAINS(e.msg, "nests deeper than 128 levels");
+	free(s);
+	{
+		cJSON *v = gh_json_parse_stored("{\"a\":[1,2],\"a\":3}");
+
+		T_ASSERT(v != NULL); /* stored: repeated names left alone */
+		cJSON_Delete(v);
+		T_ASSERT(gh_json_parse_stored("{\"a\":") == NULL);
+		T_ASSERT(gh_json_parse_stored(NULL) == NULL);
+	}
+}
+
+/* The size bound comes before anything is read. */
+static void test_parse_size_bound(void)
+{
+	struct gh_err e;
+	cJSON *v = (cJSON *)&e;
+
+	T_EQ_INT(gh_json_parse("[]", GH_JSON_MAX_BYTES + 1, "reply", &v, &e), GH_E_TOOBIG);
+	T_ASSERT(v == NULL);
+	T_CONTAINS(e.msg, "reply is larger than 1073741824 bytes");
+}
+
+/* NUL in a string: cJSON stores strings as C strings and cuts them there,
+ * so "http://\u0000\u0000evil.example/v1" would be checked and used as
+ * "http://". Refused with where it is, raw or escaped, in values and in
+ * member names; an upstream's text gets U+FFFD instead. */
+static void test_parse_nul(void)
+{
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *msg;
+	} bad[] = {
+		{"{\"a\":[1,{\"b\":\"x\\u0000y\"}]}", 0,
+		 "request body has a NUL character (\\u0000) in the string at $.a[1].b (line 1, "
+		 "column 16)"},
+		{"{\n \"base_url\": \"http://\\u0000\\u0000evil.example/v1\"\n}", 0,
+		 "in the string at $.base_url (line 2, column 22)"},
+		{"{\"ok\":1,\"k\\u0000ey\":2}", 0, "in a member name at $ (line 1"},
+		{"[\"a\",\"b\",{\"c\":[\"\\u0000\"]}]", 0, "in the string at $[2].c[0]"},
+		{"{\"a\":\"x\0y\"}", 11, "(a raw 0 byte) in the string at $.a (line 1, column 8)"},
+		{"[1,\0 2]", 7, "request body contains a NUL byte (line 1, column 4)"},
+	};
+	struct gh_err e;
+	cJSON *v;
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(bad); i++) {
+		size_t n = bad[i].n ? bad[i].n : strlen(bad[i].in);
+
+		v = (cJSON *)&e;
+		if (gh_json_parse(bad[i].in, n, "request body", &v, &e) == GH_OK) {
+			cJSON_Delete(v);
+			T_FAIL("accepted %s", bad[i].in);
+		}
+		T_ASSERT(v == NULL);
+		T_EQ_INT(e.code, GH_E_BADREQ);
+		if (!strstr(e.msg, bad[i].msg))
+			T_FAIL("%s: message \"%s\", expected \"%s\"", bad[i].in, e.msg, bad[i].msg);
+	}
+	/* an escaped backslash followed by "u0000" is text */
+	T_EQ_INT(parse("[\"\\\\u0000\"]", &v, &e), GH_OK);
+	T_EQ_STR(cJSON_GetArrayItem(v, 0)->valuestring, "\\u0000");
+	cJSON_Delete(v);
+	/* U+0001 is fine; "\u00000" is U+0000 and then "0" */
+	T_EQ_INT(parse("[\"\\u0001\"]", &v, &e), GH_OK);
+	cJSON_Delete(v);
+	T_EQ_INT(parse("[\"\\u00000\"]", &v, &e), GH_E_BADREQ);
+	/* upstream text: U+FFFD in place of NUL, the rest intact */
+	{
+		const char *up = "{\"t\":\"a\\u0000b\\u0000\",\"u\":\"\\u0000\"}";
+
+		T_EQ_INT(gh_json_parse_opts(up, strlen(up), "reply", GH_JSON_UPSTREAM, &v, &e),
+			 GH_OK);
+	}
+	T_EQ_STR(gh_json_str(v, "t"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	T_EQ_STR(gh_json_str(v, "u"), "\xef\xbf\xbd");
+	cJSON_Delete(v);
+	/* a raw NUL byte is never text, upstream or not */
+	T_EQ_INT(gh_json_parse_opts("[\"a\0\"]", 6, "reply", GH_JSON_UPSTREAM, &v, &e),
+		 GH_E_BADREQ);
+}
+
+/* gh_json_parse_opts is the only door to cJSON's parser: no file in src/
+ * but json.c calls cJSON_Parse*, so a new surface (MCP, a new provider)
+ * gets the bounds without thinking of them. */
+static void test_one_entry_point(void)
+{
+	const char *root = getenv("GH_SRC");
+	char dir[4096], path[4096 + 260];
+	struct dirent *de;
+	DIR *d;
+	int files = 0;
+
+	snprintf(dir, sizeof(dir), "%s/src", root ? root : "../..");
+	d = opendir(dir);
+	T_ASSERT(d != NULL);
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		FILE *f;
+		char line[4096];
+		int ln = 0;
+
+		if (len < 3 || strcmp(de->d_name + len - 2, ".c") || !strcmp(de->d_name, "json.c"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		files++;
+		while (fgets(line, sizeof(line), f)) {
+			ln++;
+			if (strstr(line, "cJSON_Parse")) {
+				fclose(f);
+				closedir(d);
+				T_FAIL("%s:%d calls cJSON's parser directly; use gh_json_parse_opts",
+				       path, ln);
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	T_ASSERT(files > 20);
 }
 
 /* An object with the same member name twice is refused. Model tool-call
@@ -584,6 +814,8 @@ static void test_getters(void)
 }
 
 T_MAIN(T(test_parse_ok), T(test_parse_errors), T(test_parse_depth),
+       T(test_parse_depth_before_recursion), T(test_parse_size_bound), T(test_parse_nul),
+       T(test_one_entry_point),
        T(test_parse_duplicate_keys), T(test_strip_comments), T(test_canonical_form),
        T(test_canonical_equal_values), T(test_canonical_property), T(test_canonical_cap),
        T(test_getters))
