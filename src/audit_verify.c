@@ -327,7 +327,8 @@ static enum gh_code read_witness(const struct gh_audit_verify_opts *o, struct wi
 	if (x->nomem)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rep->witness_read = 1;
-	qsort(x->v, x->n, sizeof(*x->v), wit_cmp);
+	if (x->n)
+		qsort(x->v, x->n, sizeof(*x->v), wit_cmp);
 	return GH_OK;
 }
 

@@ -343,6 +343,20 @@ static void test_witness(void)
 	T_ASSERT(!rep.ok);
 	T_EQ_INT(rep.bad_seq, 45);
 	T_CONTAINS(rep.message, "the witness saw a signed checkpoint at row 45");
+	/* an empty witness (just created) holds nothing to miss */
+	snprintf(copy, sizeof(copy), "%s/empty", t.dir);
+	{
+		FILE *f = fopen(copy, "w");
+
+		T_ASSERT(f);
+		fclose(f);
+	}
+	o.witness_file = copy;
+	o.max_unsigned_rows = 0;
+	verify(&t, &o, &rep);
+	T_EQ_INT(rep.witness_read, 1);
+	T_EQ_INT(rep.witness_entries, 0);
+	unlink(copy);
 	/* a missing witness fails only when asked for */
 	snprintf(copy, sizeof(copy), "%s/elsewhere", t.dir);
 	o.witness_file = copy;
