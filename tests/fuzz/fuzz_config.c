@@ -18,16 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "config.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                  \
-	do {                      \
-		if (!(c))         \
-			abort();  \
-	} while (0)
 
 static void check_accepted(const struct gh_config *c)
 {
