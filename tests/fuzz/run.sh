@@ -63,6 +63,11 @@ fi
 
 CC=${CC:-clang}
 export CC
+# what is being fuzzed, for the table: the date, the commit (+ when the
+# worktree differs from it) and the compiler
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+git diff --quiet HEAD -- src tests 2>/dev/null || rev="$rev+"
+build="$(date -u +%Y-%m-%d) $rev, $("$CC" --version | head -n 1)"
 cmake -S "$root" -B "$root/build-fuzz" -DGH_FUZZ=ON -DGH_WERROR=ON \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # shellcheck disable=SC2086 # one word per target
@@ -111,8 +116,7 @@ $t	${execs:-?}	${rate:-?}	${cov:-?}	${ft:-?}	${corp:-?}	$found"
 done
 
 echo
-echo "$(date -u +%Y-%m-%d) $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
-	"$("$CC" --version | head -n 1), RelWithDebInfo, ASan+UBSan, -max_len=$maxlen"
+echo "$build, RelWithDebInfo, ASan+UBSan, -max_len=$maxlen"
 echo "$table" | awk -F '\t' '{ printf "%-22s %12s %8s %7s %9s %14s  %s\n", $1, $2, $3, $4, $5, $6, $7 }'
 echo
 echo "corpora: $corpora; findings (if any): $corpora/artifacts/<target>/"
