@@ -418,9 +418,21 @@ static int valid_id(const char *s)
 	return 1;
 }
 
+/* An http(s) URL with a host, and without the spaces and control
+ * characters curl refuses. Without a host, "https://" with its trailing
+ * '/' cut would become "https:/chat/completions", which curl reads as the
+ * host "chat": the provider's key would go wherever that name resolves. */
 static int is_http_url(const char *s)
 {
-	return !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
+	size_t n = !strncmp(s, "http://", 7) ? 7 : !strncmp(s, "https://", 8) ? 8 : 0;
+	const unsigned char *p;
+
+	if (!n || !s[n] || strchr("/?#", s[n]))
+		return 0;
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return 0;
+	return 1;
 }
 
 /* ---- server.listen ---- */
@@ -736,7 +748,7 @@ static enum gh_code read_provider(struct ctx *c, const cJSON *obj, struct gh_pro
 	if (!p->base_url || !is_http_url(p->base_url)) {
 		size_t n = push(c, "base_url");
 
-		rc = fail(c, "expected an http:// or https:// URL");
+		rc = fail(c, "expected an http:// or https:// URL with a host");
 		pop(c, n);
 		return rc;
 	}
@@ -844,7 +856,7 @@ static enum gh_code read_tool(struct ctx *c, const cJSON *obj, struct gh_tool_co
 		return fail(c, "tool name must match [a-zA-Z_][a-zA-Z0-9_-]{0,62}");
 	if (!is_http_url(t->url)) {
 		n = push(c, "url");
-		rc = fail(c, "expected an http:// or https:// URL");
+		rc = fail(c, "expected an http:// or https:// URL with a host");
 		pop(c, n);
 		return rc;
 	}

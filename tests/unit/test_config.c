@@ -156,6 +156,22 @@ static void test_bad_configs(void)
 		 "$.providers.o.base_url: expected an http:// or https:// URL"},
 		{"{'providers':{'o':{'type':'openai','base_url':'ftp://h'}}," MIN_AGENTS "}",
 		 "$.providers.o.base_url: expected an http:// or https:// URL"},
+		/* no host: with its trailing '/' cut, "https://" would send the key
+		 * to "https:/chat/completions", which curl reads as host "chat" */
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'anthropic','base_url':'http:///v1'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://?x'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://h /v1'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{" MIN ",'tools':{'t':{'type':'http','description':'d','url':"
+		 "'http://','input_schema':{}}}}",
+		 "$.tools.t.url: expected an http:// or https:// URL with a host"},
+		{"{" MIN ",'tools':{'t':{'type':'http','description':'d','url':"
+		 "'http://h/a\tb','input_schema':{}}}}",
+		 "$.tools.t.url: expected an http:// or https:// URL with a host"},
 		{"{'providers':{'o':{'type':'gpt'}}," MIN_AGENTS "}",
 		 "$.providers.o.type: expected 'openai', 'anthropic' or 'mock', got 'gpt'"},
 		{"{" MIN ",'tools':{'t':{'type':'http','url':'http://h',"
