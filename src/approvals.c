@@ -313,9 +313,11 @@ out:
 	return rc;
 }
 
-enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e)
+enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id,
+					 const struct gh_audit_event *call, int64_t *call_id,
+					 struct gh_err *e)
 {
-	return gh_store_approval_claim_exec(app->store, id, e);
+	return gh_store_approval_claim_exec(app->store, id, call, call_id, e);
 }
 
 enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,

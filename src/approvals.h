@@ -66,8 +66,11 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 				struct gh_approval *out, struct gh_err *e);
 
 /* Claims the single execution of an approved call. GH_E_CONFLICT when it
- * was already claimed (then the tool must not run). */
-enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e);
+ * was already claimed (then the tool must not run). call (may be NULL)
+ * opens the call in the same transaction; see gh_store_approval_claim_exec. */
+enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id,
+					 const struct gh_audit_event *call, int64_t *call_id,
+					 struct gh_err *e);
 
 /* Appends the audit row ev that says how approved call id ended and
  * records the outcome on the approval ("ok", "error", or "not_run" when it

@@ -83,8 +83,8 @@ static int cmd_migrate(int argc, char **argv)
 
 /* ---------------------------------------------------------------- keys */
 
-/* An admin action written to the audit log by the CLI. The CLI signs no
- * checkpoints itself (the server does, or the next CLI run with the key). */
+/* An admin action written to the audit log by the CLI, signed when the
+ * command ends if the CLI can read the signing key (gh_cli_store). */
 static int audit_admin(struct gh_store *s, const char *event, const struct gh_key *k)
 {
 	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli", .key = k};

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit_health.h"
 #include "log.h"
 #include "util.h"
 
@@ -87,6 +88,13 @@ int gh_cli_load(struct gh_cli *c)
 				      : path_with(c->cfg->database.path, "-audit.key");
 	if (!c->key_hash_file || !c->signing_key_file)
 		return GH_EXIT_RUNTIME;
+	if (c->cfg->audit.witness.enabled) {
+		c->witness_file = c->cfg->audit.witness.file ? strdup(c->cfg->audit.witness.file)
+							     : path_with(c->cfg->database.path,
+									 "-witness");
+		if (!c->witness_file)
+			return GH_EXIT_RUNTIME;
+	}
 	return GH_EXIT_OK;
 }
 
@@ -154,14 +162,20 @@ int gh_cli_check_paths(const struct gh_cli *c)
 	if (c->cfg->audit.signing_key_file &&
 	    check_path("audit.signing_key_file", c->signing_key_file, 0, 0) != 0)
 		return GH_EXIT_RUNTIME;
+	/* the witness is appended to: it must be writable */
+	if (c->witness_file && c->cfg->audit.witness.file &&
+	    check_path("audit.witness.file", c->witness_file, 1, 0) != 0)
+		return GH_EXIT_RUNTIME;
 	return GH_EXIT_OK;
 }
 
 void gh_cli_free(struct gh_cli *c)
 {
+	gh_audit_cli_close(c->signing);
 	gh_config_free(c->cfg);
 	free(c->key_hash_file);
 	free(c->signing_key_file);
+	free(c->witness_file);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -186,6 +200,8 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		return NULL;
 	}
+	if (!readonly && !s && !c->signing)
+		c->signing = gh_audit_cli_sign(st, c->cfg, c->signing_key_file, c->witness_file);
 	return st;
 }
 

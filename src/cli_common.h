@@ -12,6 +12,8 @@
 #include "err.h"
 #include "store.h"
 
+struct gh_audit_cli;
+
 enum { GH_EXIT_OK = 0, GH_EXIT_RUNTIME = 1, GH_EXIT_USAGE = 2 };
 
 /* Options every command shares, filled by gh_cli_parse. */
@@ -22,6 +24,8 @@ struct gh_cli {
 	struct gh_config *cfg;
 	char *key_hash_file;       /* resolved paths (owned) */
 	char *signing_key_file;
+	char *witness_file;        /* NULL: audit.witness disabled */
+	struct gh_audit_cli *signing; /* a writable store signs (audit_health.h) */
 };
 
 /* Command-line options: a flag (has_arg 0, sets *flag) or a value. */
@@ -51,7 +55,9 @@ void gh_cli_free(struct gh_cli *c);
 int gh_cli_check_paths(const struct gh_cli *c);
 
 /* Opens the store for the CLI: readonly, or inline writes under the writer
- * lock (safe beside a running server). Prints errors. */
+ * lock (safe beside a running server). A writable store without s signs
+ * its checkpoint at close when it may (gh_audit_cli_sign). Prints
+ * errors. */
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);
 
 /* The start most commands share: parses argv[from..] against opts, loads

@@ -32,6 +32,7 @@
 #include <sodium.h>
 
 #include "admin_auth.h"
+#include "audit_health.h"
 #include "buf.h"
 #include "front.h"
 #include "hub.h"
@@ -974,18 +975,27 @@ int gh_http_client_gone(struct gh_req *r)
 
 /* ------------------------------------------------------------ health */
 
+/* 200 either way: "degraded" says the audit log needs attention (chain
+ * not intact, read-only, or the witness failing), with the details under
+ * "audit"; a load balancer that should stop sending traffic reads it. */
 static void health(struct gh_req *r)
 {
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o = cJSON_CreateObject(), *st_item;
 	struct gh_store_stats st;
 
+	if (!o) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
+		return;
+	}
 	gh_store_stats(r->app->store, &st);
-	cJSON_AddStringToObject(o, "status", "ok");
+	st_item = cJSON_AddStringToObject(o, "status", "ok");
 	cJSON_AddStringToObject(o, "version", GH_VERSION);
 	cJSON_AddNumberToObject(o, "schemaVersion", gh_store_schema_version(r->app->store));
 	cJSON_AddNumberToObject(o, "uptimeSeconds",
 				(double)((gh_now_ms() - r->app->started_ms) / 1000));
 	cJSON_AddNumberToObject(o, "activeStreams", atomic_load(&r->app->active_streams));
+	if (!gh_audit_health_json(r->app->audit, o) && st_item)
+		cJSON_SetValuestring(st_item, "degraded");
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 }

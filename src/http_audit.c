@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_health.h"
 #include "audit_index.h"
 #include "audit_verify.h"
 #include "http.h"
@@ -290,10 +291,14 @@ static void audit_verify(struct gh_req *r)
 	cJSON *o;
 	char ts[GH_ISO8601_MAX];
 
-	if (gh_audit_verify(r->app->store, r->app->signer.pk, &rep, &e) != GH_OK) {
+	struct gh_audit_verify_opts vo;
+
+	gh_audit_health_verify_opts(r->app->audit, r->app->cfg, r->app->signer.pk, &vo);
+	if (gh_audit_verify_ex(r->app->store, &vo, &rep, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}
+	gh_audit_health_note_verify(r->app->audit, &rep);
 	o = cJSON_CreateObject();
 	cJSON_AddBoolToObject(o, "ok", rep.ok);
 	cJSON_AddNumberToObject(o, "rows", (double)rep.rows);

@@ -233,90 +233,167 @@ static void emit_call(struct run *r, enum gh_run_event_kind kind, const cJSON *c
 
 /* --------------------------------------------------------------- audit */
 
-/* Appends ev. After its decision, every row about an approval-bound call
- * says how the approved call ended: the approval records it too. */
-static enum gh_code audit_append(struct run *r, const char *event, const cJSON *c,
-				 const char *outcome, const char *error, const char *reason,
-				 const cJSON *result, const struct gh_audit_event *ev,
-				 struct gh_err *ae)
-{
-	const char *how, *said;
+/* One audit row about call c, built for appending; the strings ev points
+ * to are owned by the row (audit_row_free). */
+struct audit_row {
+	struct gh_audit_event ev;
+	char *args, *detail, *res;
+};
 
-	if (!gh_json_str(c, "approvalId"))
-		return gh_store_audit_append(r->app->store, ev, NULL, ae);
-	how = !strcmp(event, "denied") ? "not_run"
-	      : !strcmp(event, "executed") ||
-			(!strcmp(event, "client_result") && !strcmp(outcome, "ok"))
-		      ? "ok" : "error";
-	/* the approval's owner reads it: the error the caller saw (an HTTP
-	 * tool's address stays in the audit row's error) */
-	said = !strcmp(how, "ok") ? NULL
-	       : result && gh_json_str(result, "error") ? gh_json_str(result, "error")
-	       : error ? error : reason;
-	return gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how, said, ev,
-					    ae);
+static void audit_row_free(struct audit_row *row)
+{
+	free(row->args);
+	free(row->detail);
+	free(row->res);
+	memset(row, 0, sizeof(*row));
 }
 
-/* Writes one audit row about call c and waits for its commit. A failure is
- * GH_E_UNAVAILABLE: the caller must not run the tool (fail closed). */
-static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
-			       const char *outcome, int64_t duration_ms, const char *error,
-			       const char *reason, const cJSON *result, struct gh_err *e)
+/* Thread-agnostic: reads r's settled fields and c only (a transaction's
+ * function may build a row on the thread that commits it). */
+static enum gh_code audit_row_build(struct run *r, const char *event, const cJSON *c,
+				    const char *outcome, int64_t duration_ms, const char *error,
+				    const char *reason, const cJSON *result, struct audit_row *row,
+				    struct gh_err *e)
 {
-	struct gh_audit_event ev;
-	char *args = NULL, *detail = NULL, *res = NULL;
-	cJSON *d = NULL;
+	struct gh_audit_event *ev = &row->ev;
+	cJSON *d;
+
+	memset(row, 0, sizeof(*row));
+	row->args = gh_audit_args_json(cJSON_GetObjectItemCaseSensitive(c, "args"),
+				       &r->cfg->audit.redact, (size_t)r->cfg->audit.max_args_bytes);
+	d = cJSON_CreateObject();
+	if (row->args && d) {
+		if (r->surface)
+			cJSON_AddStringToObject(d, "surface", r->surface);
+		if (gh_json_str(c, "approvalId"))
+			cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
+		if (result) {
+			row->res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
+			if (row->res)
+				cJSON_AddStringToObject(d, "result", row->res);
+		}
+		row->detail = gh_json_dump(d);
+	}
+	cJSON_Delete(d);
+	if (!row->args || !row->detail) {
+		audit_row_free(row);
+		return gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
+						       "the tool was not run");
+	}
+	ev->event = event;
+	ev->key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev->owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev->admin_user = r->who->admin_user[0] ? r->who->admin_user : NULL;
+	ev->agent_id = r->agent->id;
+	ev->thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev->run_id = r->run_id;
+	ev->tool_call_id = gh_json_str(c, "toolCallId");
+	ev->tool_name = gh_json_str(c, "toolName");
+	ev->source = gh_json_str(c, "source");
+	ev->args = row->args;
+	ev->outcome = outcome;
+	ev->duration_ms = duration_ms;
+	ev->error = error;
+	ev->reason = reason;
+	ev->detail = row->detail;
+	return GH_OK;
+}
+
+/* How an approval-bound call ended, for its approval, from the row that
+ * ends it: after its decision, every row about such a call says how the
+ * approved call ended. said is the error the caller saw (an HTTP tool's
+ * address stays in the audit row's error). */
+static void approval_outcome(const char *event, const char *outcome, const char *error,
+			     const char *reason, const cJSON *result, const char **how,
+			     const char **said)
+{
+	*how = !strcmp(event, "denied") ? "not_run"
+	       : !strcmp(event, "executed") ||
+			 (!strcmp(event, "client_result") && outcome && !strcmp(outcome, "ok"))
+		       ? "ok"
+		       : "error";
+	*said = !strcmp(*how, "ok") ? NULL
+		: result && gh_json_str(result, "error") ? gh_json_str(result, "error")
+		: error ? error : reason;
+}
+
+/* The row that ends call c in tx: appended (an approval-bound call's
+ * approval records how it ended, in the same transaction), and call_id
+ * (0: none) closed. Thread-agnostic, as audit_row_build. */
+static enum gh_code end_in_tx(struct gh_store_tx *tx, const cJSON *c, int64_t call_id,
+			      const struct audit_row *row, const cJSON *result, struct gh_err *e)
+{
+	const struct gh_audit_event *ev = &row->ev;
+	const char *apr = gh_json_str(c, "approvalId"), *how, *said;
+	enum gh_code rc;
+
+	if (!apr)
+		return gh_store_tx_audit_call_close(tx, call_id, ev, e);
+	approval_outcome(ev->event, ev->outcome, ev->error, ev->reason, result, &how, &said);
+	rc = gh_store_approval_finish_exec_tx(tx, apr, how, said, ev, e);
+	if (rc == GH_OK && call_id)
+		rc = gh_store_tx_audit_call_close(tx, call_id, NULL, e);
+	return rc;
+}
+
+struct end_tx {
+	const cJSON *c;
+	int64_t call_id;
+	const struct audit_row *row;
+	const cJSON *result;
+};
+
+static enum gh_code end_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct end_tx *x = ud;
+
+	return end_in_tx(tx, x->c, x->call_id, x->row, x->result, e);
+}
+
+/* How a row takes part in the books of open calls (store.h). */
+enum audit_mark { AUDIT_PLAIN, AUDIT_OPEN, AUDIT_CLOSE };
+
+/* Writes one audit row about call c and waits for its commit: a plain row,
+ * the row that opens a call gatehouse runs itself (*call_id gets its
+ * id), or the one that closes it. A failure is GH_E_UNAVAILABLE: the
+ * caller must not run the tool (fail closed). */
+static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *call_id,
+				const char *event, const cJSON *c, const char *outcome,
+				int64_t duration_ms, const char *error, const char *reason,
+				const cJSON *result, struct gh_err *e)
+{
+	struct audit_row row;
 	struct gh_err ae;
 	enum gh_code rc;
 
-	memset(&ev, 0, sizeof(ev));
-	args = gh_audit_args_json(cJSON_GetObjectItemCaseSensitive(c, "args"),
-				  &r->cfg->audit.redact, (size_t)r->cfg->audit.max_args_bytes);
-	d = cJSON_CreateObject();
-	if (!args || !d) {
-		rc = gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
-						     "the tool was not run");
-		goto out;
+	rc = audit_row_build(r, event, c, outcome, duration_ms, error, reason, result, &row, e);
+	if (rc != GH_OK)
+		return rc;
+	if (mark == AUDIT_OPEN) {
+		rc = gh_store_audit_call_open(r->app->store, &row.ev, call_id, &ae);
+	} else if (mark == AUDIT_CLOSE || gh_json_str(c, "approvalId")) {
+		struct end_tx x = {c, mark == AUDIT_CLOSE ? *call_id : 0, &row, result};
+
+		rc = gh_store_tx_run(r->app->store, end_tx_fn, &x, &ae);
+	} else {
+		rc = gh_store_audit_append(r->app->store, &row.ev, NULL, &ae);
 	}
-	if (r->surface)
-		cJSON_AddStringToObject(d, "surface", r->surface);
-	if (gh_json_str(c, "approvalId"))
-		cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
-	if (result) {
-		res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
-		if (res)
-			cJSON_AddStringToObject(d, "result", res);
-	}
-	detail = gh_json_dump(d);
-	ev.event = event;
-	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
-	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
-	ev.admin_user = r->who->admin_user[0] ? r->who->admin_user : NULL;
-	ev.agent_id = r->agent->id;
-	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
-	ev.run_id = r->run_id;
-	ev.tool_call_id = gh_json_str(c, "toolCallId");
-	ev.tool_name = gh_json_str(c, "toolName");
-	ev.source = gh_json_str(c, "source");
-	ev.args = args;
-	ev.outcome = outcome;
-	ev.duration_ms = duration_ms;
-	ev.error = error;
-	ev.reason = reason;
-	ev.detail = detail;
-	rc = audit_append(r, event, c, outcome, error, reason, result, &ev, &ae);
 	if (rc != GH_OK) {
-		gh_error("audit: cannot record %s of %s in run %s: %s", event, ev.tool_name,
+		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
 		rc = gh_err_set(e, GH_E_UNAVAILABLE,
 				"audit log unavailable (%s); the tool was not run", ae.msg);
 	}
-out:
-	free(args);
-	free(detail);
-	free(res);
-	cJSON_Delete(d);
+	audit_row_free(&row);
 	return rc;
+}
+
+static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
+			       const char *outcome, int64_t duration_ms, const char *error,
+			       const char *reason, const cJSON *result, struct gh_err *e)
+{
+	return audit_write(r, AUDIT_PLAIN, NULL, event, c, outcome, duration_ms, error, reason,
+			   result, e);
 }
 
 /* A model call that failed (not one the client cut short): the whole error,
@@ -360,9 +437,52 @@ static void audit_model_failed(struct run *r, const char *shown, const char *det
 
 /* --------------------------------------------------------- tool calls */
 
-/* Runs an allowed server or memory tool, with its "executed"/"failed" row
- * written before the result is used. */
-static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, struct gh_err *e)
+/* A memory tool that writes, run inside a store transaction with the row
+ * that ends its call: the effect and its "executed" row commit together. */
+struct mem_tx {
+	struct run *r;
+	const cJSON *c;
+	const struct gh_tool *t;
+	int64_t call_id;
+	cJSON *result;                 /* owned */
+	int is_error;
+	int tool_failed;               /* gatehouse failed running it (te) */
+	int64_t dur;
+	struct gh_err te;
+};
+
+static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct mem_tx *m = ud;
+	struct run *r = m->r;
+	struct audit_row row;
+	int64_t t0 = gh_mono_ns();
+	enum gh_code rc;
+
+	rc = gh_tool_memory_exec(r->app->store, tx, r->who->key.owner, r->resource_id, m->t->name,
+				 cJSON_GetObjectItemCaseSensitive(m->c, "args"), &m->result,
+				 &m->is_error, &m->te);
+	m->dur = (gh_mono_ns() - t0) / 1000000;
+	if (rc != GH_OK) {
+		m->tool_failed = 1;
+		*e = m->te;
+		return rc;
+	}
+	rc = audit_row_build(r, m->is_error ? "failed" : "executed", m->c,
+			     m->is_error ? "error" : "ok", m->dur,
+			     m->is_error ? gh_json_str(m->result, "error") : NULL, NULL, m->result,
+			     &row, e);
+	if (rc == GH_OK)
+		rc = end_in_tx(tx, m->c, m->call_id, &row, m->result, e);
+	audit_row_free(&row);
+	return rc;
+}
+
+/* Runs an allowed server or memory tool, opened as call_id, with its
+ * "executed"/"failed" row (which closes the call) written before the
+ * result is used. */
+static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, int64_t call_id,
+			    struct gh_err *e)
 {
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "args");
 	cJSON *result = NULL;
@@ -374,17 +494,45 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 
 	gh_err_clear(&te);
 	detail[0] = '\0';
-	if (t->src == GH_SRC_MEMORY)
-		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
-					 args, &result, &is_error, &te);
-	else
+	if (t->src == GH_SRC_MEMORY && gh_tool_memory_writes(t->name)) {
+		struct mem_tx m;
+
+		memset(&m, 0, sizeof(m));
+		m.r = r;
+		m.c = c;
+		m.t = t;
+		m.call_id = call_id;
+		gh_err_clear(&m.te);
+		rc = gh_store_tx_run(r->app->store, mem_tx_fn, &m, &te);
+		if (rc == GH_OK) {
+			call_done(c, m.result, m.is_error);
+			emit_call(r, GH_EV_TOOL_RESULT, c);
+			return GH_OK;
+		}
+		cJSON_Delete(m.result);
+		dur = m.dur;
+		if (!m.tool_failed) {
+			/* the end row (or the commit) failed: the effect went with
+			 * it, so the tool did not run (fail closed) */
+			gh_error("audit: cannot record the end of %s in run %s: %s", t->name,
+				 r->run_id, te.msg);
+			return gh_err_set(e, GH_E_UNAVAILABLE,
+					  "audit log unavailable (%s); the tool was not run", te.msg);
+		}
+		rc = GH_E_IO; /* gatehouse failed running it: nothing changed */
+	} else if (t->src == GH_SRC_MEMORY) {
+		rc = gh_tool_memory_exec(r->app->store, NULL, r->who->key.owner, r->resource_id,
+					 t->name, args, &result, &is_error, &te);
+		dur = (gh_mono_ns() - t0) / 1000000;
+	} else {
 		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
 				       sizeof(detail), &te);
-	dur = (gh_mono_ns() - t0) / 1000000;
+		dur = (gh_mono_ns() - t0) / 1000000;
+	}
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
-		audit_call(r, "failed", c, "error", dur, "cancelled: the client went away", NULL,
-			   NULL, e);
+		audit_write(r, AUDIT_CLOSE, &call_id, "failed", c, "error", dur,
+			    "cancelled: the client went away", NULL, NULL, e);
 		return gh_err_set(e, GH_E_CANCELLED, "cancelled");
 	}
 	if (rc != GH_OK) {
@@ -395,9 +543,10 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	}
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			!is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
-			result, e);
+	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
+			 is_error ? "error" : "ok", dur,
+			 !is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
+			 result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -519,15 +668,24 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			      gh_json_error_result("invalid arguments for %s: %s", name, msg), e);
 	if (d.verdict == GH_V_APPROVAL)
 		return ask_approval(r, c, t, &d, e);
-	rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
-	if (rc != GH_OK)
-		return rc;
 	if (t->src == GH_SRC_CLIENT) {
+		rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
+		if (rc != GH_OK)
+			return rc;
 		call_set_state(c, GH_CALL_PENDING_CLIENT);
 		cJSON_AddItemToArray(r->registered, cJSON_CreateString(gh_json_str(c, "toolCallId")));
 		return GH_OK;
 	}
-	return execute(r, c, t, e);
+	{
+		/* gatehouse runs it: the call is open until its end is recorded */
+		int64_t call_id = 0;
+
+		rc = audit_write(r, AUDIT_OPEN, &call_id, "allowed", c, "allowed", -1, NULL, d.rule,
+				 NULL, e);
+		if (rc != GH_OK)
+			return rc;
+		return execute(r, c, t, call_id, e);
+	}
 }
 
 /* ------------------------------------------------------------ persist */
@@ -1609,6 +1767,7 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 {
 	const struct gh_tool *t = gh_toolset_find(&r->ts, gh_json_str(c, "toolName"));
 	char hash[65];
+	int64_t call_id = 0;
 	enum gh_code rc;
 
 	gh_approval_args_hash(cJSON_GetObjectItemCaseSensitive(c, "args"), hash);
@@ -1623,7 +1782,15 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 		cJSON_AddItemToArray(r->registered, cJSON_CreateString(gh_json_str(c, "toolCallId")));
 		return GH_OK;
 	}
-	rc = gh_approval_claim_execution(r->app, a->id, e);
+	{
+		/* the claim opens the call, in its transaction */
+		struct audit_row row;
+
+		rc = audit_row_build(r, "approved", c, NULL, -1, NULL, NULL, NULL, &row, e);
+		if (rc == GH_OK)
+			rc = gh_approval_claim_execution(r->app, a->id, &row.ev, &call_id, e);
+		audit_row_free(&row);
+	}
 	if (rc == GH_E_CONFLICT)
 		/* claimed before a crash: never run twice */
 		return refuse(r, c, "failed", "failed", NULL, "execution interrupted",
@@ -1631,7 +1798,7 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 					   "not run twice"), e);
 	if (rc != GH_OK)
 		return rc;
-	return execute(r, c, t, e);
+	return execute(r, c, t, call_id, e);
 }
 
 /* Settles the run's approval-bound calls from their decisions: approved

@@ -23,6 +23,7 @@
 
 #include <sodium.h>
 
+#include "audit_health.h"
 #include "background.h"
 #include "cli_common.h"
 #include "http.h"
@@ -89,7 +90,7 @@ static enum gh_code probe_listen(const char *addr, struct gh_err *e)
 /* The files one start may create: whichever did not exist before it are
  * removed again when that start fails, so a failed first start leaves the
  * directory as it found it. */
-enum { CR_HASHKEY, CR_SIGNKEY, CR_DB, CR_NFILES = CR_DB + 4 };
+enum { CR_HASHKEY, CR_SIGNKEY, CR_WITNESS, CR_DB, CR_NFILES = CR_DB + 4 };
 
 struct created {
 	char *path[CR_NFILES];
@@ -105,13 +106,15 @@ static int created_init(struct created *cr, const struct gh_cli *c)
 	memset(cr, 0, sizeof(*cr));
 	cr->path[CR_HASHKEY] = strdup(c->key_hash_file);
 	cr->path[CR_SIGNKEY] = strdup(c->signing_key_file);
+	/* none when the witness is disabled */
+	cr->path[CR_WITNESS] = strdup(c->witness_file ? c->witness_file : "");
 	for (i = 0; i < 4; i++)
 		if ((cr->path[CR_DB + i] = malloc(n)))
 			snprintf(cr->path[CR_DB + i], n, "%s%s", db, sfx[i]);
 	for (i = 0; i < CR_NFILES; i++) {
 		if (!cr->path[i])
 			return -1;
-		cr->existed[i] = access(cr->path[i], F_OK) == 0;
+		cr->existed[i] = !*cr->path[i] || access(cr->path[i], F_OK) == 0;
 	}
 	return 0;
 }
@@ -225,11 +228,20 @@ static enum gh_code open_store(struct gh_app *app, struct gh_cli *c, struct gh_e
 	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
 	so.group_commit_max = (int)c->cfg->database.group_commit_max;
 	so.threaded = 1;
-	so.signer = &app->signer;
 	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
 	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
-	if (gh_store_open(&so, &app->store, e) != GH_OK ||
-	    gh_store_runs_recover(app->store, &n, e) != GH_OK)
+	/* opens the store, checks the audit chain before anything writes, and
+	 * signs from there on (or refuses, or serves read-only) */
+	if (gh_audit_serve_open(app, &so, c->witness_file, e) != GH_OK)
+		return e->code;
+	if (app->read_only)
+		return GH_OK;
+	if (gh_store_audit_close_interrupted(app->store, &n, e) != GH_OK)
+		return e->code;
+	if (n)
+		gh_warn("audit: %d tool calls were cut off by the last shutdown; each is "
+			"recorded as interrupted", n);
+	if (gh_store_runs_recover(app->store, &n, e) != GH_OK)
 		return e->code;
 	if (n)
 		gh_warn("recovered %d runs interrupted by the last shutdown", n);
@@ -306,8 +318,10 @@ int gh_cmd_serve(struct gh_cli *c)
 	}
 	if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK)
 		gh_warn("rate limits: previous state not restored: %s", e.msg);
-	audit_policies(&app);
-	if (gh_bg_start(&app, &app.bg, &e) != GH_OK) {
+	/* read-only: nothing in the background writes either */
+	if (!app.read_only)
+		audit_policies(&app);
+	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
@@ -330,6 +344,7 @@ out:
 		gh_bg_stop(app.bg);
 		t2 = gh_mono_ns();
 		gh_store_close(app.store);
+		gh_audit_serve_close(&app);
 		if (http)
 			gh_info("stopped: http %.0f ms, background %.0f ms, store %.0f ms",
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,

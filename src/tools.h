@@ -103,9 +103,15 @@ extern const char *const gh_memory_tool_names[];
  * whenever the tool ran or failed in a way the model should hear about;
  * *is_error then says which. Other codes mean gatehouse itself failed. */
 struct gh_store;
-enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const char *resource,
-				 const char *name, const cJSON *args, cJSON **result,
-				 int *is_error, struct gh_err *e);
+struct gh_store_tx;
+/* With tx (a transaction from gh_store_tx_run) the tools that write do it
+ * inside it; reads (memory_search) always go through s. */
+enum gh_code gh_tool_memory_exec(struct gh_store *s, struct gh_store_tx *tx, const char *owner,
+				 const char *resource, const char *name, const cJSON *args,
+				 cJSON **result, int *is_error, struct gh_err *e);
+/* 1 for the memory tools that change something (their effect can commit
+ * with their audit row). */
+int gh_tool_memory_writes(const char *name);
 /* POSTs args as JSON to the tool's configured URL (never another), with its
  * headers, timeout and response cap; redirects are not followed. The JSON
  * response is the result; a non-2xx status, a timeout or a non-JSON body is
