@@ -11,6 +11,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "json.h"
+#include "log.h"
 
 
 static void add_opt(cJSON *d, const char *name, const char *value)
@@ -70,4 +71,24 @@ enum gh_code gh_admin_audit(struct gh_store *s, const struct gh_admin_action *a,
 		rc = gh_store_audit_append(s, &ev, NULL, e);
 	gh_buf_free(&b);
 	return rc;
+}
+
+enum gh_code gh_admin_audit_system(struct gh_store *s, const struct gh_system_event *se)
+{
+	struct gh_audit_event ev;
+	struct gh_err e;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = se->event;
+	ev.admin_user = "system";
+	ev.source = se->source;
+	ev.outcome = se->outcome;
+	ev.duration_ms = -1;
+	ev.reason = se->reason;
+	ev.detail = se->detail;
+	if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK) {
+		gh_warn("audit: cannot record %s: %s", se->what, e.msg);
+		return e.code;
+	}
+	return GH_OK;
 }

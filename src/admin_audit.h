@@ -47,4 +47,17 @@ enum gh_code gh_admin_audit_event(const struct gh_admin_action *a, struct gh_aud
 enum gh_code gh_admin_audit(struct gh_store *s, const struct gh_admin_action *a,
 			    struct gh_err *e);
 
+/* A row gatehouse itself writes (admin_user "system", no duration): the
+ * loaded policies, what the start-up check found. Appends and waits; a
+ * failure is logged as "audit: cannot record <what>: ..." and returned. */
+struct gh_system_event {
+	const char *event;
+	const char *source;         /* "admin" or "system" */
+	const char *outcome;
+	const char *reason;         /* NULL = none */
+	const char *detail;         /* canonical JSON object text, or NULL */
+	const char *what;           /* for the log line */
+};
+enum gh_code gh_admin_audit_system(struct gh_store *s, const struct gh_system_event *se);
+
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin_audit.h"
 #include "audit_witness.h"
 #include "json.h"
 #include "log.h"
@@ -60,22 +61,13 @@ void gh_audit_health_verify_opts(struct gh_audit_health *h, const struct gh_conf
 /* Records what start-up found in the signed log itself. */
 static void audit_finding(struct gh_app *app, const struct gh_audit_quick *q)
 {
-	struct gh_audit_event ev;
-	struct gh_err e;
 	char detail[96];
+	struct gh_system_event se = {"audit_check_failed", "system", "broken", q->message, detail,
+				     "the start-up check's finding"};
 
 	snprintf(detail, sizeof(detail), "{\"bad_seq\":%lld,\"unsigned_rows\":%lld}",
 		 (long long)q->bad_seq, (long long)q->unsigned_rows);
-	memset(&ev, 0, sizeof(ev));
-	ev.event = "audit_check_failed";
-	ev.admin_user = "system";
-	ev.source = "system";
-	ev.outcome = "broken";
-	ev.duration_ms = -1;
-	ev.reason = q->message;
-	ev.detail = detail;
-	if (gh_store_audit_append(app->store, &ev, NULL, &e) != GH_OK)
-		gh_warn("audit: cannot record the start-up check's finding: %s", e.msg);
+	gh_admin_audit_system(app->store, &se);
 }
 
 enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts *so,

@@ -14,7 +14,6 @@
 #include "front.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -563,31 +562,21 @@ int gh_front_port(const struct gh_front *f)
 
 /* CivetWeb's listening socket: the one of this process listening on
  * 127.0.0.1:port. */
+static int is_listener(int fd, void *ud)
+{
+	int port = *(const int *)ud, acc = 0;
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a), accl = sizeof(acc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &accl) != 0 || !acc)
+		return 0;
+	return getsockname(fd, (struct sockaddr *)&a, &al) == 0 && a.sin_family == AF_INET &&
+	       ntohs(a.sin_port) == port && a.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+}
+
 static int find_listener(int port)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int found = -1;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d)) && found < 0) {
-		struct sockaddr_in a;
-		socklen_t al = sizeof(a);
-		int64_t v;
-		int acc = 0;
-		socklen_t accl = sizeof(acc);
-
-		if (gh_parse_i64(de->d_name, 0, 1 << 30, &v) != 0 || (int)v == dirfd(d))
-			continue;
-		if (getsockopt((int)v, SOL_SOCKET, SO_ACCEPTCONN, &acc, &accl) != 0 || !acc)
-			continue;
-		if (getsockname((int)v, (struct sockaddr *)&a, &al) == 0 && a.sin_family == AF_INET &&
-		    ntohs(a.sin_port) == port && a.sin_addr.s_addr == htonl(INADDR_LOOPBACK))
-			found = (int)v;
-	}
-	closedir(d);
-	return found;
+	return gh_fd_find(is_listener, &port);
 }
 
 enum gh_code gh_front_attach(struct gh_front *f, int civet_port, struct gh_err *e)

@@ -13,7 +13,6 @@
 #include "http.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -912,24 +911,14 @@ static int find_socket(struct gh_req *r)
 	return scan_sockets(r);
 }
 
+static int match_client(int fd, void *ud)
+{
+	return is_client_socket(ud, fd);
+}
+
 static int scan_sockets(struct gh_req *r)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int found = -1;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d)) && found < 0) {
-		int64_t v;
-
-		if (gh_parse_i64(de->d_name, 0, 1 << 30, &v) != 0)
-			continue;
-		if (is_client_socket(r, (int)v))
-			found = (int)v;
-	}
-	closedir(d);
-	return found;
+	return gh_fd_find(match_client, r);
 }
 
 int gh_http_client_fd(struct gh_req *r)

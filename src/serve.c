@@ -23,6 +23,7 @@
 
 #include <sodium.h>
 
+#include "admin_audit.h"
 #include "audit_health.h"
 #include "background.h"
 #include "cli_common.h"
@@ -157,8 +158,8 @@ static int restore_cb(void *ud, const char *key, int64_t tat_ms)
  * log shows which policy version governed every later decision. */
 static void audit_policies(struct gh_app *app)
 {
-	struct gh_audit_event ev;
-	struct gh_err e;
+	struct gh_system_event se = {"policy_reload", "admin", "ok", NULL, NULL,
+				     "the loaded policies"};
 	cJSON *d = cJSON_CreateObject(), *p = cJSON_AddObjectToObject(d, "policies");
 	char *ds;
 	size_t i;
@@ -169,15 +170,8 @@ static void audit_policies(struct gh_app *app)
 	cJSON_AddStringToObject(d, "config", app->cfg->file);
 	ds = gh_json_dump(d);
 	cJSON_Delete(d);
-	memset(&ev, 0, sizeof(ev));
-	ev.event = "policy_reload";
-	ev.admin_user = "system";
-	ev.source = "admin";
-	ev.outcome = "ok";
-	ev.duration_ms = -1;
-	ev.detail = ds;
-	if (gh_store_audit_append(app->store, &ev, NULL, &e) != GH_OK)
-		gh_warn("audit: cannot record the loaded policies: %s", e.msg);
+	se.detail = ds;
+	gh_admin_audit_system(app->store, &se);
 	free(ds);
 }
 

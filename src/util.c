@@ -3,6 +3,7 @@
  */
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -252,4 +253,24 @@ int gh_parse_time(const char *s, int64_t *ms_out)
 	*ms_out = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 24 + h) * 60 + mi) * 60000 +
 		  (int64_t)sec * 1000 + ms;
 	return 0;
+}
+
+int gh_fd_find(int (*match)(int fd, void *ud), void *ud)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int found = -1;
+
+	if (!d)
+		return -1;
+	while (found < 0 && (de = readdir(d))) {
+		int64_t v;
+
+		if (gh_parse_i64(de->d_name, 0, 1 << 30, &v) != 0 || (int)v == dirfd(d))
+			continue;
+		if (match((int)v, ud))
+			found = (int)v;
+	}
+	closedir(d);
+	return found;
 }

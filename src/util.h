@@ -49,6 +49,10 @@ size_t gh_strlcpy(char *dst, const char *src, size_t cap);
 /* Parses a whole decimal integer within [min, max]; -1 on junk/overflow. */
 int gh_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* The first of this process's open descriptors (as /proc/self/fd lists
+ * them) for which match(fd, ud) is nonzero, or -1. */
+int gh_fd_find(int (*match)(int fd, void *ud), void *ud);
+
 /* strdup that returns NULL for NULL. Caller frees. */
 char *gh_strdup(const char *s);
 

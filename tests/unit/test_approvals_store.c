@@ -288,14 +288,16 @@ static void test_expire(void)
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	fill(&a, "apr_new", "call_new", "alice", now + 3600000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
-	fill(&a, "apr_done", "call_done", "alice", now + 1000);
+	/* decided before its expiry: a minute, so a slow machine decides it in
+	 * time; the sweeps look two minutes ahead, past it */
+	fill(&a, "apr_done", "call_done", "alice", now + 60000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
 	T_EQ_INT(decide(&t, "apr_done", "approved", "admin:root", &e), GH_OK);
 	/* past its expiry but not yet swept: no longer decidable */
 	T_EQ_INT(decide(&t, "apr_old", "approved", "admin:root", &e), GH_E_CONFLICT);
 	T_CONTAINS(e.msg, "approval apr_old already expired");
-	/* sweeping at now + 2 s: only the pending one past its expiry */
-	T_EQ_INT(gh_store_approvals_expire(t.s, now + 2000, expired_cb, &x, &n, &e), GH_OK);
+	/* sweeping at now + 2 min: only the pending one past its expiry */
+	T_EQ_INT(gh_store_approvals_expire(t.s, now + 120000, expired_cb, &x, &n, &e), GH_OK);
 	T_EQ_INT(n, 1);
 	T_EQ_INT(x.n, 1);
 	T_EQ_STR(x.ids[0], "apr_old");
@@ -319,7 +321,7 @@ static void test_expire(void)
 	T_CONTAINS(e.msg, "already expired");
 	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_old", NULL, NULL, &e), GH_E_CONFLICT);
 	x.n = 0;
-	T_EQ_INT(gh_store_approvals_expire(t.s, now + 2000, expired_cb, &x, &n, &e), GH_OK);
+	T_EQ_INT(gh_store_approvals_expire(t.s, now + 120000, expired_cb, &x, &n, &e), GH_OK);
 	T_EQ_INT(n, 0);
 	T_EQ_INT(x.n, 0);
 	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
