@@ -443,7 +443,9 @@ static void write_config(const char *path, const char *host, int fake_port, int6
 	bench_fmt(buf, sizeof(buf),
 		  "{\n"
 		  " \"server\": {\"listen\": \"127.0.0.1:0\", \"threads\": %lld, "
-		  "\"max_streams\": %lld, \"max_body_bytes\": 65536},\n"
+		  "\"max_streams\": %lld, \"max_body_bytes\": 65536, "
+		  /* every stream comes from one loopback address */
+		  "\"max_connections_per_address\": 0},\n"
 		  " \"database\": {\"path\": \"gatehouse.db\"},\n"
 		  " \"providers\": {\"fake\": {\"type\": \"openai\", "
 		  "\"base_url\": \"http://%s:%d/v1\", \"api_key\": \"sk-bench\", "
