@@ -434,8 +434,11 @@ static int audit_verify(int argc, char **argv)
 		       rep.message);
 		printf("(%lld rows before it verified)\n", (long long)rep.rows);
 	}
-	if (rep.index_ok)
-		printf("filter index: %lld blocks of %d rows match the rows\n",
+	if (rep.index_ok && !rep.index_blocks)
+		printf("filter index: nothing to check yet (it covers blocks of %d rows)\n",
+		       GH_AUDIT_BLOCK_ROWS);
+	else if (rep.index_ok)
+		printf("filter index: intact (%lld blocks of %d rows checked against the rows)\n",
 		       (long long)rep.index_blocks, GH_AUDIT_BLOCK_ROWS);
 	else
 		printf("filter index DAMAGED near row %lld: %s\nfiltered queries may miss rows; "
