@@ -52,7 +52,8 @@ size_t gh_witness_format(const struct gh_audit_checkpoint *c, const unsigned cha
 }
 
 /* Reads "name=" then the value up to the next space (or the end) from
- * *p, which moves past it. The value is copied into val (cap bytes). */
+ * *p, which moves past it. The value is copied into val (cap bytes); it
+ * is printable ASCII, so no NUL or newline can hide inside it. */
 static int field(const char **p, const char *end, const char *name, char *val, size_t cap)
 {
 	size_t nl = strlen(name), vl = 0;
@@ -61,8 +62,11 @@ static int field(const char **p, const char *end, const char *name, char *val, s
 	if ((size_t)(end - q) < nl + 1 || memcmp(q, name, nl) || q[nl] != '=')
 		return -1;
 	q += nl + 1;
-	while (q + vl < end && q[vl] != ' ')
+	while (q + vl < end && q[vl] != ' ') {
+		if (q[vl] < '!' || q[vl] > '~')
+			return -1;
 		vl++;
+	}
 	if (vl == 0 || vl >= cap)
 		return -1;
 	memcpy(val, q, vl);

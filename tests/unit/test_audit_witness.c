@@ -104,6 +104,13 @@ static void test_parse_is_strict(void)
 	/* a trailing field */
 	snprintf(bad, sizeof(bad), "%.*s extra=1\n", (int)(n - 1), line);
 	T_EQ_INT(gh_witness_parse(bad, strlen(bad), &w), -1);
+	/* a NUL (or any byte that is not printable) inside a value: the value
+	 * read as a C string would end there and the rest be ignored */
+	p = strstr(line, " ts=");
+	snprintf(bad, sizeof(bad), "%.*s", (int)(p - line) + 5, line);
+	memcpy(bad + (p - line) + 5, "\0\x01", 2);
+	memcpy(bad + (p - line) + 7, p + 5, n - (size_t)(p - line) - 5);
+	T_EQ_INT(gh_witness_parse(bad, n + 2, &w), -1);
 	/* a bad hex digit in the signature */
 	memcpy(bad, line, n + 1);
 	p = strstr(bad, " sig=");
