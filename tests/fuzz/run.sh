@@ -6,11 +6,14 @@
 # and prints what each did. One target runs at a time (libFuzzer's own
 # single process, no -jobs/-workers): the machine is shared.
 #
-#   tests/fuzz/run.sh [-r RUNS] [-t SECONDS] [-l MAX_LEN] [-c DIR] [TARGET...]
+#   tests/fuzz/run.sh [-r RUNS] [-t SECONDS] [-l MAX_LEN] [-T SECONDS] [-c DIR] [TARGET...]
 #
 #   -r RUNS     executions per target            (default 1000000)
 #   -t SECONDS  wall-clock bound per target      (default 600)
 #   -l MAX_LEN  longest input libFuzzer makes    (default 16384)
+#   -T SECONDS  one input taking longer is a finding (default 10; a busy
+#               shared machine can stall a process for that long: replay
+#               a timeout alone before believing it)
 #   -c DIR      persistent corpora, one directory per target; new inputs
 #               libFuzzer finds go there, never into the repository
 #               (default $GH_FUZZ_CORPUS, else ~/.cache/gatehouse-fuzz)
@@ -18,7 +21,7 @@
 #
 # Each target starts from its persistent corpus plus the committed seeds
 # in tests/fuzz/corpus/<x>/ (and tests/fuzz/<target>.dict when there is
-# one). A crash, leak, timeout (an input over 10 s) or out-of-memory
+# one). A crash, leak, timeout (an input over -T seconds) or out-of-memory
 # (over 2 GB) stops that target; the input is saved under
 # <corpora>/artifacts/<target>/ and the script exits 1 after the table.
 # Logs: <corpora>/logs/<target>.log. Runs under nice -n 10.
@@ -28,23 +31,25 @@ root=$(pwd)
 runs=1000000
 secs=600
 maxlen=16384
+unit_timeout=10
 corpora=${GH_FUZZ_CORPUS:-${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse-fuzz}
 
 usage() {
-	sed -n '9,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '9,20p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
-while getopts r:t:l:c:h opt; do
+while getopts r:t:l:T:c:h opt; do
 	case $opt in
 	r) runs=$OPTARG ;;
 	t) secs=$OPTARG ;;
 	l) maxlen=$OPTARG ;;
+	T) unit_timeout=$OPTARG ;;
 	c) corpora=$OPTARG ;;
 	*) usage ;;
 	esac
 done
 shift $((OPTIND - 1))
-for n in "$runs" "$secs" "$maxlen"; do
+for n in "$runs" "$secs" "$maxlen" "$unit_timeout"; do
 	case $n in '' | *[!0-9]*) usage ;; esac
 done
 
@@ -98,7 +103,7 @@ for t in $targets; do
 	# every second, which (peak RSS never falls) cut fuzz_schema from
 	# thousands of executions a second to tens
 	nice -n 10 "$root/build-fuzz/tests/$t" -runs="$runs" -max_total_time="$secs" \
-		-max_len="$maxlen" -timeout=10 -rss_limit_mb=2048 -purge_allocator_interval=-1 \
+		-max_len="$maxlen" -timeout="$unit_timeout" -rss_limit_mb=2048 -purge_allocator_interval=-1 \
 		-print_final_stats=1 -artifact_prefix="$art/" "$corpus" "$@" \
 		>"$log" 2>&1 || rc=$?
 	found=$(($(ls "$art" | wc -l) - before))
