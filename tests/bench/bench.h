@@ -97,7 +97,7 @@ BENCH_UNUSED static void bench_init(void)
 /* The temp dir of this run, named when the benchmark dies (kept for a look). */
 static char bench_dir_made[PATH_MAX];
 
-BENCH_UNUSED BENCH_PRINTF(1, 2) static void bench_die(const char *fmt, ...)
+BENCH_UNUSED BENCH_PRINTF(1, 2) __attribute__((noreturn)) static void bench_die(const char *fmt, ...)
 {
 	va_list ap;
 
