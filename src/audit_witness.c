@@ -72,8 +72,8 @@ static int field(const char **p, const char *end, const char *name, char *val, s
 	memcpy(val, q, vl);
 	val[vl] = '\0';
 	q += vl;
-	if (q < end)
-		q++; /* the space */
+	if (q < end && ++q == end)
+		return -1; /* the space separates: another field follows it */
 	*p = q;
 	return 0;
 }

@@ -111,6 +111,9 @@ static void test_parse_is_strict(void)
 	memcpy(bad + (p - line) + 5, "\0\x01", 2);
 	memcpy(bad + (p - line) + 7, p + 5, n - (size_t)(p - line) - 5);
 	T_EQ_INT(gh_witness_parse(bad, n + 2, &w), -1);
+	/* a space after the last field (the format writes none) */
+	snprintf(bad, sizeof(bad), "%.*s \n", (int)(n - 1), line);
+	T_EQ_INT(gh_witness_parse(bad, strlen(bad), &w), -1);
 	/* a bad hex digit in the signature */
 	memcpy(bad, line, n + 1);
 	p = strstr(bad, " sig=");
