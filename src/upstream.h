@@ -63,6 +63,9 @@ struct gh_upstream_req {
 	 * streamed data has been delivered. */
 	int max_retries;
 	int64_t retry_base_ms;
+	/* A response header to keep (name, case-insensitive), e.g. an MCP
+	 * server's Mcp-Session-Id; its value goes to resp->captured. */
+	const char *capture_header;
 };
 
 struct gh_upstream_resp {
@@ -72,6 +75,9 @@ struct gh_upstream_resp {
 	int64_t retry_after_ms;     /* from Retry-After, -1 when absent */
 	int attempts;               /* how many tries were made */
 	int64_t streamed_bytes;     /* bytes given to on_data */
+	char captured[256];         /* req->capture_header's value, "" when absent (a
+				     * longer value is cut: see captured_long) */
+	int captured_long;          /* the value did not fit */
 };
 
 /* Initialises r (empty body capped at cap). */
