@@ -86,9 +86,11 @@ enum gh_mcp_framing {
 };
 
 /* Called for each message read (INVALID ones included, so they can be
- * logged). m is borrowed until the callback returns. Return 0 to go on,
- * nonzero (positive) to stop: the feed returns that value. */
-typedef int (*gh_mcp_msg_fn)(void *ud, const struct gh_mcp_msg *m);
+ * logged). m is borrowed until the callback returns; the callback may
+ * keep the message by moving it out (*keep = *m, then m->root = NULL).
+ * Return 0 to go on, nonzero (positive) to stop: the feed returns that
+ * value. */
+typedef int (*gh_mcp_msg_fn)(void *ud, struct gh_mcp_msg *m);
 
 struct gh_mcp_reader;
 

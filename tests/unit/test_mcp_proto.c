@@ -17,7 +17,7 @@ struct got {
 	int stop_at;
 };
 
-static int collect(void *ud, const struct gh_mcp_msg *m)
+static int collect(void *ud, struct gh_mcp_msg *m)
 {
 	struct got *g = ud;
 

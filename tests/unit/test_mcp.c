@@ -1,0 +1,452 @@
+/*
+ * test_mcp.c - the MCP client against a real upstream: the stdio test
+ * server (tests/integration/mcp_test_server.py, Python) started by
+ * gatehouse itself. Paged discovery, pins, calls with progress and
+ * structured results, a changed definition held until accepted, a cancel
+ * the upstream hears about, the child killed mid-call and restarted, a
+ * command that does not exist, and no child, thread or descriptor left
+ * behind. Runs under TSan too (supervisors, readers and callers at once).
+ */
+#include "t.h"
+#include "t_store.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "json.h"
+#include "mcp.h"
+#include "store_mcp.h"
+
+static const char *src_dir(void)
+{
+	const char *s = getenv("GH_SRC");
+
+	return s ? s : ".";
+}
+
+/* A config with one stdio upstream "t" running the test server. */
+static struct gh_config *config_for(const char *dir, const char *extra)
+{
+	char text[4096], script[512];
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+
+	snprintf(script, sizeof(script), "%s/tests/integration/mcp_test_server.py", src_dir());
+	snprintf(text, sizeof(text),
+		 "{\"providers\":{\"m\":{\"type\":\"mock\"}},\"agents\":{\"a\":{\"provider\":\"m\"}},"
+		 "\"mcp_servers\":{\"t\":{\"transport\":\"stdio\",\"command\":\"python3\","
+		 "\"args\":[\"%s\"],\"env\":{\"MCP_TEST_PIDFILE\":\"%s/pid\","
+		 "\"MCP_TEST_LOG\":\"%s/log\"},\"timeout_ms\":5000,\"connect_timeout_ms\":8000,"
+		 "\"retry_base_ms\":50,\"retry_max_ms\":200,\"shutdown_grace_ms\":500%s}}}",
+		 script, dir, dir, extra ? extra : "");
+	if (gh_config_parse("t.json", text, strlen(text), &cfg, &e) != GH_OK) {
+		fprintf(stderr, "config: %s\n", e.msg);
+		return NULL;
+	}
+	return cfg;
+}
+
+static pid_t read_pid(const char *dir)
+{
+	char p[256], buf[32] = "";
+	FILE *f;
+	int64_t v = 0;
+
+	snprintf(p, sizeof(p), "%s/pid", dir);
+	f = fopen(p, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return gh_parse_i64(buf, 1, INT32_MAX, &v) == 0 ? (pid_t)v : 0;
+}
+
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Pipes and sockets among this process's descriptors (what a child or
+ * an HTTP session uses; the database's files come and go with its reader
+ * pool). */
+static int count_pipes(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		char p[300], target[256];
+		ssize_t k;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		k = readlink(p, target, sizeof(target) - 1);
+		if (k <= 0)
+			continue;
+		target[k] = '\0';
+		if (!strncmp(target, "pipe:", 5) || !strncmp(target, "socket:", 7))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* 1 when the test server's log of received messages gets s within ms. */
+static int log_has(const char *dir, const char *s, int ms)
+{
+	char p[256], buf[8192];
+	int64_t end = gh_mono_ns() / 1000000 + ms;
+
+	snprintf(p, sizeof(p), "%s/log", dir);
+	for (;;) {
+		FILE *f = fopen(p, "r");
+		int found = 0;
+
+		while (f && !found && fgets(buf, sizeof(buf), f))
+			found = strstr(buf, s) != NULL;
+		if (f)
+			fclose(f);
+		if (found)
+			return 1;
+		if (gh_mono_ns() / 1000000 > end)
+			return 0;
+		usleep(20000);
+	}
+}
+
+/* Children of this process still in the process table (zombies too). */
+static int count_children(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+	pid_t me = getpid();
+
+	while (d && (de = readdir(d))) {
+		char p[300], buf[512];
+		FILE *f;
+		int64_t pid;
+
+		if (gh_parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/stat", de->d_name);
+		f = fopen(p, "r");
+		if (!f)
+			continue;
+		if (fgets(buf, sizeof(buf), f)) {
+			const char *rp = strrchr(buf, ')');
+			char state;
+			int ppid;
+
+			if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
+				n++;
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static cJSON *status_of(struct gh_mcp *m)
+{
+	cJSON *s = gh_mcp_status_json(m, NULL);
+	cJSON *srv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "servers"), 0);
+
+	cJSON_DetachItemViaPointer(cJSON_GetObjectItemCaseSensitive(s, "servers"), srv);
+	cJSON_Delete(s);
+	return srv;
+}
+
+/* Waits (at most ms) for the upstream's state to be want. */
+static int wait_state(struct gh_mcp *m, const char *want, int ms)
+{
+	int64_t end = gh_mono_ns() / 1000000 + ms;
+
+	for (;;) {
+		cJSON *s = status_of(m);
+		int ok = s && !strcmp(gh_json_str(s, "state"), want);
+
+		cJSON_Delete(s);
+		if (ok)
+			return 1;
+		if (gh_mono_ns() / 1000000 > end)
+			return 0;
+		usleep(20000);
+	}
+}
+
+/* Waits for tool name to be published with pin status want. */
+static struct gh_mcp_tool *wait_tool(struct gh_mcp *m, const char *name, const char *pin,
+				     int ms)
+{
+	int64_t end = gh_mono_ns() / 1000000 + ms;
+
+	for (;;) {
+		struct gh_mcp_tool *t = gh_mcp_tool_find(m, name);
+
+		if (t && !strcmp(t->pin, pin))
+			return t;
+		gh_mcp_tool_unref(t);
+		if (gh_mono_ns() / 1000000 > end)
+			return NULL;
+		usleep(20000);
+	}
+}
+
+static cJSON *call(struct gh_mcp *m, const char *name, const char *args, int *is_error,
+		   char *session)
+{
+	struct gh_mcp_tool *t = gh_mcp_tool_find(m, name);
+	cJSON *a = gh_json_parse_stored(args), *r = NULL;
+	struct gh_err e;
+
+	if (t && gh_mcp_call(m, t, a, NULL, &r, is_error, session, 128, &e) != GH_OK)
+		r = NULL;
+	gh_mcp_tool_unref(t);
+	cJSON_Delete(a);
+	return r;
+}
+
+static const char *first_text(const cJSON *r)
+{
+	return gh_json_str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "content"), 0),
+			   "text");
+}
+
+struct progress_seen {
+	int n;
+	double last, total;
+};
+
+static void on_progress(void *ud, double progress, double total, const char *message)
+{
+	struct progress_seen *p = ud;
+
+	(void)message;
+	p->n++;
+	p->last = progress;
+	p->total = total;
+}
+
+static int cancel_after(void *ud)
+{
+	struct progress_seen *p = ud;
+
+	return p->n >= 2;
+}
+
+static void test_stdio_upstream(void)
+{
+	struct t_store t;
+	struct gh_config *cfg;
+	struct gh_mcp *m = NULL;
+	struct gh_mcp_tool *tool, **all = NULL;
+	struct gh_err e;
+	struct gh_mcp_pin pin;
+	char session[128];
+	int is_error = 0, fds0, children0, threads0;
+	long n;
+	cJSON *r, *st;
+	pid_t pid;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	cfg = config_for(t.dir, NULL);
+	T_ASSERT(cfg);
+	fds0 = count_pipes();
+	children0 = count_children();
+	{
+		char tp[64];
+
+		snprintf(tp, sizeof(tp), "/proc/%d/task", (int)getpid());
+		threads0 = count_dir(tp);
+	}
+	T_EQ_INT(gh_mcp_start(cfg, t.s, &m, &e), GH_OK);
+	T_ASSERT(m);
+	T_ASSERT(wait_state(m, "connected", 10000));
+
+	/* every page of tools/list: five tools, two a page */
+	n = gh_mcp_tools(m, &all);
+	T_EQ_INT(n, 5);
+	T_EQ_STR(all[0]->name, "t_echo");
+	T_EQ_STR(all[4]->name, "t_mutable");
+	T_EQ_STR(all[0]->pin, "pinned");
+	gh_mcp_tools_free(all, n);
+	T_EQ_INT(gh_store_mcp_pin_get(t.s, "t", "echo", &pin, &e), GH_OK);
+	gh_mcp_pin_clear(&pin);
+
+	/* a call, its session, the upstream's result as it sent it */
+	r = call(m, "t_echo", "{\"text\":\"hi\"}", &is_error, session);
+	T_ASSERT(r);
+	T_EQ_INT(is_error, 0);
+	T_EQ_STR(first_text(r), "echo: hi");
+	T_CONTAINS(session, "pid ");
+	cJSON_Delete(r);
+	r = call(m, "t_write_note", "{\"note\":\"abc\"}", &is_error, session);
+	T_ASSERT(r);
+	T_EQ_INT(is_error, 0);
+	T_EQ_INT(gh_json_int(cJSON_GetObjectItemCaseSensitive(r, "structuredContent"), "length",
+			     0), 3);
+	cJSON_Delete(r);
+	r = call(m, "t_fail", "{}", &is_error, session);
+	T_ASSERT(r);
+	T_EQ_INT(is_error, 1);
+	T_ASSERT(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError")));
+	cJSON_Delete(r);
+
+	/* progress reaches the caller; a caller that goes away cancels */
+	{
+		struct progress_seen ps = {0};
+		struct gh_mcp_call_opts o = {0};
+		cJSON *a = gh_json_parse_stored("{\"seconds\":0.5}");
+
+		o.progress = on_progress;
+		o.ud = &ps;
+		tool = gh_mcp_tool_find(m, "t_slow");
+		T_ASSERT(tool);
+		T_EQ_INT(gh_mcp_call(m, tool, a, &o, &r, &is_error, session, sizeof(session), &e),
+			 GH_OK);
+		T_EQ_INT(is_error, 0);
+		T_ASSERT(ps.n >= 5); /* a slow waiter may see only the latest of several */
+		T_EQ_INT((int)ps.last, 10);
+		T_EQ_INT((int)ps.total, 10);
+		cJSON_Delete(r);
+		cJSON_Delete(a);
+		memset(&ps, 0, sizeof(ps));
+		a = gh_json_parse_stored("{\"seconds\":3}");
+		o.tick = cancel_after;
+		T_EQ_INT(gh_mcp_call(m, tool, a, &o, &r, &is_error, session, sizeof(session), &e),
+			 GH_E_CANCELLED);
+		T_ASSERT(r == NULL);
+		/* the upstream heard it */
+		T_ASSERT(log_has(t.dir, "\"notifications/cancelled\"", 5000));
+		T_ASSERT(log_has(t.dir, "the caller went away", 100));
+		cJSON_Delete(a);
+		gh_mcp_tool_unref(tool);
+	}
+
+	/* a changed definition is held; accepting it releases the tool */
+	pid = read_pid(t.dir);
+	T_ASSERT(pid > 0);
+	tool = gh_mcp_tool_find(m, "t_mutable");
+	T_ASSERT(tool);
+	T_EQ_INT(kill(pid, SIGUSR1), 0);
+	{
+		struct gh_mcp_tool *held = wait_tool(m, "t_mutable", "held", 5000);
+
+		T_ASSERT(held);
+		T_CONTAINS(held->blocked, "definition changed");
+		/* the run that was offered the old definition cannot call it */
+		r = NULL;
+		T_EQ_INT(gh_mcp_call(m, tool, NULL, NULL, &r, &is_error, session, sizeof(session),
+				     &e), GH_OK);
+		T_EQ_INT(is_error, 1);
+		T_CONTAINS(gh_json_str(r, "error"), "definition changed");
+		cJSON_Delete(r);
+		r = NULL;
+		T_EQ_INT(gh_mcp_call(m, held, NULL, NULL, &r, &is_error, session, sizeof(session),
+				     &e), GH_OK);
+		T_EQ_INT(is_error, 1);
+		T_CONTAINS(gh_json_str(r, "error"), "held until an admin accepts");
+		cJSON_Delete(r);
+		/* only the definition reviewed can be accepted */
+		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", "0000", 1, "alice", "api", &e),
+			 GH_E_CONFLICT);
+		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", held->def.digest, 1, "alice", "api",
+				       &e), GH_OK);
+		gh_mcp_tool_unref(held);
+	}
+	gh_mcp_tool_unref(tool);
+	tool = wait_tool(m, "t_mutable", "pinned", 5000);
+	T_ASSERT(tool);
+	T_ASSERT(!tool->blocked[0]);
+	gh_mcp_tool_unref(tool);
+
+	/* the child killed mid-call: a clear tool error, then a new child */
+	{
+		struct gh_mcp_tool *slow = gh_mcp_tool_find(m, "t_slow");
+		cJSON *a = gh_json_parse_stored("{\"seconds\":5}");
+		pid_t pid2;
+		int64_t t0 = gh_mono_ns();
+
+		T_ASSERT(slow);
+		T_EQ_INT(kill(pid, SIGKILL), 0);
+		T_EQ_INT(gh_mcp_call(m, slow, a, NULL, &r, &is_error, session, sizeof(session), &e),
+			 GH_OK);
+		T_EQ_INT(is_error, 1);
+		T_ASSERT(gh_json_str(r, "error"));
+		cJSON_Delete(r);
+		T_ASSERT((gh_mono_ns() - t0) / 1000000 < 4000); /* not the 5 s of the call */
+		cJSON_Delete(a);
+		gh_mcp_tool_unref(slow);
+		/* a new child (it writes its pid), connected again */
+		for (pid2 = read_pid(t.dir); pid2 == pid && gh_mono_ns() - t0 < INT64_C(10000000000);
+		     pid2 = read_pid(t.dir))
+			usleep(20000);
+		T_ASSERT(pid2 > 0 && pid2 != pid);
+		T_ASSERT(wait_state(m, "connected", 10000));
+		r = call(m, "t_echo", "{\"text\":\"again\"}", &is_error, session);
+		T_ASSERT(r);
+		T_EQ_STR(first_text(r), "echo: again");
+		cJSON_Delete(r);
+	}
+	st = status_of(m);
+	T_EQ_STR(gh_json_str(st, "state"), "connected");
+	cJSON_Delete(st);
+	gh_mcp_stop(m);
+	/* no child, zombie, thread or descriptor left behind */
+	T_EQ_INT(count_children(), children0);
+	T_EQ_INT(count_pipes(), fds0);
+	{
+		char tp[64];
+
+		snprintf(tp, sizeof(tp), "/proc/%d/task", (int)getpid());
+		T_EQ_INT(count_dir(tp), threads0);
+	}
+	gh_config_free(cfg);
+	t_store_close(&t);
+}
+
+/* A command that cannot start: the upstream fails, retries with backoff,
+ * and its tools (none pinned) are simply absent; nothing else breaks. */
+static void test_missing_command(void)
+{
+	struct t_store t;
+	struct gh_config *cfg;
+	struct gh_mcp *m = NULL;
+	struct gh_err e;
+	cJSON *st;
+	const char *text = "{\"providers\":{\"m\":{\"type\":\"mock\"}},\"agents\":{\"a\":"
+			   "{\"provider\":\"m\"}},\"mcp_servers\":{\"t\":{\"transport\":\"stdio\","
+			   "\"command\":\"/nonexistent/mcp-server\",\"retry_base_ms\":50,"
+			   "\"retry_max_ms\":100}}}";
+
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_config_parse("t.json", text, strlen(text), &cfg, &e), GH_OK);
+	T_EQ_INT(gh_mcp_start(cfg, t.s, &m, &e), GH_OK);
+	T_ASSERT(wait_state(m, "failing", 5000));
+	st = status_of(m);
+	T_CONTAINS(gh_json_str(st, "lastError"), "cannot start \"/nonexistent/mcp-server\"");
+	T_ASSERT(gh_json_int(st, "failures", 0) >= 1);
+	cJSON_Delete(st);
+	gh_mcp_stop(m);
+	gh_config_free(cfg);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_stdio_upstream), T(test_missing_command))
