@@ -1,5 +1,5 @@
 /*
- * cli.h - the gatehouse command line: serve, migrate, keys, audit, admin.
+ * cli.h - the gatehouse command line: serve, migrate, keys, audit, admin, mcp.
  *
  * Exit codes: 0 ok, 1 runtime error, 2 usage error. Every command takes
  * --help. Runs on the main thread.
@@ -56,5 +56,7 @@ int gh_cmd_serve(struct gh_cli *c);
 int gh_cmd_audit(int argc, char **argv);
 /* cli_admin.c */
 int gh_cmd_admin(int argc, char **argv);
+/* cli_mcp.c */
+int gh_cmd_mcp(int argc, char **argv);
 
 #endif

@@ -37,6 +37,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "mcp.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
@@ -62,6 +63,7 @@ static const struct gh_route *const route_tables[] = {
 	gh_routes_stream,
 	gh_routes_openai,
 	gh_routes_a2a,
+	gh_routes_mcp_servers,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -834,9 +836,15 @@ static void health(struct gh_req *r)
 {
 	cJSON *o = cJSON_CreateObject();
 	struct gh_store_stats st;
+	int degraded = 0;
+	/* every upstream MCP server's state: one failing is reported, and the
+	 * gateway is degraded, not down */
+	cJSON *m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, &degraded) : NULL;
 
 	gh_store_stats(r->app->store, &st);
-	cJSON_AddStringToObject(o, "status", "ok");
+	cJSON_AddStringToObject(o, "status", degraded ? "degraded" : "ok");
+	if (m)
+		cJSON_AddItemToObject(o, "mcp", m);
 	cJSON_AddStringToObject(o, "version", GH_VERSION);
 	cJSON_AddNumberToObject(o, "schemaVersion", gh_store_schema_version(r->app->store));
 	cJSON_AddNumberToObject(o, "uptimeSeconds",

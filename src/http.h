@@ -74,6 +74,7 @@ extern const struct gh_route gh_routes_stream[];
 extern const struct gh_route gh_routes_openai[];
 extern const struct gh_route gh_routes_a2a[];
 extern const struct gh_route gh_routes_admin[];
+extern const struct gh_route gh_routes_mcp_servers[];
 
 /* Starts listening (listen "HOST:PORT"; port 0 picks one). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,

@@ -1540,8 +1540,8 @@ static void new_task(struct rpc *c, struct incoming *in, int stream, int64_t his
 	}
 	/* refusals of client tools are the request's fault, not the task's */
 	if (in->client_defs) {
-		if (gh_toolset_build(app->cfg, c->agent, who->policy, in->client_defs, &ts, &e) !=
-		    GH_OK) {
+		if (gh_toolset_build(app->cfg, app->mcp, c->agent, who->policy, in->client_defs, &ts,
+				     &e) != GH_OK) {
 			rpc_error(c, RPC_INVALID_PARAMS, "%s", e.msg);
 			return;
 		}

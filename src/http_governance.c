@@ -23,6 +23,7 @@
 #include "http_native.h"
 #include "hub.h"
 #include "json.h"
+#include "mcp.h"
 #include "log.h"
 #include "run.h"
 #include "tools.h"
@@ -535,27 +536,48 @@ static void explain(struct gh_req *r)
 		cJSON_AddStringToObject(ao, "rule", d.rule);
 	}
 	if (tl && *tl) {
-		char norm[GH_TOOL_NAME_MAX];
+		char norm[GH_TOOL_NAME_MAX + 1];
 		enum gh_tool_source src = GH_SRC_CLIENT;
 		const struct gh_tool_conf *tc;
+		/* a federated tool's name may be 64 characters: looked up as is */
+		struct gh_mcp_tool *mt = gh_mcp_tool_find(r->app->mcp, tl);
 		const char *lrule = NULL;
 		int64_t per_min;
 		int listed = 1, i;
 
-		gh_tool_normalize(tl, norm);
+		if (mt)
+			gh_strlcpy(norm, mt->name, sizeof(norm));
+		else
+			gh_tool_normalize(tl, norm);
 		tc = gh_config_tool(r->app->cfg, norm);
 		for (i = 0; gh_memory_tool_names[i]; i++)
 			if (!strcmp(gh_memory_tool_names[i], norm))
 				src = GH_SRC_MEMORY;
-		if (tc)
+		if (tc || mt)
 			src = GH_SRC_SERVER;
 		if (a && src != GH_SRC_CLIENT)
 			listed = gh_strlist_match(&a->tools, norm) &&
 				 (src != GH_SRC_MEMORY || a->memory_enabled);
-		gh_policy_tool(p.policy, a, norm, src, tc ? tc->require_approval : 0, &d);
+		if (mt)
+			gh_tools_mcp_decide(p.policy, a, mt, &d);
+		else
+			gh_policy_tool(p.policy, a, norm, src, tc ? tc->require_approval : 0, &d);
 		to = cJSON_AddObjectToObject(o, "tool");
 		cJSON_AddStringToObject(to, "name", norm);
 		cJSON_AddStringToObject(to, "source", gh_tool_source_name(src));
+		if (mt) {
+			cJSON *mo = cJSON_AddObjectToObject(to, "mcp");
+
+			cJSON_AddStringToObject(mo, "server", mt->server);
+			cJSON_AddStringToObject(mo, "tool", mt->upstream_name);
+			cJSON_AddStringToObject(mo, "pin", mt->pin);
+			if (mt->def.annotations)
+				cJSON_AddItemToObject(mo, "annotations",
+						      cJSON_Duplicate(mt->def.annotations, 1));
+			cJSON_AddStringToObject(mo, "approvalDefault",
+						gh_mcp_hint_text(gh_mcp_hint_of(mt->def.annotations)));
+			gh_mcp_tool_unref(mt);
+		}
 		if (src == GH_SRC_CLIENT)
 			cJSON_AddStringToObject(to, "note", "not a server or memory tool: judged as a "
 					       "client tool the caller declares");

@@ -341,10 +341,9 @@ static void check_pin(struct mcp_upstream *u, struct gh_mcp_tool *t)
 		else
 			snprintf(t->blocked, sizeof(t->blocked),
 				 "its definition changed since it was pinned (%.12s… pinned, "
-				 "%.12s… offered); it is held until an admin accepts the change "
-				 "(admin UI: MCP servers, or gatehouse mcp accept --server %s "
-				 "--tool %s)", p.digest, t->def.digest, u->conf->name,
-				 t->upstream_name);
+				 "%.12s… offered): held until an admin accepts it (gatehouse mcp "
+				 "accept, or the admin UI's MCP servers page)", p.digest,
+				 t->def.digest);
 		gh_strlcpy(t->pin, p.pending_status[0] ? p.pending_status : "held", sizeof(t->pin));
 		gh_mcp_pin_clear(&p);
 		free(def);

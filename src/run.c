@@ -30,6 +30,7 @@
 
 #include "approvals.h"
 #include "audit.h"
+#include "mcp.h"
 #include "buf.h"
 #include "hub.h"
 #include "json.h"
@@ -520,6 +521,14 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 		cJSON_AddStringToObject(d, "surface", r->surface);
 	if (gh_json_str(c, "approvalId"))
 		cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
+	if (gh_json_str(c, "mcpServer")) {
+		cJSON *m = cJSON_AddObjectToObject(d, "mcp");
+
+		gh_json_add_str(m, "server", gh_json_str(c, "mcpServer"));
+		gh_json_add_str(m, "tool", gh_json_str(c, "mcpTool"));
+		if (gh_json_str(c, "mcpSession"))
+			cJSON_AddStringToObject(m, "session", gh_json_str(c, "mcpSession"));
+	}
 	if (result) {
 		res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
 		if (res)
@@ -584,11 +593,51 @@ static void emit_result(struct run *r, const cJSON *c)
 	emit(r, "tool-result", p);
 }
 
+/* A federated tool's progress notification, as a "tool-progress" event
+ * (streams show it; nothing else waits for it). */
+struct progress_ctx {
+	struct run *r;
+	const cJSON *c;
+};
+
+static void on_mcp_progress(void *ud, double progress, double total, const char *message)
+{
+	struct progress_ctx *pc = ud;
+	cJSON *p = call_payload(pc->c);
+
+	if (!p)
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(p, "args");
+	cJSON_AddNumberToObject(p, "progress", progress);
+	if (total >= 0)
+		cJSON_AddNumberToObject(p, "total", total);
+	if (message)
+		cJSON_AddStringToObject(p, "message", message);
+	emit(pc->r, "tool-progress", p);
+}
+
+/* The text a failed tool result shows: its "error", or the first text
+ * block of an MCP result's content. Borrowed from result. */
+static const char *result_error(const cJSON *result)
+{
+	const char *s = gh_json_str(result, "error");
+	const cJSON *b;
+
+	if (s)
+		return s;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(result, "content")) {
+		if ((s = gh_json_str(b, "text")))
+			return s;
+	}
+	return "the tool reported an error";
+}
+
 /* Runs an allowed server or memory tool, with its "executed"/"failed" row
  * written before the result is used. */
 static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, struct gh_err *e)
 {
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "args");
+	struct progress_ctx pc = {NULL, NULL};
 	cJSON *result = NULL;
 	int is_error = 0;
 	int64_t t0 = gh_mono_ns(), dur;
@@ -596,11 +645,22 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	struct gh_err te;
 
 	gh_err_clear(&te);
-	if (t->src == GH_SRC_MEMORY)
+	if (t->mcp) {
+		struct gh_mcp_call_opts mo = {tick, 0, 0, on_mcp_progress, &pc};
+		char session[256];
+
+		pc.r = r;
+		pc.c = c;
+		rc = gh_mcp_call(r->app->mcp, t->mcp, args, &mo, &result, &is_error, session,
+				 sizeof(session), &te);
+		if (session[0])
+			cJSON_AddStringToObject(c, "mcpSession", session);
+	} else if (t->src == GH_SRC_MEMORY) {
 		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
 					 args, &result, &is_error, &te);
-	else
+	} else {
 		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
+	}
 	dur = (gh_mono_ns() - t0) / 1000000;
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
@@ -617,7 +677,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			is_error ? gh_json_str(result, "error") : NULL, NULL, result, e);
+			is_error ? result_error(result) : NULL, NULL, result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -661,6 +721,10 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(c, "source");
 	cJSON_AddStringToObject(c, "source", gh_tool_source_name(t->src));
+	if (t->mcp && !cJSON_GetObjectItemCaseSensitive(c, "mcpServer")) {
+		cJSON_AddStringToObject(c, "mcpServer", t->mcp->server);
+		cJSON_AddStringToObject(c, "mcpTool", t->mcp->upstream_name);
+	}
 	d = t->decision;
 	if (d.verdict == GH_V_DENY) {
 		snprintf(msg, sizeof(msg), "denied by %s", d.rule);
@@ -1368,8 +1432,8 @@ static void release_claim(struct run *r, const char *back_to)
 
 static enum gh_code setup_tools(struct run *r, struct gh_err *e)
 {
-	return gh_toolset_build(r->cfg, r->agent, r->policy, state_get(r, "client_tools"), &r->ts,
-				e);
+	return gh_toolset_build(r->cfg, r->app->mcp, r->agent, r->policy,
+				state_get(r, "client_tools"), &r->ts, e);
 }
 
 static enum gh_code settle_approvals(struct run *r, struct gh_err *e);

@@ -21,6 +21,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "mcp.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
@@ -122,6 +123,10 @@ int gh_cmd_serve(struct gh_cli *c)
 		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
 			"nothing (no agent, no tool)", c->cfg->file);
 	audit_policies(&app);
+	if (gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
 	if (gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
@@ -153,17 +158,20 @@ int gh_cmd_serve(struct gh_cli *c)
 	rc = GH_EXIT_OK;
 out:
 	{
-		int64_t t0 = gh_mono_ns(), t1, t2;
+		int64_t t0 = gh_mono_ns(), t1, t2, t3;
 
 		gh_http_stop(http);
 		t1 = gh_mono_ns();
 		gh_bg_stop(app.bg);
 		t2 = gh_mono_ns();
+		/* after every request and background run: no call is in flight */
+		gh_mcp_stop(app.mcp);
+		t3 = gh_mono_ns();
 		gh_store_close(app.store);
 		if (http)
-			gh_info("stopped: http %.0f ms, background %.0f ms, store %.0f ms",
+			gh_info("stopped: http %.0f ms, background %.0f ms, mcp %.0f ms, store %.0f ms",
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
-				(double)(gh_mono_ns() - t2) / 1e6);
+				(double)(t3 - t2) / 1e6, (double)(gh_mono_ns() - t3) / 1e6);
 	}
 	gh_hub_free(app.hub);
 	gh_rl_free(app.rl);

@@ -8,6 +8,13 @@
  * most 63 characters); two tools that resolve to one name are a 400 naming
  * both, never silent shadowing. Client tool schemas are checked before use.
  *
+ * Federated tools of upstream MCP servers (mcp.h) are server tools too: a
+ * tool set holds a reference to each one it has, so the run keeps the
+ * definition it was offered whatever the upstream does meanwhile. Their
+ * annotations set approval defaults the policy can override
+ * (gh_policy_tool_annotations); a held or refused definition is a deny
+ * naming why.
+ *
  * A toolset belongs to one run on one thread.
  */
 #ifndef GH_TOOLS_H
@@ -24,14 +31,21 @@
 
 #define GH_TOOL_NAME_MAX 64
 
+struct gh_mcp;
+struct gh_mcp_tool;
+
 struct gh_tool {
-	char name[GH_TOOL_NAME_MAX];      /* normalised */
+	char name[GH_TOOL_NAME_MAX + 1];  /* normalised (at most 63 characters), or a
+					   * federated tool's name (at most 64) */
 	char *orig_name;                  /* as declared (client tools) */
 	enum gh_tool_source src;
 	const char *description;          /* borrowed from config or the client defs */
 	const cJSON *schema;              /* borrowed */
 	const struct gh_tool_conf *conf;  /* server tools */
 	int require_approval;             /* the tool's own flag */
+	struct gh_mcp_tool *mcp;          /* a federated MCP tool (referenced), or NULL */
+	const cJSON *annotations;         /* borrowed: MCP-style hints or NULL */
+	const cJSON *output_schema;       /* borrowed: federated tools' or NULL */
 	int offered;                      /* sent to the model (policy allows it) */
 	struct gh_decision decision;      /* the allowlist verdict for offered */
 };
@@ -59,12 +73,18 @@ enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, cons
 				  cJSON **out, struct gh_err *e);
 
 /* Builds the run's tool set. client_defs (from gh_tools_client_defs, may be
- * NULL) is borrowed and must outlive the set. Client tools the policy does
- * not allow are a GH_E_FORBIDDEN naming the rule. Collisions are
- * GH_E_BADREQ. */
-enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent_conf *a,
-			      const struct gh_policy_conf *p, const cJSON *client_defs,
-			      struct gh_toolset *out, struct gh_err *e);
+ * NULL) is borrowed and must outlive the set. mcp (may be NULL) gives the
+ * federated tools the agent lists. Client tools the policy does not allow
+ * are a GH_E_FORBIDDEN naming the rule. Collisions are GH_E_BADREQ. */
+enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
+			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e);
+
+/* The decision on a federated tool for policy p and agent a (NULL: no
+ * particular agent): the policy, then a held or refused definition, then
+ * the approval default its annotations set. */
+void gh_tools_mcp_decide(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
+			 const struct gh_mcp_tool *mt, struct gh_decision *d);
 
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name);
 

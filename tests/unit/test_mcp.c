@@ -362,7 +362,7 @@ static void test_stdio_upstream(void)
 		T_EQ_INT(gh_mcp_call(m, held, NULL, NULL, &r, &is_error, session, sizeof(session),
 				     &e), GH_OK);
 		T_EQ_INT(is_error, 1);
-		T_CONTAINS(gh_json_str(r, "error"), "held until an admin accepts");
+		T_CONTAINS(gh_json_str(r, "error"), "held until an admin accepts it");
 		cJSON_Delete(r);
 		/* only the definition reviewed can be accepted */
 		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", "0000", 1, "alice", "api", &e),
