@@ -15,6 +15,7 @@ It does what the reference server cannot be made to do on demand:
 
 Environment: MCP_TEST_PIDFILE (its pid is written there), MCP_TEST_LOG
 (every message it receives is appended there, one JSON per line),
+MCP_TEST_STATE (whether "mutable" is changed survives a restart there),
 MCP_TEST_NAME (its serverInfo.name).
 """
 
@@ -162,6 +163,9 @@ def on_signal(sig, frame):
     flip.set()
 
 
+state_path = os.environ.get("MCP_TEST_STATE")
+
+
 def flipper():
     global changed
     while True:
@@ -169,10 +173,17 @@ def flipper():
         flip.clear()
         with state_lock:
             changed = flip_to[0]
+        if state_path:
+            with open(state_path, "w") as f:
+                f.write("changed" if changed else "original")
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
 
 def main():
+    global changed
+    if state_path and os.path.exists(state_path):
+        with open(state_path) as f:
+            changed = f.read().strip() == "changed"
     pidfile = os.environ.get("MCP_TEST_PIDFILE")
     if pidfile:
         with open(pidfile + ".tmp", "w") as f:
