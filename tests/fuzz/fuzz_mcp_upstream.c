@@ -4,9 +4,9 @@
  * what comes out of it (initialize and tools/list results, tool
  * definitions and their exposed names, tools/call results, progress).
  *
- * The input is the byte stream; every framing reads every input (its
- * first bytes, peeked, pick the chunk sizes; its last byte the framing
- * tried with tight bounds). Checks:
+ * The input is the byte stream, read in the framing its length picks (its
+ * first bytes, peeked, pick the chunk sizes, so corpus files stay plain
+ * streams). Checks:
  *   - fed whole or in chunks of sizes taken from the input, each framing
  *     delivers the same messages (kind, id, method, hashed) and the same
  *     verdict, with roomy and with tight bounds;
@@ -227,13 +227,15 @@ static void same(struct outcome a, struct outcome b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const enum gh_mcp_framing fr[] = {GH_MCP_LINES, GH_MCP_SSE, GH_MCP_JSON};
-	enum gh_mcp_framing tight = fr[size ? data[size - 1] % 3 : 0];
-	size_t i;
+	/* the length picks the framing (a mutation that adds or drops a byte
+	 * reads the same bytes another way), and every other length also
+	 * tries tight bounds */
+	enum gh_mcp_framing f = fr[size % 3];
 
-	/* every framing, whole (with the parsers) and in chunks */
-	for (i = 0; i < 3; i++)
-		same(run(fr[i], data, size, 0, 1 << 20, 1), run(fr[i], data, size, 1, 1 << 20, 0));
+	/* whole (with the parsers) and in chunks: the same messages */
+	same(run(f, data, size, 0, 1 << 20, 1), run(f, data, size, 1, 1 << 20, 0));
 	/* tight bounds: long messages fail, identically */
-	same(run(tight, data, size, 0, 64, 0), run(tight, data, size, 1, 64, 0));
+	if ((size / 3) % 2)
+		same(run(f, data, size, 0, 64, 0), run(f, data, size, 1, 64, 0));
 	return 0;
 }
