@@ -358,6 +358,31 @@ static void check_pin(struct mcp_upstream *u, struct gh_mcp_tool *t)
 	gh_strlcpy(t->pin, "none", sizeof(t->pin));
 }
 
+/* The state of a pinned definition, from its pin (an upstream not
+ * connected: nothing is observed). */
+static void pin_from_store(struct mcp_upstream *u, struct gh_mcp_tool *t)
+{
+	struct gh_mcp_pin p;
+	struct gh_err e;
+
+	if (gh_store_mcp_pin_get(u->m->store, u->conf->name, t->upstream_name, &p, &e) != GH_OK) {
+		snprintf(t->blocked, sizeof(t->blocked),
+			 "its pinned definition could not be read: %.400s", e.msg);
+		return;
+	}
+	if (p.pending_status[0]) {
+		gh_strlcpy(t->pin, p.pending_status, sizeof(t->pin));
+		snprintf(t->blocked, sizeof(t->blocked),
+			 "its definition changed since it was pinned (%.12s… pinned, %.12s… "
+			 "offered when last connected): %s", p.digest, p.pending_digest,
+			 strcmp(p.pending_status, "rejected") ? "held until an admin accepts it"
+							       : "the change was rejected");
+	} else {
+		gh_strlcpy(t->pin, "pinned", sizeof(t->pin));
+	}
+	gh_mcp_pin_clear(&p);
+}
+
 /* ---------------------------------------------------------- publishing */
 
 static int is_memory_tool(const char *name)
@@ -445,11 +470,13 @@ static struct gh_mcp_tool *make_tool(struct mcp_upstream *u, const cJSON *raw, s
 	return t;
 }
 
-/* Builds a catalog from raw (tools/list's tools, or the pinned
- * definitions of an upstream not connected yet; NULL: none), pins what
- * is new, and makes it the upstream's current one. Runs on the
+/* Builds a catalog from raw (tools/list's tools when offered, else the
+ * pinned definitions of an upstream not connected yet; NULL: none), pins
+ * what is new, and makes it the upstream's current one. Runs on the
  * supervisor. */
-static void publish(struct mcp_upstream *u, const cJSON *raw)
+static void pin_from_store(struct mcp_upstream *u, struct gh_mcp_tool *t);
+
+static void publish(struct mcp_upstream *u, const cJSON *raw, int offered)
 {
 	struct gh_mcp *m = u->m;
 	struct catalog *c = calloc(1, sizeof(*c)), *old;
@@ -497,9 +524,16 @@ static void publish(struct mcp_upstream *u, const cJSON *raw)
 			a->collision = b->collision = 1;
 		}
 	}
-	for (i = 0; i < c->n; i++)
-		if (c->v[i]->def.def && !c->v[i]->collision)
+	/* what the upstream offers is checked against its pins (and pinned
+	 * when new); the pinned definitions themselves only say their state */
+	for (i = 0; i < c->n; i++) {
+		if (!c->v[i]->def.def || c->v[i]->collision)
+			continue;
+		if (offered)
 			check_pin(u, c->v[i]);
+		else
+			pin_from_store(u, c->v[i]);
+	}
 	pthread_mutex_lock(&m->mu);
 	for (i = 0; i < c->n; i++) {
 		check_collision(m, u, c->v[i]);
@@ -542,7 +576,7 @@ static void publish_pinned(struct mcp_upstream *u)
 		return;
 	if (gh_store_mcp_pin_list(u->m->store, u->conf->name, collect_pin, arr, &e) != GH_OK)
 		gh_warn("mcp %s: its pinned tools could not be read: %s", u->conf->name, e.msg);
-	publish(u, arr);
+	publish(u, arr, 0);
 	cJSON_Delete(arr);
 }
 
@@ -772,7 +806,7 @@ static enum gh_code connect_once(struct mcp_upstream *u, struct gh_err *e)
 	gh_info("mcp %s: connected (%s, protocol %s, %s %s), %d tools", u->conf->name,
 		c->session, init.version, init.server_name[0] ? init.server_name : "?",
 		init.server_version, cJSON_GetArraySize(tools));
-	publish(u, tools);
+	publish(u, tools, 1);
 	return GH_OK;
 fail:
 	c->ops->close(c, why, sizeof(why));
@@ -796,7 +830,7 @@ static void refresh(struct mcp_upstream *u, struct mcp_conn *c)
 	cJSON_Delete(u->raw_tools);
 	u->raw_tools = tools;
 	pthread_mutex_unlock(&u->mu);
-	publish(u, tools);
+	publish(u, tools, 1);
 }
 
 static int any_held(struct mcp_upstream *u)
@@ -821,7 +855,7 @@ static void republish(struct mcp_upstream *u)
 	raw = u->raw_tools ? cJSON_Duplicate(u->raw_tools, 1) : NULL;
 	pthread_mutex_unlock(&u->mu);
 	if (raw)
-		publish(u, raw);
+		publish(u, raw, 1);
 	else
 		publish_pinned(u);
 	cJSON_Delete(raw);
@@ -1291,13 +1325,13 @@ static void cancel_call(struct mcp_upstream *u, struct mcp_conn *c, int64_t id,
 }
 
 /* After a 404: waits for the supervisor's new session (at most until
- * deadline_ns). 1 when there is one. */
-static int await_renewal(struct mcp_upstream *u, struct mcp_conn *old, int64_t deadline_ns,
-			 const struct gh_mcp_call_opts *o)
+ * deadline_ns). old is only compared, never followed: the caller has let
+ * go of it. 1 when there is a new one. */
+static int await_renewal(struct mcp_upstream *u, const struct mcp_conn *old,
+			 int64_t deadline_ns, const struct gh_mcp_call_opts *o)
 {
 	int ok = 0;
 
-	mcp_conn_fail(old, "the session ended (the server no longer knows it)");
 	pthread_mutex_lock(&u->mu);
 	pthread_cond_broadcast(&u->cv);
 	while (gh_mono_ns() < deadline_ns && !atomic_load(&u->m->stopping)) {
@@ -1395,6 +1429,7 @@ again:
 		goto done;
 	case GH_E_NOTFOUND:
 		/* the HTTP session ended: a new one, and the call once more */
+		mcp_conn_fail(c, "the session ended (the server no longer knows it)");
 		give_slot(u, c, 0);
 		if (!renewed && await_renewal(u, c, start + u->conf->timeout_ms * 1000000, o)) {
 			renewed = 1;

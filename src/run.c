@@ -593,12 +593,20 @@ static void emit_result(struct run *r, const cJSON *c)
 	emit(r, "tool-result", p);
 }
 
-/* A federated tool's progress notification, as a "tool-progress" event
- * (streams show it; nothing else waits for it). */
+/* A federated tool's call: its progress notifications become
+ * "tool-progress" events (streams show them; nothing else waits for
+ * them), and the run's tick tells it when the caller went away. */
 struct progress_ctx {
 	struct run *r;
 	const cJSON *c;
 };
+
+static int mcp_tick(void *ud)
+{
+	struct progress_ctx *pc = ud;
+
+	return tick(pc->r);
+}
 
 static void on_mcp_progress(void *ud, double progress, double total, const char *message)
 {
@@ -646,7 +654,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 
 	gh_err_clear(&te);
 	if (t->mcp) {
-		struct gh_mcp_call_opts mo = {tick, 0, 0, on_mcp_progress, &pc};
+		struct gh_mcp_call_opts mo = {mcp_tick, 0, 0, on_mcp_progress, &pc};
 		char session[256];
 
 		pc.r = r;

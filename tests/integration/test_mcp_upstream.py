@@ -7,7 +7,7 @@ mcp_test_server.py for what the reference server cannot do on demand
 import http.client
 import json
 import os
-import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -205,12 +205,12 @@ class McpUpstreamTest(GatewayTest):
                              "ORDER BY seq", tool)
 
     def tearDown(self):
-        failed = any(e for _, e in (self._outcome.result.failures + self._outcome.result.errors)
-                     if _ is self)
-        if failed and getattr(self, "gw", None) and self.gw.proc is None:
-            pass
-        elif failed and getattr(self, "gw", None):
+        # a failed test shows the end of gatehouse's log (its MCP lines)
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        failed = result and any(t is self for t, _ in result.failures + result.errors)
+        if failed and getattr(self, "gw", None):
             print("\n--- gatehouse log (last lines) ---\n" + self.gw.logs()[-4000:])
+        shutil.rmtree(self.tdir, ignore_errors=True)
         super().tearDown()
 
     # ------------------------------------------------------------ calls
@@ -606,6 +606,7 @@ class McpStartupTest(unittest.TestCase):
         with self.assertRaises(RuntimeError) as ctx:
             Gateway(cfg, dirname=tdir)
         msg = str(ctx.exception)
+        shutil.rmtree(tdir, ignore_errors=True)
         self.assertIn("name collision", msg)
         self.assertIn("MCP server one", msg)
         self.assertIn("MCP server two", msg)
