@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from harness import GH_BIN, GH_SRC, Gateway, GatewayTest, config, free_port
+from harness import GH_SRC, Gateway, GatewayTest, config, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EVERYTHING = os.path.join(GH_SRC, "tests", "node_modules", "@modelcontextprotocol",
