@@ -8,6 +8,7 @@
  */
 #include "admin_auth.h"
 
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,6 @@
 #include "util.h"
 
 #define PWHASH_AT_ONCE 2
-#define PASSWORD_MAX 1024
 #define TOKEN_BYTES 32
 #define TOKEN_B64_MAX 64           /* base64url of 32 bytes: 43 chars */
 
@@ -200,17 +200,31 @@ static pthread_mutex_t pw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pw_cv = PTHREAD_COND_INITIALIZER;
 static int pw_active;
 
+/* At most PWHASH_AT_ONCE Argon2id computations (64 MiB each) at a time. */
+static void pw_enter(void)
+{
+	pthread_mutex_lock(&pw_mu);
+	while (pw_active >= PWHASH_AT_ONCE)
+		pthread_cond_wait(&pw_cv, &pw_mu);
+	pw_active++;
+	pthread_mutex_unlock(&pw_mu);
+}
+
+static void pw_leave(void)
+{
+	pthread_mutex_lock(&pw_mu);
+	pw_active--;
+	pthread_cond_signal(&pw_cv);
+	pthread_mutex_unlock(&pw_mu);
+}
+
 /* 1 when password matches hash (NULL: the stand-in, never matches). */
 static int password_ok(const char *hash, const char *password)
 {
 	int ok;
 
 	pthread_once(&dummy_once, make_dummy);
-	pthread_mutex_lock(&pw_mu);
-	while (pw_active >= PWHASH_AT_ONCE)
-		pthread_cond_wait(&pw_cv, &pw_mu);
-	pw_active++;
-	pthread_mutex_unlock(&pw_mu);
+	pw_enter();
 	if (hash) {
 		ok = crypto_pwhash_str_verify(hash, password, strlen(password)) == 0;
 	} else {
@@ -221,45 +235,92 @@ static int password_ok(const char *hash, const char *password)
 		(void)ignored;
 		ok = 0;
 	}
-	pthread_mutex_lock(&pw_mu);
-	pw_active--;
-	pthread_cond_signal(&pw_cv);
-	pthread_mutex_unlock(&pw_mu);
+	pw_leave();
 	return ok;
 }
 
-/* Failed-login limits: "admin-login-user:<name>" and
- * "admin-login-addr:<address>". */
-static void limit_keys(struct gh_req *r, const char *user, char ku[GH_RL_KEY_MAX],
-		       char ka[GH_RL_KEY_MAX])
+/* Failed-login limits. From one address (any user name):
+ * login_attempts_per_minute, with that many at once; an IPv6 address
+ * counts by its /64, which one machine commonly has whole. For one user
+ * name (from every address): login_failures_per_user_per_hour, with that
+ * many at once, refilling over the hour; it is at least the per-address
+ * limit, so failures from one address lock that address out, never the
+ * user everywhere, until failures come from several. */
+struct login_limits {
+	struct gh_rl_limit addr, user;
+	char ka[GH_RL_KEY_MAX], ku[GH_RL_KEY_MAX];
+};
+
+static void login_limits(struct gh_req *r, const char *user, struct login_limits *l)
 {
-	snprintf(ku, GH_RL_KEY_MAX, "admin-login-user:%s", user);
-	snprintf(ka, GH_RL_KEY_MAX, "admin-login-addr:%s", r->ri->remote_addr);
+	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	const char *addr = r->ri->remote_addr;
+	unsigned char a6[16];
+	char net[INET6_ADDRSTRLEN];
+
+	l->addr.rate = ac->login_attempts_per_minute;
+	l->addr.period_ms = 60000;
+	l->addr.burst = ac->login_attempts_per_minute - 1;
+	l->user.rate = ac->login_failures_per_user_per_hour;
+	l->user.period_ms = 3600000;
+	l->user.burst = ac->login_failures_per_user_per_hour - 1;
+	if (strchr(addr, ':') && inet_pton(AF_INET6, addr, a6) == 1) {
+		memset(a6 + 8, 0, 8);
+		if (inet_ntop(AF_INET6, a6, net, sizeof(net)))
+			addr = net;
+	}
+	snprintf(l->ka, sizeof(l->ka), "admin-login-addr:%s", addr);
+	snprintf(l->ku, sizeof(l->ku), "admin-login-user:%s", user);
 }
 
-/* 0 when another attempt may be made now; else seconds to wait. */
-static int login_blocked(struct gh_req *r, const struct gh_rl_limit *lim, const char *ku,
-			 const char *ka)
+/* 0 when another attempt may be made now; else seconds to wait, and
+ * *by_user says whether the per-user limit (not the address's) is why. */
+static int login_blocked(struct gh_req *r, const struct login_limits *l, int *by_user)
 {
-	const char *keys[2] = {ka, ku};
+	const char *keys[2] = {l->ka, l->ku};
+	const struct gh_rl_limit *lims[2] = {&l->addr, &l->user};
 	int64_t wait_ms = 0;
 	int i;
 
+	*by_user = 0;
 	if (!r->app->rl)
 		return 0;
 	for (i = 0; i < 2; i++) {
 		struct gh_rl_result res;
 
-		if (gh_rl_peek(r->app->rl, keys[i], lim, 1, &res) != GH_OK)
+		if (gh_rl_peek(r->app->rl, keys[i], lims[i], 1, &res) != GH_OK)
 			return 1; /* fail closed */
 		if (!res.allowed) {
 			int64_t w = res.retry_after_ms > 0 ? res.retry_after_ms : 1000;
 
 			if (w > wait_ms)
 				wait_ms = w;
+			*by_user |= i == 1;
 		}
 	}
 	return wait_ms ? (int)((wait_ms + 999) / 1000) : 0;
+}
+
+static void login_failed(struct gh_req *r, const struct login_limits *l)
+{
+	if (r->app->rl) {
+		gh_rl_charge(r->app->rl, l->ka, &l->addr, 1);
+		gh_rl_charge(r->app->rl, l->ku, &l->user, 1);
+	}
+}
+
+/* A 429 for a blocked login (or password change); not audited: the
+ * failures that led here were. */
+static void refuse_blocked(struct gh_req *r, int wait_s, int by_user)
+{
+	struct gh_err e;
+
+	gh_warn("%s admin login from %s refused: too many failures %s", r->id,
+		r->ri->remote_addr, by_user ? "for this user" : "from this address");
+	gh_err_set(&e, GH_E_RATELIMIT, "too many failed logins %s; retry after %d s",
+		   by_user ? "for this user from several addresses" : "from this address", wait_s);
+	e.retry_after = wait_s;
+	gh_http_error(r, &e);
 }
 
 static void wipe_body(struct gh_req *r, cJSON *body)
@@ -276,17 +337,16 @@ static void wipe_body(struct gh_req *r, cJSON *body)
 void gh_admin_login(struct gh_req *r)
 {
 	const struct gh_admin_conf *ac = &r->app->cfg->admin;
-	struct gh_rl_limit lim = {ac->login_attempts_per_minute, 60000,
-				  ac->login_attempts_per_minute - 1};
+	struct login_limits lim;
 	struct gh_admin_user u;
 	struct gh_err e, ue;
 	cJSON *body = NULL, *o;
 	const char *user, *password, *why = NULL;
-	char ku[GH_RL_KEY_MAX], ka[GH_RL_KEY_MAX], tok[TOKEN_B64_MAX], csrf[TOKEN_B64_MAX];
+	char tok[TOKEN_B64_MAX], csrf[TOKEN_B64_MAX];
 	char cookie[256], ts[GH_ISO8601_MAX];
 	unsigned char h[32];
 	int64_t now, expires;
-	int wait_s, n;
+	int wait_s, n, by_user;
 
 	memset(&u, 0, sizeof(u));
 	if (gh_http_body_object(r, &body, &e) != GH_OK) {
@@ -299,9 +359,9 @@ void gh_admin_login(struct gh_req *r)
 		gh_http_errorf(r, GH_E_BADREQ, "user and password: required strings");
 		goto out;
 	}
-	if (strlen(user) > GH_NAME_MAX || strlen(password) > PASSWORD_MAX) {
+	if (strlen(user) > GH_NAME_MAX || strlen(password) > GH_ADMIN_PASSWORD_MAX) {
 		gh_http_errorf(r, GH_E_BADREQ, "user: at most %d characters; password: at most %d",
-			       GH_NAME_MAX, PASSWORD_MAX);
+			       GH_NAME_MAX, GH_ADMIN_PASSWORD_MAX);
 		goto out;
 	}
 	if (!origin_ok(r)) {
@@ -309,15 +369,9 @@ void gh_admin_login(struct gh_req *r)
 			       "Host: cross-site logins are refused");
 		goto out;
 	}
-	limit_keys(r, user, ku, ka);
-	if ((wait_s = login_blocked(r, &lim, ku, ka)) > 0) {
-		/* not audited: the failures that led here were */
-		gh_warn("%s admin login from %s refused: too many failures", r->id,
-			r->ri->remote_addr);
-		gh_err_set(&e, GH_E_RATELIMIT, "too many failed logins for this user or from this "
-			   "address; retry after %d s", wait_s);
-		e.retry_after = wait_s;
-		gh_http_error(r, &e);
+	login_limits(r, user, &lim);
+	if ((wait_s = login_blocked(r, &lim, &by_user)) > 0) {
+		refuse_blocked(r, wait_s, by_user);
 		goto out;
 	}
 	if (gh_store_admin_get(r->app->store, user, &u, &ue) != GH_OK) {
@@ -334,10 +388,7 @@ void gh_admin_login(struct gh_req *r)
 		why = "wrong password";
 	}
 	if (why) {
-		if (r->app->rl) {
-			gh_rl_charge(r->app->rl, ka, &lim, 1);
-			gh_rl_charge(r->app->rl, ku, &lim, 1);
-		}
+		login_failed(r, &lim);
 		if (audit_admin(r, "admin_login_failed", NULL, "denied", why, user, &e) != GH_OK)
 			gh_warn("%s audit: cannot record a failed login: %s", r->id, e.msg);
 		gh_http_errorf(r, GH_E_AUTH, "wrong user name or password");
@@ -386,6 +437,114 @@ out:
 	sodium_memzero(csrf, sizeof(csrf));
 	sodium_memzero(cookie, sizeof(cookie));
 	sodium_memzero(&u, sizeof(u));
+	wipe_body(r, body);
+}
+
+void gh_admin_password(struct gh_req *r)
+{
+	struct login_limits lim;
+	struct gh_admin_user u;
+	struct gh_admin_action a;
+	struct gh_audit_event ev;
+	struct gh_buf detail;
+	struct gh_err e;
+	cJSON *body = NULL, *pwn, *o;
+	const char *current, *fresh;
+	char tok[TOKEN_B64_MAX], hash[crypto_pwhash_STRBYTES];
+	unsigned char h[32];
+	int wait_s, by_user, ended = 0, hashed;
+
+	memset(&u, 0, sizeof(u));
+	memset(hash, 0, sizeof(hash));
+	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
+	/* the body first: a malformed one is a 400 whoever sends it */
+	if (gh_http_body_object(r, &body, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	if (!r->session) {
+		gh_http_errorf(r, GH_E_FORBIDDEN, "only an admin signed in to the UI has a password "
+			       "to change (admin API keys have none); an operator resets one with "
+			       "gatehouse admin passwd");
+		goto out;
+	}
+	current = gh_json_str(body, "current");
+	fresh = gh_json_str(body, "new");
+	if (!current || !fresh || !*current) {
+		gh_http_errorf(r, GH_E_BADREQ, "current and new: required strings");
+		goto out;
+	}
+	if (strlen(fresh) < GH_ADMIN_PASSWORD_MIN || strlen(fresh) > GH_ADMIN_PASSWORD_MAX ||
+	    strlen(current) > GH_ADMIN_PASSWORD_MAX) {
+		gh_http_errorf(r, GH_E_BADREQ, "new: a password needs %d to %d characters",
+			       GH_ADMIN_PASSWORD_MIN, GH_ADMIN_PASSWORD_MAX);
+		goto out;
+	}
+	if (cookie_token(r, tok) != 0) {
+		gh_http_errorf(r, GH_E_AUTH, "admin session ended: log in again");
+		goto out;
+	}
+	token_hash(tok, h);
+	sodium_memzero(tok, sizeof(tok));
+	/* the current password is asked for so that a session left open is
+	 * not enough; guessing it is limited like a login */
+	login_limits(r, r->who.admin_user, &lim);
+	if ((wait_s = login_blocked(r, &lim, &by_user)) > 0) {
+		refuse_blocked(r, wait_s, by_user);
+		goto out;
+	}
+	if (gh_store_admin_get(r->app->store, r->who.admin_user, &u, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	memset(&a, 0, sizeof(a));
+	a.event = "admin_password_changed";
+	a.via = "web";
+	a.admin_user = u.name;
+	a.address = r->ri->remote_addr;
+	a.user = u.name;
+	if (!password_ok(u.password_hash, current)) {
+		login_failed(r, &lim);
+		a.outcome = "denied";
+		a.reason = "wrong current password";
+		if (gh_admin_audit(r->app->store, &a, &e) != GH_OK)
+			gh_warn("%s audit: cannot record a refused password change: %s", r->id,
+				e.msg);
+		gh_http_errorf(r, GH_E_FORBIDDEN, "the current password is wrong");
+		goto out;
+	}
+	pw_enter();
+	hashed = crypto_pwhash_str(hash, fresh, strlen(fresh), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+				   crypto_pwhash_MEMLIMIT_INTERACTIVE) == 0;
+	pw_leave();
+	if (!hashed) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory hashing the password");
+		goto out;
+	}
+	if (gh_admin_audit_event(&a, &ev, &detail, &e) != GH_OK ||
+	    gh_store_admin_set_password(r->app->store, u.name, hash, h, &ev, &ended, &e) !=
+		    GH_OK) {
+		gh_http_error(r, &e);
+		goto out;
+	}
+	gh_info("%s admin %s changed their password from %s; %d other session%s ended", r->id,
+		u.name, r->ri->remote_addr, ended, ended == 1 ? "" : "s");
+	o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", 1);
+	cJSON_AddStringToObject(o, "user", u.name);
+	cJSON_AddNumberToObject(o, "sessionsEnded", ended);
+	gh_http_json(r, 200, o);
+	cJSON_Delete(o);
+out:
+	pwn = body ? cJSON_GetObjectItemCaseSensitive(body, "new") : NULL;
+	if (cJSON_IsString(pwn) && pwn->valuestring)
+		sodium_memzero(pwn->valuestring, strlen(pwn->valuestring));
+	pwn = body ? cJSON_GetObjectItemCaseSensitive(body, "current") : NULL;
+	if (cJSON_IsString(pwn) && pwn->valuestring)
+		sodium_memzero(pwn->valuestring, strlen(pwn->valuestring));
+	sodium_memzero(hash, sizeof(hash));
+	sodium_memzero(&u, sizeof(u));
+	gh_buf_free(&detail);
 	wipe_body(r, body);
 }
 

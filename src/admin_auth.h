@@ -12,10 +12,17 @@
  * returned by login and GET /api/admin/me, that every state-changing
  * request authenticated by the session must send in X-CSRF-Token.
  *
- * Failed logins are rate limited per user name and per client address
- * (admin.login_attempts_per_minute each); unknown users and wrong passwords
- * get the same answer in about the same time. Logins, failures and logouts
- * are audit events (admin_login, admin_login_failed, admin_logout).
+ * Failed logins are rate limited per client address (any user name;
+ * admin.login_attempts_per_minute; an IPv6 address counts by its /64) and,
+ * higher and slower, per user name from every address
+ * (admin.login_failures_per_user_per_hour): failures from one address lock
+ * that address out, not the user everywhere, until the per-user limit.
+ * Unknown users and wrong passwords get the same answer in about the same
+ * time. Logins, failures and logouts are audit events (admin_login,
+ * admin_login_failed, admin_logout); so is a password change
+ * (admin_password_changed), written in the change's own transaction.
+ *
+ * Passwords have GH_ADMIN_PASSWORD_MIN..GH_ADMIN_PASSWORD_MAX characters.
  *
  * Thread-safe: every function may run on any CivetWeb worker at once.
  */
@@ -26,6 +33,8 @@
 #include "http.h"
 
 #define GH_ADMIN_COOKIE "gh_session"
+#define GH_ADMIN_PASSWORD_MIN 10
+#define GH_ADMIN_PASSWORD_MAX 1024
 #define GH_ADMIN_CSRF_MAX 64
 #define GH_ADMIN_CSRF_HEADER "X-CSRF-Token"
 
@@ -68,9 +77,16 @@ int gh_admin_session_alive(struct gh_req *r);
  *        -> 200 {user, csrfToken, expiresAt, idleTimeoutSeconds} + Set-Cookie
  *        -> 401 (unknown user or wrong password, one message), 429 + Retry-After
  *   POST /api/admin/logout                     admin
- *   GET  /api/admin/me                         admin (session or admin key) */
+ *   GET  /api/admin/me                         admin (session or admin key)
+ *   POST /api/admin/password {current, new}    admin session (+ CSRF token)
+ *        -> 200 {ok, user, sessionsEnded}: the password is changed and the
+ *           user's other sessions end; this one goes on
+ *        -> 400 (new shorter than GH_ADMIN_PASSWORD_MIN), 403 (current is
+ *           wrong, or the caller is an API key), 429 (as for login: a wrong
+ *           current password counts as a failed login) */
 void gh_admin_login(struct gh_req *r);
 void gh_admin_logout(struct gh_req *r);
 void gh_admin_me(struct gh_req *r);
+void gh_admin_password(struct gh_req *r);
 
 #endif

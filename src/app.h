@@ -30,6 +30,7 @@ struct gh_app {
 	unsigned char hashkey[32];            /* API key hashing secret */
 	struct gh_audit_signer signer;
 	int has_signer;
+	const char *listen;                   /* HOST:PORT served, as given (port may be 0) */
 	int64_t started_ms;
 	_Atomic int active_streams;
 	_Atomic int stopping;

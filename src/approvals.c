@@ -31,6 +31,45 @@ void gh_approval_args_hash(const cJSON *args, char out[65])
 	gh_hex(h, sizeof(h), out);
 }
 
+/* What became of an approved call, as the engine recorded it with the
+ * call's audit row: null unless approved; else {status, startedAt,
+ * finishedAt, error, auditSeq}, status being "pending" (not started),
+ * "running", "released" (a client tool handed to the client), "succeeded",
+ * "failed" (also when a restart cut the execution short) or "not_run" (the
+ * approval no longer applied: the arguments or the policy changed). */
+static cJSON *execution_json(const struct gh_approval *a)
+{
+	cJSON *o;
+	const char *st;
+
+	if (strcmp(a->status, "approved"))
+		return cJSON_CreateNull();
+	if (!strcmp(a->exec_outcome, "ok"))
+		st = "succeeded";
+	else if (!strcmp(a->exec_outcome, "error"))
+		st = "failed";
+	else if (!strcmp(a->exec_outcome, "not_run"))
+		st = "not_run";
+	else if (a->executed_at)
+		st = "running";
+	else if (!strcmp(a->source, "client"))
+		st = "released";
+	else
+		st = "pending";
+	o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "status", st);
+	gh_json_add_time(o, "startedAt", a->executed_at);
+	gh_json_add_time(o, "finishedAt", a->exec_finished_at);
+	gh_json_add_str(o, "error", a->exec_error);
+	if (a->exec_audit_seq > 0)
+		cJSON_AddNumberToObject(o, "auditSeq", (double)a->exec_audit_seq);
+	else
+		cJSON_AddNullToObject(o, "auditSeq");
+	return o;
+}
+
 cJSON *gh_approval_json(const struct gh_approval *a)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -74,6 +113,7 @@ cJSON *gh_approval_json(const struct gh_approval *a)
 	} else {
 		cJSON_AddNullToObject(o, "executedAt");
 	}
+	cJSON_AddItemToObject(o, "execution", execution_json(a));
 	return o;
 }
 
@@ -97,7 +137,7 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 	struct gh_approval a;
 	struct gh_audit_event ev;
 	const struct gh_policy_conf *p = rq->who->policy;
-	char *args = NULL, detail[256];
+	char *args = NULL, detail[256], exp[GH_ISO8601_MAX];
 	struct gh_err ae;
 	enum gh_code rc;
 
@@ -126,9 +166,10 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 		return gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
 						       "the tool was not run");
 	}
+	gh_iso8601(a.expires_at, exp, sizeof(exp));
 	snprintf(detail, sizeof(detail),
-		 "{\"approval_id\":\"%s\",\"approver\":\"%s\",\"expires_at\":%lld%s%s%s}", a.id,
-		 a.approver, (long long)a.expires_at, rq->surface ? ",\"surface\":\"" : "",
+		 "{\"approval_id\":\"%s\",\"approver\":\"%s\",\"expires_at\":\"%s\"%s%s%s}", a.id,
+		 a.approver, exp, rq->surface ? ",\"surface\":\"" : "",
 		 rq->surface ? rq->surface : "", rq->surface ? "\"" : "");
 	memset(&ev, 0, sizeof(ev));
 	ev.event = "approval_requested";
@@ -278,6 +319,13 @@ out:
 enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e)
 {
 	return gh_store_approval_claim_exec(app->store, id, e);
+}
+
+enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,
+					  const char *outcome, const char *error,
+					  const struct gh_audit_event *ev, struct gh_err *e)
+{
+	return gh_store_approval_finish_exec(app->store, id, outcome, error, ev, e);
 }
 
 static void expired_cb(void *ud, const struct gh_approval *a)

@@ -39,7 +39,8 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 				 char id[GH_ID_MAX], int64_t *expires_at, struct gh_err *e);
 
 
-/* JSON for the API: {id, runId, toolCallId, toolName, args, status, ...}. */
+/* JSON for the API: {id, runId, toolCallId, toolName, args, status, ...,
+ * executedAt, execution}; times are ISO-8601 strings. */
 cJSON *gh_approval_json(const struct gh_approval *a);
 
 /* GH_E_NOTFOUND when absent, or when owner is non-NULL and differs. */
@@ -69,6 +70,14 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 /* Claims the single execution of an approved call. GH_E_CONFLICT when it
  * was already claimed (then the tool must not run). */
 enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e);
+
+/* Appends the audit row ev that says how approved call id ended and
+ * records the outcome on the approval ("ok", "error", or "not_run" when it
+ * was not executed after all; error may be NULL), in one transaction, so
+ * the approvals API reports what the audit log says. */
+enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,
+					  const char *outcome, const char *error,
+					  const struct gh_audit_event *ev, struct gh_err *e);
 
 /* Expires pending approvals past their expiry (audit "expired" rows) and
  * queues their runs; *n gets how many. */

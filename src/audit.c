@@ -278,3 +278,20 @@ out:
 	cJSON_Delete(copy);
 	return out;
 }
+
+const char *const gh_audit_event_names[] = {
+	/* tool decisions */
+	"allowed", "denied", "rate_limited", "approval_requested", "approved", "expired",
+	/* executions, and model calls that failed */
+	"executed", "failed", "client_result", "model_failed",
+	/* admin actions */
+	"key_created", "key_revoked", "policy_reload", "admin_created", "admin_disabled",
+	"admin_enabled", "admin_password_changed", "admin_login", "admin_login_failed",
+	"admin_logout",
+	NULL,
+};
+
+const char *const gh_audit_outcome_names[] = {
+	"ok", "error", "allowed", "denied", "rate_limited", "pending", "approved", "expired",
+	"failed", "cancelled", NULL,
+};

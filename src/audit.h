@@ -32,9 +32,7 @@
 struct gh_audit_event {
 	int64_t ts;                 /* Unix ms; 0 = now. The writer never stores a time
 				     * earlier than the previous row's. */
-	const char *event;          /* allowed, denied, rate_limited, approval_requested,
-				     * approved, rejected, expired, executed, failed,
-				     * client_result, key_created, key_revoked, ... */
+	const char *event;          /* one of gh_audit_event_names */
 	const char *key_id;
 	const char *owner;
 	const char *admin_user;
@@ -45,7 +43,7 @@ struct gh_audit_event {
 	const char *tool_name;
 	const char *source;         /* memory | server | client | admin | system */
 	const char *args;           /* canonical JSON, already redacted */
-	const char *outcome;        /* ok | error | denied | pending | ... */
+	const char *outcome;        /* one of gh_audit_outcome_names */
 	int64_t duration_ms;        /* -1 = none */
 	const char *error;
 	const char *reason;
@@ -80,6 +78,12 @@ int gh_audit_sig_ok(const unsigned char pk[32], const char *kind, int64_t seq,
  * matches one of the configured names, case-insensitively, has its value
  * replaced by "[REDACTED]". */
 void gh_audit_redact(cJSON *args, const struct gh_strlist *names);
+
+/* The audit log's vocabulary: every event and every outcome gatehouse
+ * writes (NULL-terminated), so filters can offer them. A new event or
+ * outcome is added here. */
+extern const char *const gh_audit_event_names[];
+extern const char *const gh_audit_outcome_names[];
 
 /* Redacted canonical JSON of args, capped at max bytes (a longer value is
  * stored as {"truncated":true,"bytes":N,"blake2b":"..."}). Caller frees.

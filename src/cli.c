@@ -4,9 +4,12 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -22,8 +25,8 @@ static const char usage_main[] =
 	"  serve    --config FILE [--listen HOST:PORT] [--db PATH]   run the gateway\n"
 	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
 	"  keys     create|list|revoke                               manage API keys\n"
-	"  audit    tail|query|export|verify|pubkey                  read and check the audit log\n"
-	"  admin    create|list|disable                              manage admin UI accounts\n"
+	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
+	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
 	"  mcp      list|tools|accept|reject                         upstream MCP servers and "
 	"their pinned tools\n"
 	"\n"
@@ -42,7 +45,8 @@ static const char usage_keys[] =
 	"       gatehouse keys list   --config FILE\n"
 	"       gatehouse keys revoke --config FILE --id KEY_ID\n"
 	"\n"
-	"create  makes a key and prints its secret once, as the last line of stdout.\n"
+	"create  makes a key and prints its secret once, as the last line of stdout;\n"
+	"        warns when another key has that name already.\n"
 	"        --owner  keys of one owner share threads and memory (default: the name)\n"
 	"        --policy the policy in the config the key runs under (default: \"default\")\n"
 	"        --admin  the key may call admin endpoints (approvals, audit)\n"
@@ -126,6 +130,73 @@ int gh_cli_load(struct gh_cli *c)
 	return GH_EXIT_OK;
 }
 
+/* Can path (named by option) be opened, or created, by a command that
+ * writes? For the database its directory must also be writable (SQLite
+ * keeps -wal and -shm files beside it). 0 when yes; else prints why. */
+static int check_path(const char *option, const char *path, int need_write, int dir_write)
+{
+	struct stat st;
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	int exists = stat(path, &st) == 0;
+
+	if (!exists && errno != ENOENT && errno != ENOTDIR) {
+		fprintf(stderr, "gatehouse: %s \"%s\": %s\n", option, path, strerror(errno));
+		return -1;
+	}
+	if (exists && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "gatehouse: %s \"%s\" is a directory, not a file\n", option, path);
+		return -1;
+	}
+	if (exists && access(path, need_write ? R_OK | W_OK : R_OK) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\" is not %s: %s\n", option, path,
+			need_write ? "readable and writable" : "readable", strerror(errno));
+		return -1;
+	}
+	if (exists && !dir_write)
+		return 0;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\": %s \"%s\" %s\n", option, path,
+			errno == ENOTDIR ? "a part of" : "directory", dir,
+			errno == ENOENT ? "does not exist"
+			: errno == ENOTDIR ? "is not a directory" : strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "gatehouse: %s \"%s\": \"%s\" is not a directory\n", option, path,
+			dir);
+		return -1;
+	}
+	if (access(dir, W_OK | X_OK) != 0) {
+		fprintf(stderr, "gatehouse: %s \"%s\": directory \"%s\" is not writable: %s\n",
+			option, path, dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int gh_cli_check_paths(const struct gh_cli *c)
+{
+	const char *dbopt = c->db ? "--db" : "database.path";
+
+	if (check_path(dbopt, c->cfg->database.path, 1, 1) != 0)
+		return GH_EXIT_RUNTIME;
+	/* the default key files live beside the database: checked with it */
+	if (c->cfg->key_hash_file &&
+	    check_path("auth.key_hash_file", c->key_hash_file, 0, 0) != 0)
+		return GH_EXIT_RUNTIME;
+	if (c->cfg->audit.signing_key_file &&
+	    check_path("audit.signing_key_file", c->signing_key_file, 0, 0) != 0)
+		return GH_EXIT_RUNTIME;
+	return GH_EXIT_OK;
+}
+
 void gh_cli_free(struct gh_cli *c)
 {
 	gh_config_free(c->cfg);
@@ -158,6 +229,30 @@ struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_au
 	return st;
 }
 
+/* ------------------------------------------------------------ key names */
+
+static int collect_named(void *ud, const struct gh_key *k)
+{
+	struct gh_cli_named *o = ud;
+	size_t len = strlen(o->ids);
+
+	if (strcmp(k->name, o->name))
+		return 0;
+	if (o->n++ == 0)
+		gh_strlcpy(o->id, k->id, sizeof(o->id));
+	snprintf(o->ids + len, sizeof(o->ids) - len, "%s%s%s", len ? ", " : "", k->id,
+		 k->revoked_at ? " (revoked)" : "");
+	return 0;
+}
+
+enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
+			       struct gh_err *e)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = name;
+	return gh_store_key_list(s, collect_named, out, e);
+}
+
 /* ------------------------------------------------------------- migrate */
 
 static int cmd_migrate(int argc, char **argv)
@@ -169,7 +264,7 @@ static int cmd_migrate(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 2, opts, usage_migrate, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;
 	}
@@ -213,6 +308,7 @@ static int keys_create(int argc, char **argv)
 			     {0}};
 	unsigned char hk[32];
 	char secret[GH_KEY_SECRET_MAX];
+	struct gh_cli_named same;
 	struct gh_key k;
 	struct gh_store *s = NULL;
 	struct gh_err e;
@@ -228,7 +324,7 @@ static int keys_create(int argc, char **argv)
 			"characters\n", GH_NAME_MAX);
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)
 		goto out;
 	rc = GH_EXIT_RUNTIME;
 	if (policy && !gh_config_policy(c.cfg, policy)) {
@@ -245,6 +341,15 @@ static int keys_create(int argc, char **argv)
 	}
 	if (!(s = gh_cli_store(&c, 0, NULL)))
 		goto out;
+	if (gh_cli_keys_named(s, name, &same, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	if (same.n)
+		fprintf(stderr, "gatehouse: warning: %s named \"%s\" already: %s; the audit log "
+			"and the admin UI tell keys of one name apart only by their ids (choose "
+			"another --name to avoid that)\n", same.n == 1 ? "a key is" : "keys are",
+			name, same.ids);
 	memset(&k, 0, sizeof(k));
 	gh_strlcpy(k.name, name, sizeof(k.name));
 	gh_strlcpy(k.owner, owner ? owner : name, sizeof(k.owner));
@@ -337,7 +442,7 @@ static int keys_revoke(int argc, char **argv)
 		fprintf(stderr, "gatehouse: keys revoke needs --id KEY_ID\n\n%s", usage_keys);
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;
 	}
@@ -393,6 +498,16 @@ static int cmd_serve(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 2, opts, usage_serve, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
+	if (c.listen) {
+		char host[GH_LISTEN_HOST_MAX], why[200];
+		int port, v6;
+
+		if (gh_config_listen_parse(c.listen, host, sizeof(host), &port, &v6, why,
+					   sizeof(why)) != 0) {
+			fprintf(stderr, "gatehouse: --listen: %s\n", why);
+			return GH_EXIT_USAGE;
+		}
+	}
 	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;

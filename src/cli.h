@@ -45,9 +45,28 @@ int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, con
 int gh_cli_load(struct gh_cli *c);
 void gh_cli_free(struct gh_cli *c);
 
+/* Before a command that writes creates anything: checks that the database
+ * (database.path or --db) and the key files can be opened or created there
+ * (directories exist and are writable, files are readable and writable).
+ * Prints the problem naming the option; returns GH_EXIT_OK or
+ * GH_EXIT_RUNTIME. */
+int gh_cli_check_paths(const struct gh_cli *c);
+
 /* Opens the store for the CLI: readonly, or inline writes under the writer
  * lock (safe beside a running server). Prints errors. */
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);
+
+/* The keys (revoked ones too) whose name is name: how many, the newest
+ * one's id, and their ids as "key_a, key_b (revoked)" (cut short past
+ * the buffer). name is borrowed. */
+struct gh_cli_named {
+	const char *name;
+	size_t n;
+	char id[48];
+	char ids[480];
+};
+enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
+			       struct gh_err *e);
 
 /* serve.c */
 int gh_cmd_serve(struct gh_cli *c);

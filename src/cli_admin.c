@@ -1,7 +1,9 @@
 /*
- * cli_admin.c - gatehouse admin create|list|disable: accounts for the admin
- * web UI. Passwords are read from stdin (or prompted for, without echo, on
- * a terminal) and stored as Argon2id hashes (libsodium crypto_pwhash_str).
+ * cli_admin.c - gatehouse admin create|list|passwd|enable|disable: accounts
+ * for the admin web UI. Passwords are read from stdin (or prompted for,
+ * without echo, on a terminal) and stored as Argon2id hashes (libsodium
+ * crypto_pwhash_str). Every change is written to the audit log in the same
+ * transaction as the change itself.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,21 +14,29 @@
 #include <sodium.h>
 
 #include "admin_audit.h"
+#include "admin_auth.h"
 #include "cli.h"
 #include "util.h"
 
-#define PASSWORD_MIN 10
-#define PASSWORD_MAX 1024
+#define PASSWORD_MAX GH_ADMIN_PASSWORD_MAX
 
 static const char usage_admin[] =
 	"usage: gatehouse admin create  --config FILE --user NAME   (password on stdin)\n"
 	"       gatehouse admin list    --config FILE\n"
+	"       gatehouse admin passwd  --config FILE --user NAME   (password on stdin)\n"
+	"       gatehouse admin enable  --config FILE --user NAME\n"
 	"       gatehouse admin disable --config FILE --user NAME\n"
 	"\n"
 	"create   makes an admin UI account. The password is read from stdin (first line),\n"
 	"         or prompted for twice when stdin is a terminal; at least 10 characters.\n"
 	"         Stored as an Argon2id hash.\n"
-	"disable  stops the account and ends its sessions at once.\n";
+	"passwd   sets a new password (read as for create; at least 10 characters) and\n"
+	"         ends the account's sessions: for a forgotten password. Signed-in admins\n"
+	"         change their own under \"Change password\" in the UI.\n"
+	"enable   lets a disabled account log in again.\n"
+	"disable  stops the account and ends its sessions at once.\n"
+	"Each change is written to the audit log (admin_created, admin_password_changed,\n"
+	"admin_enabled, admin_disabled).\n";
 
 /* Reads one line into buf without echo when stdin is a terminal. */
 static int read_line(const char *prompt, char *buf, size_t cap)
@@ -73,52 +83,73 @@ static int valid_user(const char *s)
 	return 1;
 }
 
-static void audit_admin_action(struct gh_store *s, const char *event, const char *user)
+/* The audit row of a CLI change to user's account, into ev (its strings
+ * are borrowed from user and detail; the caller frees detail). */
+static int cli_event(const char *event, const char *user, struct gh_audit_event *ev,
+		     struct gh_buf *detail)
 {
 	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli",
-				    .reason = user};
+				    .reason = user, .user = user};
 	struct gh_err e;
 
-	if (gh_admin_audit(s, &a, &e) != GH_OK)
-		fprintf(stderr, "gatehouse: audit: %s\n", e.msg);
+	if (gh_admin_audit_event(&a, ev, detail, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return -1;
+	}
+	return 0;
 }
 
-static int admin_create(int argc, char **argv)
+/* A new password into pw (cap bytes): stdin's first line, or typed twice
+ * on a terminal. 0 when it will do; else prints why and returns
+ * GH_EXIT_USAGE. */
+static int read_new_password(char *pw, char *pw2, size_t cap)
+{
+	size_t n;
+
+	if (read_line("password: ", pw, cap) != 0) {
+		fprintf(stderr, "gatehouse: the password is longer than %d characters\n",
+			PASSWORD_MAX);
+		return GH_EXIT_USAGE;
+	}
+	if (isatty(STDIN_FILENO) && (read_line("again: ", pw2, cap) != 0 || strcmp(pw, pw2))) {
+		fprintf(stderr, "gatehouse: the passwords differ\n");
+		return GH_EXIT_USAGE;
+	}
+	if ((n = strlen(pw)) < GH_ADMIN_PASSWORD_MIN) {
+		fprintf(stderr, "gatehouse: the password needs at least %d characters (this one "
+			"has %zu)\n", GH_ADMIN_PASSWORD_MIN, n);
+		return GH_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* create and passwd: a password from stdin for --user. */
+static int admin_set(int argc, char **argv, int create)
 {
 	struct gh_cli c = {0};
 	const char *user = NULL;
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
 				{"--user", 1, &user, NULL}, {0}};
 	char pw[PASSWORD_MAX + 2], pw2[PASSWORD_MAX + 2], hash[crypto_pwhash_STRBYTES];
+	struct gh_audit_event ev;
+	struct gh_buf detail;
 	struct gh_store *s = NULL;
 	struct gh_err e;
-	int help, rc = GH_EXIT_RUNTIME;
+	int help, rc, ended = 0;
 
+	memset(pw, 0, sizeof(pw));
+	memset(pw2, 0, sizeof(pw2));
+	memset(hash, 0, sizeof(hash));
+	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
 	if (gh_cli_parse(argc, argv, 3, opts, usage_admin, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
 	if (!user || !valid_user(user)) {
 		fprintf(stderr, "gatehouse: --user NAME is required (1..64 of a-z A-Z 0-9 _ - . @)\n");
 		return GH_EXIT_USAGE;
 	}
-	if (read_line("password: ", pw, sizeof(pw)) != 0) {
-		fprintf(stderr, "gatehouse: password longer than %d characters\n", PASSWORD_MAX);
-		rc = GH_EXIT_USAGE;
+	if ((rc = read_new_password(pw, pw2, sizeof(pw))) != 0)
 		goto out;
-	}
-	if (isatty(STDIN_FILENO)) {
-		if (read_line("again: ", pw2, sizeof(pw2)) != 0 || strcmp(pw, pw2)) {
-			fprintf(stderr, "gatehouse: the passwords differ\n");
-			rc = GH_EXIT_USAGE;
-			goto out;
-		}
-	}
-	if (strlen(pw) < PASSWORD_MIN) {
-		fprintf(stderr, "gatehouse: the password needs at least %d characters\n",
-			PASSWORD_MIN);
-		rc = GH_EXIT_USAGE;
-		goto out;
-	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)
 		goto out;
 	rc = GH_EXIT_RUNTIME;
 	if (crypto_pwhash_str(hash, pw, strlen(pw), crypto_pwhash_OPSLIMIT_INTERACTIVE,
@@ -126,19 +157,25 @@ static int admin_create(int argc, char **argv)
 		fprintf(stderr, "gatehouse: out of memory hashing the password\n");
 		goto out;
 	}
-	if (!(s = gh_cli_store(&c, 0, NULL)))
+	if (cli_event(create ? "admin_created" : "admin_password_changed", user, &ev,
+		      &detail) != 0 || !(s = gh_cli_store(&c, 0, NULL)))
 		goto out;
-	if (gh_store_admin_create(s, user, hash, &e) != GH_OK) {
+	if ((create ? gh_store_admin_create(s, user, hash, &ev, &e)
+		    : gh_store_admin_set_password(s, user, hash, NULL, &ev, &ended, &e)) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	audit_admin_action(s, "admin_created", user);
-	printf("created admin %s\n", user);
+	if (create)
+		printf("created admin %s\n", user);
+	else
+		printf("changed the password of admin %s; %d session%s ended\n", user, ended,
+		       ended == 1 ? "" : "s");
 	rc = GH_EXIT_OK;
 out:
 	sodium_memzero(pw, sizeof(pw));
 	sodium_memzero(pw2, sizeof(pw2));
 	sodium_memzero(hash, sizeof(hash));
+	gh_buf_free(&detail);
 	gh_store_close(s);
 	gh_cli_free(&c);
 	return rc;
@@ -184,38 +221,45 @@ static int admin_list(int argc, char **argv)
 	return rc;
 }
 
-static int admin_disable(int argc, char **argv)
+/* enable and disable --user. */
+static int admin_toggle(int argc, char **argv, int enable)
 {
 	struct gh_cli c = {0};
 	const char *user = NULL;
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
 				{"--user", 1, &user, NULL}, {0}};
-	struct gh_store *s;
+	struct gh_audit_event ev;
+	struct gh_buf detail;
+	struct gh_store *s = NULL;
 	struct gh_err e;
-	int help, rc;
+	int help, rc, ended = 0;
 
+	gh_buf_init(&detail, GH_ADMIN_DETAIL_MAX);
 	if (gh_cli_parse(argc, argv, 3, opts, usage_admin, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
 	if (!user) {
 		fprintf(stderr, "gatehouse: --user NAME is required\n");
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
-		gh_cli_free(&c);
-		return rc;
-	}
-	if (!(s = gh_cli_store(&c, 0, NULL))) {
-		gh_cli_free(&c);
-		return GH_EXIT_RUNTIME;
-	}
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)
+		goto out;
 	rc = GH_EXIT_RUNTIME;
-	if (gh_store_admin_disable(s, user, &e) != GH_OK) {
+	if (cli_event(enable ? "admin_enabled" : "admin_disabled", user, &ev, &detail) != 0 ||
+	    !(s = gh_cli_store(&c, 0, NULL)))
+		goto out;
+	if ((enable ? gh_store_admin_enable(s, user, &ev, &e)
+		    : gh_store_admin_disable(s, user, &ev, &ended, &e)) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
-	} else {
-		audit_admin_action(s, "admin_disabled", user);
-		printf("disabled admin %s; their sessions have ended\n", user);
-		rc = GH_EXIT_OK;
+		goto out;
 	}
+	if (enable)
+		printf("enabled admin %s; they can log in again\n", user);
+	else
+		printf("disabled admin %s; %d session%s ended\n", user, ended,
+		       ended == 1 ? "" : "s");
+	rc = GH_EXIT_OK;
+out:
+	gh_buf_free(&detail);
 	gh_store_close(s);
 	gh_cli_free(&c);
 	return rc;
@@ -228,11 +272,15 @@ int gh_cmd_admin(int argc, char **argv)
 		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
 	}
 	if (!strcmp(argv[2], "create"))
-		return admin_create(argc, argv);
+		return admin_set(argc, argv, 1);
+	if (!strcmp(argv[2], "passwd"))
+		return admin_set(argc, argv, 0);
 	if (!strcmp(argv[2], "list"))
 		return admin_list(argc, argv);
+	if (!strcmp(argv[2], "enable"))
+		return admin_toggle(argc, argv, 1);
 	if (!strcmp(argv[2], "disable"))
-		return admin_disable(argc, argv);
+		return admin_toggle(argc, argv, 0);
 	fprintf(stderr, "gatehouse: unknown admin command \"%s\"\n\n%s", argv[2], usage_admin);
 	return GH_EXIT_USAGE;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "audit_index.h"
 #include "audit_verify.h"
 #include "cli.h"
@@ -24,8 +25,11 @@ static const char usage_audit[] =
 	"       gatehouse audit reindex --config FILE\n"
 	"       gatehouse audit pubkey --config FILE\n"
 	"\n"
-	"filters: --from TIME --to TIME (ISO-8601 UTC or Unix ms) --key KEY_ID --agent ID\n"
-	"         --thread ID --run ID --tool NAME --event EVENT --outcome OUTCOME\n"
+	"filters: --from TIME --to TIME (ISO-8601 UTC or Unix ms) --key KEY_ID|NAME\n"
+	"         --agent ID --thread ID --run ID --tool NAME --event EVENT --outcome OUTCOME\n"
+	"         --key takes a key's id or its name (a name two keys share is refused).\n"
+	"         --event takes an event of the audit log (README: The audit log);\n"
+	"         an unknown one is refused with the list of events.\n"
 	"\n"
 	"tail    the newest N rows (default 20), oldest of them first.\n"
 	"query   one page, newest first; prints the cursor for the next page.\n"
@@ -37,6 +41,16 @@ static const char usage_audit[] =
 	"reindex rebuilds the filter index from the rows (after verify reports it\n"
 	"        damaged); queries stay correct meanwhile, only slower.\n"
 	"pubkey  prints the Ed25519 public key that signs checkpoints (hex).\n";
+
+static int known_event(const char *ev)
+{
+	size_t i;
+
+	for (i = 0; gh_audit_event_names[i]; i++)
+		if (!strcmp(gh_audit_event_names[i], ev))
+			return 1;
+	return 0;
+}
 
 struct filter_opts {
 	const char *from, *to, *key, *agent, *thread, *run, *tool, *event, *outcome;
@@ -53,6 +67,15 @@ static int build_filter(const struct filter_opts *f, struct gh_audit_filter *out
 		fprintf(stderr, "gatehouse: --to: expected ISO-8601 UTC or Unix ms\n");
 		return -1;
 	}
+	if (f->event && !known_event(f->event)) {
+		size_t i;
+
+		fprintf(stderr, "gatehouse: --event: no event is called \"%s\"; events:", f->event);
+		for (i = 0; gh_audit_event_names[i]; i++)
+			fprintf(stderr, " %s", gh_audit_event_names[i]);
+		fputc('\n', stderr);
+		return -1;
+	}
 	out->key_id = f->key;
 	out->agent_id = f->agent;
 	out->thread_id = f->thread;
@@ -65,17 +88,70 @@ static int build_filter(const struct filter_opts *f, struct gh_audit_filter *out
 
 enum fmt { FMT_TABLE, FMT_NDJSON, FMT_CSV };
 
-static int parse_format(const char *s, enum fmt *out)
+/* --format for what: query takes table, ndjson or csv; tail table or
+ * ndjson; export ndjson (its default) or csv. */
+static int parse_format(const char *what, const char *s, enum fmt *out)
 {
-	if (!s || !strcmp(s, "table"))
+	int is_export = !strcmp(what, "export"), is_tail = !strcmp(what, "tail");
+
+	if (!s)
+		*out = is_export ? FMT_NDJSON : FMT_TABLE;
+	else if (!strcmp(s, "table") && !is_export)
 		*out = FMT_TABLE;
 	else if (!strcmp(s, "ndjson") || !strcmp(s, "json"))
 		*out = FMT_NDJSON;
-	else if (!strcmp(s, "csv"))
+	else if (!strcmp(s, "csv") && !is_tail)
 		*out = FMT_CSV;
-	else
+	else {
+		fprintf(stderr, "gatehouse: --format: audit %s writes %s, not \"%s\"\n", what,
+			is_export ? "ndjson or csv" : is_tail ? "table or ndjson"
+							      : "table, ndjson or csv", s);
 		return -1;
+	}
 	return 0;
+}
+
+/* A whole number in min..max for option name, or a message naming it. */
+static int parse_num(const char *name, const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	if (!s || gh_parse_i64(s, min, max, out) == 0)
+		return 0;
+	if (max == INT64_MAX)
+		fprintf(stderr, "gatehouse: %s: expected a whole number from %lld up, got \"%s\"\n",
+			name, (long long)min, s);
+	else
+		fprintf(stderr, "gatehouse: %s: expected a whole number in %lld..%lld, got \"%s\"\n",
+			name, (long long)min, (long long)max, s);
+	return -1;
+}
+
+/* --key takes a key's id or its name: the id of the one key so named, into
+ * id. A name two keys share, or no key at all, is a usage error. */
+static int resolve_key(struct gh_store *s, const char *v, char id[48])
+{
+	struct gh_cli_named named;
+	struct gh_key k;
+	struct gh_err e;
+
+	if (gh_store_key_by_id(s, v, &k, &e) == GH_OK) {
+		gh_strlcpy(id, k.id, 48);
+		return 0;
+	}
+	if (e.code != GH_E_NOTFOUND || gh_cli_keys_named(s, v, &named, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return -1;
+	}
+	if (named.n == 1) {
+		gh_strlcpy(id, named.id, 48);
+		return 0;
+	}
+	if (named.n == 0)
+		fprintf(stderr, "gatehouse: --key: no key has the id or name \"%s\" (gatehouse keys "
+			"list shows them)\n", v);
+	else
+		fprintf(stderr, "gatehouse: --key: %zu keys are named \"%s\": %s; give one's id\n",
+			named.n, v, named.ids);
+	return -1;
 }
 
 static void print_table_row(const struct gh_audit_row *r)
@@ -185,25 +261,31 @@ static int audit_read(int argc, char **argv, const char *what)
 	struct gh_store *s = NULL;
 	struct gh_err e;
 	int64_t n = 20, limit = 50, before = 0, next = 0;
+	char key_id[48];
 	int help, rc;
 
 	memset(&o, 0, sizeof(o));
 	if (gh_cli_parse(argc, argv, 3, opts, usage_audit, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((n_s && gh_parse_i64(n_s, 1, 100000, &n) != 0) ||
-	    (limit_s && gh_parse_i64(limit_s, 1, 10000, &limit) != 0) ||
-	    (before_s && gh_parse_i64(before_s, 1, INT64_MAX, &before) != 0) ||
-	    parse_format(format, &o.fmt) != 0 || build_filter(&fo, &f) != 0) {
-		fprintf(stderr, "gatehouse: bad option value\n\n%s", usage_audit);
+	if (parse_num("-n", n_s, 1, 100000, &n) != 0 ||
+	    parse_num("--limit", limit_s, 1, 10000, &limit) != 0 ||
+	    parse_num("--before", before_s, 1, INT64_MAX, &before) != 0 ||
+	    parse_format(what, format, &o.fmt) != 0 || build_filter(&fo, &f) != 0) {
+		fprintf(stderr, "(gatehouse audit --help lists the options)\n");
 		return GH_EXIT_USAGE;
 	}
-	if (!strcmp(what, "export") && o.fmt == FMT_TABLE && !format)
-		o.fmt = FMT_NDJSON;
 	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
 		goto out;
 	rc = GH_EXIT_RUNTIME;
 	if (!(s = gh_cli_store(&c, 1, NULL)))
 		goto out;
+	if (fo.key) {
+		if (resolve_key(s, fo.key, key_id) != 0) {
+			rc = GH_EXIT_USAGE;
+			goto out;
+		}
+		f.key_id = key_id;
+	}
 	gh_buf_init(&o.b, 1 << 26);
 	if (o.fmt == FMT_CSV)
 		fputs(gh_audit_csv_header, stdout);
@@ -235,7 +317,7 @@ static int audit_read(int argc, char **argv, const char *what)
 		    GH_OK)
 			goto fail;
 		if (o.fmt == FMT_TABLE)
-			printf("%lld rows%s", (long long)o.n, next ? "" : "\n");
+			printf("%lld row%s%s", (long long)o.n, o.n == 1 ? "" : "s", next ? "" : "\n");
 		if (o.fmt == FMT_TABLE && next)
 			printf("; next page: --before %lld\n", (long long)next);
 	} else {
@@ -348,7 +430,7 @@ static int audit_reindex(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 3, opts, usage_audit, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK)
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)
 		goto out;
 	rc = GH_EXIT_RUNTIME;
 	if (!(s = gh_cli_store(&c, 0, NULL)))
@@ -376,7 +458,7 @@ static int audit_pubkey(int argc, char **argv)
 
 	if (gh_cli_parse(argc, argv, 3, opts, usage_audit, &help) != 0)
 		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
 		gh_cli_free(&c);
 		return rc;
 	}

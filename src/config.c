@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -422,6 +423,115 @@ static int is_http_url(const char *s)
 	return !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
 }
 
+/* ---- server.listen ---- */
+
+static int host_name_ok(const char *h)
+{
+	size_t i, label = 0;
+
+	if (!((h[0] >= 'a' && h[0] <= 'z') || (h[0] >= 'A' && h[0] <= 'Z')))
+		return 0;
+	for (i = 0; h[i]; i++) {
+		char ch = h[i];
+
+		if (ch == '.') {
+			if (label == 0 || h[i - 1] == '-')
+				return 0;
+			label = 0;
+			continue;
+		}
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '-') || ++label > 63 ||
+		    (ch == '-' && label == 1))
+			return 0;
+	}
+	return label > 0 && h[i - 1] != '-';
+}
+
+int gh_config_listen_parse(const char *s, char *host, size_t cap, int *port, int *v6,
+			   char *why, size_t why_cap)
+{
+	const char *colon, *hs = s, *he, *p;
+	unsigned char addr[16];
+	char h[GH_LISTEN_HOST_MAX];
+	long v = 0;
+	size_t hl;
+
+	*v6 = 0;
+	if (!s || !*s) {
+		snprintf(why, why_cap, "expected HOST:PORT (e.g. 127.0.0.1:8080), got nothing");
+		return -1;
+	}
+	if (strlen(s) >= GH_LISTEN_HOST_MAX) {
+		snprintf(why, why_cap, "expected HOST:PORT, got %zu characters", strlen(s));
+		return -1;
+	}
+	if (strchr(s, ',')) {
+		snprintf(why, why_cap, "\"%s\": expected one HOST:PORT, not a list", s);
+		return -1;
+	}
+	if (s[0] == '[') {
+		he = strchr(s, ']');
+		if (!he || he[1] != ':') {
+			snprintf(why, why_cap, "expected [IPv6]:PORT (e.g. [::1]:8080), got \"%s\"",
+				 s);
+			return -1;
+		}
+		hs = s + 1;
+		colon = he + 1;
+		*v6 = 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon) {
+			snprintf(why, why_cap, "expected HOST:PORT (e.g. 127.0.0.1:8080): \"%s\" has "
+				 "no port", s);
+			return -1;
+		}
+		he = colon;
+		if (memchr(s, ':', (size_t)(colon - s))) {
+			snprintf(why, why_cap, "\"%s\": an IPv6 address goes in brackets, e.g. "
+				 "[::1]:8080", s);
+			return -1;
+		}
+	}
+	hl = (size_t)(he - hs);
+	if (hl == 0) {
+		snprintf(why, why_cap, "\"%s\" has no host before the port (0.0.0.0:PORT listens "
+			 "on every IPv4 address)", s);
+		return -1;
+	}
+	memcpy(h, hs, hl);
+	h[hl] = '\0';
+	for (p = colon + 1; *p >= '0' && *p <= '9' && p - colon <= 5; p++)
+		v = v * 10 + (*p - '0');
+	if (p == colon + 1 || *p || v > 65535) {
+		snprintf(why, why_cap, "\"%s\": the port must be a number in 0..65535 (0 picks a "
+			 "free one)", s);
+		return -1;
+	}
+	if (*v6) {
+		if (inet_pton(AF_INET6, h, addr) != 1) {
+			snprintf(why, why_cap, "\"%s\" is not an IPv6 address", h);
+			return -1;
+		}
+	} else if (strspn(h, "0123456789.") == hl) {
+		if (inet_pton(AF_INET, h, addr) != 1) {
+			snprintf(why, why_cap, "\"%s\" is not an IPv4 address", h);
+			return -1;
+		}
+	} else if (!host_name_ok(h)) {
+		snprintf(why, why_cap, "\"%s\" is not an IP address or a host name", h);
+		return -1;
+	}
+	if (cap <= hl) {
+		snprintf(why, why_cap, "host name too long");
+		return -1;
+	}
+	memcpy(host, h, hl + 1);
+	*port = (int)v;
+	return 0;
+}
+
 /* ---- sections ---- */
 
 static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_server_conf *s)
@@ -450,6 +560,18 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 	size_t n = push(c, "server");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), s, NULL);
 
+	if (!rc) {
+		char host[GH_LISTEN_HOST_MAX], why[200];
+		int port, v6;
+
+		if (gh_config_listen_parse(s->listen, host, sizeof(host), &port, &v6, why,
+					   sizeof(why)) != 0) {
+			size_t m = push(c, "listen");
+
+			rc = fail(c, "%s", why);
+			pop(c, m);
+		}
+	}
 	if (!rc && s->threads < s->max_streams + 4)
 		rc = fail(c, "threads (%lld) must exceed max_streams (%lld) by at least 4, so "
 			     "plain requests are served while streams are held",
@@ -1169,10 +1291,28 @@ static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_
 		 30 * 86400, 43200, NULL},
 		{"login_attempts_per_minute", F_INT,
 		 offsetof(struct gh_admin_conf, login_attempts_per_minute), 0, 1, 1000, 5, NULL},
+		{"login_failures_per_user_per_hour", F_INT,
+		 offsetof(struct gh_admin_conf, login_failures_per_user_per_hour), 0, 1, 100000, 0,
+		 NULL},
 	};
 	size_t n = push(c, "admin");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
 
+	/* Default: 30, or six minutes' worth of the per-address limit when
+	 * that is higher. Never below the per-address limit: failures from one
+	 * address must not lock a user out from everywhere. */
+	if (!rc && !a->login_failures_per_user_per_hour)
+		a->login_failures_per_user_per_hour = a->login_attempts_per_minute * 6 > 30
+							      ? a->login_attempts_per_minute * 6 : 30;
+	if (!rc && a->login_failures_per_user_per_hour < a->login_attempts_per_minute) {
+		size_t m = push(c, "login_failures_per_user_per_hour");
+
+		rc = fail(c, "%lld is below login_attempts_per_minute (%lld): it must be at least "
+			     "that, so that failures from one address cannot lock a user out from "
+			     "every address", (long long)a->login_failures_per_user_per_hour,
+			  (long long)a->login_attempts_per_minute);
+		pop(c, m);
+	}
 	pop(c, n);
 	return rc;
 }

@@ -173,7 +173,8 @@ struct gh_audit_conf {
 struct gh_admin_conf {
 	int64_t session_idle_s;
 	int64_t session_max_s;
-	int64_t login_attempts_per_minute;   /* per user and per address */
+	int64_t login_attempts_per_minute;   /* failed logins per address (any user) */
+	int64_t login_failures_per_user_per_hour; /* failed logins per user, all addresses */
 };
 
 struct gh_config {
@@ -216,6 +217,17 @@ const struct gh_tool_conf *gh_config_tool(const struct gh_config *c, const char 
 const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const char *name);
 const struct gh_mcp_server_conf *gh_config_mcp_server(const struct gh_config *c,
 						      const char *name);
+
+/* A listen address: "HOST:PORT" where HOST is an IPv4 address, an IPv6
+ * address in brackets ("[::1]:8080") or a host name (letters, digits, '-'
+ * and '.', beginning with a letter), and PORT a decimal number in 0..65535
+ * (0 picks a free port). On success returns 0 and fills host (without
+ * brackets; cap >= GH_LISTEN_HOST_MAX) and *port; *v6 is 1 for a
+ * bracketed address. Otherwise returns -1 with why (a sentence without the
+ * option's name) in why[why_cap]. Does no name resolution. */
+#define GH_LISTEN_HOST_MAX 256
+int gh_config_listen_parse(const char *s, char *host, size_t cap, int *port, int *v6,
+			   char *why, size_t why_cap);
 
 /* 1 when s matches any glob in l. */
 int gh_strlist_match(const struct gh_strlist *l, const char *s);

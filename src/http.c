@@ -839,7 +839,7 @@ static void health(struct gh_req *r)
 	int degraded = 0;
 	/* every upstream MCP server's state: one failing is reported, and the
 	 * gateway is degraded, not down */
-	cJSON *m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, &degraded) : NULL;
+	cJSON *m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
 
 	gh_store_stats(r->app->store, &st);
 	cJSON_AddStringToObject(o, "status", degraded ? "degraded" : "ok");
@@ -945,8 +945,7 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	 * port that the front takes over right after the start */
 	if (gh_front_start(listen, &fc, &h->front, &fe) != GH_OK) {
 		free(h);
-		return gh_err_set(e, GH_E_IO, "cannot listen on %s (address in use, or not a "
-				  "HOST:PORT): %s", listen, fe.msg);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", listen, fe.msg);
 	}
 	snprintf(threads, sizeof(threads), "%lld", (long long)sc->threads);
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)sc->request_timeout_ms);

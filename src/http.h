@@ -76,7 +76,14 @@ extern const struct gh_route gh_routes_a2a[];
 extern const struct gh_route gh_routes_admin[];
 extern const struct gh_route gh_routes_mcp_servers[];
 
-/* Starts listening (listen "HOST:PORT"; port 0 picks one). */
+/* Where A2A agent cards say gatehouse is: server.public_url, else the
+ * address it listens on with port (a wildcard address is announced as
+ * loopback). Never anything a request says. */
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap);
+
+/* Starts listening (listen "HOST:PORT"; port 0 picks one). When the
+ * address cannot be bound, GH_E_IO with "cannot listen on HOST:PORT: "
+ * and the system's reason ("Address already in use"). */
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e);
 void gh_http_stop(struct gh_http *h);

@@ -37,6 +37,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <civetweb.h>
+
 #include "approvals.h"
 #include "buf.h"
 #include "http.h"
@@ -1503,7 +1505,7 @@ static void new_task(struct rpc *c, struct incoming *in, int stream, int64_t his
 	struct gh_err e;
 	cJSON *msgs = NULL, *um, *th = NULL;
 	const char *resource = in->resource_id;
-	int taken = 0, started = 0;
+	int started = 0;
 
 	memset(&t, 0, sizeof(t));
 	if (in->results) {
@@ -1517,16 +1519,8 @@ static void new_task(struct rpc *c, struct incoming *in, int stream, int64_t his
 		return;
 	}
 	if (in->context_id) {
-		if (gh_store_a2a_context_taken(app->store, who->key.owner, in->context_id, &taken,
-					       &e) != GH_OK) {
-			rpc_fail(c, &e);
-			return;
-		}
-		if (taken) {
-			rpc_error(c, RPC_INVALID_PARAMS, "params.message.contextId \"%s\" is in use; "
-				  "omit it to start a new context", in->context_id);
-			return;
-		}
+		/* contexts are threads, and thread ids are per owner: another
+		 * owner's context with this id is neither in the way nor seen */
 		gh_strlcpy(t.context_id, in->context_id, sizeof(t.context_id));
 		/* an existing thread keeps its resource */
 		if (!resource && gh_store_thread_get(app->store, who->key.owner, in->context_id,
@@ -1786,13 +1780,13 @@ out:
 
 /* ---------------------------------------------------------------- cards */
 
-/* Where clients reach gatehouse: server.public_url, else the scheme and
- * the Host the client used (when it looks like a host). */
-static void base_url(struct gh_req *r, char *out, size_t cap)
+void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap)
 {
-	const char *pub = r->app->cfg->server.public_url;
-	const char *host = gh_http_header(r, "Host");
-	size_t n;
+	const char *pub = app->cfg->server.public_url;
+	const char *listen = app->listen ? app->listen : app->cfg->server.listen;
+	const char *colon = listen ? strrchr(listen, ':') : NULL;
+	char host[256];
+	size_t n = colon ? (size_t)(colon - listen) : 0;
 
 	if (pub && *pub) {
 		gh_strlcpy(out, pub, cap);
@@ -1801,11 +1795,25 @@ static void base_url(struct gh_req *r, char *out, size_t cap)
 			out[--n] = '\0';
 		return;
 	}
-	if (!host || !*host || strlen(host) > 255 ||
-	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
-		    strlen(host))
-		host = r->app->cfg->server.listen;
-	snprintf(out, cap, "http://%s", host);
+	/* the Host header is the client's to say: a card built from it would
+	 * send other clients wherever the asker liked */
+	if (n >= sizeof(host))
+		n = sizeof(host) - 1;
+	if (n)
+		memcpy(host, listen, n);
+	host[n] = '\0';
+	if (!n || !strcmp(host, "0.0.0.0"))
+		gh_strlcpy(host, "127.0.0.1", sizeof(host));
+	else if (!strcmp(host, "[::]"))
+		gh_strlcpy(host, "[::1]", sizeof(host));
+	snprintf(out, cap, "http://%s:%d", host, port);
+}
+
+/* Where clients reach gatehouse: the port is the one this request came in
+ * on (a listening port: port 0 in the config means one picked at start). */
+static void base_url(struct gh_req *r, char *out, size_t cap)
+{
+	gh_a2a_base_url(r->app, r->ri->server_port, out, cap);
 }
 
 static cJSON *iface(const char *url, const char *version)

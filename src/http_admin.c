@@ -7,7 +7,7 @@
  *   POST /api/admin/login|logout     GET /api/admin/me      (admin_auth.c)
  *   GET  /api/admin/overview         pending approvals, last 24 h of activity
  *   GET  /api/admin/threads[?agentId&resourceId&owner&page&perPage]
- *   GET  /api/admin/threads/:id      GET /api/admin/threads/:id/messages[?page&perPage|last]
+ *   GET  /api/admin/threads/:id[?owner]  GET /api/admin/threads/:id/messages[?owner&page&perPage|last]
  *   GET  /api/approvals/events       SSE: snapshot, approval-requested, approval-decided
  *   GET  /api/keys                   POST /api/keys   POST /api/keys/:id/revoke
  *   GET  /api/policies               the effective policies, agents and tools
@@ -217,10 +217,12 @@ static void threads(struct gh_req *r)
 
 static void thread_get(struct gh_req *r)
 {
+	char owner[GH_NAME_MAX + 1];
 	cJSON *out;
 	struct gh_err e;
 
-	if (gh_store_ui_thread(r->app->store, r->params[0], &out, &e) != GH_OK) {
+	if (gh_store_ui_thread(r->app->store, query(r, "owner", owner, sizeof(owner)),
+			       r->params[0], &out, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}
@@ -229,6 +231,7 @@ static void thread_get(struct gh_req *r)
 
 static void thread_messages(struct gh_req *r)
 {
+	char owner[GH_NAME_MAX + 1];
 	int64_t page, per, last;
 	cJSON *out;
 	struct gh_err e;
@@ -237,8 +240,8 @@ static void thread_messages(struct gh_req *r)
 	    query_int(r, "perPage", 1, 100, 50, &per) != 0 ||
 	    query_int(r, "last", 1, 100, 0, &last) != 0)
 		return;
-	if (gh_store_ui_messages(r->app->store, r->params[0], (int)page, (int)per, (int)last, &out,
-				 &e) != GH_OK) {
+	if (gh_store_ui_messages(r->app->store, query(r, "owner", owner, sizeof(owner)),
+				 r->params[0], (int)page, (int)per, (int)last, &out, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}
@@ -546,6 +549,7 @@ const struct gh_route gh_routes_admin[] = {
 	{"POST", "/api/admin/login", GH_AUTH_NONE, gh_admin_login},
 	{"POST", "/api/admin/logout", GH_AUTH_ADMIN, gh_admin_logout},
 	{"GET", "/api/admin/me", GH_AUTH_ADMIN, gh_admin_me},
+	{"POST", "/api/admin/password", GH_AUTH_ADMIN, gh_admin_password},
 	{"GET", "/api/admin/overview", GH_AUTH_ADMIN, overview},
 	{"GET", "/api/admin/threads", GH_AUTH_ADMIN, threads},
 	{"GET", "/api/admin/threads/:id", GH_AUTH_ADMIN, thread_get},

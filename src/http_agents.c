@@ -175,7 +175,11 @@ enum gh_code gh_native_parse(struct gh_req *r, const struct gh_agent_conf *a, cJ
 	out->rq.agent = a;
 	out->rq.thread_id = out->thread_id;
 	out->rq.resource_id = out->resource_id;
-	out->rq.run_id = out->run_id;
+	if (out->run_id) {
+		/* runId is a name within the caller's owner */
+		gh_run_named_id(r->who.key.owner, out->run_id, out->named_run);
+		out->rq.run_id = out->named_run;
+	}
 	out->rq.messages = out->messages;
 	out->rq.client_defs = out->client_defs;
 	out->rq.max_steps = out->max_steps;

@@ -9,6 +9,7 @@
  *   GET  /api/runs/:id                       GET /api/runs/:id/events (SSE)
  *   GET  /api/policy/explain?agent=&tool=[&key=]
  *   GET  /api/audit  GET /api/audit/export?format=ndjson|csv  GET /api/audit/verify
+ *   GET  /api/audit/values                   the values the filters can take
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <civetweb.h>
 
 #include "approvals.h"
+#include "audit_index.h"
 #include "audit_verify.h"
 #include "http.h"
 #include "http_native.h"
@@ -26,6 +28,7 @@
 #include "mcp.h"
 #include "log.h"
 #include "run.h"
+#include "store_ui.h"
 #include "tools.h"
 #include "util.h"
 
@@ -156,12 +159,23 @@ static cJSON *run_json(struct gh_app *app, const struct gh_run_row *row)
 	return o;
 }
 
+/* A run by its id or, for its owner, by the name the owner gave it as
+ * runId (gh_run_named_id). */
 static int load_run_row(struct gh_req *r, const char *id, struct gh_run_row *row)
 {
+	const char *owner = r->who.admin ? NULL : r->who.key.owner;
+	enum gh_code rc;
 	struct gh_err e;
+	char named[GH_ID_MAX];
 
-	if (gh_store_run_get(r->app->store, r->who.admin ? NULL : r->who.key.owner, id, row, &e) !=
-	    GH_OK) {
+	rc = gh_store_run_get(r->app->store, owner, id, row, &e);
+	if (rc == GH_E_NOTFOUND && owner) {
+		gh_run_named_id(owner, id, named);
+		rc = gh_store_run_get(r->app->store, owner, named, row, &e);
+		if (rc == GH_E_NOTFOUND)
+			gh_err_set(&e, GH_E_NOTFOUND, "no run %s", id);
+	}
+	if (rc != GH_OK) {
 		gh_http_error(r, &e);
 		return -1;
 	}
@@ -360,9 +374,15 @@ static void tool_call_decision(struct gh_req *r, int approve_it, int as_stream)
 		goto out;
 	}
 	if (gh_json_str(body, "runId") && strcmp(gh_json_str(body, "runId"), ap.run_id)) {
-		gh_http_errorf(r, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s", tcid,
-			       ap.run_id, gh_json_str(body, "runId"));
-		goto out;
+		/* the run's id, or the name its owner gave it */
+		char named[GH_ID_MAX];
+
+		gh_run_named_id(ap.owner, gh_json_str(body, "runId"), named);
+		if (strcmp(named, ap.run_id)) {
+			gh_http_errorf(r, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s",
+				       tcid, ap.run_id, gh_json_str(body, "runId"));
+			goto out;
+		}
 	}
 	if (!strcmp(ap.status, "pending") &&
 	    (r->who.admin || !strcmp(ap.approver, "caller"))) {
@@ -480,6 +500,11 @@ static void decline_tool_call_json(struct gh_req *r)
 
 /* ---------------------------------------------------------------- policy */
 
+static void add_warning(void *ud, const char *msg)
+{
+	cJSON_AddItemToArray(ud, cJSON_CreateString(msg));
+}
+
 static void explain(struct gh_req *r)
 {
 	char agent[GH_NAME_MAX + 1], tool[128], keyid[64];
@@ -520,6 +545,13 @@ static void explain(struct gh_req *r)
 	if (!p.policy)
 		cJSON_AddStringToObject(o, "note", "no policy applies to this key (none named on the "
 				       "key and no policy \"default\"): everything is denied");
+	/* rules of this policy that can match nothing, as serve warns at start */
+	gh_policy_lint(r->app->cfg, p.policy, add_warning,
+		       cJSON_AddArrayToObject(o, "warnings"));
+	if (p.policy && (p.policy->client_allow.n || p.policy->client_deny.n))
+		cJSON_AddStringToObject(o, "clientToolsNote", "client_tools globs are not checked "
+				       "against anything: client tools are declared by each "
+				       "request");
 	if (p.policy) {
 		cJSON *rl = cJSON_AddObjectToObject(o, "rateLimits");
 
@@ -611,15 +643,15 @@ static void explain(struct gh_req *r)
 
 /* ----------------------------------------------------------------- audit */
 
-static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[9][160])
+static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[10][160])
 {
 	static const char *const names[] = {"key", "agent", "thread", "run", "tool", "event",
-					    "outcome", "from", "to"};
-	const char *v[9];
+					    "outcome", "from", "to", "owner"};
+	const char *v[10];
 	int i;
 
 	memset(f, 0, sizeof(*f));
-	for (i = 0; i < 9; i++) {
+	for (i = 0; i < 10; i++) {
 		v[i] = gh_http_query(r, names[i], bufs[i], 160);
 		if (v[i] && !*v[i])
 			v[i] = NULL;
@@ -631,6 +663,8 @@ static int audit_filter(struct gh_req *r, struct gh_audit_filter *f, char bufs[9
 	f->tool_name = v[4];
 	f->event = v[5];
 	f->outcome = v[6];
+	/* thread and run ids are chosen per owner: owner tells them apart */
+	f->owner = v[9];
 	if (v[7] && gh_parse_time(v[7], &f->from_ms) != 0) {
 		gh_http_errorf(r, GH_E_BADREQ, "from: expected ISO-8601 UTC or Unix ms");
 		return -1;
@@ -651,7 +685,7 @@ static int collect_row(void *ud, const struct gh_audit_row *row)
 static void audit_query(struct gh_req *r)
 {
 	struct gh_audit_filter f;
-	char bufs[9][160], lim[16], cur[32];
+	char bufs[10][160], lim[16], cur[32];
 	int64_t limit = 50, cursor = 0, next = 0;
 	cJSON *o, *rows;
 	struct gh_err e;
@@ -682,6 +716,101 @@ static void audit_query(struct gh_req *r)
 		cJSON_AddNullToObject(o, "nextCursor");
 	}
 	gh_http_json(r, 200, o);
+	cJSON_Delete(o);
+}
+
+/* Most values one filter offers; a log holding more tools than this is
+ * filtered by typing the name. */
+#define VALUES_MAX 1000
+
+/* Appends val to the string array ud unless it is there already, or too
+ * long for a filter (audit_filter's 160 bytes). */
+static int add_value(void *ud, const char *val)
+{
+	cJSON *arr = ud, *it;
+
+	if (!val || !*val || strlen(val) >= 160)
+		return 0;
+	cJSON_ArrayForEach(it, arr)
+		if (!strcmp(it->valuestring, val))
+			return 0;
+	cJSON_AddItemToArray(arr, cJSON_CreateString(val));
+	return 0;
+}
+
+static int by_text(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The values a filter of dim can take: the known ones (NULL-terminated
+ * known, in their order) and then those the log holds besides. With
+ * sorted, all of them in byte order. NULL on failure (answered). */
+static cJSON *filter_values(struct gh_req *r, int dim, const char *const *known, int sorted)
+{
+	cJSON *arr = cJSON_CreateArray(), *it;
+	struct gh_err e;
+	size_t n = 0, i;
+	const char **v;
+
+	if (!arr) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	for (i = 0; known && known[i]; i++)
+		add_value(arr, known[i]);
+	if (gh_store_ui_audit_values(r->app->store, dim, VALUES_MAX, add_value, arr, &e) !=
+	    GH_OK) {
+		cJSON_Delete(arr);
+		gh_http_error(r, &e);
+		return NULL;
+	}
+	if (!sorted || !(v = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(*v))))
+		return arr;
+	cJSON_ArrayForEach(it, arr)
+		v[n++] = it->valuestring;
+	qsort(v, n, sizeof(*v), by_text);
+	it = cJSON_CreateStringArray(v, (int)n);
+	free(v);
+	if (!it)
+		return arr;
+	cJSON_Delete(arr);
+	return it;
+}
+
+/* What the audit filters can offer: events and outcomes are gatehouse's
+ * vocabulary (plus anything else the log holds, such as rows an older or
+ * newer version wrote); tools are the configured and memory tools plus
+ * every tool the log names (client tools among them). */
+static void audit_values(struct gh_req *r)
+{
+	const struct gh_config *cfg = r->app->cfg;
+	const char **tools = calloc(cfg->ntools + 8, sizeof(*tools));
+	cJSON *o = cJSON_CreateObject(), *a;
+	size_t i, n = 0;
+
+	if (!tools || !o) {
+		free(tools);
+		cJSON_Delete(o);
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
+		return;
+	}
+	for (i = 0; i < cfg->ntools; i++)
+		tools[n++] = cfg->tools[i].name;
+	for (i = 0; gh_memory_tool_names[i] && n < cfg->ntools + 7; i++)
+		tools[n++] = gh_memory_tool_names[i];
+	if (!(a = filter_values(r, GH_AUDIT_DIM_EVENT, gh_audit_event_names, 0)))
+		goto out;
+	cJSON_AddItemToObject(o, "events", a);
+	if (!(a = filter_values(r, GH_AUDIT_DIM_OUTCOME, gh_audit_outcome_names, 0)))
+		goto out;
+	cJSON_AddItemToObject(o, "outcomes", a);
+	if (!(a = filter_values(r, GH_AUDIT_DIM_TOOL, tools, 1)))
+		goto out;
+	cJSON_AddItemToObject(o, "tools", a);
+	gh_http_json(r, 200, o);
+out:
+	free(tools);
 	cJSON_Delete(o);
 }
 
@@ -721,7 +850,7 @@ static int export_row(void *ud, const struct gh_audit_row *row)
 static void audit_export(struct gh_req *r)
 {
 	struct gh_audit_filter f;
-	char bufs[9][160], fmt[16], hdr[256];
+	char bufs[10][160], fmt[16], hdr[256];
 	const char *format = gh_http_query(r, "format", fmt, sizeof(fmt));
 	struct export_ctx x;
 	int64_t cursor = 0, next = 0;
@@ -838,5 +967,6 @@ const struct gh_route gh_routes_governance[] = {
 	{"GET", "/api/audit", GH_AUTH_ADMIN, audit_query},
 	{"GET", "/api/audit/export", GH_AUTH_ADMIN, audit_export},
 	{"GET", "/api/audit/verify", GH_AUTH_ADMIN, audit_verify},
+	{"GET", "/api/audit/values", GH_AUTH_ADMIN, audit_values},
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };

@@ -20,7 +20,7 @@
 
 static void servers(struct gh_req *r)
 {
-	cJSON *o = gh_mcp_status_json(r->app->mcp, NULL);
+	cJSON *o = gh_mcp_status_json(r->app->mcp, 0, NULL);
 
 	if (!o) {
 		gh_http_errorf(r, GH_E_NOMEM, "out of memory");

@@ -17,7 +17,8 @@ struct gh_native_req {
 	cJSON *client_defs;         /* owned */
 	const char *thread_id;      /* borrowed from the body */
 	const char *resource_id;
-	const char *run_id;
+	const char *run_id;         /* the client's name for the run */
+	char named_run[GH_ID_MAX];  /* the id it names (gh_run_named_id) */
 	int max_steps;
 };
 

@@ -665,8 +665,9 @@ static enum gh_code parse_request(struct oai *q, struct gh_err *e)
 	if (resource && (rc = check_id(resource, "X-Gatehouse-Resource", e)) != GH_OK)
 		return rc;
 	if (!pin && user) {
-		/* Thread ids are global; "user" is only unique within one owner (and
-		 * one agent), so the thread it names is derived from all three. */
+		/* "user" is unique within one owner and one agent: the thread it
+		 * names is derived from all three (thread ids are per owner now;
+		 * the owner stays in the hash so existing threads keep theirs). */
 		unsigned char h[12];
 		crypto_generichash_state hs;
 		const char *owner = r->who.key.owner;

@@ -172,7 +172,7 @@ static void stream(struct gh_req *r)
 	if (gh_run_generate(r->app, &nr.rq, &s.sink, &res, &e) != GH_OK) {
 		/* a run that had begun already told the client; one that
 		 * failed up front (policy, conflict) says it here */
-		gh_native_stream_fail(&s, nr.run_id, &e);
+		gh_native_stream_fail(&s, nr.rq.run_id, &e);
 	} else {
 		gh_run_result_clear(&res);
 	}

@@ -1252,16 +1252,15 @@ static enum gh_code take_slot(struct mcp_upstream *u, const struct gh_mcp_call_o
 		if (u->state != U_CONNECTED || !u->conn || atomic_load(&u->conn->dead)) {
 			int64_t in = u->next_retry_ms ? u->next_retry_ms - gh_now_ms() : 0;
 
+			/* its last error (which may name hosts and paths) is for
+			 * admins: the model hears that it is down and for how long */
 			if (u->state == U_FAILING && in > 0)
-				snprintf(why, cap, "MCP server %s is unavailable (%s); gatehouse "
-						   "reconnects in %lld s", conf->name,
-					 u->last_error[0] ? u->last_error : "not connected",
-					 (long long)((in + 999) / 1000));
+				snprintf(why, cap, "MCP server %s is unavailable (it failed %d times "
+						   "in a row); gatehouse reconnects in %lld s",
+					 conf->name, u->failures, (long long)((in + 999) / 1000));
 			else
 				snprintf(why, cap, "MCP server %s is unavailable (%s)", conf->name,
-					 u->state == U_CONNECTING ? "connecting"
-					 : u->last_error[0]       ? u->last_error
-								  : "not connected");
+					 u->state == U_CONNECTING ? "connecting" : "not connected");
 			rc = GH_E_UNAVAILABLE;
 			break;
 		}
@@ -1479,10 +1478,29 @@ static void add_time(cJSON *o, const char *key, int64_t ms)
 		cJSON_AddNullToObject(o, key);
 }
 
-cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded)
+/* tools, offered (to models), available (callable now), held. Under
+ * u->mu. */
+static void add_counts(cJSON *s, const struct mcp_upstream *u)
+{
+	size_t ntools = u->cat ? u->cat->n : 0, j;
+	int offered = 0, held = 0;
+
+	for (j = 0; j < ntools; j++) {
+		if (!u->cat->v[j]->blocked[0])
+			offered++;
+		if (!strcmp(u->cat->v[j]->pin, "held") || !strcmp(u->cat->v[j]->pin, "rejected"))
+			held++;
+	}
+	cJSON_AddNumberToObject(s, "tools", (double)ntools);
+	cJSON_AddNumberToObject(s, "offered", offered);
+	cJSON_AddNumberToObject(s, "available", u->state == U_CONNECTED ? offered : 0);
+	cJSON_AddNumberToObject(s, "held", held);
+}
+
+cJSON *gh_mcp_status_json(struct gh_mcp *m, int public_view, int *degraded)
 {
 	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "servers");
-	size_t i, j;
+	size_t i;
 
 	if (degraded)
 		*degraded = 0;
@@ -1493,8 +1511,6 @@ cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded)
 	for (i = 0; m && i < m->n; i++) {
 		struct mcp_upstream *u = &m->ups[i];
 		cJSON *s = cJSON_CreateObject(), *si;
-		int available = 0, held = 0;
-		size_t ntools;
 
 		if (!s)
 			break;
@@ -1504,8 +1520,9 @@ cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded)
 		cJSON_AddStringToObject(s, "transport",
 					u->conf->transport == GH_MCP_STDIO ? "stdio" : "http");
 		cJSON_AddStringToObject(s, "state", state_names[u->state]);
-		gh_json_add_str(s, "lastError",
-				u->state != U_CONNECTED && u->last_error[0] ? u->last_error : NULL);
+		if (!public_view)
+			gh_json_add_str(s, "lastError", u->state != U_CONNECTED && u->last_error[0]
+								 ? u->last_error : NULL);
 		if (u->state == U_FAILING && u->next_retry_ms) {
 			int64_t in = u->next_retry_ms - gh_now_ms();
 
@@ -1514,6 +1531,13 @@ cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded)
 		} else {
 			cJSON_AddNullToObject(s, "nextRetryAt");
 			cJSON_AddNullToObject(s, "retryInMs");
+		}
+		if (public_view) {
+			add_counts(s, u);
+			if (degraded && u->state != U_CONNECTED)
+				*degraded = 1;
+			pthread_mutex_unlock(&u->mu);
+			continue;
 		}
 		gh_json_add_str(s, "session", u->conn && u->state == U_CONNECTED ? u->conn->session
 										 : NULL);
@@ -1528,19 +1552,7 @@ cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded)
 		cJSON_AddNumberToObject(s, "inflight", u->inflight);
 		cJSON_AddNumberToObject(s, "calls", (double)u->calls);
 		cJSON_AddNumberToObject(s, "callErrors", (double)u->call_errors);
-		ntools = u->cat ? u->cat->n : 0;
-		for (j = 0; j < ntools; j++) {
-			if (!u->cat->v[j]->blocked[0])
-				available++;
-			if (!strcmp(u->cat->v[j]->pin, "held") ||
-			    !strcmp(u->cat->v[j]->pin, "rejected"))
-				held++;
-		}
-		cJSON_AddNumberToObject(s, "tools", (double)ntools);
-		/* offered to models, and callable now */
-		cJSON_AddNumberToObject(s, "offered", available);
-		cJSON_AddNumberToObject(s, "available", u->state == U_CONNECTED ? available : 0);
-		cJSON_AddNumberToObject(s, "held", held);
+		add_counts(s, u);
 		if (degraded && u->state != U_CONNECTED)
 			*degraded = 1;
 		pthread_mutex_unlock(&u->mu);

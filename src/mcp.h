@@ -112,10 +112,12 @@ enum gh_code gh_mcp_call(struct gh_mcp *m, struct gh_mcp_tool *t, const cJSON *a
 			 char *session, size_t cap, struct gh_err *e);
 
 /* {servers:[{name, transport, state, lastError, nextRetryAt, retryInMs,
- * session, protocolVersion, serverInfo, connectedAt, failures, tools,
- * available, held, inflight}]} for /healthz and the admin API. *degraded
+ * session, protocolVersion, serverInfo, connectedAt, failures, inflight,
+ * calls, callErrors, tools, offered, available, held}]} for the admin API;
+ * public_view (/healthz, no authentication) keeps name, transport, state,
+ * nextRetryAt, retryInMs and the counts, nothing an upstream said. *degraded
  * (may be NULL) is set when an upstream is not connected. Caller frees. */
-cJSON *gh_mcp_status_json(struct gh_mcp *m, int *degraded);
+cJSON *gh_mcp_status_json(struct gh_mcp *m, int public_view, int *degraded);
 
 /* The tools of server with their pins, for the admin page: {server,
  * tools:[{name, upstreamName, title, description, annotations,

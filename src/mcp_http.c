@@ -253,8 +253,11 @@ static enum gh_code post(struct http_conn *c, int64_t id, const char *body, size
 				c->conf->name, (long long)timeout_ms);
 	} else if (rc != GH_OK) {
 		/* the server cannot be reached or broke the connection: this
-		 * session is gone, the upstream reconnects with backoff */
-		rc = gh_err_set(e, rc, "MCP server %s: %s", c->conf->name, ue.msg);
+		 * session is gone, the upstream reconnects with backoff. Its
+		 * address is for the log and admins (the connection's why),
+		 * not for messages a model or a tenant reads. */
+		rc = gh_err_set(e, rc, "MCP server %s: %s", c->conf->name,
+				resp.error[0] ? resp.error : "the request failed");
 		if (mcp_conn_fail(&c->base, ue.msg) && c->ev.closed)
 			c->ev.closed(c->ev.ud, ue.msg);
 	} else if (sid[0] && (resp.status == 404 ||

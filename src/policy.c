@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tools.h"
 #include "util.h"
 
 const char *gh_tool_source_name(enum gh_tool_source s)
@@ -199,4 +200,68 @@ int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_na
 		return star->per_minute;
 	}
 	return 0;
+}
+
+/* ---------------------------------------------------------------- lint */
+
+/* 1 when glob matches a configured server tool or a memory tool. */
+static int matches_known_tool(const struct gh_config *c, const char *glob)
+{
+	size_t i;
+
+	for (i = 0; i < c->ntools; i++)
+		if (gh_glob_match(glob, c->tools[i].name))
+			return 1;
+	for (i = 0; gh_memory_tool_names[i]; i++)
+		if (gh_glob_match(glob, gh_memory_tool_names[i]))
+			return 1;
+	return 0;
+}
+
+static void lint_tool(const struct gh_config *c, const struct gh_policy_conf *p,
+		      const char *where, const char *glob, int client_too, gh_policy_warn_fn fn,
+		      void *ud)
+{
+	char msg[GH_POLICY_WARN_MAX];
+
+	if (matches_known_tool(c, glob))
+		return;
+	snprintf(msg, sizeof(msg), "policy \"%s\": %s \"%s\" matches no server or memory "
+		 "tool%s", p->name, where, glob,
+		 client_too ? " (it may be meant for a client tool, which each request declares: "
+			      "that cannot be checked here)" : "");
+	fn(ud, msg);
+}
+
+void gh_policy_lint(const struct gh_config *c, const struct gh_policy_conf *p,
+		    gh_policy_warn_fn fn, void *ud)
+{
+	char msg[GH_POLICY_WARN_MAX], ids[160];
+	size_t i, j, len;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->agents.n; i++) {
+		for (j = 0; j < c->nagents; j++)
+			if (gh_glob_match(p->agents.v[i], c->agents[j].id))
+				break;
+		if (j < c->nagents)
+			continue;
+		ids[0] = '\0';
+		for (j = 0, len = 0; j < c->nagents && len < sizeof(ids); j++)
+			len += (size_t)snprintf(ids + len, sizeof(ids) - len, "%s%s", j ? ", " : "",
+						c->agents[j].id);
+		snprintf(msg, sizeof(msg), "policy \"%s\": agents \"%s\" matches no agent (the "
+			 "agents are: %s)", p->name, p->agents.v[i], ids);
+		fn(ud, msg);
+	}
+	for (i = 0; i < p->tools_allow.n; i++)
+		lint_tool(c, p, "tools.allow", p->tools_allow.v[i], 0, fn, ud);
+	for (i = 0; i < p->tools_deny.n; i++)
+		lint_tool(c, p, "tools.deny", p->tools_deny.v[i], 0, fn, ud);
+	for (i = 0; i < p->approval_require.n; i++)
+		lint_tool(c, p, "approval.require", p->approval_require.v[i], 1, fn, ud);
+	for (i = 0; i < p->ntool_limits; i++)
+		lint_tool(c, p, "rate_limits.tool_calls_per_minute", p->tool_limits[i].glob, 1, fn,
+			  ud);
 }

@@ -71,4 +71,17 @@ void gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool
 int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,
 			     const char **rule);
 
+/* Rules of p that can match nothing this config knows, one message each
+ * ('policy "p": agents "asistant" matches no agent (the agents are: ...)'):
+ * agents globs that match no configured agent; tools.allow, tools.deny,
+ * approval.require and rate_limits.tool_calls_per_minute globs that match
+ * no configured server tool and no memory tool. The last two also apply
+ * to client tools, which each request declares: their messages say that
+ * this cannot be checked. client_tools globs are not checked at all. A
+ * NULL p has no warnings. msg is borrowed for the call. */
+#define GH_POLICY_WARN_MAX 512
+typedef void (*gh_policy_warn_fn)(void *ud, const char *msg);
+void gh_policy_lint(const struct gh_config *c, const struct gh_policy_conf *p,
+		    gh_policy_warn_fn fn, void *ud);
+
 #endif

@@ -27,6 +27,8 @@
 #define URL_MAX 8192
 #define UPSTREAM_MSG_MAX 200   /* bytes of a non-JSON error body quoted */
 
+static void scrub_text(const struct gh_provider_conf *conf, char *msg, size_t cap);
+
 void gh_chat_response_clear(struct gh_chat_response *r)
 {
 	size_t i;
@@ -66,25 +68,42 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 	default:
 		return gh_err_set(e, GH_E_INTERNAL, "provider %s: unknown type", conf->name);
 	}
+	if (req->error_detail && req->error_detail_cap)
+		req->error_detail[0] = '\0';
 	rc = ops->chat(conf, req, events ? events : &none, out, e);
 	if (rc != GH_OK) {
 		gh_chat_response_clear(out);
 		gh_provider_scrub(conf, e);
+		if (req->error_detail && req->error_detail_cap) {
+			/* failures the upstream did not word have no more to tell */
+			if (!req->error_detail[0] && e)
+				gh_strlcpy(req->error_detail, e->msg, req->error_detail_cap);
+			scrub_text(conf, req->error_detail, req->error_detail_cap);
+		}
 	}
 	return rc;
 }
 
 void gh_provider_scrub(const struct gh_provider_conf *conf, struct gh_err *e)
 {
+	if (e)
+		scrub_text(conf, e->msg, sizeof(e->msg));
+}
+
+/* Replaces conf's api_key in msg (cap bytes) by a mask. */
+static void scrub_text(const struct gh_provider_conf *conf, char *msg, size_t cap)
+{
 	static const char mask[] = "[redacted]";
 	char tmp[GH_ERR_MSG_MAX];
 	const char *key = conf ? conf->api_key : NULL, *p, *hit;
 	size_t klen, o = 0;
 
-	if (!e || !key || !*key || !strstr(e->msg, key))
+	if (!msg || !key || !*key || !strstr(msg, key))
 		return;
+	if (cap > sizeof(tmp))
+		cap = sizeof(tmp);
 	klen = strlen(key);
-	for (p = e->msg; (hit = strstr(p, key)); p = hit + klen) {
+	for (p = msg; (hit = strstr(p, key)); p = hit + klen) {
 		size_t n = (size_t)(hit - p);
 
 		if (o + n + sizeof(mask) > sizeof(tmp))
@@ -100,13 +119,14 @@ void gh_provider_scrub(const struct gh_provider_conf *conf, struct gh_err *e)
 	} else {
 		gh_strlcpy(tmp + o, p, sizeof(tmp) - o);
 	}
-	gh_strlcpy(e->msg, tmp, sizeof(e->msg));
+	gh_strlcpy(msg, tmp, cap);
 }
 
 /* ---- streamed replies ---- */
 
 void gh_provider_stream_init(struct gh_provider_stream *st, const struct gh_provider_conf *conf,
-			     const char *type, const struct gh_chat_events *ev)
+			     const char *type, const struct gh_chat_request *req,
+			     const struct gh_chat_events *ev)
 {
 	size_t cap = conf->max_response_bytes > 0 ? (size_t)conf->max_response_bytes : 8u << 20;
 
@@ -114,6 +134,8 @@ void gh_provider_stream_init(struct gh_provider_stream *st, const struct gh_prov
 	st->conf = conf;
 	st->ev = ev;
 	st->type = type;
+	st->detail = req->error_detail_cap ? req->error_detail : NULL;
+	st->detail_cap = st->detail ? req->error_detail_cap : 0;
 	st->budget = cap;
 	gh_buf_init(&st->text, cap);
 	st->finish = GH_FINISH_OTHER;
@@ -145,6 +167,38 @@ int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
+	gh_err_set(&st->err, GH_E_UPSTREAM, "provider %s (%s): %s", st->conf->name, st->type,
+		   what);
+	return 1;
+}
+
+/* Writes the whole story of a failure to st->detail, when there is one. */
+static void detail(struct gh_provider_stream *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void detail(struct gh_provider_stream *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!st->detail)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(st->detail, st->detail_cap, fmt, ap);
+	va_end(ap);
+}
+
+int gh_provider_stream_fail_upstream(struct gh_provider_stream *st, const char *what,
+				     const char *fmt, ...)
+{
+	char msg[GH_ERR_MSG_MAX];
+	va_list ap;
+
+	if (st->err.code != GH_OK)
+		return 1;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	detail(st, "provider %s (%s): %s", st->conf->name, st->type, msg);
 	gh_err_set(&st->err, GH_E_UPSTREAM, "provider %s (%s): %s", st->conf->name, st->type,
 		   what);
 	return 1;
@@ -491,15 +545,17 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 		goto out;
 	}
 	if (rc != GH_OK) {
-		gh_strlcpy(what, e ? e->msg : "", sizeof(what));
-		gh_err_set(e, rc, "provider %s (%s): %s", conf->name, type, what);
+		/* the upstream's address is for operators only */
+		detail(st, "provider %s (%s): %s", conf->name, type, e ? e->msg : resp.error);
+		gh_err_set(e, rc, "provider %s (%s): %s", conf->name, type, resp.error);
 		goto out;
 	}
 	if (resp.status < 200 || resp.status > 299) {
+		/* so is the upstream's own wording of its error */
 		error_text(&resp.body, what, sizeof(what));
+		detail(st, "provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status, what);
 		rc = gh_err_set(e, resp.status == 429 ? GH_E_RATELIMIT : GH_E_UPSTREAM,
-				"provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status,
-				what);
+				"provider %s (%s): HTTP %ld", conf->name, type, resp.status);
 		if (rc == GH_E_RATELIMIT && e && resp.retry_after_ms >= 0)
 			e->retry_after = (int)((resp.retry_after_ms + 999) / 1000);
 		goto out;

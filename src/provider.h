@@ -43,6 +43,11 @@ struct gh_chat_request {
 	double temperature;
 	int64_t max_tokens;         /* 0 = provider default */
 	int stream;                 /* ask the upstream to stream; deltas go to events */
+	/* Optional: on failure, the whole error (the upstream's address, its
+	 * own message) for logs and the audit log, while e says only what
+	 * tenants may see. Like curl's error buffer; "" when it succeeded. */
+	char *error_detail;
+	size_t error_detail_cap;
 };
 
 /* Streaming callbacks (all optional). Return nonzero to abort the request
@@ -89,13 +94,16 @@ struct gh_chat_response {
 void gh_chat_response_clear(struct gh_chat_response *r);
 
 /* Sends req to the provider conf describes and fills out (zeroed by the
- * caller; on failure it is left cleared). Errors:
+ * caller; on failure it is left cleared). Errors, as tenants may see them:
+ * the provider's name and what went wrong, never the upstream's address or
+ * its own error text (those go to req->error_detail):
  *   GH_E_UPSTREAM  unreachable, reset, non-2xx, malformed or truncated reply:
- *                  "provider local (openai): HTTP 500: <upstream message>"
+ *                  "provider local (openai): HTTP 500", "provider local
+ *                  (openai): connection refused"
  *   GH_E_TIMEOUT   connect or total timeout
  *   GH_E_CANCELLED an events callback asked to stop
  *   GH_E_RATELIMIT the upstream kept answering 429 after retries
- * Provider keys never appear in e. */
+ * Provider keys never appear in e or the detail. */
 enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 			      const struct gh_chat_request *req,
 			      const struct gh_chat_events *events,

@@ -477,8 +477,9 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 		const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
 		const char *m = gh_json_str(err, "message"), *et = gh_json_str(err, "type");
 
-		stop = gh_provider_stream_fail(st, "stream error: %s%s%.300s", et ? et : "",
-					       et ? ": " : "", m ? m : "(no message)");
+		stop = gh_provider_stream_fail_upstream(st, "stream error",
+							"stream error: %s%s%.300s", et ? et : "",
+							et ? ": " : "", m ? m : "(no message)");
 	}
 	/* ping, content_block_stop and newer event types need nothing */
 	cJSON_Delete(j);
@@ -500,7 +501,7 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 	if (!events)
 		events = &none;
 	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, events);
+	gh_provider_stream_init(&st, conf, TYPE, req, events);
 	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
 		goto out;
 	memset(&h, 0, sizeof(h));

@@ -52,6 +52,8 @@ struct gh_provider_stream {
 	int64_t output_tokens;
 	int cancelled;           /* an events callback asked to stop */
 	struct gh_err err;       /* set (code != GH_OK) when the stream was bad */
+	char *detail;            /* req->error_detail: the whole story of a failure */
+	size_t detail_cap;
 };
 
 /* Handles one SSE event; 0 to go on, nonzero to stop after setting
@@ -70,13 +72,18 @@ struct gh_provider_http {
 };
 
 void gh_provider_stream_init(struct gh_provider_stream *st, const struct gh_provider_conf *conf,
-			     const char *type, const struct gh_chat_events *ev);
+			     const char *type, const struct gh_chat_request *req,
+			     const struct gh_chat_events *ev);
 void gh_provider_stream_free(struct gh_provider_stream *st);
 
 /* Records a bad stream ("provider NAME (TYPE): " + fmt) and returns 1, the
  * value an event handler returns to stop. */
 int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The same for a failure the upstream reported in its own words: tenants
+ * see "provider NAME (TYPE): " + what, the detail (st->detail) has fmt. */
+int gh_provider_stream_fail_upstream(struct gh_provider_stream *st, const char *what,
+				     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Appends assistant text and hands it to events->text_delta. 0 or stop. */
 int gh_provider_stream_text(struct gh_provider_stream *st, const char *s, size_t n);
@@ -104,8 +111,9 @@ enum gh_code gh_provider_stream_take(struct gh_provider_stream *st, struct gh_ch
  * work (h->on_event ran for each; whether the stream ended properly is the
  * provider's call, by its end marker). Any failure is returned with e set: transport errors keep
  * their code (GH_E_UPSTREAM, GH_E_TIMEOUT, GH_E_CANCELLED), non-2xx is
- * GH_E_UPSTREAM or GH_E_RATELIMIT (429) with the upstream's error message,
- * a bad stream is st->err. */
+ * GH_E_UPSTREAM or GH_E_RATELIMIT (429), a bad stream is st->err. e says
+ * what tenants may see ("HTTP 500", "connection refused"); st->detail gets
+ * the upstream's address and its own error message. */
 enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
 				  const struct gh_provider_http *h, struct gh_provider_stream *st,
 				  cJSON **json, struct gh_err *e);

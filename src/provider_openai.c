@@ -426,9 +426,10 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 	if ((err = cJSON_GetObjectItemCaseSensitive(j, "error"))) {
 		const char *m = gh_json_str(err, "message");
 
-		stop = gh_provider_stream_fail(st, "stream error: %.300s",
-					       m ? m : cJSON_IsString(err) ? err->valuestring
-									   : "(no message)");
+		stop = gh_provider_stream_fail_upstream(st, "stream error",
+							"stream error: %.300s",
+							m ? m : cJSON_IsString(err) ? err->valuestring
+										    : "(no message)");
 		goto out;
 	}
 	choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
@@ -502,7 +503,7 @@ static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_ch
 	if (!events)
 		events = &none;
 	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, events);
+	gh_provider_stream_init(&st, conf, TYPE, req, events);
 	gh_buf_init(&auth, 64 << 10);
 	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
 		goto out;

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "approvals.h"
 #include "audit.h"
 #include "mcp.h"
@@ -551,7 +553,24 @@ static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 	ev.error = error;
 	ev.reason = reason;
 	ev.detail = detail;
-	rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	if (gh_json_str(c, "approvalId")) {
+		/* after its decision, every row about an approval-bound call says
+		 * how the approved call ended: the approval records it too */
+		const char *how = !strcmp(event, "denied") ? "not_run"
+				  : !strcmp(event, "executed") ||
+				    (!strcmp(event, "client_result") && !strcmp(outcome, "ok"))
+					  ? "ok" : "error";
+		/* the approval's owner reads it: the error the caller saw (an
+		 * HTTP tool's address stays in the audit row's error) */
+		const char *said = !strcmp(how, "ok") ? NULL
+				   : result && gh_json_str(result, "error") ? gh_json_str(result, "error")
+				   : error ? error : reason;
+
+		rc = gh_approval_finish_execution(r->app, gh_json_str(c, "approvalId"), how, said,
+						  &ev, &ae);
+	} else {
+		rc = gh_store_audit_append(r->app->store, &ev, NULL, &ae);
+	}
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, ev.tool_name,
 			 r->run_id, ae.msg);
@@ -564,6 +583,45 @@ out:
 	free(res);
 	cJSON_Delete(d);
 	return rc;
+}
+
+/* A model call that failed (not one the client cut short): the whole error,
+ * with the upstream's address and its own words, goes to the log and the
+ * audit log; the caller gets only the provider's name and what went wrong
+ * (shown is that shorter message). Best effort: the run fails either way. */
+static void audit_model_failed(struct run *r, const char *shown, const char *detail)
+{
+	struct gh_audit_event ev;
+	struct gh_err ae;
+	cJSON *d = cJSON_CreateObject();
+	char *dj;
+
+	gh_warn("run %s: model call failed: %s", r->run_id, detail);
+	if (!d)
+		return;
+	cJSON_AddStringToObject(d, "provider", r->agent->provider);
+	cJSON_AddStringToObject(d, "model", r->agent->model);
+	if (r->surface)
+		cJSON_AddStringToObject(d, "surface", r->surface);
+	dj = gh_json_dump(d);
+	cJSON_Delete(d);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "model_failed";
+	ev.key_id = r->who->key.id[0] ? r->who->key.id : NULL;
+	ev.owner = r->who->key.owner[0] ? r->who->key.owner : NULL;
+	ev.agent_id = r->agent->id;
+	ev.thread_id = r->thread_id[0] ? r->thread_id : NULL;
+	ev.run_id = r->run_id;
+	ev.source = "system";
+	ev.outcome = "error";
+	ev.duration_ms = -1;
+	ev.error = detail;
+	ev.reason = shown;
+	ev.detail = dj;
+	if (gh_store_audit_append(r->app->store, &ev, NULL, &ae) != GH_OK)
+		gh_error("audit: cannot record the failed model call of run %s: %s", r->run_id,
+			 ae.msg);
+	free(dj);
 }
 
 /* --------------------------------------------------------- tool calls */
@@ -651,8 +709,10 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	int64_t t0 = gh_mono_ns(), dur;
 	enum gh_code rc;
 	struct gh_err te;
+	char detail[GH_ERR_MSG_MAX];
 
 	gh_err_clear(&te);
+	detail[0] = '\0';
 	if (t->mcp) {
 		struct gh_mcp_call_opts mo = {mcp_tick, 0, 0, on_mcp_progress, &pc};
 		char session[256];
@@ -667,7 +727,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 		rc = gh_tool_memory_exec(r->app->store, r->who->key.owner, r->resource_id, t->name,
 					 args, &result, &is_error, &te);
 	} else {
-		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, &te);
+		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
+				       sizeof(detail), &te);
 	}
 	dur = (gh_mono_ns() - t0) / 1000000;
 	if (rc == GH_E_CANCELLED) {
@@ -685,7 +746,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, st
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_call(r, is_error ? "failed" : "executed", c, is_error ? "error" : "ok", dur,
-			is_error ? result_error(result) : NULL, NULL, result, e);
+			!is_error ? NULL : detail[0] ? detail : result_error(result), NULL, result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -806,6 +867,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			cJSON_AddStringToObject(p, "approver",
 						d.approver == GH_APPROVER_CALLER ? "caller" : "admin");
 			cJSON_AddStringToObject(p, "reason", d.rule);
+			gh_json_add_time(p, "expiresAt", expires);
 		}
 		emit(r, "tool-call-approval", p);
 		return GH_OK;
@@ -1102,7 +1164,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0};
 	struct gh_chat_response resp;
-	char *sys = NULL;
+	char *sys = NULL, detail[GH_ERR_MSG_MAX];
 	cJSON *msg = NULL, *content, *calls;
 	enum gh_code rc;
 	size_t i;
@@ -1125,6 +1187,9 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
 	req.stream = r->stream;
+	detail[0] = '\0';
+	req.error_detail = detail;
+	req.error_detail_cap = sizeof(detail);
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
 		ev.tool_delta = on_tool_delta;
@@ -1138,6 +1203,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
+		else
+			audit_model_failed(r, e->msg, detail[0] ? detail : e->msg);
 		/* a stream that broke mid tool call: the call never ran */
 		cJSON_ArrayForEach(pc, r->partial) {
 			const char *name = gh_json_str(pc, "toolName");
@@ -1154,8 +1221,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 			cJSON_AddStringToObject(c, "source",
 						gh_tool_source_name(t ? t->src : GH_SRC_SERVER));
 			audit_call(r, "failed", c, rc == GH_E_CANCELLED ? "cancelled" : "error", -1,
-				   e->msg, "the model's tool call did not arrive whole; not run",
-				   NULL, &ae);
+				   detail[0] ? detail : e->msg,
+				   "the model's tool call did not arrive whole; not run", NULL, &ae);
 			cJSON_Delete(c);
 		}
 		return rc;
@@ -1334,8 +1401,9 @@ static void fill_result(struct run *r, struct gh_run_result *out, const char *st
 
 			gh_json_add_str(o, "id", gh_json_str(c, "approvalId"));
 			cJSON_AddStringToObject(o, "status", "pending");
-			cJSON_AddNumberToObject(o, "expiresAt", (double)gh_json_int(c, "expiresAt",
-										    0));
+			/* times on the JSON API are ISO-8601 strings (the run's
+			 * state keeps Unix ms) */
+			gh_json_add_time(o, "expiresAt", gh_json_int(c, "expiresAt", 0));
 			cJSON_AddItemToArray(out->approvals, o);
 		}
 	}
@@ -1686,12 +1754,8 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 			gh_strlcpy(r.thread_id, rq->thread_id, sizeof(r.thread_id));
 			rc = gh_store_thread_get(app->store, rq->who->key.owner, rq->thread_id, &th, e);
 			if (rc == GH_E_NOTFOUND) {
-				/* another owner's thread looks exactly like none at all */
-				if (gh_store_thread_taken(app->store, rq->thread_id)) {
-					rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s",
-							rq->thread_id);
-					goto out;
-				}
+				/* thread ids are per owner: another owner's thread
+				 * with this id is not in the way, nor seen */
 				r.new_thread = 1;
 			} else if (rc != GH_OK) {
 				goto out;
@@ -1719,7 +1783,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 		} else {
 			cJSON *raw = NULL;
 
-			rc = gh_store_messages_recent(app->store, r.thread_id,
+			rc = gh_store_messages_recent(app->store, rq->who->key.owner, r.thread_id,
 						      (int)rq->agent->last_messages, &raw, e);
 			if (rc != GH_OK)
 				goto out;
@@ -1827,7 +1891,8 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 							  "arguments or the policy changed)", a.id);
 
 				gh_approval_clear(&a);
-				rc = refuse(r, c, "denied", "approval void", res, e);
+				rc = refuse(r, c, "denied", "approval void: the arguments or the policy "
+					    "changed since it was granted", res, e);
 				if (rc != GH_OK)
 					return rc;
 				continue;
@@ -1946,6 +2011,21 @@ out:
 }
 
 /* --------------------------------------------------------- stored runs */
+
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX])
+{
+	static const char label[] = "gatehouse run name";
+	unsigned char h[12];
+	crypto_generichash_state hs;
+
+	crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+	crypto_generichash_update(&hs, (const unsigned char *)label, sizeof(label));
+	crypto_generichash_update(&hs, (const unsigned char *)owner, strlen(owner) + 1);
+	crypto_generichash_update(&hs, (const unsigned char *)name, strlen(name));
+	crypto_generichash_final(&hs, h, sizeof(h));
+	memcpy(out, "run_", 4);
+	gh_hex(h, sizeof(h), out + 4);
+}
 
 cJSON *gh_run_pending_calls(const cJSON *state)
 {

@@ -58,7 +58,8 @@ struct gh_run_request {
 	const struct gh_agent_conf *agent;
 	const char *thread_id;       /* NULL: a new thread (when memory is enabled) */
 	const char *resource_id;     /* NULL: "default" */
-	const char *run_id;          /* NULL: generated */
+	const char *run_id;          /* NULL: generated (a client's runId goes through
+				      * gh_run_named_id first) */
 	const char *thread_title;    /* for a new thread */
 	const cJSON *messages;       /* the client's CoreMessages (normalised); borrowed */
 	const cJSON *client_defs;    /* from gh_tools_client_defs (may be NULL); borrowed */
@@ -114,6 +115,13 @@ enum gh_code gh_run_normalize_messages(const cJSON *in, cJSON **out, struct gh_e
  * its {type:'text'} parts run together; "" when there is none. Caller
  * frees; NULL when out of memory. */
 char *gh_run_content_text(const cJSON *content);
+
+/* The id of the run a client names with runId. Run ids are global, but a
+ * client's name for a run is only its owner's: the id is derived from the
+ * owner and the name ("run_" and 24 hex digits), so the same name never
+ * collides with, takes over or reveals another owner's run, and an owner
+ * naming a run twice gets "already exists" like any taken id. */
+void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX]);
 
 /* The client calls a stored run waits on (state.calls in "pending_client"
  * or "released") as [{toolCallId, toolName, args}]; state is borrowed.

@@ -4,13 +4,22 @@
  * shuts down in order (HTTP first, so no request is cut mid-write; the
  * store last, after a final checkpoint).
  *
+ * Start-up checks what it can before it writes anything (the database's
+ * and key files' directories, the listen address by binding it once); a
+ * start that fails later removes the files it created itself.
+ *
  * Runs on the main thread; SIGINT/SIGTERM are blocked in every thread and
  * taken with sigwait here.
  */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -22,9 +31,119 @@
 #include "keys.h"
 #include "log.h"
 #include "mcp.h"
+#include "policy.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
+
+/* ------------------------------------------------------------- start-up */
+
+/* Binds and listens on listen's address once and lets go, as CivetWeb
+ * will (SO_REUSEADDR, an IPv6 socket only for IPv6), so that an address
+ * in use, a port that needs privileges or a host name that does not
+ * resolve is reported before anything is written to disk. */
+static enum gh_code probe_listen(const char *addr, struct gh_err *e)
+{
+	char host[GH_LISTEN_HOST_MAX], why[200], port_s[8];
+	struct addrinfo hints, *res = NULL;
+	int port, v6, fd, one = 1, gai, err;
+
+	if (gh_config_listen_parse(addr, host, sizeof(host), &port, &v6, why, sizeof(why)))
+		return gh_err_set(e, GH_E_BADREQ, "cannot listen on %s: %s", addr, why);
+	snprintf(port_s, sizeof(port_s), "%d", port);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	/* like CivetWeb: a name is looked up as IPv4 first, then IPv6 */
+	hints.ai_family = v6 ? AF_INET6 : AF_INET;
+	gai = getaddrinfo(host, port_s, &hints, &res);
+	if (gai != 0 && !v6) {
+		hints.ai_family = AF_INET6;
+		gai = getaddrinfo(host, port_s, &hints, &res);
+	}
+	if (gai != 0)
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: host \"%s\" does not resolve "
+				  "(%s)", addr, host, gai_strerror(gai));
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err = errno;
+		freeaddrinfo(res);
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", addr, strerror(err));
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (res->ai_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	err = bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1) != 0 ? errno : 0;
+	close(fd);
+	freeaddrinfo(res);
+	if (err == EACCES)
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s (ports below 1024 need root "
+				  "or CAP_NET_BIND_SERVICE)", addr, strerror(err));
+	if (err == EADDRNOTAVAIL)
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s (no network interface of "
+				  "this machine has that address)", addr, strerror(err));
+	if (err)
+		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", addr, strerror(err));
+	return GH_OK;
+}
+
+/* The files one start may create: whichever did not exist before it are
+ * removed again when that start fails, so a failed first start leaves the
+ * directory as it found it. */
+enum { CR_HASHKEY, CR_SIGNKEY, CR_DB, CR_NFILES = CR_DB + 4 };
+
+struct created {
+	char *path[CR_NFILES];
+	int existed[CR_NFILES];
+};
+
+static int created_init(struct created *cr, const struct gh_cli *c)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-writer.lock"};
+	const char *db = c->cfg->database.path;
+	size_t i, n = strlen(db) + sizeof("-writer.lock");
+
+	memset(cr, 0, sizeof(*cr));
+	cr->path[CR_HASHKEY] = strdup(c->key_hash_file);
+	cr->path[CR_SIGNKEY] = strdup(c->signing_key_file);
+	for (i = 0; i < 4; i++)
+		if ((cr->path[CR_DB + i] = malloc(n)))
+			snprintf(cr->path[CR_DB + i], n, "%s%s", db, sfx[i]);
+	for (i = 0; i < CR_NFILES; i++) {
+		if (!cr->path[i])
+			return -1;
+		cr->existed[i] = access(cr->path[i], F_OK) == 0;
+	}
+	return 0;
+}
+
+static void created_undo(struct created *cr)
+{
+	size_t i;
+
+	for (i = 0; i < CR_NFILES; i++) {
+		if (!cr->path[i] || cr->existed[i] || access(cr->path[i], F_OK) != 0)
+			continue;
+		if (unlink(cr->path[i]) == 0)
+			gh_info("removed %s, created by this failed start", cr->path[i]);
+		else
+			gh_warn("cannot remove %s: %s", cr->path[i], strerror(errno));
+	}
+}
+
+static void created_free(struct created *cr)
+{
+	size_t i;
+
+	for (i = 0; i < CR_NFILES; i++)
+		free(cr->path[i]);
+}
+
+static void warn_policy(void *ud, const char *msg)
+{
+	(void)ud;
+	gh_warn("%s", msg);
+}
 
 static int restore_cb(void *ud, const char *key, int64_t tat_ms)
 {
@@ -66,12 +185,15 @@ int gh_cmd_serve(struct gh_cli *c)
 	struct gh_store_opts so;
 	struct gh_http *http = NULL;
 	struct gh_err e;
+	struct created cr;
 	sigset_t set;
 	int sig, rc = GH_EXIT_RUNTIME, n = 0;
 	const char *listen = c->listen ? c->listen : c->cfg->server.listen;
 
 	memset(&app, 0, sizeof(app));
+	memset(&cr, 0, sizeof(cr));
 	app.cfg = c->cfg;
+	app.listen = listen;
 	app.started_ms = gh_now_ms();
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
@@ -79,7 +201,27 @@ int gh_cmd_serve(struct gh_cli *c)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+	/* Everything that can be checked is checked before a file is made. */
+	if (gh_cli_check_paths(c) != GH_EXIT_OK)
+		return GH_EXIT_RUNTIME;
+	if (probe_listen(listen, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return GH_EXIT_RUNTIME;
+	}
+	/* policy rules that can match nothing (a misspelt agent, a tool
+	 * that does not exist) start anyway, but not silently */
+	for (size_t i = 0; i < c->cfg->npolicies; i++)
+		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
+	if (!gh_config_policy(c->cfg, "default"))
+		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
+			"nothing (no agent, no tool)", c->cfg->file);
+	if (created_init(&cr, c) != 0) {
+		created_free(&cr);
+		fprintf(stderr, "gatehouse: out of memory\n");
+		return GH_EXIT_RUNTIME;
+	}
 	if (gh_upstream_global_init() != 0) {
+		created_free(&cr);
 		fprintf(stderr, "gatehouse: libcurl failed to initialise\n");
 		return GH_EXIT_RUNTIME;
 	}
@@ -119,9 +261,6 @@ int gh_cmd_serve(struct gh_cli *c)
 	}
 	if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK)
 		gh_warn("rate limits: previous state not restored: %s", e.msg);
-	if (!gh_config_policy(c->cfg, "default"))
-		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
-			"nothing (no agent, no tool)", c->cfg->file);
 	audit_policies(&app);
 	if (gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
@@ -150,6 +289,14 @@ int gh_cmd_serve(struct gh_cli *c)
 		printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1",
 		       gh_http_port(http));
 		fflush(stdout);
+		if (!c->cfg->server.public_url || !*c->cfg->server.public_url) {
+			char url[320];
+
+			gh_a2a_base_url(&app, gh_http_port(http), url, sizeof(url));
+			gh_warn("server.public_url is not set: A2A agent cards announce %s (the "
+				"listen address); set server.public_url to the address clients "
+				"use to reach gatehouse", url);
+		}
 	}
 	while (sigwait(&set, &sig) != 0)
 		;
@@ -173,6 +320,9 @@ out:
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
 				(double)(t3 - t2) / 1e6, (double)(gh_mono_ns() - t3) / 1e6);
 	}
+	if (rc != GH_EXIT_OK && !http)
+		created_undo(&cr);
+	created_free(&cr);
 	gh_hub_free(app.hub);
 	gh_rl_free(app.rl);
 	sodium_memzero(app.hashkey, sizeof(app.hashkey));

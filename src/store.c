@@ -760,6 +760,24 @@ static int open_conn(struct gh_store *s, struct store_conn *c, int readonly, str
 	return 0;
 }
 
+/* An open that failed says which file it was about: SQLite's own messages
+ * ("file is not a database", "attempt to write a readonly database") do
+ * not name it. */
+static void name_path(const char *path, struct gh_err *e)
+{
+	char was[GH_ERR_MSG_MAX];
+	const char *rest;
+
+	if (!e || strstr(e->msg, path))
+		return;
+	memcpy(was, e->msg, sizeof(was));
+	rest = !strncmp(was, "database: ", 10) ? was + 10 : was;
+	gh_err_set(e, e->code, "database %s: %s%s", path, rest,
+		   strstr(rest, "file is not a database")
+			   ? " (database.path must name a gatehouse database, or a file that "
+			     "does not exist yet)" : "");
+}
+
 enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 			   struct gh_err *e)
 {
@@ -869,6 +887,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	return GH_OK;
 fail:
 	gh_store_close(s);
+	name_path(o->path, e);
 	return rc == GH_OK ? GH_E_IO : (e ? e->code : rc);
 }
 

@@ -111,9 +111,11 @@ void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms);
 
 /* ------------------------------------------------------------- threads */
 
-/* A thread as the memory API shows it: {id, resourceId, agentId, title,
- * metadata, createdAt, updatedAt}. GH_E_NOTFOUND when the thread does not
- * exist or belongs to another owner (never tell the two apart). */
+/* Thread ids are unique per owner: a thread is (owner, id), and another
+ * owner's thread with the same id is a different thread, never in the way.
+ *
+ * A thread as the memory API shows it: {id, resourceId, agentId, title,
+ * metadata, createdAt, updatedAt}. GH_E_NOTFOUND when owner has none. */
 enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
 				 cJSON **out, struct gh_err *e);
 /* Threads of owner, newest first, filtered by agent and/or resource (NULL =
@@ -125,8 +127,6 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 enum gh_code gh_store_thread_create(struct gh_store *s, const char *owner, const char *id,
 				    const char *resource_id, const char *agent_id,
 				    const char *title, const cJSON *metadata, struct gh_err *e);
-/* 1 when a thread with this id exists under any owner (ids are global). */
-int gh_store_thread_taken(struct gh_store *s, const char *id);
 /* Any of title/metadata/resource_id may be NULL (unchanged). */
 enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
 				    const char *title, const cJSON *metadata,
@@ -134,10 +134,11 @@ enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const
 /* Deletes the thread with its messages. */
 enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const char *id,
 				    struct gh_err *e);
-/* The last `limit` messages of a thread, oldest first, as CoreMessages
- * {role, content}. */
-enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id, int limit,
-				      cJSON **out, struct gh_err *e);
+/* The last `limit` messages of owner's thread, oldest first, as
+ * CoreMessages {role, content}. */
+enum gh_code gh_store_messages_recent(struct gh_store *s, const char *owner,
+				      const char *thread_id, int limit, cJSON **out,
+				      struct gh_err *e);
 /* One page of a thread's messages, oldest first: {messages:[{id, threadId,
  * resourceId, role, content, type, createdAt, runId}], total, page,
  * perPage, hasMore}. Checks the owner (GH_E_NOTFOUND). */
@@ -347,6 +348,12 @@ struct gh_approval {
 	char *reason;                       /* owned or NULL */
 	cJSON *args;                        /* owned: redacted canonical arguments */
 	int64_t created_at, expires_at, decided_at, executed_at;
+	/* How the approved call ended, as its audit row says: exec_outcome
+	 * "ok", "error" or "not_run" ("" while unknown), the error or why it
+	 * did not run (owned or NULL), when, and that row's seq (0 = none). */
+	char exec_outcome[8];
+	char *exec_error;
+	int64_t exec_finished_at, exec_audit_seq;
 };
 /* Frees what a owns and zeroes it. */
 void gh_approval_clear(struct gh_approval *a);
@@ -372,6 +379,13 @@ enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const 
 				      const struct gh_audit_event *ev, struct gh_err *e);
 /* Sets executed_at once; GH_E_CONFLICT when already set. */
 enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e);
+/* Appends ev (the row saying how approved call id ended) and records on the
+ * approval its outcome ("ok", "error" or "not_run"), error (may be NULL),
+ * the time and the row's seq, in one transaction. The first outcome
+ * recorded stays. */
+enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,
+					   const char *outcome, const char *error,
+					   const struct gh_audit_event *ev, struct gh_err *e);
 /* Marks pending approvals past expiry as expired, appending an "expired"
  * audit row for each, in one transaction; fn gets each (after commit). */
 enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,
@@ -386,16 +400,33 @@ struct gh_admin_user {
 	int64_t created_at, disabled_at, last_login_at;
 };
 
+/* Account changes. Each appends ev (when not NULL) to the audit log in
+ * the change's own transaction: if the row cannot be written, nothing
+ * changes. GH_E_NOTFOUND for an unknown name ("no admin ..."). */
+
 /* GH_E_CONFLICT when the name exists. */
 enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const char *pwhash,
-				   struct gh_err *e);
+				   const struct gh_audit_event *ev, struct gh_err *e);
 enum gh_code gh_store_admin_get(struct gh_store *s, const char *name, struct gh_admin_user *out,
 				struct gh_err *e);
 enum gh_code gh_store_admin_list(struct gh_store *s,
 				 int (*fn)(void *ud, const struct gh_admin_user *u), void *ud,
 				 struct gh_err *e);
-/* Disables the user and ends all their sessions. */
-enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name, struct gh_err *e);
+/* Disables the user and ends all their sessions (*ended, may be NULL:
+ * how many). GH_E_CONFLICT when disabled already. */
+enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name,
+				    const struct gh_audit_event *ev, int *ended, struct gh_err *e);
+/* Enables a disabled user (who then logs in again: their sessions ended
+ * when they were disabled). GH_E_CONFLICT when not disabled. */
+enum gh_code gh_store_admin_enable(struct gh_store *s, const char *name,
+				   const struct gh_audit_event *ev, struct gh_err *e);
+/* Replaces the user's password hash and ends their sessions, all of them
+ * or all but the one whose token hash is keep_session (32 bytes, may be
+ * NULL); *ended (may be NULL) says how many. Disabled users' too. */
+enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
+					 const char *pwhash, const unsigned char *keep_session,
+					 const struct gh_audit_event *ev, int *ended,
+					 struct gh_err *e);
 
 struct gh_admin_session {
 	char user[GH_NAME_MAX + 1];

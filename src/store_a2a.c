@@ -222,29 +222,3 @@ enum gh_code gh_store_a2a_task_save(struct gh_store *s, const struct gh_a2a_task
 	task_json_free(&j);
 	return rc;
 }
-
-/* --------------------------------------------------------------- context */
-
-enum gh_code gh_store_a2a_context_taken(struct gh_store *s, const char *owner,
-					const char *context_id, int *taken, struct gh_err *e)
-{
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND "
-					 "owner <> ?2) OR EXISTS (SELECT 1 FROM a2a_tasks WHERE "
-					 "context_id = ?1 AND owner <> ?2)", e);
-	enum gh_code rc = GH_OK;
-
-	*taken = 0;
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, context_id);
-	store_bind_text(st, 2, owner);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		*taken = sqlite3_column_int(st, 0) != 0;
-	else
-		rc = store_fail(c, "checking an a2a context", e);
-	store_reader_put(s, c);
-	return rc;
-}

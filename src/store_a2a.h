@@ -62,9 +62,4 @@ enum gh_code gh_store_a2a_task_get(struct gh_store *s, const char *owner, const 
 enum gh_code gh_store_a2a_task_save(struct gh_store *s, const struct gh_a2a_task *t,
 				    const char *expect_state, struct gh_err *e);
 
-/* *taken = 1 when context_id names a thread or a task context of another
- * owner (it cannot become owner's context). */
-enum gh_code gh_store_a2a_context_taken(struct gh_store *s, const char *owner,
-					const char *context_id, int *taken, struct gh_err *e);
-
 #endif

@@ -11,8 +11,58 @@
 struct admin_arg {
 	const char *name, *pwhash, *csrf, *remote;
 	const unsigned char *token_hash;
+	const struct gh_audit_event *ev;  /* appended in the same transaction, or NULL */
 	int64_t now, expires;
+	int ended;                        /* sessions ended */
 };
+
+/* The audit row of an account change, in the change's own transaction:
+ * a change the log cannot show does not happen. */
+static enum gh_code audit_in(struct gh_store *s, struct store_conn *w, const struct admin_arg *a,
+			     struct gh_err *e)
+{
+	return a->ev ? store_audit_append_in(s, w, a->ev, NULL, e) : GH_OK;
+}
+
+/* Ends the sessions of a->name, all of them or all but a->token_hash. */
+static enum gh_code end_sessions(struct store_conn *w, struct admin_arg *a, struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, a->token_hash
+					 ? "DELETE FROM admin_sessions WHERE user = ? AND "
+					   "token_hash IS NOT ?"
+					 : "DELETE FROM admin_sessions WHERE user = ?", e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->name);
+	if (a->token_hash)
+		sqlite3_bind_blob(st, 2, a->token_hash, 32, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "ending sessions", e);
+	a->ended = sqlite3_changes(w->db);
+	return GH_OK;
+}
+
+/* After an UPDATE of a->name that changed nothing: GH_E_NOTFOUND when
+ * there is no such admin, else GH_E_CONFLICT with msg. */
+static enum gh_code unchanged(struct store_conn *w, const struct admin_arg *a, const char *msg,
+			      struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, "SELECT 1 FROM admin_users WHERE name = ?", e);
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->name);
+	src = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (src == SQLITE_DONE)
+		return gh_err_set(e, GH_E_NOTFOUND, "no admin \"%s\" (gatehouse admin list shows "
+				  "them)", a->name);
+	if (src != SQLITE_ROW)
+		return store_fail(w, "reading an admin", e);
+	return gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" %s", a->name, msg);
+}
 
 static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
@@ -33,13 +83,13 @@ static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *a
 			gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" already exists", a->name);
 		return rc;
 	}
-	return GH_OK;
+	return audit_in(s, w, a, e);
 }
 
 enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const char *pwhash,
-				   struct gh_err *e)
+				   const struct gh_audit_event *ev, struct gh_err *e)
 {
-	struct admin_arg a = {.name = name, .pwhash = pwhash, .now = gh_now_ms()};
+	struct admin_arg a = {.name = name, .pwhash = pwhash, .ev = ev, .now = gh_now_ms()};
 
 	return store_write(s, create_job, &a, e);
 }
@@ -119,24 +169,86 @@ static enum gh_code disable_job(struct gh_store *s, struct store_conn *w, void *
 		return GH_E_IO;
 	sqlite3_bind_int64(st, 1, a->now);
 	store_bind_text(st, 2, a->name);
+	enum gh_code rc;
+
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_fail(w, "disabling an admin", e);
 	if (sqlite3_changes(w->db) == 0)
-		return gh_err_set(e, GH_E_NOTFOUND, "no enabled admin \"%s\"", a->name);
-	st = store_stmt(w, "DELETE FROM admin_sessions WHERE user = ?", e);
+		return unchanged(w, a, "is disabled already", e);
+	if ((rc = end_sessions(w, a, e)) != GH_OK)
+		return rc;
+	return audit_in(s, w, a, e);
+}
+
+enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name,
+				    const struct gh_audit_event *ev, int *ended, struct gh_err *e)
+{
+	struct admin_arg a = {.name = name, .ev = ev, .now = gh_now_ms()};
+	enum gh_code rc = store_write(s, disable_job, &a, e);
+
+	if (ended)
+		*ended = rc == GH_OK ? a.ended : 0;
+	return rc;
+}
+
+static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct admin_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_users SET disabled_at = NULL WHERE "
+					 "name = ? AND disabled_at IS NOT NULL", e);
+
 	if (!st)
 		return GH_E_IO;
 	store_bind_text(st, 1, a->name);
 	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "ending sessions", e);
-	return GH_OK;
+		return store_fail(w, "enabling an admin", e);
+	if (sqlite3_changes(w->db) == 0)
+		return unchanged(w, a, "is not disabled", e);
+	return audit_in(s, w, a, e);
 }
 
-enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name, struct gh_err *e)
+enum gh_code gh_store_admin_enable(struct gh_store *s, const char *name,
+				   const struct gh_audit_event *ev, struct gh_err *e)
 {
-	struct admin_arg a = {.name = name, .now = gh_now_ms()};
+	struct admin_arg a = {.name = name, .ev = ev, .now = gh_now_ms()};
 
-	return store_write(s, disable_job, &a, e);
+	return store_write(s, enable_job, &a, e);
+}
+
+static enum gh_code password_job(struct gh_store *s, struct store_conn *w, void *arg,
+				 struct gh_err *e)
+{
+	struct admin_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_users SET password_hash = ? "
+					 "WHERE name = ?", e);
+	enum gh_code rc;
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->pwhash);
+	store_bind_text(st, 2, a->name);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "changing a password", e);
+	if (sqlite3_changes(w->db) == 0)
+		return unchanged(w, a, "was not changed", e);
+	if ((rc = end_sessions(w, a, e)) != GH_OK)
+		return rc;
+	return audit_in(s, w, a, e);
+}
+
+enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
+					 const char *pwhash, const unsigned char *keep_session,
+					 const struct gh_audit_event *ev, int *ended,
+					 struct gh_err *e)
+{
+	struct admin_arg a = {.name = name, .pwhash = pwhash, .token_hash = keep_session,
+			      .ev = ev, .now = gh_now_ms()};
+	enum gh_code rc = store_write(s, password_job, &a, e);
+
+	if (ended)
+		*ended = rc == GH_OK ? a.ended : 0;
+	return rc;
 }
 
 static enum gh_code session_create_job(struct gh_store *s, struct store_conn *w, void *arg,

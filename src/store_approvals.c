@@ -15,7 +15,8 @@
 		      "tool_call_id, tool_name, source, args, args_sha256, policy_version, " \
 		      "approver, rule, status, created_at, expires_at, coalesce(decided_at, 0), " \
 		      "coalesce(decided_by, ''), reason, coalesce(executed_at, 0), " \
-		      "coalesce(policy_name, '')"
+		      "coalesce(policy_name, ''), coalesce(exec_outcome, ''), exec_error, " \
+		      "coalesce(exec_finished_at, 0), coalesce(exec_audit_seq, 0)"
 
 void gh_approval_clear(struct gh_approval *a)
 {
@@ -23,6 +24,7 @@ void gh_approval_clear(struct gh_approval *a)
 		return;
 	free(a->rule);
 	free(a->reason);
+	free(a->exec_error);
 	cJSON_Delete(a->args);
 	memset(a, 0, sizeof(*a));
 }
@@ -53,6 +55,11 @@ static int approval_from(sqlite3_stmt *st, struct gh_approval *a)
 		a->reason = gh_strdup((const char *)sqlite3_column_text(st, 19));
 	a->executed_at = sqlite3_column_int64(st, 20);
 	store_col_copy(st, 21, a->policy_name, sizeof(a->policy_name));
+	store_col_copy(st, 22, a->exec_outcome, sizeof(a->exec_outcome));
+	if (sqlite3_column_type(st, 23) != SQLITE_NULL)
+		a->exec_error = gh_strdup((const char *)sqlite3_column_text(st, 23));
+	a->exec_finished_at = sqlite3_column_int64(st, 24);
+	a->exec_audit_seq = sqlite3_column_int64(st, 25);
 	if (!a->args || !a->rule) {
 		gh_approval_clear(a);
 		return -1;
@@ -265,6 +272,45 @@ static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *ar
 enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e)
 {
 	return store_write(s, claim_job, (void *)(uintptr_t)id, e);
+}
+
+struct finish_arg {
+	const char *id, *outcome, *error;
+	const struct gh_audit_event *ev;
+};
+
+static enum gh_code finish_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct finish_arg *a = arg;
+	sqlite3_stmt *st;
+	int64_t seq = 0;
+	enum gh_code rc = store_audit_append_in(s, w, a->ev, &seq, e);
+
+	if (rc != GH_OK)
+		return rc;
+	st = store_stmt(w, "UPDATE approvals SET exec_outcome = ?, exec_error = ?, "
+			   "exec_finished_at = ?, exec_audit_seq = ? WHERE id = ? "
+			   "AND exec_outcome IS NULL", e);
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, a->outcome);
+	store_bind_text(st, 2, a->error);
+	sqlite3_bind_int64(st, 3, gh_now_ms());
+	sqlite3_bind_int64(st, 4, seq);
+	store_bind_text(st, 5, a->id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "recording an approved call's outcome", e);
+	return GH_OK;
+}
+
+enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,
+					   const char *outcome, const char *error,
+					   const struct gh_audit_event *ev, struct gh_err *e)
+{
+	struct finish_arg a = {id, outcome, error, ev};
+
+	return store_write(s, finish_job, &a, e);
 }
 
 struct expire_arg {

@@ -100,7 +100,12 @@ enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[3
 enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_key *out,
 				struct gh_err *e)
 {
-	return key_lookup(s, "SELECT " KEY_COLS " FROM api_keys WHERE id = ?", id, 0, out, e);
+	enum gh_code rc = key_lookup(s, "SELECT " KEY_COLS " FROM api_keys WHERE id = ?", id, 0,
+				     out, e);
+
+	if (rc == GH_E_NOTFOUND)
+		gh_err_set(e, GH_E_NOTFOUND, "no key with id \"%s\"", id);
+	return rc;
 }
 
 enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const struct gh_key *k),

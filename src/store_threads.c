@@ -40,7 +40,8 @@ static void page_fields(cJSON *res, int64_t total, int page, int per_page)
 #define THREAD_COLS "t.id, t.resource_id, t.agent_id, t.title, t.metadata, t.created_at, " \
 		    "t.updated_at"
 #define THREAD_ADMIN_COLS THREAD_COLS ", t.owner, " \
-			  "(SELECT count(*) FROM messages m WHERE m.thread_id = t.id)"
+			  "(SELECT count(*) FROM messages m WHERE m.owner = t.owner AND " \
+			  "m.thread_id = t.id)"
 /* The agent API asks for one owner (and so uses the owner indexes); the
  * admin view's owner NULL means every owner. */
 #define OWNER_IS(n) "t.owner = ?" #n
@@ -76,7 +77,7 @@ enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const ch
 		[STORE_VIEW_API] = "SELECT " THREAD_COLS " FROM threads t "
 				   "WHERE t.id = ?1 AND " OWNER_IS(2),
 		[STORE_VIEW_ADMIN] = "SELECT " THREAD_ADMIN_COLS " FROM threads t "
-				     "WHERE t.id = ?1 AND " OWNER_ANY(2),
+				     "WHERE t.id = ?1 AND " OWNER_ANY(2) " LIMIT 2",
 	};
 	sqlite3_stmt *st = store_stmt(c, sql[v], e);
 	enum gh_code rc = GH_OK;
@@ -89,8 +90,16 @@ enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const ch
 	store_bind_text(st, 2, owner);
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW) {
-		if (!(*out = thread_json(st, v)))
+		if (!(*out = thread_json(st, v))) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		} else if (v == STORE_VIEW_ADMIN && sqlite3_step(st) == SQLITE_ROW) {
+			/* ids are per owner: an admin asking for any owner's
+			 * thread must say whose when several have the id */
+			cJSON_Delete(*out);
+			*out = NULL;
+			rc = gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id "
+					"%s: name the owner", id);
+		}
 	} else if (src == SQLITE_DONE) {
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", id);
 	} else {
@@ -189,21 +198,6 @@ enum gh_code gh_store_thread_list(struct gh_store *s, const char *owner, const c
 {
 	return store_thread_list(s, STORE_VIEW_API, owner, agent_id, resource_id, page, per_page,
 				 out, e);
-}
-
-int gh_store_thread_taken(struct gh_store *s, const char *id)
-{
-	struct store_conn *c = store_reader(s);
-	struct gh_err e;
-	sqlite3_stmt *st = store_stmt(c, "SELECT 1 FROM threads WHERE id = ?", &e);
-	int taken = 1; /* on error, assume taken: never create over it */
-
-	if (st) {
-		store_bind_text(st, 1, id);
-		taken = sqlite3_step(st) != SQLITE_DONE;
-	}
-	store_reader_put(s, c);
-	return taken;
 }
 
 struct thread_arg {
@@ -326,12 +320,13 @@ enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const
 
 /* ------------------------------------------------------------ messages */
 
-enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id, int limit,
-				      cJSON **out, struct gh_err *e)
+enum gh_code gh_store_messages_recent(struct gh_store *s, const char *owner,
+				      const char *thread_id, int limit, cJSON **out,
+				      struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT role, content FROM messages WHERE thread_id = ? "
-					 "ORDER BY seq DESC LIMIT ?", e);
+	sqlite3_stmt *st = store_stmt(c, "SELECT role, content FROM messages WHERE owner = ? AND "
+					 "thread_id = ? ORDER BY seq DESC LIMIT ?", e);
 	cJSON *arr = cJSON_CreateArray();
 	enum gh_code rc = GH_OK;
 	int src;
@@ -341,8 +336,9 @@ enum gh_code gh_store_messages_recent(struct gh_store *s, const char *thread_id,
 		rc = st ? gh_err_set(e, GH_E_NOMEM, "out of memory") : GH_E_IO;
 		goto out;
 	}
-	store_bind_text(st, 1, thread_id);
-	sqlite3_bind_int(st, 2, limit);
+	store_bind_text(st, 1, owner);
+	store_bind_text(st, 2, thread_id);
+	sqlite3_bind_int(st, 3, limit);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 1);
 
@@ -369,9 +365,11 @@ out:
 	return rc;
 }
 
-/* A thread's resource and message count, by id (?1) and owner (?2). */
+/* A thread's resource, message count and owner, by id (?1) and owner (?2);
+ * at most two rows (more than one: several owners have the id). */
 #define THREAD_SIZE "SELECT t.resource_id, (SELECT count(*) FROM messages m " \
-		    "WHERE m.thread_id = t.id) FROM threads t WHERE t.id = ?1 AND "
+		    "WHERE m.owner = t.owner AND m.thread_id = t.id), t.owner " \
+		    "FROM threads t WHERE t.id = ?1 AND "
 
 /* A message row (id, role, content, run_id, created_at, seq) of thread_id;
  * NULL when content is damaged or memory ran out. The agent API adds the
@@ -407,13 +405,13 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 {
 	static const char *const sql_thread[] = {
 		[STORE_VIEW_API] = THREAD_SIZE OWNER_IS(2),
-		[STORE_VIEW_ADMIN] = THREAD_SIZE OWNER_ANY(2),
+		[STORE_VIEW_ADMIN] = THREAD_SIZE OWNER_ANY(2) " LIMIT 2",
 	};
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st;
 	cJSON *res = NULL, *arr;
 	enum gh_code rc = GH_OK;
-	char resource[GH_NAME_MAX + 1];
+	char resource[GH_NAME_MAX + 1], whose[GH_NAME_MAX + 1];
 	int64_t total, offset;
 	int src, limit;
 
@@ -435,6 +433,13 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 	}
 	store_col_copy(st, 0, resource, sizeof(resource));
 	total = sqlite3_column_int64(st, 1);
+	store_col_copy(st, 2, whose, sizeof(whose));
+	if (v == STORE_VIEW_ADMIN && sqlite3_step(st) == SQLITE_ROW) {
+		sqlite3_reset(st);
+		rc = gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id %s: "
+				"name the owner", thread_id);
+		goto out;
+	}
 	sqlite3_reset(st);
 	if (last > 0) {
 		limit = last;
@@ -449,13 +454,15 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 		goto out;
 	}
 	if (!(st = store_stmt(c, "SELECT id, role, content, run_id, created_at, seq FROM messages "
-				 "WHERE thread_id = ? ORDER BY seq LIMIT ? OFFSET ?", e))) {
+				 "WHERE owner = ? AND thread_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+			      e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
-	store_bind_text(st, 1, thread_id);
-	sqlite3_bind_int(st, 2, limit);
-	sqlite3_bind_int64(st, 3, offset);
+	store_bind_text(st, 1, whose);
+	store_bind_text(st, 2, thread_id);
+	sqlite3_bind_int(st, 3, limit);
+	sqlite3_bind_int64(st, 4, offset);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *m = message_json(st, v, thread_id, resource);
 
@@ -528,16 +535,18 @@ static enum gh_code append_messages(struct store_conn *w, const struct gh_run_co
 	const cJSON *m;
 	int64_t seq;
 
-	st = store_stmt(w, "SELECT coalesce(max(seq), 0) FROM messages WHERE thread_id = ?", e);
+	st = store_stmt(w, "SELECT coalesce(max(seq), 0) FROM messages WHERE owner = ? AND "
+			   "thread_id = ?", e);
 	if (!st)
 		return GH_E_IO;
-	store_bind_text(st, 1, c->thread_id);
+	store_bind_text(st, 1, c->owner);
+	store_bind_text(st, 2, c->thread_id);
 	if (sqlite3_step(st) != SQLITE_ROW)
 		return store_fail(w, "reading messages", e);
 	seq = sqlite3_column_int64(st, 0);
 	sqlite3_reset(st);
-	st = store_stmt(w, "INSERT INTO messages (id, thread_id, seq, role, content, run_id, "
-			   "created_at) VALUES (?,?,?,?,?,?,?)", e);
+	st = store_stmt(w, "INSERT INTO messages (id, owner, thread_id, seq, role, content, "
+			   "run_id, created_at) VALUES (?,?,?,?,?,?,?,?)", e);
 	if (!st)
 		return GH_E_IO;
 	cJSON_ArrayForEach(m, c->messages) {
@@ -553,23 +562,25 @@ static enum gh_code append_messages(struct store_conn *w, const struct gh_run_co
 		gh_id_new("msg_", id, sizeof(id));
 		sqlite3_reset(st);
 		store_bind_text(st, 1, id);
-		store_bind_text(st, 2, c->thread_id);
-		sqlite3_bind_int64(st, 3, ++seq);
-		store_bind_text(st, 4, role);
-		store_bind_text(st, 5, content);
-		store_bind_text(st, 6, c->run_id);
-		sqlite3_bind_int64(st, 7, now);
+		store_bind_text(st, 2, c->owner);
+		store_bind_text(st, 3, c->thread_id);
+		sqlite3_bind_int64(st, 4, ++seq);
+		store_bind_text(st, 5, role);
+		store_bind_text(st, 6, content);
+		store_bind_text(st, 7, c->run_id);
+		sqlite3_bind_int64(st, 8, now);
 		src = sqlite3_step(st);
 		free(content);
 		if (src != SQLITE_DONE)
 			return store_fail(w, "appending a message", e);
 	}
 	sqlite3_reset(st);
-	st = store_stmt(w, "UPDATE threads SET updated_at = ? WHERE id = ?", e);
+	st = store_stmt(w, "UPDATE threads SET updated_at = ? WHERE owner = ? AND id = ?", e);
 	if (!st)
 		return GH_E_IO;
 	sqlite3_bind_int64(st, 1, now);
-	store_bind_text(st, 2, c->thread_id);
+	store_bind_text(st, 2, c->owner);
+	store_bind_text(st, 3, c->thread_id);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_fail(w, "touching a thread", e);
 	return GH_OK;

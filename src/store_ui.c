@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_index.h"
 #include "json.h"
 #include "store_int.h"
 #include "util.h"
@@ -24,8 +25,8 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 				 per_page, out, e);
 }
 
-enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
-				struct gh_err *e)
+enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const char *id,
+				cJSON **out, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	sqlite3_stmt *st;
@@ -34,19 +35,20 @@ enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
 	int src;
 
 	*out = NULL;
-	if ((rc = store_thread_read(c, STORE_VIEW_ADMIN, NULL, id, &res, e)) != GH_OK)
+	if ((rc = store_thread_read(c, STORE_VIEW_ADMIN, owner, id, &res, e)) != GH_OK)
 		goto out;
 	if (!(runs = cJSON_AddArrayToObject(res, "runs"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
 	if (!(st = store_stmt(c, "SELECT id, status, agent_id, key_id, created_at, updated_at "
-				 "FROM runs WHERE thread_id = ? ORDER BY created_at DESC, id "
-				 "LIMIT 100", e))) {
+				 "FROM runs WHERE thread_id = ? AND owner = ? "
+				 "ORDER BY created_at DESC, id LIMIT 100", e))) {
 		rc = GH_E_IO;
 		goto out;
 	}
 	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, gh_json_str(res, "owner"));
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *r = cJSON_CreateObject();
 
@@ -74,15 +76,16 @@ out:
 	return rc;
 }
 
-enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int page,
-				  int per_page, int last, cJSON **out, struct gh_err *e)
+enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const char *thread_id,
+				  int page, int per_page, int last, cJSON **out,
+				  struct gh_err *e)
 {
 	*out = NULL;
 	if (last < 0 || last > 100 || (last == 0 && (page < 0 || per_page < 1 ||
 						       per_page > 100)))
 		return gh_err_set(e, GH_E_BADREQ, "last must be 1..100, or page >= 0 and perPage "
 				  "1..100");
-	return store_messages_list(s, STORE_VIEW_ADMIN, NULL, thread_id, page, per_page, last,
+	return store_messages_list(s, STORE_VIEW_ADMIN, owner, thread_id, page, per_page, last,
 				   out, e);
 }
 
@@ -190,6 +193,92 @@ enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh
 		rc = store_fail(c, "counting pending approvals", e);
 	else
 		*n = sqlite3_column_int64(st, 0);
+	store_reader_put(s, c);
+	return rc;
+}
+
+/* Rows the values scan reads past the indexed blocks, at most. */
+#define VALUES_TAIL_ROWS 8192
+
+enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
+				      int (*fn)(void *ud, const char *val), void *ud,
+				      struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st;
+	const char *tail_sql;
+	char *last = NULL;
+	int64_t next = 0;
+	enum gh_code rc = GH_OK;
+	int n = 0, src = SQLITE_DONE, stop = 0;
+
+	/* one statement per column: the statement cache is keyed by the
+	 * literal, and a column name cannot be bound */
+	switch (dim) {
+	case GH_AUDIT_DIM_TOOL:
+		tail_sql = "SELECT DISTINCT tool_name FROM (SELECT tool_name FROM audit_events "
+			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE tool_name <> ''";
+		break;
+	case GH_AUDIT_DIM_EVENT:
+		tail_sql = "SELECT DISTINCT event FROM (SELECT event FROM audit_events "
+			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE event <> ''";
+		break;
+	case GH_AUDIT_DIM_OUTCOME:
+		tail_sql = "SELECT DISTINCT outcome FROM (SELECT outcome FROM audit_events "
+			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE outcome <> ''";
+		break;
+	default:
+		store_reader_put(s, c);
+		return gh_err_set(e, GH_E_INTERNAL, "audit values: unsupported column");
+	}
+	if (store_read_begin(c, e) != 0) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	if ((rc = store_audit_index_next(c, &next, e)) != GH_OK)
+		goto out;
+	/* the indexed blocks: the next value after the last one, by the
+	 * (dim, val) index, until there is none */
+	while (n < max && !stop) {
+		if (!(st = store_stmt(c, "SELECT val FROM audit_postings WHERE dim = ?1 AND "
+					 "val > ?2 ORDER BY val LIMIT 1", e))) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		sqlite3_bind_int(st, 1, dim);
+		store_bind_text(st, 2, last ? last : "");
+		src = sqlite3_step(st);
+		if (src == SQLITE_DONE)
+			break;
+		if (src != SQLITE_ROW) {
+			rc = store_fail(c, "listing audit values", e);
+			goto out;
+		}
+		free(last);
+		if (!(last = gh_strdup((const char *)sqlite3_column_text(st, 0)))) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			goto out;
+		}
+		sqlite3_reset(st);
+		stop = fn(ud, last);
+		n++;
+	}
+	/* the rows not indexed yet (fn sees a value again if it is in both) */
+	if (!(st = store_stmt(c, tail_sql, e))) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, next * GH_AUDIT_BLOCK_ROWS);
+	sqlite3_bind_int(st, 2, VALUES_TAIL_ROWS);
+	while (!stop && n < max && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		stop = fn(ud, (const char *)sqlite3_column_text(st, 0));
+		n++;
+	}
+	if (!stop && n < max && src != SQLITE_DONE)
+		rc = store_fail(c, "listing audit values", e);
+out:
+	free(last);
+	store_read_end(c);
 	store_reader_put(s, c);
 	return rc;
 }

@@ -26,19 +26,22 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 				 const char *resource_id, int page, int per_page, cJSON **out,
 				 struct gh_err *e);
 
-/* One thread of any owner, as in gh_store_ui_threads, plus its runs
- * (newest first, at most 100): runs:[{id, status, agentId, keyId,
- * createdAt, updatedAt}]. GH_E_NOTFOUND when absent. */
-enum gh_code gh_store_ui_thread(struct gh_store *s, const char *id, cJSON **out,
-				struct gh_err *e);
+/* One thread, as in gh_store_ui_threads, plus its runs (newest first, at
+ * most 100): runs:[{id, status, agentId, keyId, createdAt, updatedAt}].
+ * Thread ids are unique per owner: owner NULL finds the thread of any
+ * owner, and is GH_E_CONFLICT when several owners have one with this id.
+ * GH_E_NOTFOUND when absent. */
+enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const char *id,
+				cJSON **out, struct gh_err *e);
 
 /* A thread's messages, oldest first. last > 0: the last `last` messages
  * (page and per_page ignored); else one page. *out is {messages:[{id, seq,
  * threadId, role, content, runId, createdAt}], total, page, perPage,
- * hasMore}; with last, hasMore says older messages exist. GH_E_NOTFOUND when
- * the thread does not exist. */
-enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int page,
-				  int per_page, int last, cJSON **out, struct gh_err *e);
+ * hasMore}; with last, hasMore says older messages exist. owner as in
+ * gh_store_ui_thread. GH_E_NOTFOUND when the thread does not exist. */
+enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const char *thread_id,
+				  int page, int per_page, int last, cJSON **out,
+				  struct gh_err *e);
 
 /* Audit activity since since_ms: *out is {byEvent:{event: n, ...},
  * toolCalls: distinct tool call ids, buckets:[n...]} where buckets has
@@ -47,6 +50,17 @@ enum gh_code gh_store_ui_messages(struct gh_store *s, const char *thread_id, int
  * 1..168. */
 enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t bucket_ms,
 				  int nbuckets, cJSON **out, struct gh_err *e);
+
+/* The distinct values the audit log holds for dim (GH_AUDIT_DIM_TOOL,
+ * _EVENT or _OUTCOME; audit_index.h), for filters that offer them: from the
+ * filter index's postings (one seek per value) and the newest rows not yet
+ * indexed (at most the newest 8192 of them: while an upgraded log is still
+ * being indexed, values only in its older rows show up once indexed). fn
+ * gets each value once, in no particular order, at most max values;
+ * nonzero from fn stops. */
+enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
+				      int (*fn)(void *ud, const char *val), void *ud,
+				      struct gh_err *e);
 
 /* Pending approvals (not yet decided, whether or not past their expiry). */
 enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh_err *e);

@@ -46,7 +46,7 @@ static void excerpt(const struct gh_buf *b, char *out, size_t cap)
 
 enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 			       int (*tick)(void *ud), void *ud, cJSON **result, int *is_error,
-			       struct gh_err *e)
+			       char *detail, size_t detail_cap, struct gh_err *e)
 {
 	struct gh_upstream_header hdrs[34];
 	struct gh_upstream_req req;
@@ -59,6 +59,8 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 
 	*result = NULL;
 	*is_error = 0;
+	if (detail && detail_cap)
+		detail[0] = '\0';
 	body = gh_json_dump(args);
 	if (!body)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
@@ -87,8 +89,11 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 		return gh_err_set(e, GH_E_CANCELLED, "cancelled");
 	}
 	if (rc != GH_OK) {
+		/* the tool's address is for the audit log only */
 		*is_error = 1;
-		r = tool_error("tool %s failed: %s", t->name, ue.msg);
+		r = tool_error("tool %s failed: %s", t->name, resp.error);
+		if (detail && detail_cap)
+			snprintf(detail, detail_cap, "tool %s failed: %s", t->name, ue.msg);
 	} else if (resp.status < 200 || resp.status > 299) {
 		char ex[201];
 

@@ -104,9 +104,12 @@ enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const ch
 /* POSTs args as JSON to the tool's configured URL (never another), with its
  * headers, timeout and response cap; redirects are not followed. The JSON
  * response is the result; a non-2xx status, a timeout or a non-JSON body is
- * a tool error whose message names the status. */
+ * a tool error whose message names the status. The result goes to the
+ * model and the client, so an error names what failed but not the tool's
+ * address; detail (optional, cap bytes; "" when none) gets the whole error
+ * for the audit log. */
 enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 			       int (*tick)(void *ud), void *ud, cJSON **result, int *is_error,
-			       struct gh_err *e);
+			       char *detail, size_t detail_cap, struct gh_err *e);
 
 #endif

@@ -600,12 +600,16 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 {
 	struct curl_slist *headers = NULL;
 	struct handles *h;
-	char origin[ORIGIN_MAX];
+	char origin[ORIGIN_MAX], prefix[ORIGIN_MAX + 16];
 	enum gh_code rc = GH_E_INTERNAL;
 	int max_tries = req->max_retries > 0 ? req->max_retries + 1 : 1;
 	int64_t retry_after;
-	CURLcode cc;
+	CURLcode cc = CURLE_OK;
+	struct gh_err local;
+	size_t n;
 
+	if (!e)
+		e = &local;
 	url_origin(req->url, origin, sizeof(origin));
 	resp->status = 0;
 	resp->content_type[0] = '\0';
@@ -614,14 +618,19 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 	resp->streamed_bytes = 0;
 	resp->captured[0] = '\0';
 	resp->captured_long = 0;
+	resp->error[0] = '\0';
 	gh_buf_reset(&resp->body);
-	if (!req->url || !method_ok(req->method))
-		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
-	if (!(h = handles_get()))
-		return gh_err_set(e, GH_E_NOMEM, "upstream %s: could not create a curl handle",
-				  origin);
+	if (!req->url || !method_ok(req->method)) {
+		rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
+		goto out;
+	}
+	if (!(h = handles_get())) {
+		rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: could not create a curl handle",
+				origin);
+		goto out;
+	}
 	if ((rc = make_headers(req, origin, &headers, e)) != GH_OK)
-		return rc;
+		goto out;
 	for (;;) {
 		resp->attempts++;
 		rc = attempt(h, req, resp, headers, origin, &cc, e);
@@ -644,11 +653,19 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 		resp->retry_after_ms = -1;
 		gh_buf_reset(&resp->body);
 	}
-	if (rc == GH_E_UPSTREAM && is_connect_error(cc) && resp->attempts > 1 && e) {
+	if (rc == GH_E_UPSTREAM && is_connect_error(cc) && resp->attempts > 1) {
 		size_t len = strlen(e->msg);
 
 		snprintf(e->msg + len, sizeof(e->msg) - len, " (%d attempts)", resp->attempts);
 	}
 	headers_free(headers);
+out:
+	if (rc != GH_OK) {
+		/* every message above starts with this prefix */
+		snprintf(prefix, sizeof(prefix), "upstream %s: ", origin);
+		n = strlen(prefix);
+		gh_strlcpy(resp->error, strncmp(e->msg, prefix, n) ? e->msg : e->msg + n,
+			   sizeof(resp->error));
+	}
 	return rc;
 }

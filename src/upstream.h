@@ -13,7 +13,8 @@
  * Never follows redirects. Never sends "Expect: 100-continue". Uses
  * CURLOPT_NOSIGNAL. Error messages name the URL's host and what failed,
  * never a header value (Authorization and provider keys stay out of
- * errors and logs).
+ * errors and logs); the host is for operators: resp->error has what
+ * failed without it, for what tenants see.
  */
 #ifndef GH_UPSTREAM_H
 #define GH_UPSTREAM_H
@@ -78,6 +79,10 @@ struct gh_upstream_resp {
 	char captured[256];         /* req->capture_header's value, "" when absent (a
 				     * longer value is cut: see captured_long) */
 	int captured_long;          /* the value did not fit */
+	/* When gh_upstream_do fails: what failed, without the upstream's
+	 * address ("connection refused"), for messages that reach tenants;
+	 * e has the whole story for logs and the audit log. */
+	char error[192];
 };
 
 /* Initialises r (empty body capped at cap). */
@@ -90,7 +95,7 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r);
  * GH_E_TIMEOUT on timeout, GH_E_CANCELLED when a callback aborted,
  * GH_E_INTERNAL for a header name or value holding CR or LF (never sent).
  * e names the origin, e.g. "upstream http://127.0.0.1:9999: connection
- * refused". */
+ * refused"; resp->error says the same without it ("connection refused"). */
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e);
 

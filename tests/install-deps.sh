@@ -9,16 +9,6 @@ set -eu
 want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO="sudo"
-	else
-		echo "install-deps: run as root or install sudo" >&2
-		exit 1
-	fi
-fi
-
 pkgs="build-essential cmake pkg-config curl sqlite3 libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
 libcjson-dev libsodium-dev"
 if [ "$want_test" -eq 1 ]; then
@@ -35,6 +25,17 @@ for p in $pkgs; do
 		missing="$missing $p"
 	fi
 done
+# Root (or sudo) is needed only when something is missing.
+SUDO=""
+if [ -n "$missing" ] && [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO="sudo"
+	else
+		echo "install-deps: missing:$missing" >&2
+		echo "install-deps: installing them needs root: run this as root or install sudo" >&2
+		exit 1
+	fi
+fi
 if [ -n "$missing" ]; then
 	echo "install-deps: installing$missing"
 	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q

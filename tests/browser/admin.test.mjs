@@ -15,7 +15,7 @@ let browser;
 let key;
 
 before(async () => {
-  ({ fake, gw } = await startAdminGateway({ agents: ['live', 'deny', 'xss', 'race', 'kbd'] }));
+  ({ fake, gw } = await startAdminGateway({ agents: ['live', 'deny', 'xss', 'race', 'kbd', 'fail', 'twins'] }));
   gw.createAdmin('alice', ADMIN_PASSWORD);
   gw.createAdmin('bob', ADMIN_PASSWORD);
   key = gw.createKey('mobile-app', { owner: 'acme' });
@@ -108,7 +108,7 @@ describe('admin UI', () => {
     await c.getByRole('button', { name: 'Approve' }).click();
     await c.getByText('Approved by you').waitFor();
     await c.getByText(/Tool ran at/).waitFor({ timeout: 15000 });
-    await c.getByText('Run completed: “I sent the email.”').waitFor({ timeout: 15000 });
+    await c.getByText('Run completed; the model answered: “I sent the email.”').waitFor({ timeout: 15000 });
     assert.equal(await runStatus(runId), 'completed');
     const calls = (await fake.requests()).filter((r) => r.path === '/tools/send_email');
     assert.equal(calls.length, 1, 'the tool ran exactly once');
@@ -283,6 +283,131 @@ describe('admin UI', () => {
     await page.goto(`${gw.url}/admin/#/audit`);
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     assert.equal(await page.getByRole('heading', { name: 'Audit log' }).count(), 0);
+    await page.context().close();
+  });
+
+  test('a tool that failed shows as failed, with its error, and the run as it ended', T, async () => {
+    const page = await newPage();
+    await login(page, gw, 'alice');
+    // the tool's HTTP target answers with an error
+    await fake.toolScript('send_email', { status: 503, body: { error: 'mail relay down' } });
+    const res = await askForTool(gw, fake, key, {
+      agent: 'fail', args: { to: 'board@example.com', subject: 'Minutes' },
+      after: 'Email sent (I think).',
+    });
+    const c = card(page, 'board@example.com');
+    await c.waitFor();
+    await c.getByRole('button', { name: 'Approve' }).click();
+    await c.getByText('Approved by you').waitFor();
+    const tool = c.locator('.steps li', { hasText: /^Tool failed at .*: tool send_email answered HTTP 503/ });
+    await tool.waitFor({ timeout: 15000 });
+    assert.match(await tool.textContent(), /mail relay down/);
+    assert.equal(await tool.getAttribute('class'), 'failed');
+    assert.equal(await c.getByText(/^Tool ran/).count(), 0, 'never "Tool ran" for a failed tool');
+    // the run completed: what the model said is shown as its words
+    await c.getByText('Run completed; the model answered: “Email sent (I think).”').waitFor({ timeout: 15000 });
+    assert.equal(await runStatus(res.runId), 'completed');
+    // what the card says is what the audit log says
+    const a = await (await fetch(`${gw.url}/api/approvals/${res.approvals[0].id}`, { headers: { authorization: `Bearer ${key}` } })).json();
+    assert.equal(a.execution.status, 'failed');
+    assert.match(a.execution.error, /HTTP 503/);
+    // and the decided tab says it failed
+    await page.getByRole('tab', { name: 'Decided' }).click();
+    const row = page.locator('tbody tr').filter({ has: page.locator('td:nth-child(3)', { hasText: /^fail$/ }) }).first();
+    await row.locator('.badge.bad', { hasText: 'failed' }).waitFor();
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  });
+
+  test('an open audit row closes when the browser goes back or forward', T, async () => {
+    const page = await newPage();
+    await login(page, gw, 'alice');
+    await page.getByRole('heading', { name: 'Approvals' }).waitFor();
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+    await page.locator('table tbody tr').first().click();
+    const dlg = page.getByRole('dialog');
+    await dlg.waitFor();
+    await page.goBack();
+    await page.getByRole('heading', { name: 'Approvals' }).waitFor();
+    await dlg.waitFor({ state: 'detached' });
+    // forward again, open a row, and go forward to... nowhere: back instead
+    await page.goForward();
+    await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+    await page.locator('table tbody tr').first().click();
+    await dlg.waitFor();
+    await page.goBack();
+    await dlg.waitFor({ state: 'detached' });
+    assert.equal(await page.locator('dialog').count(), 0);
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  });
+
+  test('keys are named, and two keys with one name are told apart', T, async () => {
+    const page = await newPage();
+    await login(page, gw, 'alice');
+    await page.getByText('Nothing is waiting for a decision').waitFor();
+    // created after the page loaded its keys: two with the same name, and
+    // an admin key that decides
+    const one = gw.createKey('twin', { owner: 'acme' });
+    const two = gw.createKey('twin', { owner: 'acme' });
+    const bot = gw.createKey('ops-bot', { admin: true });
+    const keys = (await (await fetch(`${gw.url}/api/keys`, { headers: { authorization: `Bearer ${bot}` } })).json()).keys;
+    const twins = keys.filter((k) => k.name === 'twin');
+    assert.equal(twins.length, 2);
+    const res = await askForTool(gw, fake, one, { agent: 'twins', args: { to: 'twin-one@example.com' }, after: 'ok' });
+    const c = card(page, 'twin-one@example.com');
+    await c.waitFor();
+    await c.getByText(/asked by key twin \(gh_/).waitFor();
+    // decided by the admin key, through the API
+    const d = await fetch(`${gw.url}/api/approvals/${res.approvals[0].id}/deny`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${bot}` },
+      body: JSON.stringify({ reason: 'by the bot' }),
+    });
+    assert.equal(d.status, 200);
+    await c.getByText(/^Denied by key ops-bot \(gh_/).waitFor();
+    await page.getByRole('tab', { name: 'Decided' }).click();
+    const row = page.locator('tbody tr', { hasText: 'by the bot' });
+    await row.waitFor();
+    const by = await row.locator('td').nth(5).textContent();
+    assert.match(by, /^key ops-bot \(gh_.{8}…\)$/);
+    assert.doesNotMatch(await row.textContent(), /key:key_/);
+    // the other twin asks too; the audit log's Key column tells them apart
+    await askForTool(gw, fake, two, { agent: 'twins', tool: 'get_weather', args: { city: 'Oslo' }, after: 'Cold.' });
+    await page.goto(`${gw.url}/admin/#/audit?agent=twins`);
+    const cells = page.locator('table tbody tr td:nth-child(7)');
+    await cells.first().waitFor();
+    const labels = new Set((await cells.allTextContents()).filter((t) => t.startsWith('twin')));
+    assert.deepEqual([...labels].sort(), twins.map((k) => `twin ${k.prefix}…`).sort());
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  });
+
+  test('the audit filters offer the values the gateway knows', T, async () => {
+    const page = await newPage();
+    await login(page, gw, 'alice');
+    await page.goto(`${gw.url}/admin/#/audit`);
+    await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+    const options = (label) => page.getByLabel(label, { exact: true }).locator('option').allTextContents();
+    const events = await options('Event');
+    for (const ev of ['Any event', 'approval_requested', 'approved', 'executed', 'failed', 'model_failed', 'admin_login']) {
+      assert.ok(events.includes(ev), `${ev} in ${events}`);
+    }
+    const outcomes = await options('Outcome');
+    for (const oc of ['Any outcome', 'ok', 'error', 'denied']) assert.ok(outcomes.includes(oc), `${oc} in ${outcomes}`);
+    const tools = await options('Tool');
+    for (const t of ['Any tool', 'send_email', 'get_weather', 'memory_save']) assert.ok(tools.includes(t), `${t} in ${tools}`);
+    // choosing one filters the log by it
+    await page.getByLabel('Event', { exact: true }).selectOption('approved');
+    await page.getByLabel('Tool', { exact: true }).selectOption('send_email');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForFunction(() => location.hash.includes('event=approved'));
+    const rows = page.locator('table tbody tr');
+    await rows.first().waitFor();
+    const evs = await rows.locator('td:nth-child(3)').allTextContents();
+    assert.ok(evs.length > 0 && evs.every((e) => e === 'approved'), evs.join());
+    assert.equal(await page.getByLabel('Event', { exact: true }).inputValue(), 'approved');
+    assert.deepEqual(page.errors, []);
     await page.context().close();
   });
 });

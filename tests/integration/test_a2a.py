@@ -115,11 +115,24 @@ class A2ATest(GatewayTest):
             self.assertEqual(old["security"], [{"bearer": []}])
             self.assertIn("client-tools", old["capabilities"]["extensions"][0]["uri"])
 
-        # without public_url the card names the Host the client used
+        # without public_url the card names the listen address, whatever
+        # Host the client sends (a card built from it would send other
+        # clients wherever the asker liked), and serve warns at start
         gw2 = self.gateway(self.cfg(self.model()))
-        st, card, _ = gw2.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})
-        self.assertEqual(card["supportedInterfaces"][0]["url"],
-                         "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+        for host in (None, "evil.example:666", "127.0.0.1:1"):
+            st, card, _ = gw2.get("/.well-known/agent-card.json",
+                                  headers=dict({"A2A-Version": "1.0"},
+                                               **({"Host": host} if host else {})))
+            self.assertEqual(st, 200, card)
+            self.assertEqual(card["supportedInterfaces"][0]["url"],
+                             "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+            self.assertEqual(card["provider"]["url"], "http://127.0.0.1:%d" % gw2.port)
+            st, old, _ = gw2.get("/a2a/assistant/.well-known/agent-card.json",
+                                 headers={"Host": host} if host else None)
+            self.assertEqual(old["url"], "http://127.0.0.1:%d/a2a/assistant" % gw2.port)
+        self.assertIn("server.public_url is not set: A2A agent cards announce "
+                      "http://127.0.0.1:%d" % gw2.port, gw2.logs())
+        self.assertNotIn("server.public_url is not set", gw.logs())
         st, body, _ = gw2.get("/a2a/nobody/.well-known/agent-card.json")
         self.assertEqual(st, 404)
 
@@ -425,9 +438,27 @@ class A2ATest(GatewayTest):
         self.assertNotIn("Secret", json.dumps(e))
         self.err(gw, bob, "CancelTask", {"id": task["id"]}, -32001)
         self.err(gw, bob, "SendMessage", {"message": user_msg("hijack", taskId=task["id"])}, -32001)
-        self.err(gw, bob, "SendMessage",
-                 {"message": user_msg("join", contextId=task["contextId"])}, -32602)
+        # the same for an id no task ever had
+        self.err(gw, bob, "SendMessage", {"message": user_msg("hijack", taskId="task_none")},
+                 -32001)
         self.assertEqual(len(self.fake.requests(model=m)), 1)
+        # contexts are per owner: bob naming alice's context gets one of his
+        # own, exactly as for a context id nobody used; alice's stays hers
+        joined = self.send(gw, bob, "join", contextId=task["contextId"])
+        fresh = self.send(gw, bob, "join", contextId="ctx-nobody-used")
+        for t, ctx in ((joined, task["contextId"]), (fresh, "ctx-nobody-used")):
+            self.assertEqual(t["status"]["state"], "TASK_STATE_COMPLETED", t)
+            self.assertEqual(t["contextId"], ctx)
+        seen = self.fake.requests(model=m)[1]["body"]["messages"]
+        self.assertNotIn("Secret", json.dumps(seen))
+        rows = gw.query("SELECT owner FROM threads WHERE id = ? ORDER BY owner", task["contextId"])
+        self.assertEqual([r["owner"] for r in rows], ["alice", "bob"])
+        self.fake.script(m, {"text": "Still secret."})
+        again = self.send(gw, alice, "And?", contextId=task["contextId"])
+        self.assertEqual(again["status"]["state"], "TASK_STATE_COMPLETED")
+        sent = json.dumps(self.fake.requests(model=m)[-1]["body"]["messages"])
+        self.assertIn("Secret question", sent)
+        self.assertNotIn("join", sent)
         # bob's own context works
         mine = self.send(gw, bob, "My own question")
         self.assertEqual(mine["status"]["state"], "TASK_STATE_COMPLETED")

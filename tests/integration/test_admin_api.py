@@ -172,17 +172,28 @@ class LoginTest(AdminTestBase):
         st, b, _ = Client(gw).request("POST", "/api/admin/login", {"user": "alice"})
         self.assertEqual(st, 400, b)
 
-    def test_failed_logins_are_limited_per_user(self):
-        gw = self.admin_gateway(users=("alice", "bob"))
+    def test_failed_logins_from_one_address_do_not_lock_the_user_out_elsewhere(self):
+        gw = self.admin_gateway(users=("alice", "bob"),
+                                admin={"login_failures_per_user_per_hour": 5})
         for _ in range(3):
             self.assertEqual(Client(gw, "127.0.0.2").login(password="guess guess")[0], 401)
-        # alice is locked from any address, even with her password
-        st, body, h = Client(gw, "127.0.0.3").login()
+        # that address is locked out, even with alice's password ...
+        st, body, h = Client(gw, "127.0.0.2").login()
+        self.assertEqual(st, 429, body)
+        self.assertIn("from this address", body["error"]["message"])
+        # ... but alice still logs in from another one
+        self.assertEqual(Client(gw, "127.0.0.3").login()[0], 200)
+        # failures from several addresses reach the per-user limit (5): then
+        # alice is locked out from everywhere, even with her password
+        self.assertEqual(Client(gw, "127.0.0.3").login(password="guess guess")[0], 401)
+        self.assertEqual(Client(gw, "127.0.0.4").login(password="guess guess")[0], 401)
+        st, body, h = Client(gw, "127.0.0.5").login()
         self.assertEqual(st, 429, body)
         self.assertGreaterEqual(int(h["retry-after"]), 1)
-        self.assertIn("retry after", body["error"]["message"])
+        self.assertIn("too many failed logins for this user from several addresses; retry "
+                      "after", body["error"]["message"])
         # bob, from that same address, is not
-        self.assertEqual(Client(gw, "127.0.0.3").login(user="bob")[0], 200)
+        self.assertEqual(Client(gw, "127.0.0.5").login(user="bob")[0], 200)
 
     def test_failed_logins_are_limited_per_address(self):
         gw = self.admin_gateway()

@@ -9,13 +9,13 @@ import threading
 import time
 import unittest
 
-from harness import GatewayTest, config
+from harness import GatewayTest, config, free_port
 
 
-def setup_config(fake, model, approver="admin", ttl=3600):
+def setup_config(fake, model, approver="admin", ttl=3600, tool_url=None):
     f = fake.url
     tools = {"send_email": {"type": "http", "description": "Send an email",
-                            "url": f + "/tools/send-email",
+                            "url": tool_url or f + "/tools/send-email",
                             "input_schema": {"type": "object",
                                              "properties": {"to": {"type": "string"},
                                                             "body": {"type": "string"}},
@@ -73,6 +73,12 @@ class ApprovalsTest(GatewayTest):
         self.assertEqual([a["id"] for a in lst["approvals"]], [apr["id"]])
         st, one, _ = gw.get("/api/approvals/" + apr["id"], key=admin)
         self.assertEqual(one["runId"], b["runId"])
+        # one time format on the JSON API: ISO-8601, the same in both answers
+        self.assertRegex(apr["expiresAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertEqual(apr["expiresAt"], one["expiresAt"])
+        detail = json.loads(gw.query("SELECT detail FROM audit_events WHERE event = "
+                                     "'approval_requested'")[0]["detail"])
+        self.assertEqual(detail["expires_at"], one["expiresAt"])
         self.assertEqual(len(one["argsSha256"]), 64)
         st, r, _ = gw.get("/api/runs/" + b["runId"], key=key)
         self.assertEqual(r["status"], "suspended")
@@ -118,9 +124,53 @@ class ApprovalsTest(GatewayTest):
         st, a, _ = gw.get("/api/approvals/" + apr["id"], key=admin)
         self.assertEqual(a["status"], "approved")
         self.assertIsNotNone(a["executedAt"])
+        # how the call ended is what its audit row says
+        x = a["execution"]
+        self.assertEqual(x["status"], "succeeded", a)
+        self.assertIsNone(x["error"])
+        self.assertEqual(x["startedAt"], a["executedAt"])
+        self.assertRegex(x["finishedAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        row = gw.query("SELECT event, outcome FROM audit_events WHERE seq = ?", x["auditSeq"])
+        self.assertEqual(row, [{"event": "executed", "outcome": "ok"}])
         # deciding again: 409, naming who decided
         st, e, _ = gw.post("/api/approvals/%s/deny" % apr["id"], {"reason": "late"}, key=admin)
         self.assertEqual(st, 409, e)
+
+    def test_a_failed_execution_is_reported_as_failed(self):
+        # the tool's HTTP target refuses the connection
+        gw, key, admin = self.start(tool_url="http://127.0.0.1:%d/tools/send-email" % free_port())
+        b = self.suspend(gw, key)
+        apr = b["approvals"][0]["id"]
+        st, a, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)
+        self.assertEqual(st, 200, a)
+        self.assertIn(a["execution"]["status"], ("pending", "running", "failed"), a)
+        r = self.wait_run(gw, key, b["runId"], "completed")
+        self.assertEqual(r["output"]["text"], "Email sent.")  # what the model said
+        st, a, _ = gw.get("/api/approvals/" + apr, key=admin)
+        self.assertEqual(st, 200, a)
+        x = a["execution"]
+        self.assertEqual(x["status"], "failed", a)
+        self.assertEqual(x["error"], "tool send_email failed: connection refused")
+        rows = gw.query("SELECT seq, event, outcome, error FROM audit_events "
+                        "WHERE tool_name = 'send_email' AND event IN ('executed', 'failed')")
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual((rows[0]["event"], rows[0]["outcome"]), ("failed", "error"))
+        self.assertEqual(rows[0]["seq"], x["auditSeq"])
+        # the audit row names the tool's address; the model, the client and
+        # the approval's owner hear what failed, not where the tool lives
+        self.assertIn("tool send_email failed: upstream http://127.0.0.1:", rows[0]["error"])
+        self.assertIn("connection refused", rows[0]["error"])
+        last = self.fake.requests(model=self.m)[-1]["body"]["messages"][-1]
+        self.assertEqual(last["role"], "tool")
+        self.assertIn("tool send_email failed: connection refused", last["content"])
+        self.assertNotIn("127.0.0.1", last["content"])
+        # the owner reads the same through the approvals list
+        st, lst, _ = gw.get("/api/approvals?status=approved", key=key)
+        self.assertEqual(lst["approvals"][0]["execution"]["status"], "failed")
+        # an undecided or denied approval has no execution
+        b2 = self.suspend(gw, key)
+        st, a2, _ = gw.get("/api/approvals/" + b2["approvals"][0]["id"], key=admin)
+        self.assertIsNone(a2["execution"])
 
     def test_deny_reaches_the_model_and_the_run_goes_on(self):
         gw, key, admin = self.start()

@@ -126,15 +126,88 @@ class ErrorsTest(GatewayTest):
                          {"status": 500, "body": {"error": {"message": "still boom"}}})
         st, b, _ = self.gen({"messages": "x"})
         self.assertEqual(st, 502, b)
-        self.assertIn("500", b["error"]["message"])
-        self.assertIn("boom", b["error"]["message"])
+        # the provider's name and the status; its own words go to the
+        # log and the audit row
+        self.assertEqual(b["error"]["message"], "provider fake (openai): HTTP 500")
         self.assertEqual(len(self.fake.requests(model=self.m)), 3)  # 1 + 2 retries
+        rows = self.gw.query("SELECT error, reason, outcome FROM audit_events "
+                             "WHERE event = 'model_failed'")
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual(rows[0]["error"], "provider fake (openai): HTTP 500: still boom")
+        self.assertEqual(rows[0]["reason"], "provider fake (openai): HTTP 500")
+        self.assertIn("HTTP 500: still boom", self.gw.logs())
         # 429 then success: retried, honouring Retry-After
         self.fake.script(self.m, {"status": 429, "headers": {"Retry-After": "0"}},
                          {"text": "finally"})
         st, b, _ = self.gen({"messages": "x"})
         self.assertEqual(st, 200, b)
         self.assertEqual(b["text"], "finally")
+
+    def test_upstream_errors_show_tenants_no_address(self):
+        # a provider that refuses connections, and one whose error names
+        # an internal host: every surface tells tenants the provider and
+        # the status, never where it lives or what it said
+        port = free_port()
+        where = "127.0.0.1:%d" % port
+        cfg = config(self.fake, agents={
+            "dead": {"provider": "dead", "model": "m", "memory": {"enabled": True},
+                     "max_steps": 2},
+            "loud": {"provider": "fake", "model": self.m + "-loud", "max_steps": 2}})
+        cfg["providers"]["dead"] = {"type": "openai", "base_url": "http://%s/v1" % where,
+                                    "timeout_ms": 2000, "max_retries": 0}
+        gw = self.gateway(cfg)
+        key = gw.create_key("dave")
+        self.fake.script(self.m + "-loud", {"status": 503, "repeat": True, "body": {
+            "error": {"message": "backend db01.internal:5432 is down"}}})
+        seen = []
+
+        def check(text, provider):
+            seen.append(text)
+            self.assertIn("provider %s (openai)" % provider, text)
+            for secret in (where, "127.0.0.1", "db01.internal", "is down"):
+                self.assertNotIn(secret, text)
+
+        for agent in ("dead", "loud"):
+            status = "connection refused" if agent == "dead" else "HTTP 503"
+            st, b, _ = gw.post("/api/agents/%s/generate" % agent, {"messages": "x"}, key=key)
+            self.assertEqual(st, 502, b)
+            check(json.dumps(b), agent if agent == "dead" else "fake")
+            self.assertIn(status, b["error"]["message"])
+            st, events, raw = gw.stream("/api/agents/%s/stream" % agent, {"messages": "x"},
+                                        key=key)
+            self.assertEqual(st, 200, raw)
+            errs = [json.loads(x) for x in events if x != "[DONE]"]
+            errs = [x for x in errs if x["type"] == "error"]
+            self.assertEqual(len(errs), 1, raw)
+            self.assertIn(status, errs[0]["payload"]["error"]["message"])
+            check(raw, agent if agent == "dead" else "fake")
+            st, b, _ = gw.post("/v1/chat/completions", {
+                "model": agent, "messages": [{"role": "user", "content": "x"}]}, key=key)
+            self.assertEqual(st, 502, b)
+            check(json.dumps(b), agent if agent == "dead" else "fake")
+            st, events, raw = gw.stream("/v1/chat/completions", {
+                "model": agent, "stream": True,
+                "messages": [{"role": "user", "content": "x"}]}, key=key)
+            self.assertIn(status, raw)
+            check(raw, agent if agent == "dead" else "fake")
+            st, b, _ = gw.post("/a2a/" + agent, {
+                "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"message": {"role": "ROLE_USER", "messageId": "m1",
+                                       "parts": [{"text": "x"}]}}}, key=key)
+            self.assertEqual(st, 200, b)
+            self.assertIn(status, json.dumps(b))
+            check(json.dumps(b), agent if agent == "dead" else "fake")
+        # the whole story is in the audit log and the log, for operators
+        rows = gw.query("SELECT agent_id, error, reason FROM audit_events "
+                        "WHERE event = 'model_failed' ORDER BY seq")
+        self.assertEqual(len(rows), 10, rows)
+        dead = [r for r in rows if r["agent_id"] == "dead"]
+        self.assertTrue(all(where in r["error"] and where not in r["reason"] for r in dead))
+        loud = [r for r in rows if r["agent_id"] == "loud"]
+        self.assertTrue(all("db01.internal:5432 is down" in r["error"] for r in loud), loud)
+        gw.stop()
+        self.assertIn(where, gw.logs())
+        self.assertIn("db01.internal:5432", gw.logs())
 
     def test_upstream_timeout(self):
         cfg = config(self.fake, agents=agents(self.m + "-slow"))

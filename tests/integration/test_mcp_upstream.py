@@ -163,7 +163,10 @@ class McpUpstreamTest(GatewayTest):
         return b
 
     def server_state(self, name):
-        for s in self.health()["mcp"]["servers"]:
+        """The admin API's view of an upstream (/healthz shows less)."""
+        st, b, _ = self.gw.get("/api/mcp/servers", key=self.admin)
+        self.assertEqual(st, 200, b)
+        for s in b["servers"]:
             if s["name"] == name:
                 return s
         raise AssertionError("no server " + name)
@@ -488,6 +491,11 @@ class McpUpstreamTest(GatewayTest):
         wait_for(lambda: self.server_state("t")["state"] == "failing", 20, "t failing")
         h = self.health()
         self.assertEqual(h["status"], "degraded")
+        # /healthz (no authentication) says t is failing, not what it said
+        pub = [x for x in h["mcp"]["servers"] if x["name"] == "t"][0]
+        self.assertEqual(pub["state"], "failing")
+        self.assertNotIn("lastError", pub)
+        self.assertNotIn("nonexistent", json.dumps(h))
         t = self.server_state("t")
         self.assertIn("cannot start", t["lastError"])
         self.assertIsNotNone(t["retryInMs"])

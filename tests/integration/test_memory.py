@@ -158,16 +158,50 @@ class MemoryTest(GatewayTest):
         st, b, _ = self.gw.get("/api/memory/threads/" + tid, key=alice)
         self.assertEqual(st, 404)
 
-    def test_generate_on_another_owners_thread_is_404(self):
+    def test_thread_ids_are_per_owner(self):
+        # bob naming alice's thread gets a thread of his own, exactly as for
+        # an id nobody used: no 404 that tells him it exists, no way in
         alice = self.gw.create_key("alice")
         bob = self.gw.create_key("bob")
-        self.fake.script(self.m, {"text": "x"})
-        b = self.gen(alice, "hello", resource="r", thread="secret-thread")
-        st, body, _ = self.gw.post("/api/agents/assistant/generate",
-                                   {"messages": "peek", "memory": {"thread": "secret-thread",
-                                                                   "resource": "r"}}, key=bob)
-        self.assertEqual(st, 404, body)
-        self.assertEqual(len(self.fake.requests(model=self.m)), 1)
+        self.fake.script(self.m, {"text": "x"}, {"text": "y"}, {"text": "z"}, {"text": "w"})
+        self.gen(alice, "my secret is 42", resource="r", thread="secret-thread")
+        answers = []
+        for thread in ("secret-thread", "unused-thread"):
+            st, body, _ = self.gw.post("/api/agents/assistant/generate",
+                                       {"messages": "peek", "memory": {"thread": thread,
+                                                                       "resource": "r"}},
+                                       key=bob)
+            self.assertEqual(st, 200, body)
+            self.assertEqual(body["threadId"], thread)
+            answers.append(body)
+            sent = self.fake.requests(model=self.m)[-1]["body"]["messages"]
+            self.assertNotIn("42", json.dumps(sent))
+        self.assertEqual(set(answers[0]), set(answers[1]))
+        # two threads named secret-thread, one per owner, each with its own messages
+        rows = self.gw.query("SELECT owner, (SELECT count(*) FROM messages m WHERE "
+                             "m.owner = t.owner AND m.thread_id = t.id) AS n FROM threads t "
+                             "WHERE id = 'secret-thread' ORDER BY owner")
+        self.assertEqual(rows, [{"owner": "alice", "n": 2}, {"owner": "bob", "n": 2}])
+        # the memory API: each owner sees their own; creating one with a
+        # name another owner uses works, and one's own name again is a 409
+        for key, first in ((alice, "my secret is 42"), (bob, "peek")):
+            st, p, _ = self.gw.get("/api/memory/threads/secret-thread/messages", key=key)
+            self.assertEqual(st, 200, p)
+            self.assertEqual(p["messages"][0]["content"], first)
+        carol = self.gw.create_key("carol")
+        for tid in ("secret-thread", "brand-new"):
+            st, t, _ = self.gw.post("/api/memory/threads?agentId=assistant",
+                                    {"resourceId": "r", "threadId": tid}, key=carol)
+            self.assertEqual(st, 200, t)
+            self.assertEqual(t["id"], tid)
+            st, b, _ = self.gw.post("/api/memory/threads?agentId=assistant",
+                                    {"resourceId": "r", "threadId": tid}, key=carol)
+            self.assertEqual(st, 409, b)
+        # alice's thread goes on as it was
+        self.gen(alice, "and?", resource="r", thread="secret-thread")
+        sent = json.dumps(self.fake.requests(model=self.m)[-1]["body"]["messages"])
+        self.assertIn("my secret is 42", sent)
+        self.assertNotIn("peek", sent)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,11 @@ class StreamTest(GatewayTest):
         self.assertEqual(len(appr), 1)
         self.assertTrue(appr[0]["payload"]["approvalId"].startswith("apr_"))
         self.assertEqual(cs[-2]["payload"]["stepResult"]["reason"], "suspended")
+        # times are ISO-8601 strings, the same as /api/approvals/:id says
+        st, a, _ = gw.get("/api/approvals/" + appr[0]["payload"]["approvalId"], key=key)
+        self.assertEqual(st, 200, a)
+        self.assertEqual(appr[0]["payload"]["expiresAt"], a["expiresAt"])
+        self.assertRegex(a["expiresAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
     def test_stream_cap_and_plain_requests_still_served(self):
         gw, key = self.start(max_streams=2, threads=8)

@@ -116,6 +116,10 @@ static inline int t_cap_tick(void *ud)
 	return 0;
 }
 
+/* The whole error of the last failed t_chat (req.error_detail): e holds
+ * only what tenants may see. */
+static char t_detail[GH_ERR_MSG_MAX];
+
 /* One chat through t_conf: messages is JSON text, c NULL = no events
  * callbacks. *out is the caller's to free. */
 static inline enum gh_code t_chat(const char *messages, int stream, struct t_capture *c,
@@ -130,6 +134,8 @@ static inline enum gh_code t_chat(const char *messages, int stream, struct t_cap
 	req.model = t_model;
 	req.messages = m;
 	req.stream = stream;
+	req.error_detail = t_detail;
+	req.error_detail_cap = sizeof(t_detail);
 	memset(out, 0, sizeof(*out));
 	gh_err_clear(e);
 	rc = gh_provider_chat(&t_conf, &req, c ? &ev : NULL, out, e);

@@ -94,6 +94,41 @@ static void test_bad_configs(void)
 		 "$.agents.a.max_steps: expected an integer in 1..100"},
 		{"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','temperature':2.5}}}",
 		 "$.agents.a.temperature: expected a number in 0..2"},
+		/* server.listen: a whole HOST:PORT, checked before anything starts */
+		{"{'server':{'listen':'127.0.0.1'}," MIN "}",
+		 "t.json: $.server.listen: expected HOST:PORT (e.g. 127.0.0.1:8080): '127.0.0.1' "
+		 "has no port"},
+		{"{'server':{'listen':'8080'}," MIN "}", "$.server.listen: expected HOST:PORT"},
+		{"{'server':{'listen':':8080'}," MIN "}",
+		 "$.server.listen: ':8080' has no host before the port"},
+		{"{'server':{'listen':''}," MIN "}", "$.server.listen: expected HOST:PORT"},
+		{"{'server':{'listen':'127.0.0.1:'}," MIN "}",
+		 "$.server.listen: '127.0.0.1:': the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:65536'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:80x'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:-1'}," MIN "}",
+		 "the port must be a number in 0..65535"},
+		{"{'server':{'listen':'127.0.0.1:8080,127.0.0.1:8081'}," MIN "}",
+		 "expected one HOST:PORT, not a list"},
+		{"{'server':{'listen':'::1:8080'}," MIN "}",
+		 "'::1:8080': an IPv6 address goes in brackets, e.g. [::1]:8080"},
+		{"{'server':{'listen':'[::1'}," MIN "}", "expected [IPv6]:PORT"},
+		{"{'server':{'listen':'[::1]8080'}," MIN "}", "expected [IPv6]:PORT"},
+		{"{'server':{'listen':'[1.2.3.4]:80'}," MIN "}", "'1.2.3.4' is not an IPv6 address"},
+		{"{'server':{'listen':'127.0.0:80'}," MIN "}", "'127.0.0' is not an IPv4 address"},
+		{"{'server':{'listen':'300.0.0.1:80'}," MIN "}", "'300.0.0.1' is not an IPv4 address"},
+		{"{'server':{'listen':'my host:80'}," MIN "}",
+		 "'my host' is not an IP address or a host name"},
+		{"{'server':{'listen':'-host:80'}," MIN "}", "is not an IP address or a host name"},
+		{"{'server':{'listen':'host-:80'}," MIN "}", "is not an IP address or a host name"},
+		{"{'server':{'listen':'a..b:80'}," MIN "}", "is not an IP address or a host name"},
+		/* the per-user failed-login limit is never below the per-address one */
+		{"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':9},"
+		 MIN "}",
+		 "$.admin.login_failures_per_user_per_hour: 9 is below login_attempts_per_minute "
+		 "(10): it must be at least that"},
 		{"{'server':{'max_body_bytes':1023}," MIN "}",
 		 "$.server.max_body_bytes: expected an integer in 1024..1073741824"},
 		{"{'audit':{'max_args_bytes':100}," MIN "}",
@@ -315,6 +350,12 @@ static void test_boundaries_accepted(void)
 		"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','max_steps':1.0}}}",
 		"{" MIN ",'policies':{'p':{'approval':{'ttl_seconds':10}}}}",
 		"// comment first\n{" MIN "} // and last",
+		"{'server':{'listen':'0.0.0.0:65535'}," MIN "}",
+		"{'admin':{'login_attempts_per_minute':10,'login_failures_per_user_per_hour':10},"
+		MIN "}",
+		"{'server':{'listen':'[::1]:0'}," MIN "}",
+		"{'server':{'listen':'localhost:8080'}," MIN "}",
+		"{'server':{'listen':'gw-1.example.internal:80'}," MIN "}",
 		"{" MIN ",'tools':{" TOOL("t", ",'annotations':{'title':'T',"
 						  "'readOnlyHint':true}") "}}",
 		"{'providers':{'m':{'type':'mock','rules':[{'if_contains':'x',"
@@ -562,6 +603,11 @@ static void test_defaults(void)
 	T_EQ_INT(cfg->admin.session_idle_s, 1800);
 	T_EQ_INT(cfg->admin.session_max_s, 43200);
 	T_EQ_INT(cfg->admin.login_attempts_per_minute, 5);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 30);
+	gh_config_free(cfg);
+	/* the per-user default follows a high per-address limit: six minutes' worth */
+	T_EQ_INT(load("{" MIN ",'admin':{'login_attempts_per_minute':10}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->admin.login_failures_per_user_per_hour, 60);
 	gh_config_free(cfg);
 
 	/* an explicit redact list replaces the defaults; [] turns redaction off */

@@ -165,7 +165,7 @@ static int count_children(void)
 
 static cJSON *status_of(struct gh_mcp *m)
 {
-	cJSON *s = gh_mcp_status_json(m, NULL);
+	cJSON *s = gh_mcp_status_json(m, 0, NULL);
 	cJSON *srv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "servers"), 0);
 
 	cJSON_DetachItemViaPointer(cJSON_GetObjectItemCaseSensitive(s, "servers"), srv);

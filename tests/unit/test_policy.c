@@ -275,6 +275,91 @@ static void test_source_names(void)
 	T_EQ_STR(gh_tool_source_name(GH_SRC_CLIENT), "client");
 }
 
+struct warnings {
+	char msg[16][GH_POLICY_WARN_MAX];
+	int n;
+};
+
+static void collect(void *ud, const char *msg)
+{
+	struct warnings *w = ud;
+
+	if (w->n < 16)
+		gh_strlcpy(w->msg[w->n], msg, sizeof(w->msg[0]));
+	w->n++;
+}
+
+/* Every glob that can match nothing is reported, in the policy's order,
+ * and nothing else: agents against the agents, tool rules against the
+ * server and memory tools, client_tools never. */
+static void test_lint(void)
+{
+	static const char *const want[] = {
+		"policy \"default\": agents \"help*\" matches no agent (the agents are: a, b)",
+		"policy \"default\": tools.allow \"get_*\" matches no server or memory tool",
+		"policy \"default\": tools.allow \"send_*\" matches no server or memory tool",
+		"policy \"default\": tools.allow \"danger_*\" matches no server or memory tool",
+		"policy \"default\": tools.deny \"send_fax\" matches no server or memory tool",
+		"policy \"default\": approval.require \"send_*\" matches no server or memory tool "
+		"(it may be meant for a client tool, which each request declares: that cannot be "
+		"checked here)",
+		"policy \"default\": approval.require \"danger_zone\" matches no server or memory "
+		"tool (it may",
+		"policy \"default\": rate_limits.tool_calls_per_minute \"send_*\" matches no server "
+		"or memory tool (it may",
+		"policy \"default\": rate_limits.tool_calls_per_minute \"send_email\" matches no",
+		"policy \"default\": rate_limits.tool_calls_per_minute \"s?nd_*\" matches no",
+	};
+	struct gh_config *c = conf();
+	struct warnings w;
+	size_t i;
+
+	T_ASSERT(c);
+	memset(&w, 0, sizeof(w));
+	gh_policy_lint(c, gh_config_policy(c, "default"), collect, &w);
+	T_EQ_INT(w.n, GH_ARRAY_LEN(want));
+	for (i = 0; i < GH_ARRAY_LEN(want); i++)
+		if (strncmp(w.msg[i], want[i], strlen(want[i])))
+			T_FAIL("warning %zu: \"%s\", expected \"%s...\"", i, w.msg[i], want[i]);
+	memset(&w, 0, sizeof(w));
+	gh_policy_lint(c, gh_config_policy(c, "closed"), collect, &w);
+	T_EQ_INT(w.n, 0);
+	memset(&w, 0, sizeof(w));
+	gh_policy_lint(c, gh_config_policy(c, "open"), collect, &w);
+	T_EQ_INT(w.n, 1);
+	T_CONTAINS(w.msg[0], "tool_calls_per_minute \"send_email\" matches no server or memory");
+	memset(&w, 0, sizeof(w));
+	gh_policy_lint(c, NULL, collect, &w);
+	T_EQ_INT(w.n, 0);
+	gh_config_free(c);
+}
+
+/* A configured server tool and the memory tools are known tools. */
+static void test_lint_known_tools(void)
+{
+	static const char text[] =
+		"{\"providers\":{\"m\":{\"type\":\"mock\"}},"
+		"\"agents\":{\"assistant\":{\"provider\":\"m\"}},"
+		"\"tools\":{\"send_email\":{\"type\":\"http\",\"description\":\"d\","
+		"\"url\":\"http://127.0.0.1:9/x\",\"input_schema\":{\"type\":\"object\"}}},"
+		"\"policies\":{\"p\":{\"agents\":[\"assist*\",\"asistant\"],"
+		"\"tools\":{\"allow\":[\"send_*\",\"working_memory_update\",\"memroy_*\"]},"
+		"\"client_tools\":{\"allow\":[\"nothing_matches_this\"]}}}}";
+	struct gh_config *c = NULL;
+	struct gh_err e;
+	struct warnings w;
+
+	T_EQ_INT(gh_config_parse("t.json", text, strlen(text), &c, &e), GH_OK);
+	memset(&w, 0, sizeof(w));
+	gh_policy_lint(c, gh_config_policy(c, "p"), collect, &w);
+	T_EQ_INT(w.n, 2);
+	T_EQ_STR(w.msg[0], "policy \"p\": agents \"asistant\" matches no agent (the agents "
+			   "are: assistant)");
+	T_EQ_STR(w.msg[1], "policy \"p\": tools.allow \"memroy_*\" matches no server or memory "
+			   "tool");
+	gh_config_free(c);
+}
+
 T_MAIN(T(test_agents), T(test_tools_table), T(test_approver_and_ttl),
        T(test_client_tool_declaration), T(test_policy_for_key), T(test_tool_limits),
-       T(test_source_names))
+       T(test_source_names), T(test_lint), T(test_lint_known_tools))

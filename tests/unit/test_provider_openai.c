@@ -17,6 +17,7 @@
 #include "t.h"
 #include "t_provider.h"
 #include "upstream.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
 
@@ -300,6 +301,9 @@ static void test_stream_invalid_tool_args(void)
 
 /* Runs a stream that must fail with GH_E_UPSTREAM and a message holding
  * want. */
+/* What the last stream_fails showed tenants. */
+static char last_public[GH_ERR_MSG_MAX];
+
 static void stream_fails(const char *prefix, const char *const *chunks, const char *want)
 {
 	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 0, 0, 0}};
@@ -315,10 +319,12 @@ static void stream_fails(const char *prefix, const char *const *chunks, const ch
 	snprintf(uri, sizeof(uri), "%s/chat/completions", prefix);
 	t_srv_route(&r, uri, rp, 1);
 	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
-	printf("  %s\n", e.msg);
+	printf("  %s\n  %s\n", e.msg, t_detail);
 	T_CONTAINS(e.msg, "provider local (openai): ");
-	T_CONTAINS(e.msg, want);
-	T_ASSERT(!strstr(e.msg, T_KEY));
+	T_CONTAINS(t_detail, "provider local (openai): ");
+	T_CONTAINS(t_detail, want);
+	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(t_detail, T_KEY));
+	gh_strlcpy(last_public, e.msg, sizeof(last_public));
 	T_ASSERT(out.text == NULL && out.ncalls == 0);
 	T_EQ_INT(atomic_load(&r.hits), 1);
 	t_route_close(&r);
@@ -363,6 +369,8 @@ static void test_stream_error_chunk(void)
 		NULL};
 
 	stream_fails("/errchunk", chunks, "model overloaded");
+	/* the upstream's own words stay out of what tenants see */
+	T_EQ_STR(last_public, "provider local (openai): stream error");
 }
 
 static void test_stream_reset(void)
@@ -382,10 +390,13 @@ static void test_stream_reset(void)
 	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 1, 1) == 0);
 	snprintf(t_base_url, sizeof(t_base_url), "%s/v1", raw.base);
 	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_E_UPSTREAM);
-	printf("  %s\n", e.msg);
-	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
+	printf("  %s\n  %s\n", e.msg, t_detail);
+	/* tenants see the provider and what failed; the address is in the detail */
+	T_CONTAINS(e.msg, "provider local (openai): ");
+	T_ASSERT(!strstr(e.msg, "127.0.0.1") && !strstr(e.msg, "upstream"));
+	T_CONTAINS(t_detail, "provider local (openai): upstream http://127.0.0.1:");
 	T_EQ_STR(c.text.data, "partial");
-	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(e.msg, "/v1"));
+	T_ASSERT(!strstr(t_detail, T_KEY) && !strstr(t_detail, "/v1"));
 	t_raw_stop(&raw);
 	T_EQ_INT(atomic_load(&raw.accepted), 1);
 	t_cap_free(&c);
@@ -446,7 +457,8 @@ static void test_http_500_retried_then_reported(void)
 	t_conf.max_retries = 2;
 	t_srv_route(&r, "/e500/chat/completions", rp, 1);
 	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
-	T_EQ_STR(e.msg, "provider local (openai): HTTP 500: The server had an error");
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 500");
+	T_EQ_STR(t_detail, "provider local (openai): HTTP 500: The server had an error");
 	T_EQ_INT(atomic_load(&r.hits), 3);
 	t_route_close(&r);
 	t_provider_teardown();
@@ -467,7 +479,8 @@ static void test_http_error_plain_body(void)
 	t_conf.max_retries = 2;
 	t_srv_route(&r, "/e400/chat/completions", rp, 1);
 	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
-	p = strstr(e.msg, "HTTP 400: ");
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 400");
+	p = strstr(t_detail, "HTTP 400: ");
 	T_ASSERT(p);
 	p += 10;
 	T_EQ_INT(strlen(p), 200);
@@ -513,7 +526,8 @@ static void test_429_exhausted_is_ratelimit(void)
 	t_conf.max_retries = 1;
 	t_srv_route(&r, "/x429/chat/completions", rp, 2);
 	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_RATELIMIT);
-	T_EQ_STR(e.msg, "provider local (openai): HTTP 429: Rate limit reached for requests");
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 429");
+	T_EQ_STR(t_detail, "provider local (openai): HTTP 429: Rate limit reached for requests");
 	T_EQ_INT(e.retry_after, 7);
 	T_EQ_INT(atomic_load(&r.hits), 2);
 	t_route_close(&r);
@@ -533,8 +547,9 @@ static void test_key_echoed_by_upstream_is_redacted(void)
 	t_srv_route(&r, "/e401/chat/completions", rp, 1);
 	T_EQ_INT(t_chat(simple_msgs, 0, NULL, &out, &e), GH_E_UPSTREAM);
 	printf("  %s\n", e.msg);
-	T_ASSERT(!strstr(e.msg, T_KEY));
-	T_CONTAINS(e.msg, "HTTP 401: Incorrect API key provided: [redacted]. Find yours");
+	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(t_detail, T_KEY));
+	T_EQ_STR(e.msg, "provider local (openai): HTTP 401");
+	T_CONTAINS(t_detail, "HTTP 401: Incorrect API key provided: [redacted]. Find yours");
 	t_route_close(&r);
 	t_provider_teardown();
 }
@@ -555,8 +570,10 @@ static void test_timeout(void)
 	ms = t_now_ms() - t0;
 	printf("  %.0f ms: %s\n", ms, e.msg);
 	T_ASSERT(ms < 1500);
-	T_CONTAINS(e.msg, "provider local (openai): upstream http://127.0.0.1:");
-	T_ASSERT(!strstr(e.msg, T_KEY) && !strstr(e.msg, "/slow"));
+	T_CONTAINS(e.msg, "provider local (openai): no complete answer within 300 ms");
+	T_ASSERT(!strstr(e.msg, "127.0.0.1"));
+	T_CONTAINS(t_detail, "provider local (openai): upstream http://127.0.0.1:");
+	T_ASSERT(!strstr(t_detail, T_KEY) && !strstr(t_detail, "/slow"));
 	T_EQ_INT(atomic_load(&r.hits), 1);
 	t_route_close(&r);
 	t_provider_teardown();
@@ -580,8 +597,9 @@ static void test_connection_refused(void)
 	ms = t_now_ms() - t0;
 	printf("  %.0f ms: %s\n", ms, e.msg);
 	T_ASSERT(ms < 1000);
-	T_CONTAINS(e.msg, want);
-	T_ASSERT(!strstr(e.msg, T_KEY));
+	T_EQ_STR(e.msg, "provider local (openai): connection refused (3 attempts)");
+	T_CONTAINS(t_detail, want);
+	T_ASSERT(!strstr(t_detail, T_KEY));
 	t_provider_teardown();
 }
 

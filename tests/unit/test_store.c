@@ -451,9 +451,14 @@ static void test_threads(void)
 					NULL, &e),
 		 GH_E_CONFLICT);
 	T_CONTAINS(e.msg, "thread thr_a already exists");
-	/* another owner cannot take the same id either */
-	T_EQ_INT(gh_store_thread_create(t.s, "bob", "thr_a", "res_1", "assistant", NULL, NULL, &e),
-		 GH_E_CONFLICT);
+	/* ids are per owner: another owner's "thr_a" is a thread of its own */
+	T_EQ_INT(gh_store_thread_create(t.s, "bob", "thr_a", "res_9", "assistant", "Bob's",
+					NULL, &e),
+		 GH_OK);
+	T_EQ_INT(gh_store_thread_get(t.s, "bob", "thr_a", &out, &e), GH_OK);
+	T_EQ_STR(gh_json_str(out, "title"), "Bob's");
+	T_EQ_STR(gh_json_str(out, "resourceId"), "res_9");
+	cJSON_Delete(out);
 	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_OK);
 	T_EQ_STR(gh_json_str(out, "id"), "thr_a");
 	T_EQ_STR(gh_json_str(out, "resourceId"), "res_1");
@@ -462,14 +467,15 @@ static void test_threads(void)
 	T_EQ_STR(gh_json_str(cJSON_GetObjectItem(out, "metadata"), "topic"), "tea");
 	T_EQ_INT(strlen(gh_json_str(out, "createdAt")), 24);
 	cJSON_Delete(out);
-	/* another owner: not found, whether or not it exists */
-	T_EQ_INT(gh_store_thread_get(t.s, "bob", "thr_a", &out, &e), GH_E_NOTFOUND);
+	/* an owner without one: not found, whether or not others have one */
+	T_EQ_INT(gh_store_thread_get(t.s, "carol", "thr_a", &out, &e), GH_E_NOTFOUND);
 	T_ASSERT(out == NULL);
 	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_zz", &out, &e), GH_E_NOTFOUND);
-	/* update: only what is given */
+	/* update: only what is given, only the owner's own thread */
 	T_EQ_INT(gh_store_thread_update(t.s, "alice", "thr_a", "Green tea", NULL, NULL, &e), GH_OK);
-	T_EQ_INT(gh_store_thread_update(t.s, "bob", "thr_a", "Hijack", NULL, NULL, &e),
+	T_EQ_INT(gh_store_thread_update(t.s, "carol", "thr_a", "Hijack", NULL, NULL, &e),
 		 GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_thread_update(t.s, "bob", "thr_a", "Bob's too", NULL, NULL, &e), GH_OK);
 	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_OK);
 	T_EQ_STR(gh_json_str(out, "title"), "Green tea");
 	T_EQ_STR(gh_json_str(cJSON_GetObjectItem(out, "metadata"), "topic"), "tea");
@@ -499,13 +505,19 @@ static void test_threads(void)
 	T_EQ_INT(gh_json_int(out, "total", -1), 4); /* thr_a, thr_0..2 */
 	cJSON_Delete(out);
 	T_EQ_INT(gh_store_thread_list(t.s, "bob", NULL, NULL, 0, 10, &out, &e), GH_OK);
+	T_EQ_INT(gh_json_int(out, "total", -1), 1); /* bob's own thr_a */
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_thread_list(t.s, "carol", NULL, NULL, 0, 10, &out, &e), GH_OK);
 	T_EQ_INT(gh_json_int(out, "total", -1), 0);
 	cJSON_Delete(out);
-	/* delete */
-	T_EQ_INT(gh_store_thread_delete(t.s, "bob", "thr_a", &e), GH_E_NOTFOUND);
+	/* delete: the owner's own thread only */
+	T_EQ_INT(gh_store_thread_delete(t.s, "carol", "thr_a", &e), GH_E_NOTFOUND);
 	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_a", &e), GH_OK);
 	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_a", &e), GH_E_NOTFOUND);
 	T_EQ_INT(gh_store_thread_get(t.s, "alice", "thr_a", &out, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_thread_get(t.s, "bob", "thr_a", &out, &e), GH_OK);
+	T_EQ_STR(gh_json_str(out, "title"), "Bob's too");
+	cJSON_Delete(out);
 	cJSON_Delete(md);
 	t_store_close(&t);
 }
@@ -583,7 +595,7 @@ static void test_runs(void)
 		 GH_E_NOTFOUND);
 	T_CONTAINS(e.msg, "unknown toolCallId call_9");
 	/* the thread got the messages, oldest first */
-	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 10, &out, &e), GH_OK);
+	T_EQ_INT(gh_store_messages_recent(t.s, "alice", "thr_1", 10, &out, &e), GH_OK);
 	T_EQ_INT(cJSON_GetArraySize(out), 2);
 	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "role"), "user");
 	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 0), "content"), "What is the time?");
@@ -608,7 +620,7 @@ static void test_runs(void)
 	c.run_id = "run_404";
 	T_EQ_INT(gh_store_run_commit(t.s, &c, &e), GH_E_NOTFOUND);
 	/* messages appended in order after the first ones */
-	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 3, &out, &e), GH_OK);
+	T_EQ_INT(gh_store_messages_recent(t.s, "alice", "thr_1", 3, &out, &e), GH_OK);
 	T_EQ_INT(cJSON_GetArraySize(out), 3);
 	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 1), "role"), "tool");
 	T_EQ_STR(gh_json_str(cJSON_GetArrayItem(out, 2), "content"), "It is noon.");
@@ -647,7 +659,7 @@ static void test_runs(void)
 	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_3", &row, &e), GH_E_NOTFOUND);
 	/* deleting the thread takes its messages */
 	T_EQ_INT(gh_store_thread_delete(t.s, "alice", "thr_1", &e), GH_OK);
-	T_EQ_INT(gh_store_messages_recent(t.s, "thr_1", 10, &out, &e), GH_OK);
+	T_EQ_INT(gh_store_messages_recent(t.s, "alice", "thr_1", 10, &out, &e), GH_OK);
 	T_EQ_INT(cJSON_GetArraySize(out), 0);
 	cJSON_Delete(out);
 	cJSON_Delete(m1);

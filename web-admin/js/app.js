@@ -7,7 +7,7 @@
 import { api, ApiError, onUnauthorized, setCsrf } from './api.js';
 import { h, replace, startTicker, toast } from './dom.js';
 import { Live } from './live.js';
-import { renderLogin } from './login.js';
+import { openChangePassword, renderLogin } from './login.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as threads from './threads.js';
@@ -51,6 +51,13 @@ const ctx = {
     }
     return this.keyCache;
   },
+  // Loads the keys again when one of ids is not known yet (a key created
+  // since the list was loaded), so labels name every key.
+  async keysFor(ids) {
+    const cache = await this.keys().catch(() => null);
+    if (!cache || [...ids].every((id) => !id || cache.has(id))) return;
+    await this.keys(true).catch(() => {});
+  },
   // Policies, agents and tools from the config (never changes while running).
   async config() {
     if (!this.configCache) this.configCache = await api('/api/policies');
@@ -86,6 +93,8 @@ function renderShell() {
   const links = NAV.map((n) => h('a', { href: `#/${n.path}`, dataset: { nav: n.path } },
     n.label, n.count ? countEl : null));
   const logout = h('button', { type: 'button', class: 'small', onClick: logOut }, 'Log out');
+  const password = h('button', { type: 'button', class: 'small', onClick: () => openChangePassword() },
+    'Change password');
   const main = h('main', { id: 'main', tabindex: '-1' });
   const who = ctx.me.user ? `Signed in as ${ctx.me.user}` : `Admin key ${ctx.me.keyName || ''}`;
   replace(app,
@@ -93,7 +102,8 @@ function renderShell() {
       h('a', { class: 'brand', href: '#/approvals' },
         h('img', { src: '/admin/favicon.svg', alt: '' }), 'gatehouse', h('small', null, 'admin')),
       h('nav', { class: 'nav', 'aria-label': 'Main' }, links),
-      h('div', { class: 'session' }, liveEl, h('span', { class: 'hide-narrow' }, who), ctx.me.user ? logout : null)),
+      h('div', { class: 'session' }, liveEl, h('span', { class: 'hide-narrow' }, who),
+        ctx.me.user ? password : null, ctx.me.user ? logout : null)),
     main);
   shell = { main, countEl, liveEl, links };
   const setCount = () => {

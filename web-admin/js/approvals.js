@@ -4,7 +4,7 @@
 
 import { api, withQuery } from './api.js';
 import {
-  ago, argsView, fmtTime, h, message, replace, route, routeQuery, shortId, tablist, toast, until,
+  ago, argsView, fmtTime, h, message, replace, routeQuery, shortId, tablist, threadRoute, toast, until,
 } from './dom.js';
 
 const FOLLOW_MS = 60000;
@@ -12,7 +12,7 @@ const POLL_MS = 700;
 
 export async function render(main, ctx, { match }) {
   const tab = match[0] === 'decided' ? 'decided' : 'pending';
-  await ctx.keys().catch(() => {});
+  await ctx.keysFor(keyIds(ctx.live.list()));
 
   const pendingCount = h('span', { class: 'count zero' }, String(ctx.live.pending.size));
   const tabs = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Approvals' },
@@ -70,13 +70,16 @@ function pendingPanel(panel, ctx) {
   for (const a of ctx.live.list()) add(a, false);
   refreshEmpty();
 
-  const onRequested = (ev) => {
+  const onRequested = async (ev) => {
+    await ctx.keysFor(keyIds([ev.detail]));
     add(ev.detail, true);
     toast(`New approval request: ${ev.detail.toolName}`);
   };
-  const onDecided = (ev) => {
+  const onDecided = async (ev) => {
     const c = cards.get(ev.detail.id);
-    if (c) c.decidedElsewhere(ev.detail);
+    if (!c) return;
+    await ctx.keysFor(keyIds([ev.detail]));
+    c.decidedElsewhere(ev.detail);
   };
   const onChange = (ev) => {
     if (ev.detail.reason !== 'snapshot') return;
@@ -96,10 +99,24 @@ function pendingPanel(panel, ctx) {
   };
 }
 
+// Who decided, for people: "you", "admin:<user>", or an API key by name
+// and prefix (decidedBy is "key:<id>").
 function whoDecided(ctx, by) {
   if (!by) return 'someone';
   if (ctx.me.user && by === `admin:${ctx.me.user}`) return 'you';
+  if (by.startsWith('key:')) return `key ${ctx.keyLabel(by.slice(4))}`;
+  if (by === 'system') return 'expiry';
   return by;
+}
+
+// The key ids an approval mentions (who asked, who decided).
+function keyIds(list) {
+  const ids = new Set();
+  for (const a of list) {
+    if (a.keyId) ids.add(a.keyId);
+    if (a.decidedBy && a.decidedBy.startsWith('key:')) ids.add(a.decidedBy.slice(4));
+  }
+  return ids;
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -118,6 +135,27 @@ async function runStored(runId) {
   }
 }
 
+// The "tool" step of a decided card from the approval's execution, as the
+// gateway recorded it with the call's audit row: [text, state], state ''
+// while the call has not finished.
+function toolStep(x) {
+  const at = (t) => (t ? ` at ${fmtTime(t)}` : '');
+  switch (x && x.status) {
+    case 'succeeded':
+      return [`Tool ran${at(x.finishedAt)}`, 'done'];
+    case 'failed':
+      return [`Tool failed${at(x.finishedAt)}${x.error ? `: ${x.error}` : ''}`, 'failed'];
+    case 'not_run':
+      return [`Tool not run${x.error ? `: ${x.error}` : ''}`, 'failed'];
+    case 'released':
+      return ['Handed to the client to run; waiting for its result…', ''];
+    case 'running':
+      return [`Tool running since ${fmtTime(x.startedAt)}…`, ''];
+    default:
+      return ['Waiting for the tool to run…', ''];
+  }
+}
+
 function contextView(a, open) {
   const body = h('div', { class: 'messages' }, h('p', { class: 'sub' }, 'Loading…'));
   const details = h('details', { open },
@@ -128,7 +166,7 @@ function contextView(a, open) {
     loaded = true;
     try {
       await runStored(a.runId);
-      const r = await api(withQuery(`/api/admin/threads/${encodeURIComponent(a.threadId)}/messages`, { last: 6 }));
+      const r = await api(withQuery(`/api/admin/threads/${encodeURIComponent(a.threadId)}/messages`, { last: 6, owner: a.owner }));
       replace(body, r.messages.length ? r.messages.map(message) : h('p', { class: 'sub' }, 'No messages yet.'),
         r.hasMore ? h('p', { class: 'sub' }, `${r.total - r.messages.length} earlier messages not shown.`) : null);
     } catch (err) {
@@ -173,7 +211,7 @@ function approvalCard(a, ctx, openContext) {
         h('h4', null, 'Context'),
         h('dl', { class: 'kv' },
           h('dt', null, 'Run'), h('dd', null, h('a', { href: routeQuery('audit', { run: a.runId }) }, h('code', null, shortId(a.runId)))),
-          h('dt', null, 'Thread'), h('dd', null, a.threadId ? h('a', { href: route('threads', a.threadId) }, h('code', null, shortId(a.threadId))) : '—'),
+          h('dt', null, 'Thread'), h('dd', null, a.threadId ? h('a', { href: threadRoute(a.threadId, a.owner) }, h('code', null, shortId(a.threadId))) : '—'),
           h('dt', null, 'Policy'), h('dd', null, `${a.policy || 'default'} (${a.policyVersion || '—'})`),
           h('dt', null, 'Tool call'), h('dd', null, h('code', null, shortId(a.toolCallId)))),
         a.threadId ? contextView(a, openContext) : null)),
@@ -214,7 +252,7 @@ function approvalCard(a, ctx, openContext) {
     const list = h('ul', { class: 'steps' },
       step('decision', 'Decision recorded in the audit log', 'done'),
       ap.status === 'approved'
-        ? step('tool', ap.executedAt ? `Tool ran at ${fmtTime(ap.executedAt)}` : 'Waiting for the tool to run…', ap.executedAt ? 'done' : '')
+        ? step('tool', ...toolStep(ap.execution))
         : step('tool', 'Tool not run; the model is told the call was refused', 'done'),
       step('run', 'Run continuing…', ''));
     const dismiss = h('button', { type: 'button', class: 'small', onClick: () => { c.stop(); c.onDismiss(); } }, 'Dismiss');
@@ -231,12 +269,14 @@ function approvalCard(a, ctx, openContext) {
     follow(ap);
   };
 
-  // Polls the run (and the approval, for executedAt) until the run settles.
+  // Polls the run and the approval (for how the tool call ended) until
+  // both have settled.
   const follow = (ap) => {
     const t0 = Date.now();
     const tick = async () => {
       c.timer = null;
       let run = null;
+      let toolSettled = ap.status !== 'approved';
       try {
         const [r, cur] = await Promise.all([
           api(`/api/runs/${encodeURIComponent(ap.runId)}`),
@@ -244,7 +284,10 @@ function approvalCard(a, ctx, openContext) {
         ]);
         run = r;
         if (cur.status === 'approved') {
-          step('tool', cur.executedAt ? `Tool ran at ${fmtTime(cur.executedAt)}` : 'Waiting for the tool to run…', cur.executedAt ? 'done' : '');
+          const [text, state] = toolStep(cur.execution);
+          step('tool', text, state);
+          toolSettled = state !== '';
+          card.classList.toggle('tool-failed', state === 'failed');
         }
       } catch (err) {
         step('run', `Could not read the run: ${err.message}`, 'failed');
@@ -255,7 +298,7 @@ function approvalCard(a, ctx, openContext) {
       let settled = true;
       if (st === 'completed') {
         const text = run.output && typeof run.output.text === 'string' ? run.output.text : '';
-        step('run', text ? `Run completed: “${text.length > 200 ? `${text.slice(0, 200)}…` : text}”` : 'Run completed', 'done');
+        step('run', text ? `Run completed; the model answered: “${text.length > 200 ? `${text.slice(0, 200)}…` : text}”` : 'Run completed', 'done');
       } else if (st === 'failed' || st === 'cancelled') {
         step('run', `Run ${st}${run.error ? `: ${run.error}` : ''}`, 'failed');
       } else if (st === 'waiting') {
@@ -266,7 +309,7 @@ function approvalCard(a, ctx, openContext) {
         step('run', 'Run continuing…', '');
         settled = false;
       }
-      if (!settled && Date.now() - t0 < FOLLOW_MS) c.timer = setTimeout(tick, POLL_MS);
+      if ((!settled || !toolSettled) && Date.now() - t0 < FOLLOW_MS) c.timer = setTimeout(tick, POLL_MS);
     };
     tick();
   };
@@ -316,13 +359,23 @@ function approvalCard(a, ctx, openContext) {
 
 // ------------------------------------------------------------- decided
 
+// How an approved call ended, for the table: a badge, with the error (if
+// any) as its tooltip; "—" for calls that were not approved.
+function executionCell(x) {
+  const ex = x.execution;
+  if (!ex) return '—';
+  const [text, state] = toolStep(ex);
+  const label = { succeeded: 'ran', failed: 'failed', not_run: 'not run', released: 'sent to client', running: 'running' }[ex.status] || 'waiting';
+  return h('span', { class: `badge ${state === 'done' ? 'ok' : state === 'failed' ? 'bad' : 'info'}`, title: text.slice(0, 300) }, label);
+}
+
 async function decidedPanel(panel, ctx) {
   const tbody = h('tbody');
   const table = h('div', { class: 'table-wrap' },
     h('table', null,
       h('caption', { class: 'visually-hidden' }, 'Decided approvals, newest first'),
       h('thead', null, h('tr', null,
-        ['Decided', 'Tool', 'Agent', 'Asked by', 'Decision', 'By', 'Reason', 'Tool ran'].map((t) => h('th', { scope: 'col' }, t)))),
+        ['Decided', 'Tool', 'Agent', 'Asked by', 'Decision', 'By', 'Reason', 'Tool call'].map((t) => h('th', { scope: 'col' }, t)))),
       tbody));
   const empty = h('div', { class: 'empty', hidden: true }, h('strong', null, 'No decisions yet'));
   panel.appendChild(table);
@@ -332,15 +385,16 @@ async function decidedPanel(panel, ctx) {
     const r = await api(withQuery('/api/approvals', { limit: 200 }));
     const rows = r.approvals.filter((x) => x.status !== 'pending')
       .sort((x, y) => String(y.decidedAt || y.expiresAt).localeCompare(String(x.decidedAt || x.expiresAt)));
+    await ctx.keysFor(keyIds(rows));
     replace(tbody, rows.map((x) => h('tr', null,
       h('td', { class: 'nowrap' }, x.decidedAt ? ago(x.decidedAt) : ago(x.expiresAt)),
       h('td', null, h('code', null, x.toolName)),
       h('td', null, x.agentId),
       h('td', null, ctx.keyLabel(x.keyId)),
       h('td', null, h('span', { class: `badge ${x.status === 'approved' ? 'ok' : 'bad'}` }, x.status)),
-      h('td', null, x.decidedBy ? whoDecided(ctx, x.decidedBy) : 'expiry'),
+      h('td', null, whoDecided(ctx, x.decidedBy || 'system')),
       h('td', null, x.reason ? h('span', { class: 'trunc', title: x.reason.slice(0, 300) }, x.reason) : '—'),
-      h('td', { class: 'nowrap' }, x.executedAt ? fmtTime(x.executedAt) : '—'),
+      h('td', null, executionCell(x)),
     )));
     table.hidden = rows.length === 0;
     empty.hidden = rows.length > 0;

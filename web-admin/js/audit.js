@@ -3,16 +3,11 @@
 
 import { api, withQuery } from './api.js';
 import {
-  argsView, fmtShort, fmtTime, h, longValue, replace, route, routeQuery, shortId, trunc,
+  argsView, fmtShort, fmtTime, h, longValue, openModal, replace, routeQuery, shortId, threadRoute, trunc,
 } from './dom.js';
 
-const FILTERS = ['from', 'to', 'key', 'agent', 'thread', 'run', 'tool', 'event', 'outcome'];
+const FILTERS = ['from', 'to', 'key', 'agent', 'thread', 'run', 'tool', 'event', 'outcome', 'owner'];
 const PAGE = 50;
-const EVENTS = ['allowed', 'denied', 'rate_limited', 'approval_requested', 'approved', 'expired',
-  'executed', 'failed', 'client_result', 'key_created', 'key_revoked', 'admin_login',
-  'admin_login_failed', 'admin_logout', 'admin_created', 'admin_disabled', 'policy_reload'];
-const OUTCOMES = ['ok', 'error', 'allowed', 'denied', 'pending', 'approved', 'rate_limited', 'expired'];
-const MEMORY_TOOLS = ['memory_save', 'memory_search', 'memory_delete', 'working_memory_update'];
 
 // Cursors of the pages before the current one, per filter.
 let pages = { filter: '', stack: [] };
@@ -43,10 +38,6 @@ function fromLocalInput(v) {
 function field(id, label, control, hint) {
   return h('div', { class: 'field' }, h('label', { for: id }, label), control,
     hint ? h('span', { class: 'hint' }, hint) : null);
-}
-
-function datalist(id, values) {
-  return h('datalist', { id }, values.map((v) => h('option', { value: v })));
 }
 
 function select(id, current, options, anyLabel) {
@@ -124,7 +115,7 @@ export function rowDetail(row, ctx) {
   ].filter(([, v]) => v !== null && v !== undefined && v !== '');
   const links = [];
   if (row.runId) links.push(h('a', { href: routeQuery('audit', { run: row.runId }) }, 'All rows of this run'));
-  if (row.threadId) links.push(h('a', { href: route('threads', row.threadId) }, 'Open the thread'));
+  if (row.threadId) links.push(h('a', { href: threadRoute(row.threadId, row.owner) }, 'Open the thread'));
   const dlg = h('dialog', { 'aria-labelledby': 'audit-detail-title' },
     h('div', { class: 'dialog-head' }, title, close),
     h('div', { class: 'dialog-body' },
@@ -138,11 +129,9 @@ export function rowDetail(row, ctx) {
           h('dt', null, 'Hash'), h('dd', { class: 'mono' }, row.hash || '—'))),
       links.length ? h('p', { class: 'toolbar' }, links) : null));
   close.addEventListener('click', () => dlg.close());
-  dlg.addEventListener('close', () => dlg.remove());
-  // links navigate away: close first so the page underneath is usable
+  // a link to where the page already is changes nothing: close anyway
   for (const a of links) a.addEventListener('click', () => dlg.close());
-  document.body.appendChild(dlg);
-  dlg.showModal();
+  openModal(dlg);
   close.focus();
 }
 
@@ -150,6 +139,15 @@ export function rowDetail(row, ctx) {
 function clamp(text) {
   const s = String(text);
   return h('span', { class: 'clamp', title: s.length > 300 ? `${s.slice(0, 300)}…` : s }, s);
+}
+
+// A key by name and prefix: two keys may share a name. The full id is in
+// the tooltip.
+function keyCell(ctx, id) {
+  const k = ctx.keyCache && ctx.keyCache.get(id);
+  if (!k) return h('span', { class: 'trunc mono', title: id }, shortId(id));
+  return h('span', { class: 'key-label', title: `${k.name} · ${k.prefix}… · ${id}` },
+    h('span', { class: 'trunc' }, k.name), ' ', h('span', { class: 'mono sub' }, `${k.prefix}…`));
 }
 
 // A table of audit rows (also used by the thread page).
@@ -165,7 +163,7 @@ export function rowsTable(rows, ctx, { caption, compact = false } = {}) {
       h('td', null, r.outcome || '—'),
       h('td', null, r.toolName ? h('code', null, trunc(r.toolName)) : '—'),
       compact ? null : h('td', null, r.agentId ? trunc(r.agentId) : '—'),
-      compact ? null : h('td', null, r.keyId ? h('span', { class: 'trunc', title: ctx.keyLabel(r.keyId) }, ctx.keyName(r.keyId)) : r.adminUser ? `admin ${r.adminUser}` : '—'),
+      compact ? null : h('td', null, r.keyId ? keyCell(ctx, r.keyId) : r.adminUser ? `admin ${r.adminUser}` : '—'),
       compact ? null : h('td', { class: 'mono' }, r.runId ? shortId(r.runId) : '—'),
       h('td', { class: 'hide-narrow' }, r.reason || r.error ? clamp(r.error || r.reason) : '—'));
     tr.addEventListener('click', () => rowDetail(r, ctx));
@@ -183,6 +181,10 @@ export function rowsTable(rows, ctx, { caption, compact = false } = {}) {
 export async function render(main, ctx, { params }) {
   const cfg = await ctx.config().catch(() => ({ agents: [], tools: [] }));
   const keys = await ctx.keys().catch(() => new Map());
+  // the values the gateway knows: its events and outcomes, and the tools
+  // configured or named in the log
+  const known = await api('/api/audit/values').catch(() => ({ events: [], outcomes: [], tools: [] }));
+  const pairs = (list) => list.map((v) => [v, v]);
   const f = {};
   for (const k of FILTERS) f[k] = params.get(k) || '';
   const cursor = params.get('cursor') || '';
@@ -197,9 +199,10 @@ export async function render(main, ctx, { params }) {
     agent: select('f-agent', f.agent, (cfg.agents || []).map((a) => [a.id, a.id]), 'Any agent'),
     thread: h('input', { id: 'f-thread', value: f.thread, placeholder: 'thread id', spellcheck: 'false' }),
     run: h('input', { id: 'f-run', value: f.run, placeholder: 'run_…', spellcheck: 'false' }),
-    tool: h('input', { id: 'f-tool', value: f.tool, list: 'tool-names', spellcheck: 'false' }),
-    event: h('input', { id: 'f-event', value: f.event, list: 'event-names', spellcheck: 'false' }),
-    outcome: h('input', { id: 'f-outcome', value: f.outcome, list: 'outcome-names', spellcheck: 'false' }),
+    owner: h('input', { id: 'f-owner', value: f.owner, placeholder: 'owner', spellcheck: 'false' }),
+    tool: select('f-tool', f.tool, pairs(known.tools), 'Any tool'),
+    event: select('f-event', f.event, pairs(known.events), 'Any event'),
+    outcome: select('f-outcome', f.outcome, pairs(known.outcomes), 'Any outcome'),
   };
   const apply = (over = {}) => {
     const q = {};
@@ -213,9 +216,7 @@ export async function render(main, ctx, { params }) {
     field('f-key', 'Key', inputs.key), field('f-agent', 'Agent', inputs.agent),
     field('f-tool', 'Tool', inputs.tool), field('f-event', 'Event', inputs.event),
     field('f-outcome', 'Outcome', inputs.outcome), field('f-thread', 'Thread', inputs.thread),
-    field('f-run', 'Run', inputs.run),
-    datalist('tool-names', [...new Set([...(cfg.tools || []).map((t) => t.name), ...MEMORY_TOOLS])]),
-    datalist('event-names', EVENTS), datalist('outcome-names', OUTCOMES),
+    field('f-run', 'Run', inputs.run), field('f-owner', 'Owner', inputs.owner),
     h('div', { class: 'quick' }, h('span', null, 'Time range:'),
       quick('Last hour', 3600e3), quick('Last 24 h', 86400e3), quick('Last 7 days', 7 * 86400e3), quick('All time', 0)),
     h('div', { class: 'actions' },
@@ -237,6 +238,7 @@ export async function render(main, ctx, { params }) {
     chainView(ctx), form, results);
 
   const r = await api(withQuery('/api/audit', { ...q, limit: PAGE, cursor }));
+  await ctx.keysFor(r.rows.map((x) => x.keyId));
   const pager = h('div', { class: 'pager' },
     h('span', null, r.rows.length
       ? `Rows ${r.rows[0].seq} to ${r.rows[r.rows.length - 1].seq}${Object.keys(q).length ? ' matching the filter' : ''}`

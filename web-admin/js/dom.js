@@ -74,6 +74,15 @@ export function route(...parts) {
   return '#/' + parts.map((p) => encodeURIComponent(p)).join('/');
 }
 
+// A thread's page: thread ids are unique per owner, so the owner is part
+// of the address.
+export function threadRoute(id, owner, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries({ owner, ...params })) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return route('threads', id) + (s ? `?${s}` : '');
+}
+
 export function routeQuery(path, params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
@@ -283,6 +292,23 @@ export function toast(text, kind) {
 
 // --------------------------------------------------------------- dialogs
 
+// Shows dlg as a modal dialog (appended to the page, removed when it
+// closes). It belongs to the page it was opened on: navigating away (a
+// link, the browser's Back or Forward) closes it.
+export function openModal(dlg) {
+  const close = () => { if (dlg.open) dlg.close(); };
+  window.addEventListener('hashchange', close);
+  window.addEventListener('popstate', close);
+  dlg.addEventListener('close', () => {
+    window.removeEventListener('hashchange', close);
+    window.removeEventListener('popstate', close);
+    dlg.remove();
+  });
+  document.body.appendChild(dlg);
+  dlg.showModal();
+  return dlg;
+}
+
 // A modal confirmation; resolves true when confirmed.
 export function confirmDialog({ title, body, confirm = 'Confirm', danger = false }) {
   return new Promise((resolve) => {
@@ -296,9 +322,8 @@ export function confirmDialog({ title, body, confirm = 'Confirm', danger = false
     let result = false;
     ok.addEventListener('click', () => { result = true; dlg.close(); });
     cancel.addEventListener('click', () => dlg.close());
-    dlg.addEventListener('close', () => { dlg.remove(); resolve(result); });
-    document.body.appendChild(dlg);
-    dlg.showModal();
+    dlg.addEventListener('close', () => resolve(result));
+    openModal(dlg);
     cancel.focus();
   });
 }

@@ -65,7 +65,7 @@ export async function render(main, ctx) {
         });
       }
       return h('tr', { class: k.revokedAt ? 'revoked' : null },
-        h('td', { class: 'mono nowrap' }, `${k.prefix}…`),
+        h('td', { class: 'mono nowrap', title: k.id }, `${k.prefix}…`),
         h('td', null, trunc(k.name)),
         h('td', null, trunc(k.owner)),
         h('td', null, k.policy, k.role === 'admin' ? [' ', h('span', { class: 'badge info' }, 'admin')] : null),

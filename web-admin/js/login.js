@@ -1,7 +1,12 @@
-// The sign-in page: user name and password -> session cookie + CSRF token.
+// The sign-in page (user name and password -> session cookie + CSRF token),
+// and the dialog in which a signed-in admin changes their own password.
 
 import { api } from './api.js';
-import { h, replace } from './dom.js';
+import { h, replace, toast } from './dom.js';
+
+// What the server asks of a password (GH_ADMIN_PASSWORD_MIN/MAX).
+export const PASSWORD_MIN = 10;
+const PASSWORD_MAX = 1024;
 
 export function renderLogin(root, { message, onLogin }) {
   const user = h('input', { id: 'login-user', name: 'username', autocomplete: 'username', required: true, autocapitalize: 'none', spellcheck: 'false' });
@@ -56,4 +61,69 @@ export function renderLogin(root, { message, onLogin }) {
         form,
         h('p', { class: 'sub' }, 'Accounts are made with ', h('code', null, 'gatehouse admin create'), '.'))));
   user.focus();
+}
+
+// "Change password": the current password, the new one twice. The server
+// ends the admin's other sessions; this one goes on.
+export function openChangePassword() {
+  const field = (id, label, autocomplete, hint) => {
+    const input = h('input', { id, type: 'password', autocomplete, required: true,
+      maxlength: PASSWORD_MAX, 'aria-describedby': hint ? `${id}-hint` : null });
+    return [input, h('div', { class: 'field' },
+      h('label', { for: id }, label), input,
+      hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null)];
+  };
+  const [current, currentField] = field('pw-current', 'Current password', 'current-password');
+  const [fresh, freshField] = field('pw-new', 'New password', 'new-password',
+    `At least ${PASSWORD_MIN} characters.`);
+  const [again, againField] = field('pw-again', 'New password again', 'new-password');
+  const error = h('div', { class: 'notice bad', role: 'alert', hidden: true });
+  const submit = h('button', { type: 'submit', class: 'primary' }, 'Change password');
+  const cancel = h('button', { type: 'button' }, 'Cancel');
+  const form = h('form', { novalidate: true },
+    h('div', { class: 'dialog-head' }, h('h2', { id: 'pw-title' }, 'Change password')),
+    h('div', { class: 'dialog-body' }, currentField, freshField, againField, error,
+      h('p', { class: 'hint' }, 'Your other sessions end when the password changes.')),
+    h('div', { class: 'dialog-foot' }, cancel, submit));
+  const dlg = h('dialog', { class: 'small', 'aria-labelledby': 'pw-title' }, form);
+
+  const fail = (text, focus) => {
+    error.textContent = text;
+    error.hidden = false;
+    focus.focus();
+  };
+  cancel.addEventListener('click', () => dlg.close());
+  dlg.addEventListener('close', () => dlg.remove());
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    error.hidden = true;
+    if (!current.value) return fail('Enter your current password.', current);
+    if (fresh.value.length < PASSWORD_MIN) {
+      return fail(`The new password needs at least ${PASSWORD_MIN} characters.`, fresh);
+    }
+    if (fresh.value !== again.value) return fail('The new passwords differ.', again);
+    submit.disabled = true;
+    submit.textContent = 'Changing…';
+    try {
+      const r = await api('/api/admin/password', {
+        method: 'POST', body: { current: current.value, new: fresh.value },
+      });
+      dlg.close();
+      const n = r.sessionsEnded || 0;
+      toast(n ? `Password changed. ${n} other session${n === 1 ? '' : 's'} ended.`
+        : 'Password changed.', 'ok');
+    } catch (err) {
+      const text = err.status === 403 && /current password/.test(err.message)
+        ? 'The current password is wrong.'
+        : err.status === 429 ? `Too many failed attempts. Try again in ${err.retryAfter || 60} s.`
+          : err.message;
+      current.value = '';
+      fail(text, current);
+      submit.disabled = false;
+      submit.textContent = 'Change password';
+    }
+  });
+  document.body.appendChild(dlg);
+  dlg.showModal();
+  current.focus();
 }

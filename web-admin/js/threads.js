@@ -2,7 +2,7 @@
 // messages (with the tool calls in them), its runs and its audit rows.
 
 import { api, withQuery } from './api.js';
-import { ago, fmtTime, h, message, replace, route, routeQuery, shortId, trunc } from './dom.js';
+import { ago, fmtTime, h, message, replace, routeQuery, shortId, threadRoute, trunc } from './dom.js';
 import { rowsTable } from './audit.js';
 
 const PER_PAGE = 25;
@@ -48,7 +48,7 @@ async function list(main, ctx, params) {
     return null;
   }
   const rows = r.threads.map((t) => {
-    const link = h('a', { href: route('threads', t.id) }, t.title ? trunc(t.title) : h('code', null, shortId(t.id)));
+    const link = h('a', { href: threadRoute(t.id, t.owner) }, t.title ? trunc(t.title) : h('code', null, shortId(t.id)));
     const tr = h('tr', { class: 'clickable' },
       h('td', null, link),
       h('td', null, trunc(t.agentId)),
@@ -56,7 +56,7 @@ async function list(main, ctx, params) {
       h('td', null, trunc(t.owner)),
       h('td', { class: 'num' }, String(t.messageCount)),
       h('td', { class: 'nowrap' }, ago(t.updatedAt)));
-    tr.addEventListener('click', (ev) => { if (ev.target !== link) location.hash = route('threads', t.id); });
+    tr.addEventListener('click', (ev) => { if (ev.target !== link) location.hash = threadRoute(t.id, t.owner); });
     return tr;
   });
   const go = (p) => { location.hash = routeQuery('threads', { ...f, page: p || '' }); };
@@ -74,16 +74,18 @@ async function list(main, ctx, params) {
 }
 
 async function detail(main, ctx, id, params) {
-  await ctx.keys().catch(() => {});
-  const t = await api(`/api/admin/threads/${encodeURIComponent(id)}`);
+  // thread ids are unique per owner: the owner comes with the id
+  const owner = params.get('owner') || '';
+  const t = await api(withQuery(`/api/admin/threads/${encodeURIComponent(id)}`, { owner }));
+  await ctx.keysFor(t.runs.map((r) => r.keyId));
   const total = t.messageCount;
   const lastPage = Math.max(0, Math.ceil(total / MSG_PAGE) - 1);
   const page = params.has('page') ? Math.min(lastPage, Math.max(0, Number(params.get('page')) || 0)) : lastPage;
   const [msgs, audit] = await Promise.all([
-    api(withQuery(`/api/admin/threads/${encodeURIComponent(id)}/messages`, { page, perPage: MSG_PAGE })),
-    api(withQuery('/api/audit', { thread: id, limit: 100 })),
+    api(withQuery(`/api/admin/threads/${encodeURIComponent(id)}/messages`, { page, perPage: MSG_PAGE, owner: t.owner })),
+    api(withQuery('/api/audit', { thread: id, owner: t.owner, limit: 100 })),
   ]);
-  const go = (p) => { location.hash = `${route('threads', id)}?page=${p}`; };
+  const go = (p) => { location.hash = threadRoute(id, t.owner, { page: p }); };
   replace(main,
     h('p', null, h('a', { href: '#/threads' }, '← All threads')),
     h('div', { class: 'page-head' }, h('div', null,
@@ -114,7 +116,7 @@ async function detail(main, ctx, id, params) {
         page < lastPage ? h('button', { type: 'button', class: 'small', onClick: () => go(page + 1) }, 'Later →') : null)) : null,
     h('div', { class: 'page-head' },
       h('h2', null, 'Audit rows'),
-      h('a', { href: routeQuery('audit', { thread: id }) }, 'Open in the audit log')),
+      h('a', { href: routeQuery('audit', { thread: id, owner: t.owner }) }, 'Open in the audit log')),
     audit.rows.length ? rowsTable(audit.rows, ctx, { caption: 'Audit rows of this thread', compact: true })
       : h('div', { class: 'empty' }, 'No audit rows for this thread.'),
     audit.nextCursor ? h('p', { class: 'sub' }, 'Showing the newest 100 rows.') : null);

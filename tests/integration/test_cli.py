@@ -1,0 +1,253 @@
+"""What a new user meets first: `gatehouse serve` refusing a bad start
+before it writes anything (and cleaning up after a start that fails
+later), errors that name the file, option and address at fault, and the
+command line's option checks, key names and help."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from harness import GH_BIN, SANITIZER_MARKS, Gateway, GatewayTest, config
+
+
+def run(args, cwd, stdin=None, env=None, prefix=()):
+    p = subprocess.run(list(prefix) + [GH_BIN] + list(args), cwd=cwd, input=stdin,
+                       capture_output=True, text=True, timeout=120, env=env)
+    for m in SANITIZER_MARKS:
+        if m in p.stderr:
+            raise AssertionError("gatehouse sanitizer report:\n" + p.stderr[-4000:])
+    return p.returncode, p.stdout, p.stderr
+
+
+class StartupTest(unittest.TestCase):
+    """serve in a directory of its own; the test looks at what is left."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gh-start-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def write_config(self, **sections):
+        cfg = config(None, **sections)
+        path = os.path.join(self.dir, "gatehouse.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return path
+
+    def serve(self, *extra):
+        return run(["serve", "--config", "gatehouse.json"] + list(extra), self.dir)
+
+    def files(self):
+        return sorted(os.listdir(self.dir))
+
+    def test_a_listen_address_without_a_port_is_refused_before_any_file_is_made(self):
+        self.write_config(server={"listen": "127.0.0.1"})
+        rc, out, err = self.serve()
+        self.assertEqual(rc, 1, err)
+        self.assertIn('$.server.listen: expected HOST:PORT (e.g. 127.0.0.1:8080): "127.0.0.1" '
+                      'has no port', err)
+        self.assertEqual(self.files(), ["gatehouse.json"])
+        # --listen is checked the same way (a usage error)
+        self.write_config()
+        for bad, why in (("127.0.0.1", "has no port"), ("::1:8080", "in brackets"),
+                         ("127.0.0.1:99999", "0..65535")):
+            rc, out, err = self.serve("--listen", bad)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("--listen: ", err)
+            self.assertIn(why, err)
+            self.assertEqual(self.files(), ["gatehouse.json"])
+
+    def test_a_port_in_use_is_named_with_the_system_error_and_leaves_no_files(self):
+        self.write_config()
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        try:
+            rc, out, err = self.serve("--listen", "127.0.0.1:%d" % port)
+        finally:
+            s.close()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("cannot listen on 127.0.0.1:%d: %s" % (port, os.strerror(98)), err)
+        self.assertNotIn("or not a HOST:PORT", err)
+        self.assertEqual(self.files(), ["gatehouse.json"])
+        self.assertFalse([f for f in self.files() if f.endswith(("-audit.key", "-hashkey",
+                                                                 "-writer.lock"))])
+
+    def test_a_failed_start_removes_what_it_created_and_keeps_what_was_there(self):
+        self.write_config()
+        db = os.path.join(self.dir, "gatehouse.db")
+        with open(db, "w") as f:
+            f.write("my notes, not a database\n" * 100)
+        hashkey = db + "-hashkey"
+        fd = os.open(hashkey, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"k" * 32)
+        os.close(fd)
+        rc, out, err = self.serve()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("database gatehouse.db: file is not a database", err)
+        # the files this start made are gone; the ones it found stay as they were
+        self.assertEqual(self.files(), ["gatehouse.db", "gatehouse.db-hashkey", "gatehouse.json"])
+        with open(db) as f:
+            self.assertTrue(f.read().startswith("my notes"))
+        with open(hashkey, "rb") as f:
+            self.assertEqual(f.read(), b"k" * 32)
+
+    def test_a_missing_database_directory_is_named_by_its_option(self):
+        self.write_config(database={"path": "nosuch/gatehouse.db"})
+        rc, out, err = self.serve()
+        self.assertEqual(rc, 1, err)
+        self.assertIn('database.path "nosuch/gatehouse.db": directory "nosuch" does not exist',
+                      err)
+        self.assertNotIn("hashkey", err)
+        self.assertEqual(self.files(), ["gatehouse.json"])
+        # a command that writes says the same; --db is named when it is used
+        rc, out, err = run(["keys", "create", "--config", "gatehouse.json", "--name", "a"],
+                           self.dir)
+        self.assertEqual(rc, 1, err)
+        self.assertIn('database.path "nosuch/gatehouse.db": directory "nosuch" does not exist',
+                      err)
+        rc, out, err = run(["migrate", "--config", "gatehouse.json", "--db",
+                            "gatehouse.json/x.db"], self.dir)
+        self.assertEqual(rc, 1, err)
+        self.assertIn('--db "gatehouse.json/x.db": "gatehouse.json" is not a directory', err)
+        self.assertEqual(self.files(), ["gatehouse.json"])
+
+    def test_an_unwritable_database_directory_is_named_by_its_option(self):
+        if os.getuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root to run gatehouse as another user")
+        os.chmod(self.dir, 0o755)
+        self.write_config(database={"path": "ro/gatehouse.db"})
+        os.chmod(os.path.join(self.dir, "gatehouse.json"), 0o644)
+        os.mkdir(os.path.join(self.dir, "ro"), 0o755)      # root's: nobody cannot write
+        prefix = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+        rc, out, err = run(["serve", "--config", "gatehouse.json"], self.dir, prefix=prefix)
+        if rc in (126, 127) or "Permission denied" in err and "gatehouse:" not in err:
+            self.skipTest("the build is not reachable by an unprivileged user")
+        self.assertEqual(rc, 1, err)
+        self.assertIn('database.path "ro/gatehouse.db": directory "ro" is not writable: '
+                      'Permission denied', err)
+        self.assertEqual(os.listdir(os.path.join(self.dir, "ro")), [])
+
+
+class CliTest(GatewayTest):
+    """The key and audit commands beside a running server."""
+
+    fake = None
+
+    @classmethod
+    def setUpClass(cls):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        pass
+
+    def setUp(self):
+        super().setUp()
+        self.gw = self.gateway(config(None))
+
+    def cli(self, *args, **kw):
+        return self.gw.cli(*args, **kw)
+
+    def audit(self, *args):
+        return self.cli("audit", args[0], "--config", self.gw.config_path, *args[1:])
+
+    def test_bad_option_values_name_the_option_and_what_it_takes(self):
+        cases = [
+            (("query", "--limit", "many"), '--limit: expected a whole number in 1..10000, got "many"'),
+            (("query", "--limit", "0"), "--limit: expected a whole number in 1..10000"),
+            (("tail", "-n", "-3"), '-n: expected a whole number in 1..100000, got "-3"'),
+            (("query", "--before", "x"), '--before: expected a whole number from 1 up, got "x"'),
+            (("query", "--format", "xml"), '--format: audit query writes table, ndjson or csv, '
+                                           'not "xml"'),
+            (("export", "--format", "table"), '--format: audit export writes ndjson or csv, '
+                                              'not "table"'),
+            (("tail", "--format", "csv"), '--format: audit tail writes table or ndjson'),
+            (("query", "--from", "yesterday"), "--from: expected ISO-8601 UTC or Unix ms"),
+        ]
+        for args, msg in cases:
+            rc, out, err = self.audit(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(msg, err, args)
+            self.assertNotIn("bad option value", err)
+        # the formats that are right still work
+        self.assertEqual(self.audit("export", "--format", "csv")[0], 0)
+        self.assertEqual(self.audit("query", "--format", "ndjson")[0], 0)
+
+    def test_revoking_an_unknown_key_names_the_id(self):
+        rc, out, err = self.cli("keys", "revoke", "--config", self.gw.config_path,
+                                "--id", "key_0000doesnotexist")
+        self.assertEqual(rc, 1, err)
+        self.assertIn('no key with id "key_0000doesnotexist"', err)
+
+    def test_audit_key_takes_a_name_and_refuses_one_two_keys_share(self):
+        self.gw.create_key("alice")
+        self.gw.create_key("bob")
+        alice = self.gw.query("SELECT id FROM api_keys WHERE name = 'alice'")[0]["id"]
+        rc, out, err = self.audit("query", "--key", "alice", "--format", "ndjson")
+        self.assertEqual(rc, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual([(r["event"], r["keyId"]) for r in rows], [("key_created", alice)])
+        # the id works as before
+        rc, out2, err = self.audit("query", "--key", alice, "--format", "ndjson")
+        self.assertEqual((rc, out2), (0, out))
+        # a key nobody has is an error, not "0 rows"
+        rc, out, err = self.audit("query", "--key", "carol")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--key: no key has the id or name "carol"', err)
+        self.assertNotIn("0 rows", out)
+        # a second "alice": keys create warns, naming the first one's id ...
+        rc, out, err = self.cli("keys", "create", "--config", self.gw.config_path,
+                                "--name", "alice")
+        self.assertEqual(rc, 0, err)
+        self.assertIn('warning: a key is named "alice" already: %s' % alice, err)
+        alice2 = re.search(r"created key (key_\w+)", out).group(1)
+        # ... and the name no longer says which key: refused, naming both
+        rc, out, err = self.audit("query", "--key", "alice")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--key: 2 keys are named "alice": ', err)
+        self.assertIn(alice, err)
+        self.assertIn(alice2, err)
+        # no warning for a name nobody has
+        rc, out, err = self.cli("keys", "create", "--config", self.gw.config_path,
+                                "--name", "dave")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("warning", err)
+
+    def test_an_unknown_event_is_refused_and_one_row_is_one_row(self):
+        self.gw.create_key("alice")
+        rc, out, err = self.audit("query", "--event", "nosuch")
+        self.assertEqual(rc, 2, err)
+        self.assertIn('--event: no event is called "nosuch"; events: allowed denied', err)
+        self.assertIn("admin_password_changed", err)
+        rc, out, err = self.audit("query", "--event", "key_created")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\n1 row\n$")
+        rc, out, err = self.audit("query", "--event", "key_revoked")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\n0 rows\n$")
+
+    def test_help_lists_every_command(self):
+        rc, out, err = self.cli("--help")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("tail|query|export|verify|reindex|pubkey", out)
+        self.assertIn("create|list|passwd|enable|disable", out)
+        rc, out, err = self.cli("audit", "--help")
+        self.assertIn("gatehouse audit reindex", out)
+        self.assertIn("--key KEY_ID|NAME", out)
+        rc, out, err = self.cli("admin", "--help")
+        self.assertIn("gatehouse admin passwd", out)
+        self.assertIn("gatehouse admin enable", out)
+        self.assertIn("at least 10 characters", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
