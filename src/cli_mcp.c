@@ -183,13 +183,14 @@ static int mcp_decide(struct gh_cli *c, struct gh_store *s, const char *server, 
 		      const char *digest, int accept)
 {
 	const struct gh_mcp_server_conf *m = gh_config_mcp_server(c->cfg, server);
+	struct gh_mcp_actor who = {"cli", NULL, "cli", "cli"};
 	struct gh_err e;
 
 	if (!m) {
 		fprintf(stderr, "gatehouse: no MCP server \"%s\" in %s\n", server, c->config);
 		return GH_EXIT_USAGE;
 	}
-	if (gh_mcp_pin_decide(s, m, tool, digest, accept, "cli", "cli", &e) != GH_OK) {
+	if (gh_mcp_pin_decide(s, m, tool, digest, accept, &who, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		return GH_EXIT_RUNTIME;
 	}

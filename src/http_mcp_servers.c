@@ -47,6 +47,7 @@ static void decide(struct gh_req *r, int accept)
 {
 	cJSON *body = NULL, *o;
 	const char *digest = NULL;
+	struct gh_mcp_actor who;
 	struct gh_err e;
 
 	if (r->body && r->body_len) {
@@ -62,8 +63,12 @@ static void decide(struct gh_req *r, int accept)
 			return;
 		}
 	}
-	if (gh_mcp_decide(r->app->mcp, r->params[0], r->params[1], digest, accept, r->who.actor,
-			  r->session ? "web" : "api", &e) != GH_OK) {
+	who.admin_user = r->who.admin_user[0] ? r->who.admin_user : NULL;
+	who.key_id = r->who.key.id[0] ? r->who.key.id : NULL;
+	who.by = r->who.actor;
+	who.via = r->session ? "web" : "api";
+	if (gh_mcp_decide(r->app->mcp, r->params[0], r->params[1], digest, accept, &who, &e) !=
+	    GH_OK) {
 		cJSON_Delete(body);
 		gh_http_error(r, &e);
 		return;

@@ -231,18 +231,19 @@ static cJSON *tool_error(const char *fmt, ...)
 
 /* ------------------------------------------------------------- pinning */
 
-/* The audit row of a pin event. detail gets {server, tool, digest,
- * previous?, via?}. */
+/* The audit row of a pin event: by the system (who NULL) or an admin.
+ * detail gets {server, tool, digest, previous_digest?, via?, by?}. */
 static void pin_event(struct gh_audit_event *ev, char **detail, const char *event,
 		      const char *exposed, const char *server, const char *tool, const char *digest,
-		      const char *previous, const char *actor, const char *via)
+		      const char *previous, const struct gh_mcp_actor *who)
 {
 	cJSON *d = cJSON_CreateObject();
 
 	memset(ev, 0, sizeof(*ev));
 	ev->event = event;
-	ev->admin_user = actor ? actor : "system";
-	ev->source = actor ? "admin" : "system";
+	ev->admin_user = who ? who->admin_user : "system";
+	ev->key_id = who ? who->key_id : NULL;
+	ev->source = who ? "admin" : "system";
 	ev->tool_name = exposed && *exposed ? exposed : NULL;
 	ev->outcome = "ok";
 	ev->duration_ms = -1;
@@ -253,8 +254,10 @@ static void pin_event(struct gh_audit_event *ev, char **detail, const char *even
 			cJSON_AddStringToObject(d, "digest", digest);
 		if (previous && *previous)
 			cJSON_AddStringToObject(d, "previous_digest", previous);
-		if (via)
-			cJSON_AddStringToObject(d, "via", via);
+		if (who && who->via)
+			cJSON_AddStringToObject(d, "via", who->via);
+		if (who && who->by)
+			cJSON_AddStringToObject(d, "by", who->by);
 	}
 	*detail = d ? gh_json_dump(d) : NULL;
 	ev->detail = *detail;
@@ -279,7 +282,7 @@ static void check_pin(struct mcp_upstream *u, struct gh_mcp_tool *t)
 			if (!def && !(def = gh_json_dump(t->def.def)))
 				break;
 			pin_event(&ev, &detail, "mcp_tool_pinned", t->name, u->conf->name,
-				  t->upstream_name, t->def.digest, NULL, NULL, NULL);
+				  t->upstream_name, t->def.digest, NULL, NULL);
 			rc = gh_store_mcp_pin_insert(s, u->conf->name, t->upstream_name,
 						     t->def.digest, def, &ev, &e);
 			free(detail);
@@ -315,7 +318,7 @@ static void check_pin(struct mcp_upstream *u, struct gh_mcp_tool *t)
 				break;
 			}
 			pin_event(&ev, &detail, "mcp_tool_changed", t->name, u->conf->name,
-				  t->upstream_name, t->def.digest, p.digest, NULL, NULL);
+				  t->upstream_name, t->def.digest, p.digest, NULL);
 			rc = gh_store_mcp_pin_hold(s, u->conf->name, t->upstream_name, p.digest,
 						   t->def.digest, def, &ev, &e);
 			free(detail);
@@ -1682,7 +1685,7 @@ static int find_pin_cb(void *ud, const struct gh_mcp_pin *p)
 
 enum gh_code gh_mcp_pin_decide(struct gh_store *s, const struct gh_mcp_server_conf *conf,
 			       const char *tool, const char *digest, int accept,
-			       const char *actor, const char *via, struct gh_err *e)
+			       const struct gh_mcp_actor *who, struct gh_err *e)
 {
 	struct find_pin f;
 	struct gh_mcp_pin p;
@@ -1701,12 +1704,11 @@ enum gh_code gh_mcp_pin_decide(struct gh_store *s, const struct gh_mcp_server_co
 	if ((rc = gh_store_mcp_pin_get(s, conf->name, f.tool, &p, e)) != GH_OK)
 		return rc;
 	pin_event(&ev, &detail, accept ? "mcp_tool_accepted" : "mcp_tool_rejected", f.exposed,
-		  conf->name, f.tool, p.pending_digest[0] ? p.pending_digest : NULL, p.digest,
-		  actor ? actor : "unknown", via);
-	rc = gh_store_mcp_pin_decide(s, conf->name, f.tool, digest, accept, actor, &ev, e);
+		  conf->name, f.tool, p.pending_digest[0] ? p.pending_digest : NULL, p.digest, who);
+	rc = gh_store_mcp_pin_decide(s, conf->name, f.tool, digest, accept, who->by, &ev, e);
 	if (rc == GH_OK)
 		gh_info("mcp %s: %s %s the changed definition of tool %s (%.12s…)", conf->name,
-			actor ? actor : "?", accept ? "accepted" : "rejected", f.tool,
+			who->by ? who->by : "?", accept ? "accepted" : "rejected", f.tool,
 			p.pending_digest);
 	free(detail);
 	gh_mcp_pin_clear(&p);
@@ -1714,7 +1716,7 @@ enum gh_code gh_mcp_pin_decide(struct gh_store *s, const struct gh_mcp_server_co
 }
 
 enum gh_code gh_mcp_decide(struct gh_mcp *m, const char *server, const char *tool,
-			   const char *digest, int accept, const char *actor, const char *via,
+			   const char *digest, int accept, const struct gh_mcp_actor *who,
 			   struct gh_err *e)
 {
 	struct mcp_upstream *u = upstream_named(m, server);
@@ -1722,7 +1724,7 @@ enum gh_code gh_mcp_decide(struct gh_mcp *m, const char *server, const char *too
 
 	if (!u)
 		return gh_err_set(e, GH_E_NOTFOUND, "no MCP server \"%s\" in the config", server);
-	rc = gh_mcp_pin_decide(m->store, u->conf, tool, digest, accept, actor, via, e);
+	rc = gh_mcp_pin_decide(m->store, u->conf, tool, digest, accept, who, e);
 	if (rc == GH_OK) {
 		pthread_mutex_lock(&u->mu);
 		u->pins_changed = 1;

@@ -128,20 +128,27 @@ cJSON *gh_mcp_status_json(struct gh_mcp *m, int public_view, int *degraded);
 enum gh_code gh_mcp_server_tools_json(struct gh_mcp *m, const char *server, cJSON **out,
 				      struct gh_err *e);
 
+/* Who decides on a held tool, for the pin and the audit row. */
+struct gh_mcp_actor {
+	const char *admin_user;     /* an admin UI user, "cli", or NULL (an API key) */
+	const char *key_id;         /* the admin API key, or NULL */
+	const char *by;             /* recorded on the pin: "admin:alice", "key:…", "cli" */
+	const char *via;            /* "web", "api" or "cli" (detail.via) */
+};
+
 /* An admin's decision on a held tool's changed definition (tool: the
  * upstream's name or the exposed one; digest: the pending definition the
  * admin reviewed, or NULL), written to the store with its audit row
- * (mcp_tool_accepted / mcp_tool_rejected, naming actor and via: "web",
- * "api" or "cli"). Works without a running manager (the CLI): conf is
- * the server's config. */
+ * (mcp_tool_accepted / mcp_tool_rejected). Works without a running
+ * manager (the CLI): conf is the server's config. */
 enum gh_code gh_mcp_pin_decide(struct gh_store *s, const struct gh_mcp_server_conf *conf,
 			       const char *tool, const char *digest, int accept,
-			       const char *actor, const char *via, struct gh_err *e);
+			       const struct gh_mcp_actor *who, struct gh_err *e);
 
 /* The same from the running server: the upstream republishes its tools at
  * once. */
 enum gh_code gh_mcp_decide(struct gh_mcp *m, const char *server, const char *tool,
-			   const char *digest, int accept, const char *actor, const char *via,
+			   const char *digest, int accept, const struct gh_mcp_actor *who,
 			   struct gh_err *e);
 
 /* What a tool's annotations mean for approval by default, for people:

@@ -261,6 +261,7 @@ static void test_stdio_upstream(void)
 	struct gh_mcp_pin pin;
 	char session[128];
 	int is_error = 0, fds0, children0, threads0;
+	const struct gh_mcp_actor alice = {"alice", NULL, "admin:alice", "web"};
 	long n;
 	cJSON *r, *st;
 	pid_t pid;
@@ -365,10 +366,9 @@ static void test_stdio_upstream(void)
 		T_CONTAINS(gh_json_str(r, "error"), "held until an admin accepts it");
 		cJSON_Delete(r);
 		/* only the definition reviewed can be accepted */
-		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", "0000", 1, "alice", "api", &e),
-			 GH_E_CONFLICT);
-		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", held->def.digest, 1, "alice", "api",
-				       &e), GH_OK);
+		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", "0000", 1, &alice, &e), GH_E_CONFLICT);
+		T_EQ_INT(gh_mcp_decide(m, "t", "t_mutable", held->def.digest, 1, &alice, &e),
+			 GH_OK);
 		gh_mcp_tool_unref(held);
 	}
 	gh_mcp_tool_unref(tool);
