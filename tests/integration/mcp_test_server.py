@@ -11,7 +11,8 @@ It does what the reference server cannot be made to do on demand:
   tenth of its run when the call carries a progressToken, and stops when
   notifications/cancelled names it;
 - "fail" answers isError: true; "write_note" has no annotations (so it is
-  destructive by default) and an outputSchema with structuredContent.
+  destructive by default) and an outputSchema with structuredContent;
+- "fds" lists the descriptors it has open (what it inherited).
 
 Environment: MCP_TEST_PIDFILE (its pid is written there), MCP_TEST_LOG
 (every message it receives is appended there, one JSON per line),
@@ -71,6 +72,8 @@ def tools():
          "annotations": {"readOnlyHint": True}},
         {"name": "fail", "description": "Always fails.",
          "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+        {"name": "fds", "description": "Lists the descriptors this process has open.",
+         "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
         mutable,
     ]
 
@@ -96,6 +99,16 @@ def call(req_id, params):
         return r
     if name == "mutable":
         return text("value of " + str(args.get("key")))
+    if name == "fds":
+        fds = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                fds[int(fd)] = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                pass  # the directory listing's own descriptor, closed by now
+        r = text(json.dumps(fds))
+        r["structuredContent"] = {"fds": {str(k): v for k, v in fds.items()}}
+        return r
     if name == "slow":
         seconds = float(args.get("seconds", 1))
         steps = 10

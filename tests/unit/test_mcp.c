@@ -11,6 +11,7 @@
 #include "t_store.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -281,11 +282,11 @@ static void test_stdio_upstream(void)
 	T_ASSERT(m);
 	T_ASSERT(wait_state(m, "connected", 10000));
 
-	/* every page of tools/list: five tools, two a page */
+	/* every page of tools/list: six tools, two a page */
 	n = gh_mcp_tools(m, &all);
-	T_EQ_INT(n, 5);
+	T_EQ_INT(n, 6);
 	T_EQ_STR(all[0]->name, "t_echo");
-	T_EQ_STR(all[4]->name, "t_mutable");
+	T_EQ_STR(all[5]->name, "t_mutable");
 	T_EQ_STR(all[0]->pin, "pinned");
 	gh_mcp_tools_free(all, n);
 	T_EQ_INT(gh_store_mcp_pin_get(t.s, "t", "echo", &pin, &e), GH_OK);
@@ -303,6 +304,27 @@ static void test_stdio_upstream(void)
 	T_EQ_INT(is_error, 0);
 	T_EQ_INT(gh_json_int(cJSON_GetObjectItemCaseSensitive(r, "structuredContent"), "length",
 			     0), 3);
+	cJSON_Delete(r);
+	/* the child has stdin, stdout and stderr, and nothing else of ours */
+	r = call(m, "t_fds", "{}", &is_error, session);
+	T_ASSERT(r);
+	{
+		const cJSON *fds = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(r, "structuredContent"), "fds");
+		const cJSON *it;
+
+		T_ASSERT(cJSON_IsObject(fds));
+		cJSON_ArrayForEach(it, fds) {
+			int64_t fd = -1;
+
+			T_EQ_INT(gh_parse_i64(it->string, 0, 1 << 20, &fd), 0);
+			if (fd > 2)
+				T_FAIL("the child inherited descriptor %lld (%s)", (long long)fd,
+				       it->valuestring);
+		}
+		T_ASSERT(cJSON_GetObjectItemCaseSensitive(fds, "0"));
+		T_CONTAINS(gh_json_str(fds, "1"), "pipe:");
+	}
 	cJSON_Delete(r);
 	r = call(m, "t_fail", "{}", &is_error, session);
 	T_ASSERT(r);
@@ -449,4 +471,76 @@ static void test_missing_command(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_stdio_upstream), T(test_missing_command))
+struct slow_call {
+	struct gh_mcp *m;
+	int is_error;
+	enum gh_code rc;
+	_Atomic int done;
+};
+
+static void *slow_thread(void *arg)
+{
+	struct slow_call *sc = arg;
+	struct gh_mcp_tool *t = gh_mcp_tool_find(sc->m, "t_slow");
+	cJSON *a = gh_json_parse_stored("{\"seconds\":1.5}"), *r = NULL;
+	struct gh_err e;
+	char session[64];
+
+	sc->rc = t ? gh_mcp_call(sc->m, t, a, NULL, &r, &sc->is_error, session, sizeof(session), &e)
+		   : GH_E_NOTFOUND;
+	atomic_store(&sc->done, 1);
+	cJSON_Delete(r);
+	cJSON_Delete(a);
+	gh_mcp_tool_unref(t);
+	return NULL;
+}
+
+/* max_concurrency 1: a second call waits for the one slot, so it ends
+ * after the slow call that holds it (with two slots it would not). */
+static void test_concurrency_cap(void)
+{
+	struct t_store t;
+	struct gh_config *cfg;
+	struct gh_mcp *m = NULL;
+	struct gh_err e;
+	struct slow_call sc = {0};
+	pthread_t th;
+	int is_error = 1, slow_done_first;
+	char session[64];
+	cJSON *r;
+	int64_t end;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	cfg = config_for(t.dir, ",\"max_concurrency\":1");
+	T_ASSERT(cfg);
+	T_EQ_INT(gh_mcp_start(cfg, t.s, &m, &e), GH_OK);
+	T_ASSERT(wait_state(m, "connected", 10000));
+	sc.m = m;
+	atomic_init(&sc.done, 0);
+	T_EQ_INT(pthread_create(&th, NULL, slow_thread, &sc), 0);
+	/* the slow call holds the one slot */
+	end = gh_mono_ns() / 1000000 + 5000;
+	for (;;) {
+		cJSON *st = status_of(m);
+		int busy = gh_json_int(st, "inflight", 0) == 1;
+
+		cJSON_Delete(st);
+		if (busy || gh_mono_ns() / 1000000 > end)
+			break;
+		usleep(10000);
+	}
+	r = call(m, "t_echo", "{\"text\":\"x\"}", &is_error, session);
+	slow_done_first = atomic_load(&sc.done);
+	pthread_join(th, NULL);
+	T_ASSERT(r);
+	T_EQ_INT(is_error, 0);
+	T_ASSERT(slow_done_first);
+	T_EQ_INT(sc.rc, GH_OK);
+	T_EQ_INT(sc.is_error, 0);
+	cJSON_Delete(r);
+	gh_mcp_stop(m);
+	gh_config_free(cfg);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_stdio_upstream), T(test_missing_command), T(test_concurrency_cap))
