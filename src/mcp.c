@@ -812,7 +812,10 @@ static enum gh_code connect_once(struct mcp_upstream *u, struct gh_err *e)
 	publish(u, tools, 1);
 	return GH_OK;
 fail:
+	why[0] = '\0';
 	c->ops->close(c, why, sizeof(why));
+	if (why[0])
+		gh_info("mcp %s: %s", u->conf->name, why);
 	mcp_conn_unref(c);
 	return rc;
 }

@@ -107,6 +107,37 @@ static int count_pipes(void)
 	return n;
 }
 
+/* Processes whose command line is exactly prog arg. */
+static int count_cmdline(const char *prog, const char *arg)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	char want[128];
+	size_t wn;
+	int n = 0;
+
+	wn = (size_t)snprintf(want, sizeof(want), "%s%c%s", prog, 0, arg) + 1;
+	while (d && (de = readdir(d))) {
+		char p[300], buf[128];
+		FILE *f;
+		size_t k;
+		int64_t pid;
+
+		if (gh_parse_i64(de->d_name, 1, INT32_MAX, &pid) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+		if (!(f = fopen(p, "r")))
+			continue;
+		k = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		if (k == wn && !memcmp(buf, want, wn))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* 1 when the test server's log of received messages gets s within ms. */
 static int log_has(const char *dir, const char *s, int ms)
 {
@@ -543,4 +574,40 @@ static void test_concurrency_cap(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_stdio_upstream), T(test_missing_command), T(test_concurrency_cap))
+/* A child that never answers and ignores both stdin's end and SIGTERM
+ * (so do its own children): initialize times out, and stopping it ends in
+ * SIGKILL to its process group, leaving no process behind. */
+static void test_stubborn_child(void)
+{
+	struct t_store t;
+	struct gh_config *cfg;
+	struct gh_mcp *m = NULL;
+	struct gh_err e;
+	cJSON *st;
+	char text[1024], marker[32];
+	int children0 = count_children();
+
+	/* the grandchild's command line is this test's own */
+	snprintf(marker, sizeof(marker), "60.%d", (int)getpid());
+	snprintf(text, sizeof(text),
+		 "{\"providers\":{\"m\":{\"type\":\"mock\"}},\"agents\":{\"a\":"
+		 "{\"provider\":\"m\"}},\"mcp_servers\":{\"s\":{\"transport\":\"stdio\","
+		 "\"command\":\"sh\",\"args\":[\"-c\",\"trap '' TERM; sleep %s & wait\"],"
+		 "\"connect_timeout_ms\":300,\"shutdown_grace_ms\":100,"
+		 "\"retry_base_ms\":60000,\"retry_max_ms\":60000}}}", marker);
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_config_parse("t.json", text, strlen(text), &cfg, &e), GH_OK);
+	T_EQ_INT(gh_mcp_start(cfg, t.s, &m, &e), GH_OK);
+	T_ASSERT(wait_state(m, "failing", 10000));
+	st = status_of(m);
+	T_CONTAINS(gh_json_str(st, "lastError"), "no answer to initialize");
+	cJSON_Delete(st);
+	gh_mcp_stop(m);
+	T_EQ_INT(count_children(), children0);
+	T_EQ_INT(count_cmdline("sleep", marker), 0);
+	gh_config_free(cfg);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_stdio_upstream), T(test_missing_command), T(test_concurrency_cap),
+       T(test_stubborn_child))
