@@ -788,10 +788,11 @@ static enum gh_code connect_once(struct mcp_upstream *u, struct gh_err *e)
 	gh_mcp_msg_clear(&reply);
 	if (rc != GH_OK)
 		goto fail;
+	c->ops->agreed(c, init.version);
 	if ((rc = c->ops->notify(c, "notifications/initialized", NULL, u->conf->connect_timeout_ms,
 				 e)) != GH_OK)
 		goto fail;
-	c->ops->ready(c, init.version);
+	c->ops->listen(c);
 	if (init.has_tools) {
 		if ((rc = list_tools(u, c, &tools, e)) != GH_OK)
 			goto fail;

@@ -433,13 +433,19 @@ static void *listener_main(void *arg)
 	return NULL;
 }
 
-static void http_ready(struct mcp_conn *base, const char *version)
+static void http_agreed(struct mcp_conn *base, const char *version)
 {
 	struct http_conn *c = (struct http_conn *)base;
 
 	pthread_mutex_lock(&c->mu);
 	gh_strlcpy(c->version, version, sizeof(c->version));
 	pthread_mutex_unlock(&c->mu);
+}
+
+static void http_listen(struct mcp_conn *base)
+{
+	struct http_conn *c = (struct http_conn *)base;
+
 	if (!c->listener_started && pthread_create(&c->listener, NULL, listener_main, c) == 0)
 		c->listener_started = 1;
 }
@@ -508,7 +514,8 @@ static void http_destroy(struct mcp_conn *base)
 }
 
 static const struct mcp_conn_ops http_ops = {
-	http_request, http_notify, http_respond, http_ready, http_close, http_destroy,
+	http_request, http_notify, http_respond, http_agreed, http_listen, http_close,
+	http_destroy,
 };
 
 enum gh_code mcp_http_open(const struct gh_mcp_server_conf *conf, const struct mcp_events *ev,

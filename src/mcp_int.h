@@ -75,9 +75,12 @@ struct mcp_conn_ops {
 	enum gh_code (*respond)(struct mcp_conn *c, const char *body, size_t len,
 				struct gh_err *e);
 	/* After initialize: the revision agreed (http sends it as
-	 * MCP-Protocol-Version) and the start of whatever the transport
-	 * listens on (http: the GET stream). */
-	void (*ready)(struct mcp_conn *c, const char *version);
+	 * MCP-Protocol-Version on every later message, from
+	 * notifications/initialized on). */
+	void (*agreed)(struct mcp_conn *c, const char *version);
+	/* After notifications/initialized: whatever the transport listens on
+	 * by itself starts (http: the GET stream). */
+	void (*listen)(struct mcp_conn *c);
 	/* Ends the session (stdio: close stdin, SIGTERM, SIGKILL, each after
 	 * a bounded wait; http: DELETE), stops the transport's threads, and
 	 * says in why (cap bytes) how it ended ("" when nothing to say). */

@@ -542,10 +542,15 @@ static enum gh_code stdio_respond(struct mcp_conn *base, const char *body, size_
 	return rc;
 }
 
-static void stdio_ready(struct mcp_conn *base, const char *version)
+static void stdio_agreed(struct mcp_conn *base, const char *version)
 {
 	(void)base;
 	(void)version;
+}
+
+static void stdio_listen(struct mcp_conn *base)
+{
+	(void)base; /* the reader reads everything from the start */
 }
 
 /* ------------------------------------------------------------ closing */
@@ -644,7 +649,8 @@ static void stdio_destroy(struct mcp_conn *base)
 }
 
 static const struct mcp_conn_ops stdio_ops = {
-	stdio_request, stdio_notify, stdio_respond, stdio_ready, stdio_close, stdio_destroy,
+	stdio_request, stdio_notify, stdio_respond, stdio_agreed, stdio_listen, stdio_close,
+	stdio_destroy,
 };
 
 /* ------------------------------------------------------------ opening */

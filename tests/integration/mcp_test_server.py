@@ -14,18 +14,26 @@ It does what the reference server cannot be made to do on demand:
   destructive by default) and an outputSchema with structuredContent;
 - "fds" lists the descriptors it has open (what it inherited).
 
+With --http PORTFILE it is a Streamable HTTP server instead, on a loopback
+port it writes to PORTFILE: it speaks 2025-06-18 only, answers every request
+with one JSON body (never SSE), offers no GET stream (405), answers 404 to a
+session it does not know, and SIGUSR1 makes it forget every session (SIGUSR2
+is not used). It logs each request's method, session and protocol headers.
+
 Environment: MCP_TEST_PIDFILE (its pid is written there), MCP_TEST_LOG
 (every message it receives is appended there, one JSON per line),
 MCP_TEST_STATE (whether "mutable" is changed survives a restart there),
 MCP_TEST_NAME (its serverInfo.name).
 """
 
+import http.server
 import json
 import os
 import signal
 import sys
 import threading
 import time
+import uuid
 
 out_lock = threading.Lock()
 state_lock = threading.Lock()
@@ -219,5 +227,103 @@ def main():
         handle(msg)
 
 
+class HttpState:
+    lock = threading.Lock()
+    sessions = set()
+
+
+class McpHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, status, body=None, headers=None):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.reply(405)
+
+    def do_DELETE(self):
+        sid = self.headers.get("Mcp-Session-Id")
+        log({"http": "DELETE", "session": sid})
+        with HttpState.lock:
+            known = sid in HttpState.sessions
+            HttpState.sessions.discard(sid)
+        self.reply(200 if known else 404)
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        msg = json.loads(self.rfile.read(n) or b"{}")
+        sid = self.headers.get("Mcp-Session-Id")
+        log({"http": "POST", "method": msg.get("method"), "session": sid,
+             "version": self.headers.get("MCP-Protocol-Version"),
+             "accept": self.headers.get("Accept")})
+        method, req_id = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            new = uuid.uuid4().hex
+            with HttpState.lock:
+                HttpState.sessions.add(new)
+            self.reply(200, {"jsonrpc": "2.0", "id": req_id, "result": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "gh-test-http", "version": "1.0"}}},
+                {"Mcp-Session-Id": new})
+            return
+        with HttpState.lock:
+            known = sid in HttpState.sessions
+        if not known:
+            self.reply(404, {"jsonrpc": "2.0", "id": None,
+                             "error": {"code": -32001, "message": "Session not found"}})
+            return
+        if req_id is None:
+            self.reply(202)
+            return
+        if method == "tools/list":
+            self.reply(200, {"jsonrpc": "2.0", "id": req_id, "result": {"tools": tools()}})
+        elif method == "tools/call":
+            params = msg.get("params") or {}
+            try:
+                result = call(req_id, params)
+                self.reply(200, {"jsonrpc": "2.0", "id": req_id, "result": result})
+            except KeyError as e:
+                self.reply(200, {"jsonrpc": "2.0", "id": req_id,
+                                 "error": {"code": -32602, "message": "unknown tool %s" % e}})
+        else:
+            self.reply(200, {"jsonrpc": "2.0", "id": req_id,
+                             "error": {"code": -32601, "message": "no method " + str(method)}})
+
+
+def forget_sessions(sig, frame):
+    with HttpState.lock:
+        HttpState.sessions.clear()
+
+
+def main_http(portfile):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), McpHandler)
+    srv.daemon_threads = True
+    signal.signal(signal.SIGUSR1, forget_sessions)
+    pidfile = os.environ.get("MCP_TEST_PIDFILE")
+    if pidfile:
+        with open(pidfile + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(pidfile + ".tmp", pidfile)
+    with open(portfile + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(portfile + ".tmp", portfile)
+    srv.serve_forever()
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+        main_http(sys.argv[2])
+    else:
+        main()

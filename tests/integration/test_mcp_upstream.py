@@ -46,6 +46,7 @@ class EverythingHTTP:
 
     def start(self):
         self.log = open(self.log_path, "a")
+        since = self.log.tell()  # a restart's log goes on after the last one's
         env = dict(os.environ, PORT=str(self.port))
         self.proc = subprocess.Popen(["node", "--import", LOOPBACK, EVERYTHING, "streamableHttp"],
                                      stdout=self.log, stderr=self.log, env=env)
@@ -54,6 +55,7 @@ class EverythingHTTP:
             if self.proc.poll() is not None:
                 raise AssertionError("server-everything exited: " + self.logs()[-2000:])
             with open(self.log_path) as f:
+                f.seek(since)
                 return "listening on port" in f.read()
         wait_for(up, 30, "server-everything (HTTP) to listen")
         self.url = "http://127.0.0.1:%d/mcp" % self.port
@@ -477,7 +479,7 @@ class McpUpstreamTest(GatewayTest):
         servers = self.mcp_servers(t={"transport": "stdio", "command": "python3",
                                       "args": [TEST_SERVER],
                                       "env": {"MCP_TEST_PIDFILE": os.path.join(self.tdir, "pid")},
-                                      "retry_base_ms": 100, "retry_max_ms": 300,
+                                      "retry_base_ms": 10000, "retry_max_ms": 20000,
                                       "shutdown_grace_ms": 200})
         self.start(servers=servers)
         self.generate("t_echo", {"text": "pin it"})
@@ -517,8 +519,10 @@ class McpUpstreamTest(GatewayTest):
         # the reference server restarts (forgetting every session)
         self.http_server.stop()
         self.http_server.start()
-        wait_for(lambda: self.server_state("remote")["state"] == "connected"
-                 and self.server_state("remote")["session"] != sid, 40, "a new session")
+        def renewed():
+            st = self.server_state("remote")
+            return st["state"] == "connected" and st["session"] not in (None, sid)
+        wait_for(renewed, 40, "a new session")
         self.generate("remote_echo", {"message": "two"})
         self.assertEqual(self.tool_result_seen_by_model()["content"][0]["text"], "Echo: two")
         # at shutdown the session is ended with a DELETE
@@ -597,6 +601,80 @@ class McpUpstreamTest(GatewayTest):
         gw.stop()
         for k in kid_pids:
             self.assertFalse(os.path.exists("/proc/%d" % k), "child %d outlived gatehouse" % k)
+
+
+class McpJsonHttpTest(GatewayTest):
+    """An HTTP upstream that answers with JSON bodies, speaks 2025-06-18
+    only and forgets sessions (the test server in --http mode)."""
+
+    def setUp(self):
+        super().setUp()
+        self.m = self.model()
+        self.tdir = tempfile.mkdtemp(prefix="gh-mcp-j-")
+        self.env = dict(os.environ, MCP_TEST_LOG=os.path.join(self.tdir, "log"),
+                        MCP_TEST_PIDFILE=os.path.join(self.tdir, "pid"))
+        pf = os.path.join(self.tdir, "port")
+        self.proc = subprocess.Popen(["python3", TEST_SERVER, "--http", pf], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        def port_file():
+            if not os.path.exists(pf):
+                return None
+            with open(pf) as f:
+                return f.read()
+        port = int(wait_for(port_file, 20, "the port"))
+        agents = {"assistant": {"provider": "fake", "model": self.m, "max_steps": 4,
+                                "tools": ["j_*"]}}
+        servers = {"j": {"transport": "http", "url": "http://127.0.0.1:%d/mcp" % port,
+                         "retry_base_ms": 100, "retry_max_ms": 500}}
+        self.gw = self.gateway(config(self.fake, agents=agents, mcp_servers=servers))
+        self.key = self.gw.create_key("alice")
+
+    def tearDown(self):
+        super().tearDown()
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.tdir, ignore_errors=True)
+
+    def log(self):
+        with open(os.path.join(self.tdir, "log")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def call(self, text):
+        self.fake.script(self.m, {"tool_calls": [{"id": "c1", "name": "j_echo",
+                                                  "arguments": {"text": text}}]},
+                         {"text": "done"})
+        st, b, _ = self.gw.post("/api/agents/assistant/generate", {"messages": "go"},
+                                key=self.key)
+        self.assertEqual(st, 200, b)
+        last = self.fake.requests(model=self.m)[-1]["body"]["messages"][-1]
+        return json.loads(last["content"])
+
+    def test_json_replies_older_protocol_and_a_renewed_session(self):
+        self.assertEqual(self.call("one")["content"][0]["text"], "echo: one")
+        posts = [m for m in self.log() if m.get("http") == "POST"]
+        self.assertEqual(posts[0]["method"], "initialize")
+        self.assertIsNone(posts[0]["version"])
+        # after initialize: the session and the agreed (older) revision
+        first = posts[-1]["session"]
+        self.assertTrue(first)
+        self.assertTrue(all(p["version"] == "2025-06-18" for p in posts[1:]), posts)
+        self.assertIn("text/event-stream", posts[-1]["accept"])
+        # the server forgets its sessions: the next call gets a 404, and
+        # gatehouse makes a new session and sends the call once more
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        self.assertEqual(self.call("two")["content"][0]["text"], "echo: two")
+        calls = [m for m in self.log() if m.get("method") == "tools/call"]
+        self.assertEqual(len(calls), 3)  # one, two refused (404), two again
+        self.assertEqual(calls[1]["session"], first)
+        self.assertNotEqual(calls[2]["session"], first)
+        detail = json.loads(self.gw.query(
+            "SELECT detail FROM audit_events WHERE tool_name = 'j_echo' AND event = 'executed' "
+            "ORDER BY seq DESC LIMIT 1")[0]["detail"])
+        self.assertEqual(detail["mcp"]["session"], calls[2]["session"])
+        # at shutdown the session is ended
+        self.gw.stop()
+        deletes = [m for m in self.log() if m.get("http") == "DELETE"]
+        self.assertEqual(deletes[-1]["session"], calls[2]["session"])
 
 
 class McpStartupTest(unittest.TestCase):
