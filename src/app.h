@@ -19,6 +19,7 @@ struct gh_ratelimit;
 struct gh_hub;
 struct gh_bg;
 struct gh_mcp;
+struct gh_audit_health;
 
 struct gh_app {
 	const struct gh_config *cfg;
@@ -30,6 +31,8 @@ struct gh_app {
 	unsigned char hashkey[32];            /* API key hashing secret */
 	struct gh_audit_signer signer;
 	int has_signer;
+	struct gh_audit_health *audit;        /* the chain's state (audit_health.h); may be NULL */
+	int read_only;                        /* serving reads only: every write is refused */
 	const char *listen;                   /* HOST:PORT served, as given (port may be 0) */
 	int64_t started_ms;
 	_Atomic int active_streams;

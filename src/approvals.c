@@ -9,7 +9,6 @@
 
 #include <sodium.h>
 
-#include "background.h"
 #include "buf.h"
 #include "hub.h"
 #include "json.h"
@@ -129,6 +128,7 @@ static void publish(struct gh_app *app, const char *type, const struct gh_approv
 	gh_hub_publish(app->hub, "approvals", type, j);
 	gh_hub_publish(app->hub, a->run_id, type, j);
 	cJSON_Delete(j);
+	gh_hub_notify_state(app->hub, a->run_id);
 }
 
 enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req *rq,
@@ -246,8 +246,7 @@ enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char
 
 enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *who,
 				const char *id, int approve, const char *reason,
-				int resume_in_background, struct gh_approval *out,
-				struct gh_err *e)
+				struct gh_approval *out, struct gh_err *e)
 {
 	struct gh_approval a;
 	struct gh_audit_event ev;
@@ -304,8 +303,6 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 		goto out;
 	gh_info("approval %s %s by %s", id, a.status, who->actor);
 	publish(app, "approval-decided", &a);
-	if (app->bg && resume_in_background)
-		gh_bg_resume(app->bg, a.run_id);
 	if (out) {
 		*out = a;
 		memset(&a, 0, sizeof(a));
@@ -316,9 +313,11 @@ out:
 	return rc;
 }
 
-enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e)
+enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id,
+					 const struct gh_audit_event *call, int64_t *call_id,
+					 struct gh_err *e)
 {
-	return gh_store_approval_claim_exec(app->store, id, e);
+	return gh_store_approval_claim_exec(app->store, id, call, call_id, e);
 }
 
 enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,
@@ -328,17 +327,26 @@ enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,
 	return gh_store_approval_finish_exec(app->store, id, outcome, error, ev, e);
 }
 
+struct expiry {
+	struct gh_app *app;
+	void (*resume)(void *ud, const char *run_id);
+	void *ud;
+};
+
 static void expired_cb(void *ud, const struct gh_approval *a)
 {
-	struct gh_app *app = ud;
+	struct expiry *x = ud;
 
 	gh_info("approval %s expired", a->id);
-	publish(app, "approval-decided", a);
-	if (app->bg)
-		gh_bg_resume(app->bg, a->run_id);
+	publish(x->app, "approval-decided", a);
+	if (x->resume)
+		x->resume(x->ud, a->run_id);
 }
 
-enum gh_code gh_approvals_expire(struct gh_app *app, int *n, struct gh_err *e)
+enum gh_code gh_approvals_expire(struct gh_app *app, void (*resume)(void *ud, const char *run_id),
+				 void *ud, int *n, struct gh_err *e)
 {
-	return gh_store_approvals_expire(app->store, gh_now_ms(), expired_cb, app, n, e);
+	struct expiry x = {app, resume, ud};
+
+	return gh_store_approvals_expire(app->store, gh_now_ms(), expired_cb, &x, n, e);
 }

@@ -59,17 +59,18 @@ enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char
 /* Decides approval id. Admins may decide any; a key may decide only an
  * approval of its own owner whose approver is "caller". GH_E_CONFLICT when
  * already decided (message names who and how), GH_E_FORBIDDEN when the
- * principal may not decide it. On success, when resume_in_background, the
- * run is queued for resumption (else the caller resumes it). out (may be
- * NULL) gets the decided row. */
+ * principal may not decide it. The caller sees to the run's continuation
+ * (gh_answer_tool_call does). out (may be NULL) gets the decided row. */
 enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *who,
 				const char *id, int approve, const char *reason,
-				int resume_in_background, struct gh_approval *out,
-				struct gh_err *e);
+				struct gh_approval *out, struct gh_err *e);
 
 /* Claims the single execution of an approved call. GH_E_CONFLICT when it
- * was already claimed (then the tool must not run). */
-enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id, struct gh_err *e);
+ * was already claimed (then the tool must not run). call (may be NULL)
+ * opens the call in the same transaction; see gh_store_approval_claim_exec. */
+enum gh_code gh_approval_claim_execution(struct gh_app *app, const char *id,
+					 const struct gh_audit_event *call, int64_t *call_id,
+					 struct gh_err *e);
 
 /* Appends the audit row ev that says how approved call id ended and
  * records the outcome on the approval ("ok", "error", or "not_run" when it
@@ -80,8 +81,10 @@ enum gh_code gh_approval_finish_execution(struct gh_app *app, const char *id,
 					  const struct gh_audit_event *ev, struct gh_err *e);
 
 /* Expires pending approvals past their expiry (audit "expired" rows) and
- * queues their runs; *n gets how many. */
-enum gh_code gh_approvals_expire(struct gh_app *app, int *n, struct gh_err *e);
+ * hands each one's run to resume(ud, run_id) (may be NULL); *n gets how
+ * many. */
+enum gh_code gh_approvals_expire(struct gh_app *app, void (*resume)(void *ud, const char *run_id),
+				 void *ud, int *n, struct gh_err *e);
 
 /* SHA-256 hex of the canonical JSON of args (65 bytes). */
 void gh_approval_args_hash(const cJSON *args, char out[65]);

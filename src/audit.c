@@ -205,6 +205,57 @@ int gh_audit_sig_ok(const unsigned char pk[32], const char *kind, int64_t seq,
 	return crypto_sign_verify_detached(sig, msg, len, pk) == 0;
 }
 
+/* "gatehouse-audit-ckpt2" NUL seq(8) hash(32) ts(8) prev_seq(8) prev_sig(64) */
+#define CKPT2_TAG "gatehouse-audit-ckpt2"
+#define CKPT2_LEN (sizeof(CKPT2_TAG) + 8 + 32 + 8 + 8 + 64)
+
+static void put_be64(unsigned char *p, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+
+	for (int j = 7; j >= 0; j--, u >>= 8)
+		p[j] = (unsigned char)(u & 0xff);
+}
+
+static void ckpt2_message(int64_t seq, const unsigned char hash[32], int64_t ts,
+			  int64_t prev_seq, const unsigned char prev_sig[64],
+			  unsigned char msg[CKPT2_LEN])
+{
+	static const unsigned char zero[64];
+	size_t i = sizeof(CKPT2_TAG); /* the tag and its NUL */
+
+	memcpy(msg, CKPT2_TAG, sizeof(CKPT2_TAG));
+	put_be64(msg + i, seq);
+	i += 8;
+	memcpy(msg + i, hash, 32);
+	i += 32;
+	put_be64(msg + i, ts);
+	i += 8;
+	put_be64(msg + i, prev_seq);
+	i += 8;
+	memcpy(msg + i, prev_sig ? prev_sig : zero, 64);
+}
+
+void gh_audit_sign_ckpt(const struct gh_audit_signer *s, int64_t seq,
+			const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts, int64_t prev_seq,
+			const unsigned char prev_sig[64], unsigned char sig[64])
+{
+	unsigned char msg[CKPT2_LEN];
+
+	ckpt2_message(seq, hash, ts, prev_seq, prev_sig, msg);
+	crypto_sign_detached(sig, NULL, msg, sizeof(msg), s->sk);
+}
+
+int gh_audit_ckpt_sig_ok(const unsigned char pk[32], int64_t seq,
+			 const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts, int64_t prev_seq,
+			 const unsigned char prev_sig[64], const unsigned char sig[64])
+{
+	unsigned char msg[CKPT2_LEN];
+
+	ckpt2_message(seq, hash, ts, prev_seq, prev_sig, msg);
+	return crypto_sign_verify_detached(sig, msg, sizeof(msg), pk) == 0;
+}
+
 static int redacted_name(const char *name, const struct gh_strlist *names)
 {
 	size_t i;
@@ -282,16 +333,19 @@ out:
 const char *const gh_audit_event_names[] = {
 	/* tool decisions */
 	"allowed", "denied", "rate_limited", "approval_requested", "approved", "expired",
-	/* executions, and model calls that failed */
-	"executed", "failed", "client_result", "model_failed",
+	/* executions (interrupted: the end was never recorded), and model
+	 * calls that failed */
+	"executed", "failed", "interrupted", "client_result", "model_failed",
 	/* admin actions */
 	"key_created", "key_revoked", "policy_reload", "admin_created", "admin_disabled",
 	"admin_enabled", "admin_password_changed", "admin_login", "admin_login_failed",
 	"admin_logout",
+	/* the log itself */
+	"audit_check_failed",
 	NULL,
 };
 
 const char *const gh_audit_outcome_names[] = {
 	"ok", "error", "allowed", "denied", "rate_limited", "pending", "approved", "expired",
-	"failed", "cancelled", NULL,
+	"failed", "cancelled", "unknown", "no_effect", "broken", NULL,
 };

@@ -10,7 +10,9 @@
  * rows or T seconds the writer signs (seq, hash, ts) with an Ed25519 key
  * that lives outside the database; an attacker who rewrites the chain
  * cannot forge those signatures, and truncation below the newest signed
- * checkpoint is caught.
+ * checkpoint is caught. Each checkpoint also signs the one before it, and
+ * each is copied to a witness outside the database (audit_witness.h), so
+ * deleting checkpoints is caught too.
  *
  * The hashing functions are pure and thread-safe; the store's writer calls
  * them. Redaction happens before hashing: secrets never reach the table.
@@ -73,6 +75,20 @@ void gh_audit_sign(const struct gh_audit_signer *s, const char *kind, int64_t se
 int gh_audit_sig_ok(const unsigned char pk[32], const char *kind, int64_t seq,
 		    const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts,
 		    const unsigned char sig[64]);
+
+/* Checkpoints chain: each one also signs the checkpoint before it (its row
+ * and its signature), so one deleted from the middle of the table breaks
+ * the next one's signature. The message is
+ *   "gatehouse-audit-ckpt2" NUL seq hash ts prev_seq prev_signature
+ * with prev_seq 0 and a zero signature for the first checkpoint of a log.
+ * Checkpoints written before chaining (kind "ckpt", gh_audit_sign) stay
+ * valid on their own. */
+void gh_audit_sign_ckpt(const struct gh_audit_signer *s, int64_t seq,
+			const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts, int64_t prev_seq,
+			const unsigned char prev_sig[64], unsigned char sig[64]);
+int gh_audit_ckpt_sig_ok(const unsigned char pk[32], int64_t seq,
+			 const unsigned char hash[GH_AUDIT_HASH_LEN], int64_t ts, int64_t prev_seq,
+			 const unsigned char prev_sig[64], const unsigned char sig[64]);
 
 /* Redacts args in place: every object member (at any depth) whose name
  * matches one of the configured names, case-insensitively, has its value

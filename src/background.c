@@ -117,6 +117,20 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* 1 when another request holds the run (it is running): try again. */
+static int busy(struct gh_app *app, const char *run_id)
+{
+	struct gh_run_view v;
+	struct gh_err e;
+	int running = 0;
+
+	if (gh_run_view_get(app, NULL, run_id, &v, &e) == GH_OK) {
+		running = v.status == GH_RUN_RUNNING;
+		gh_run_view_clear(&v);
+	}
+	return running;
+}
+
 static void *resumer_main(void *p)
 {
 	struct resumer_arg *ra = p;
@@ -131,6 +145,7 @@ static void *resumer_main(void *p)
 		struct gh_run_result res;
 		struct gh_err e;
 		enum gh_code rc;
+		int retry;
 
 		if (!take(bg, slot, &it, &wait_ms)) {
 			timed_wait(&bg->cv, &bg->mu, wait_ms);
@@ -139,12 +154,14 @@ static void *resumer_main(void *p)
 		pthread_mutex_unlock(&bg->mu);
 		rc = gh_run_resume(bg->app, it.run_id, NULL, &res, &e);
 		if (rc == GH_OK) {
-			gh_info("background: run %s resumed: %s", it.run_id, res.status);
+			gh_info("background: run %s resumed: %s", it.run_id,
+				gh_run_status_name(res.status));
 			gh_run_result_clear(&res);
 		}
+		retry = rc == GH_E_CONFLICT && it.attempts < RETRIES && busy(bg->app, it.run_id);
 		pthread_mutex_lock(&bg->mu);
 		bg->busy[slot][0] = '\0';
-		if (rc == GH_E_CONFLICT && strstr(e.msg, "running") && it.attempts < RETRIES) {
+		if (retry) {
 			/* another request holds the run; try again shortly */
 			push(bg, it.run_id, it.attempts + 1, gh_now_ms() + 200);
 		} else if (rc != GH_OK && rc != GH_E_CONFLICT) {
@@ -204,6 +221,11 @@ void gh_bg_snapshot_ratelimits(struct gh_app *app)
 	free(s.tats);
 }
 
+static void resume_cb(void *ud, const char *run_id)
+{
+	gh_bg_resume(ud, run_id);
+}
+
 static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
@@ -226,7 +248,7 @@ static void *maint_main(void *p)
 			break;
 		pthread_mutex_unlock(&bg->mu);
 		now = gh_now_ms();
-		if (gh_approvals_expire(app, &n, &e) != GH_OK)
+		if (gh_approvals_expire(app, resume_cb, bg, &n, &e) != GH_OK)
 			gh_warn("approvals: expiry failed: %s", e.msg);
 		if (now - last_snap >= 30000) {
 			gh_bg_snapshot_ratelimits(app);
@@ -270,7 +292,8 @@ enum gh_code gh_bg_start(struct gh_app *app, struct gh_bg **out, struct gh_err *
 	pthread_mutex_init(&bg->mu, NULL);
 	pthread_cond_init(&bg->cv, NULL);
 	pthread_mutex_lock(&bg->mu);
-	if (gh_store_runs_with_status(app->store, "suspended", queue_cb, bg, e) != GH_OK) {
+	if (gh_store_runs_with_status(app->store, gh_run_status_name(GH_RUN_SUSPENDED),
+				      queue_cb, bg, e) != GH_OK) {
 		pthread_mutex_unlock(&bg->mu);
 		gh_bg_stop(bg);
 		return e->code;

@@ -1,6 +1,6 @@
 /*
- * cli.c - command dispatch, shared option handling, and the migrate and
- * keys commands. See cli.h.
+ * cli.c - command dispatch, and the migrate and keys commands. See cli.h;
+ * what the commands share is in cli_common.c.
  */
 #include "cli.h"
 
@@ -14,6 +14,7 @@
 #include <sodium.h>
 
 #include "admin_audit.h"
+#include "cli_common.h"
 #include "keys.h"
 #include "log.h"
 #include "util.h"
@@ -54,205 +55,6 @@ static const char usage_keys[] =
 	"        revoked.\n"
 	"revoke  stops a key at once; its threads and memory stay with its owner.\n";
 
-/* ------------------------------------------------------------- options */
-
-int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
-		 int *help)
-{
-	int i;
-
-	*help = 0;
-	for (i = from; i < argc; i++) {
-		const struct gh_opt *o;
-
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			fputs(usage, stdout);
-			*help = 1;
-			return -1;
-		}
-		for (o = opts; o->name; o++)
-			if (!strcmp(argv[i], o->name))
-				break;
-		if (!o->name) {
-			fprintf(stderr, "gatehouse: unknown option %s\n\n%s", argv[i], usage);
-			return -1;
-		}
-		if (o->has_arg) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "gatehouse: %s needs a value\n\n%s", argv[i], usage);
-				return -1;
-			}
-			*o->value = argv[++i];
-		} else {
-			*o->flag = 1;
-		}
-	}
-	return 0;
-}
-
-static char *path_with(const char *db, const char *suffix)
-{
-	size_t n = strlen(db) + strlen(suffix) + 1;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s%s", db, suffix);
-	return p;
-}
-
-int gh_cli_load(struct gh_cli *c)
-{
-	struct gh_err e;
-
-	if (!c->config) {
-		fprintf(stderr, "gatehouse: --config FILE is required\n");
-		return GH_EXIT_USAGE;
-	}
-	if (gh_config_load(c->config, &c->cfg, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		return GH_EXIT_RUNTIME;
-	}
-	if (c->db) {
-		char *p = strdup(c->db);
-
-		if (!p)
-			return GH_EXIT_RUNTIME;
-		free(c->cfg->database.path);
-		c->cfg->database.path = p;
-	}
-	c->key_hash_file = c->cfg->key_hash_file ? strdup(c->cfg->key_hash_file)
-						 : path_with(c->cfg->database.path, "-hashkey");
-	c->signing_key_file = c->cfg->audit.signing_key_file
-				      ? strdup(c->cfg->audit.signing_key_file)
-				      : path_with(c->cfg->database.path, "-audit.key");
-	if (!c->key_hash_file || !c->signing_key_file)
-		return GH_EXIT_RUNTIME;
-	return GH_EXIT_OK;
-}
-
-/* Can path (named by option) be opened, or created, by a command that
- * writes? For the database its directory must also be writable (SQLite
- * keeps -wal and -shm files beside it). 0 when yes; else prints why. */
-static int check_path(const char *option, const char *path, int need_write, int dir_write)
-{
-	struct stat st;
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	int exists = stat(path, &st) == 0;
-
-	if (!exists && errno != ENOENT && errno != ENOTDIR) {
-		fprintf(stderr, "gatehouse: %s \"%s\": %s\n", option, path, strerror(errno));
-		return -1;
-	}
-	if (exists && S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "gatehouse: %s \"%s\" is a directory, not a file\n", option, path);
-		return -1;
-	}
-	if (exists && access(path, need_write ? R_OK | W_OK : R_OK) != 0) {
-		fprintf(stderr, "gatehouse: %s \"%s\" is not %s: %s\n", option, path,
-			need_write ? "readable and writable" : "readable", strerror(errno));
-		return -1;
-	}
-	if (exists && !dir_write)
-		return 0;
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	if (stat(dir, &st) != 0) {
-		fprintf(stderr, "gatehouse: %s \"%s\": %s \"%s\" %s\n", option, path,
-			errno == ENOTDIR ? "a part of" : "directory", dir,
-			errno == ENOENT ? "does not exist"
-			: errno == ENOTDIR ? "is not a directory" : strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "gatehouse: %s \"%s\": \"%s\" is not a directory\n", option, path,
-			dir);
-		return -1;
-	}
-	if (access(dir, W_OK | X_OK) != 0) {
-		fprintf(stderr, "gatehouse: %s \"%s\": directory \"%s\" is not writable: %s\n",
-			option, path, dir, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-int gh_cli_check_paths(const struct gh_cli *c)
-{
-	const char *dbopt = c->db ? "--db" : "database.path";
-
-	if (check_path(dbopt, c->cfg->database.path, 1, 1) != 0)
-		return GH_EXIT_RUNTIME;
-	/* the default key files live beside the database: checked with it */
-	if (c->cfg->key_hash_file &&
-	    check_path("auth.key_hash_file", c->key_hash_file, 0, 0) != 0)
-		return GH_EXIT_RUNTIME;
-	if (c->cfg->audit.signing_key_file &&
-	    check_path("audit.signing_key_file", c->signing_key_file, 0, 0) != 0)
-		return GH_EXIT_RUNTIME;
-	return GH_EXIT_OK;
-}
-
-void gh_cli_free(struct gh_cli *c)
-{
-	gh_config_free(c->cfg);
-	free(c->key_hash_file);
-	free(c->signing_key_file);
-	memset(c, 0, sizeof(*c));
-}
-
-struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s)
-{
-	struct gh_store_opts o;
-	struct gh_store *st = NULL;
-	struct gh_err e;
-
-	memset(&o, 0, sizeof(o));
-	o.path = c->cfg->database.path;
-	o.synchronous_full = c->cfg->database.synchronous_full;
-	o.readers = 1;
-	o.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
-	o.group_commit_max = 1;
-	o.threaded = 0;
-	o.readonly = readonly;
-	o.signer = s;
-	o.ckpt_rows = c->cfg->audit.checkpoint_rows;
-	o.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
-	if (gh_store_open(&o, &st, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		return NULL;
-	}
-	return st;
-}
-
-/* ------------------------------------------------------------ key names */
-
-static int collect_named(void *ud, const struct gh_key *k)
-{
-	struct gh_cli_named *o = ud;
-	size_t len = strlen(o->ids);
-
-	if (strcmp(k->name, o->name))
-		return 0;
-	if (o->n++ == 0)
-		gh_strlcpy(o->id, k->id, sizeof(o->id));
-	snprintf(o->ids + len, sizeof(o->ids) - len, "%s%s%s", len ? ", " : "", k->id,
-		 k->revoked_at ? " (revoked)" : "");
-	return 0;
-}
-
-enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
-			       struct gh_err *e)
-{
-	memset(out, 0, sizeof(*out));
-	out->name = name;
-	return gh_store_key_list(s, collect_named, out, e);
-}
-
 /* ------------------------------------------------------------- migrate */
 
 static int cmd_migrate(int argc, char **argv)
@@ -283,8 +85,8 @@ static int cmd_migrate(int argc, char **argv)
 
 /* ---------------------------------------------------------------- keys */
 
-/* An admin action written to the audit log by the CLI. The CLI signs no
- * checkpoints itself (the server does, or the next CLI run with the key). */
+/* An admin action written to the audit log by the CLI, signed when the
+ * command ends if the CLI can read the signing key (gh_cli_store). */
 static int audit_admin(struct gh_store *s, const char *event, const struct gh_key *k)
 {
 	struct gh_admin_action a = {.event = event, .via = "cli", .admin_user = "cli", .key = k};
@@ -403,18 +205,10 @@ static int keys_list(int argc, char **argv)
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
 	struct gh_store *s;
 	struct gh_err e;
-	int help, rc;
+	int rc;
 
-	if (gh_cli_parse(argc, argv, 3, opts, usage_keys, &help) != 0)
-		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
-		gh_cli_free(&c);
+	if ((rc = gh_cli_open(argc, argv, 3, opts, usage_keys, 1, &c, &s)) != GH_EXIT_OK || !s)
 		return rc;
-	}
-	if (!(s = gh_cli_store(&c, 1, NULL))) {
-		gh_cli_free(&c);
-		return GH_EXIT_RUNTIME;
-	}
 	printf("%-28s %-12s %-16s %-16s %-10s %-5s %-24s %-24s %s\n", "ID", "PREFIX", "NAME",
 	       "OWNER", "POLICY", "ROLE", "CREATED", "LAST USED", "REVOKED");
 	rc = gh_store_key_list(s, print_key, NULL, &e) == GH_OK ? GH_EXIT_OK : GH_EXIT_RUNTIME;

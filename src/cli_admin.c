@@ -15,7 +15,7 @@
 
 #include "admin_audit.h"
 #include "admin_auth.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "util.h"
 
 #define PASSWORD_MAX GH_ADMIN_PASSWORD_MAX
@@ -200,18 +200,10 @@ static int admin_list(int argc, char **argv)
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
 	struct gh_store *s;
 	struct gh_err e;
-	int help, rc;
+	int rc;
 
-	if (gh_cli_parse(argc, argv, 3, opts, usage_admin, &help) != 0)
-		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
-		gh_cli_free(&c);
+	if ((rc = gh_cli_open(argc, argv, 3, opts, usage_admin, 1, &c, &s)) != GH_EXIT_OK || !s)
 		return rc;
-	}
-	if (!(s = gh_cli_store(&c, 1, NULL))) {
-		gh_cli_free(&c);
-		return GH_EXIT_RUNTIME;
-	}
 	printf("%-24s %-24s %-24s %s\n", "USER", "CREATED", "LAST LOGIN", "STATE");
 	rc = gh_store_admin_list(s, print_user, NULL, &e) == GH_OK ? GH_EXIT_OK : GH_EXIT_RUNTIME;
 	if (rc)

@@ -12,7 +12,7 @@
 #include "audit.h"
 #include "audit_index.h"
 #include "audit_verify.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "json.h"
 #include "util.h"
 
@@ -21,7 +21,7 @@ static const char usage_audit[] =
 	"       gatehouse audit query  --config FILE [filters] [--limit N] [--before SEQ]\n"
 	"                              [--format table|ndjson|csv]\n"
 	"       gatehouse audit export --config FILE [filters] [--format ndjson|csv]\n"
-	"       gatehouse audit verify --config FILE [--pubkey HEX]\n"
+	"       gatehouse audit verify --config FILE [--pubkey HEX] [--witness FILE]\n"
 	"       gatehouse audit reindex --config FILE\n"
 	"       gatehouse audit pubkey --config FILE\n"
 	"\n"
@@ -34,10 +34,15 @@ static const char usage_audit[] =
 	"tail    the newest N rows (default 20), oldest of them first.\n"
 	"query   one page, newest first; prints the cursor for the next page.\n"
 	"export  every matching row, oldest first, streamed.\n"
-	"verify  recomputes the hash chain and checks the signed checkpoints; prints the\n"
-	"        first bad row. Also checks the filter index that queries use against\n"
+	"verify  recomputes the hash chain and checks the signed checkpoints (each\n"
+	"        signs the one before it); prints the first bad row. Fails when rows\n"
+	"        after the newest checkpoint are more or older than the writer ever\n"
+	"        leaves unsigned, and when the witness saw a checkpoint the database\n"
+	"        does not have. Also checks the filter index that queries use against\n"
 	"        the rows. Exit 0 only when both are intact. --pubkey pins the signing\n"
 	"        key (default: the key file beside the database, when readable).\n"
+	"        --witness reads that witness file (a copy from elsewhere, say)\n"
+	"        instead of audit.witness.file, and fails when it is missing.\n"
 	"reindex rebuilds the filter index from the rows (after verify reports it\n"
 	"        damaged); queries stay correct meanwhile, only slower.\n"
 	"pubkey  prints the Ed25519 public key that signs checkpoints (hex).\n";
@@ -212,6 +217,17 @@ static int emit_row(void *ud, const struct gh_audit_row *r)
 	return ferror(stdout) ? 1 : 0;
 }
 
+/* An NDJSON export that stopped half way ends with an error line. */
+static void export_failed(struct out_ctx *o, const struct gh_err *e)
+{
+	if (o->fmt != FMT_NDJSON)
+		return;
+	gh_buf_reset(&o->b);
+	if (gh_audit_export_error_line(e->code, &o->b) == GH_BUF_OK)
+		fwrite(o->b.data, 1, o->b.len, stdout);
+	fflush(stdout);
+}
+
 /* Prints a collected JSON row as a table line. */
 static void print_json_row(const cJSON *j)
 {
@@ -327,8 +343,10 @@ static int audit_read(int argc, char **argv, const char *what)
 
 		do {
 			if (gh_store_audit_query(s, &f, cursor, 1000, 1, emit_row, &o, &next, &e) !=
-			    GH_OK)
+			    GH_OK) {
+				export_failed(&o, &e);
 				goto fail;
+			}
 			cursor = next;
 		} while (next);
 	}
@@ -347,11 +365,13 @@ out:
 static int audit_verify(int argc, char **argv)
 {
 	struct gh_cli c = {0};
-	const char *pub = NULL;
+	const char *pub = NULL, *witness = NULL;
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
-				{"--pubkey", 1, &pub, NULL}, {0}};
+				{"--pubkey", 1, &pub, NULL}, {"--witness", 1, &witness, NULL},
+				{0}};
 	struct gh_audit_signer signer;
 	unsigned char pk[32], *trusted = NULL;
+	struct gh_audit_verify_opts vo;
 	struct gh_audit_verify rep;
 	struct gh_store *s = NULL;
 	struct gh_err e;
@@ -378,7 +398,11 @@ static int audit_verify(int argc, char **argv)
 	}
 	if (!(s = gh_cli_store(&c, 1, NULL)))
 		goto out;
-	if (gh_audit_verify(s, trusted, &rep, &e) != GH_OK) {
+	gh_audit_verify_opts_config(c.cfg, &vo);
+	vo.trusted_pk = trusted;
+	vo.witness_file = witness ? witness : c.witness_file;
+	vo.witness_required = witness != NULL;
+	if (gh_audit_verify_ex(s, &vo, &rep, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
@@ -394,6 +418,17 @@ static int audit_verify(int argc, char **argv)
 		       rep.seconds > 0 ? (double)rep.rows / rep.seconds : 0.0);
 		printf("last signed checkpoint: row %lld at %s; %lld newer rows not yet signed\n",
 		       (long long)rep.signed_seq, ts, (long long)rep.unsigned_rows);
+		if (rep.witness_read)
+			printf("witness %s: %lld signed checkpoints seen (newest row %lld), every "
+			       "one in the database%s\n", vo.witness_file,
+			       (long long)rep.witness_entries, (long long)rep.witness_seq,
+			       rep.witness_pruned ? " or pruned with its rows" : "");
+		else if (rep.witness_note[0])
+			printf("witness: %s (nothing proves that no signed checkpoint was "
+			       "removed)\n", rep.witness_note);
+		if (rep.witness_invalid)
+			printf("witness: %lld lines ignored (not well-formed or not validly "
+			       "signed)\n", (long long)rep.witness_invalid);
 	} else {
 		printf("audit log NOT intact: first bad row %lld\n%s\n", (long long)rep.bad_seq,
 		       rep.message);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli_common.h"
 #include "json.h"
 #include "mcp.h"
 #include "store_mcp.h"
@@ -232,7 +232,8 @@ int gh_cmd_mcp(int argc, char **argv)
 		fprintf(stderr, "gatehouse: --digest takes the 64 hex digits of a SHA-256\n");
 		return GH_EXIT_USAGE;
 	}
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK) {
+	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK ||
+	    (writes && (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK)) {
 		gh_cli_free(&c);
 		return rc;
 	}

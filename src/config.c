@@ -418,9 +418,21 @@ static int valid_id(const char *s)
 	return 1;
 }
 
+/* An http(s) URL with a host, and without the spaces and control
+ * characters curl refuses. Without a host, "https://" with its trailing
+ * '/' cut would become "https:/chat/completions", which curl reads as the
+ * host "chat": the provider's key would go wherever that name resolves. */
 static int is_http_url(const char *s)
 {
-	return !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8);
+	size_t n = !strncmp(s, "http://", 7) ? 7 : !strncmp(s, "https://", 8) ? 8 : 0;
+	const unsigned char *p;
+
+	if (!n || !s[n] || strchr("/?#", s[n]))
+		return 0;
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return 0;
+	return 1;
 }
 
 /* ---- server.listen ---- */
@@ -736,7 +748,7 @@ static enum gh_code read_provider(struct ctx *c, const cJSON *obj, struct gh_pro
 	if (!p->base_url || !is_http_url(p->base_url)) {
 		size_t n = push(c, "base_url");
 
-		rc = fail(c, "expected an http:// or https:// URL");
+		rc = fail(c, "expected an http:// or https:// URL with a host");
 		pop(c, n);
 		return rc;
 	}
@@ -844,7 +856,7 @@ static enum gh_code read_tool(struct ctx *c, const cJSON *obj, struct gh_tool_co
 		return fail(c, "tool name must match [a-zA-Z_][a-zA-Z0-9_-]{0,62}");
 	if (!is_http_url(t->url)) {
 		n = push(c, "url");
-		rc = fail(c, "expected an http:// or https:// URL");
+		rc = fail(c, "expected an http:// or https:// URL with a host");
 		pop(c, n);
 		return rc;
 	}
@@ -1244,6 +1256,52 @@ static enum gh_code read_mcp_server(struct ctx *c, const cJSON *obj,
 	return GH_OK;
 }
 
+static enum gh_code read_witness(struct ctx *c, const cJSON *obj, struct gh_witness_conf *w)
+{
+	static const struct field f[] = {
+		{"enabled", F_BOOL, offsetof(struct gh_witness_conf, enabled), 0, 0, 0, 1, NULL},
+		{"file", F_STR, offsetof(struct gh_witness_conf, file), 0, 0, 0, 0, NULL},
+		{"webhook_url", F_STR, offsetof(struct gh_witness_conf, webhook_url), 0, 0, 0, 0,
+		 NULL},
+		{"webhook_timeout_ms", F_INT, offsetof(struct gh_witness_conf, webhook_timeout_ms), 0,
+		 100, 60000, 5000, NULL},
+		{"syslog", F_BOOL, offsetof(struct gh_witness_conf, syslog), 0, 0, 0, 0, NULL},
+		{"when_behind", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	size_t n = push(c, "witness"), m;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), w, NULL);
+	const cJSON *v;
+
+	if (rc)
+		goto out;
+	if (w->file && !*w->file) {
+		m = push(c, "file");
+		rc = fail(c, "expected a path (use \"enabled\": false to run without a witness)");
+		pop(c, m);
+		goto out;
+	}
+	if (w->webhook_url && !is_http_url(w->webhook_url)) {
+		m = push(c, "webhook_url");
+		rc = fail(c, "expected an http:// or https:// URL");
+		pop(c, m);
+		goto out;
+	}
+	v = obj ? cJSON_GetObjectItemCaseSensitive(obj, "when_behind") : NULL;
+	w->when_behind = GH_WITNESS_REFUSE;
+	if (v && !cJSON_IsNull(v)) {
+		if (!strcmp(v->valuestring, "read_only")) {
+			w->when_behind = GH_WITNESS_READ_ONLY;
+		} else if (strcmp(v->valuestring, "refuse")) {
+			m = push(c, "when_behind");
+			rc = fail(c, "expected \"refuse\" or \"read_only\"");
+			pop(c, m);
+		}
+	}
+out:
+	pop(c, n);
+	return rc;
+}
+
 static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_conf *a)
 {
 	static const struct field f[] = {
@@ -1260,12 +1318,18 @@ static enum gh_code read_audit(struct ctx *c, const cJSON *obj, struct gh_audit_
 		 0, NULL},
 		{"max_args_bytes", F_INT, offsetof(struct gh_audit_conf, max_args_bytes), 0, 256,
 		 1 << 20, 65536, NULL},
+		{"unsigned_grace_seconds", F_INT,
+		 offsetof(struct gh_audit_conf, unsigned_grace_seconds), 0, 0, 30 * 86400, 60, NULL},
+		{"witness", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 	};
 	static const char *const dflt[] = {"password", "secret", "token", "api_key",
 					   "authorization"};
 	size_t n = push(c, "audit"), i;
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), a, NULL);
 
+	if (!rc)
+		rc = read_witness(c, obj ? cJSON_GetObjectItemCaseSensitive(obj, "witness") : NULL,
+				  &a->witness);
 	pop(c, n);
 	if (rc)
 		return rc;
@@ -1660,6 +1724,8 @@ void gh_config_free(struct gh_config *c)
 	free(c->mcp_servers);
 	free_list(&c->audit.redact);
 	free(c->audit.signing_key_file);
+	free(c->audit.witness.file);
+	free(c->audit.witness.webhook_url);
 	wipe_strings(c->root);
 	cJSON_Delete(c->root);
 	free(c->file);

@@ -160,10 +160,25 @@ struct gh_policy_conf {
 	char version[17];                    /* hex prefix of BLAKE2b(canonical policy JSON) */
 };
 
+/* What serve does with a database that is behind its witness. */
+enum gh_witness_behind { GH_WITNESS_REFUSE, GH_WITNESS_READ_ONLY };
+
+struct gh_witness_conf {
+	int enabled;                         /* default true */
+	char *file;                          /* NULL: "<db>-witness" */
+	char *webhook_url;                   /* NULL: none */
+	int64_t webhook_timeout_ms;
+	int syslog;
+	enum gh_witness_behind when_behind;
+};
+
 struct gh_audit_conf {
 	struct gh_strlist redact;            /* argument field names masked before hashing */
 	int64_t checkpoint_rows;             /* sign a checkpoint every N rows ... */
 	int64_t checkpoint_seconds;          /* ... or every T seconds */
+	int64_t unsigned_grace_seconds;      /* tail rule: rows may stay unsigned this much
+					      * longer than checkpoint_seconds */
+	struct gh_witness_conf witness;
 	int64_t retention_days;              /* 0 = keep forever */
 	int64_t retention_seconds;           /* finer alternative; wins when set */
 	char *signing_key_file;              /* Ed25519 secret key, created 0600 at first start */

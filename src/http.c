@@ -32,8 +32,10 @@
 #include <sodium.h>
 
 #include "admin_auth.h"
+#include "audit_health.h"
 #include "buf.h"
 #include "front.h"
+#include "hub.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -56,14 +58,12 @@ static const struct gh_route routes_core[] = {
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };
 
-/* gh_routes_admin comes before gh_routes_governance: its
+/* gh_routes_admin comes before gh_routes_approvals: its
  * GET /api/approvals/events must win over GET /api/approvals/:id. */
 static const struct gh_route *const route_tables[] = {
-	routes_core, gh_routes_agents, gh_routes_memory, gh_routes_admin, gh_routes_governance,
-	gh_routes_stream,
-	gh_routes_openai,
-	gh_routes_a2a,
-	gh_routes_mcp_servers,
+	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
+	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
+	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards, gh_routes_mcp_servers,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -349,17 +349,6 @@ static GH_NOINLINE enum gh_code check_framing(struct gh_req *r, struct gh_err *e
 	return GH_OK;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s (what names the part: "path", "query string") into out
  * (strlen(s) + 1 bytes), or only checks it when out is NULL. Refuses an
  * escape that is not '%' and two hex digits, and %00: decoded into a C
@@ -378,8 +367,8 @@ static enum gh_code percent_decode(const char *s, const char *what, char *out,
 				out[n++] = s[i];
 			continue;
 		}
-		hi = s[i + 1] ? hexval(s[i + 1]) : -1;
-		lo = hi >= 0 && s[i + 2] ? hexval(s[i + 2]) : -1;
+		hi = s[i + 1] ? gh_hex_digit(s[i + 1]) : -1;
+		lo = hi >= 0 && s[i + 2] ? gh_hex_digit(s[i + 2]) : -1;
 		if (hi < 0 || lo < 0)
 			return gh_err_set(e, GH_E_BADREQ, "the request's %s has an invalid percent "
 					  "escape at byte %zu (expected %%XX with two hex digits)",
@@ -535,9 +524,16 @@ static GH_NOINLINE enum gh_code authenticate(struct gh_req *r, enum gh_auth need
 		 * state, its CSRF token */
 		char csrf[GH_ADMIN_CSRF_MAX];
 
-		rc = gh_admin_session_auth(r, csrf, e);
-		if (rc == GH_OK)
-			rc = gh_admin_csrf_check(r, csrf, e);
+		rc = gh_admin_session_auth(r->app, mg_get_header(r->conn, "Cookie"), &r->who, csrf,
+					   e);
+		if (rc == GH_OK) {
+			r->session = 1;
+			r->authed = 1;
+			rc = gh_admin_csrf_check(r->method,
+						 mg_get_header(r->conn, GH_ADMIN_CSRF_HEADER),
+						 mg_get_header(r->conn, "Origin"),
+						 mg_get_header(r->conn, "Host"), csrf, e);
+		}
 		sodium_memzero(csrf, sizeof(csrf));
 		if (rc != GH_OK)
 			return rc;
@@ -728,6 +724,154 @@ void gh_http_sse_end(struct gh_req *r)
 	mg_write(r->conn, "0\r\n\r\n", 5);
 }
 
+/* ------------------------------------------------- one streamed response */
+
+int gh_http_stream_start(struct gh_req *r, struct gh_http_stream *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->r = r;
+	s->last_write_ns = gh_mono_ns();
+	return gh_http_stream_acquire(r);
+}
+
+int gh_http_stream_begin(struct gh_http_stream *s)
+{
+	if (s->begun)
+		return s->gone ? -1 : 0;
+	s->begun = 1;
+	if (s->open ? s->open(s, s->ud) != 0 : gh_http_sse_begin(s->r) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
+			size_t len)
+{
+	if (gh_http_stream_begin(s) != 0)
+		return -1;
+	if (gh_http_sse_send(s->r, type, data, len) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o)
+{
+	char *data = o ? gh_json_dump(o) : NULL;
+	int rc = data ? gh_http_stream_send(s, type, data, strlen(data)) : -1;
+
+	free(data);
+	cJSON_Delete(o);
+	return rc;
+}
+
+int gh_http_stream_comment(struct gh_http_stream *s, const char *text)
+{
+	if (s->gone || !s->begun)
+		return s->gone ? -1 : 0;
+	if (gh_http_sse_comment(s->r, text) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_tick(struct gh_http_stream *s)
+{
+	int64_t now = gh_mono_ns();
+
+	if (s->gone)
+		return 1;
+	if (gh_http_client_gone(s->r)) {
+		s->gone = 1;
+		gh_info("%s: the client went away mid-stream", s->r->id);
+		return 1;
+	}
+	if (now - s->last_write_ns >= s->r->app->cfg->server.heartbeat_ms * 1000000) {
+		if (!s->begun)
+			gh_http_stream_begin(s);
+		else
+			gh_http_stream_comment(s, "keep-alive");
+		s->last_write_ns = now;
+	}
+	return s->gone;
+}
+
+void gh_http_stream_end(struct gh_http_stream *s, int done_marker)
+{
+	if (s->gone || gh_http_stream_begin(s) != 0)
+		return;
+	if (done_marker)
+		gh_http_sse_send(s->r, NULL, "[DONE]", 6);
+	gh_http_sse_end(s->r);
+}
+
+void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
+			   int (*on_event)(void *ud, const char *type, const char *data),
+			   int (*on_lost)(void *ud), int (*on_idle)(void *ud), void *ud)
+{
+	char *type, *data;
+
+	while (!atomic_load(&s->r->app->stopping) && !s->gone) {
+		int rc = sub ? gh_hub_next(sub, 100, &type, &data) : 0;
+
+		if (rc == 1) {
+			rc = on_event(ud, type, data);
+			free(type);
+			free(data);
+			if (rc != 0)
+				break;
+		} else if (rc == -1 && on_lost(ud) != 0) {
+			break;
+		}
+		if (gh_http_stream_tick(s) || (on_idle && on_idle(ud)))
+			break;
+	}
+}
+
+/* ------------------------------------------------------ chunked downloads */
+
+int gh_http_chunked_begin(struct gh_req *r, const char *content_type, const char *extra_headers)
+{
+	struct gh_buf b;
+	int rc;
+
+	if (gh_http_stream_acquire(r) != 0)
+		return -1;
+	if (r->responded)
+		return -1;
+	r->responded = 1;
+	r->status = 200;
+	gh_buf_init(&b, 8192);
+	head(r, &b, 200, content_type, -1);
+	if (extra_headers)
+		gh_buf_puts(&b, extra_headers);
+	gh_buf_puts(&b, "Transfer-Encoding: chunked\r\n\r\n");
+	rc = b.data && mg_write(r->conn, b.data, b.len) > 0 ? 0 : -1;
+	gh_buf_free(&b);
+	return rc;
+}
+
+int gh_http_chunked_write(struct gh_req *r, const char *data, size_t len)
+{
+	struct part v = {data, len};
+
+	return write_chunk(r, &v, 1);
+}
+
+void gh_http_chunked_end(struct gh_req *r)
+{
+	mg_write(r->conn, "0\r\n\r\n", 5);
+}
+
+void gh_http_chunked_abort(struct gh_req *r)
+{
+	/* without the terminating chunk, and with the connection closed once
+	 * the handler returns, a client cannot take the body for complete */
+	mg_disable_connection_keep_alive(r->conn);
+	r->status = 500;
+}
+
 /* 1 when fd is the TCP connection from r's client to r's server port. */
 static int is_client_socket(struct gh_req *r, int fd)
 {
@@ -832,24 +976,35 @@ int gh_http_client_gone(struct gh_req *r)
 
 /* ------------------------------------------------------------ health */
 
+/* 200 either way: "degraded" says the audit log needs attention (chain
+ * not intact, read-only, or the witness failing), with the details under
+ * "audit"; a load balancer that should stop sending traffic reads it. */
 static void health(struct gh_req *r)
 {
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o = cJSON_CreateObject(), *st_item, *m;
 	struct gh_store_stats st;
 	int degraded = 0;
-	/* every upstream MCP server's state: one failing is reported, and the
-	 * gateway is degraded, not down */
-	cJSON *m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
 
+	if (!o) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
+		return;
+	}
 	gh_store_stats(r->app->store, &st);
-	cJSON_AddStringToObject(o, "status", degraded ? "degraded" : "ok");
-	if (m)
-		cJSON_AddItemToObject(o, "mcp", m);
+	st_item = cJSON_AddStringToObject(o, "status", "ok");
 	cJSON_AddStringToObject(o, "version", GH_VERSION);
 	cJSON_AddNumberToObject(o, "schemaVersion", gh_store_schema_version(r->app->store));
 	cJSON_AddNumberToObject(o, "uptimeSeconds",
 				(double)((gh_now_ms() - r->app->started_ms) / 1000));
 	cJSON_AddNumberToObject(o, "activeStreams", atomic_load(&r->app->active_streams));
+	if (!gh_audit_health_json(r->app->audit, o))
+		degraded = 1;
+	/* every upstream MCP server's state: one failing is reported, and the
+	 * gateway is degraded, not down */
+	m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
+	if (m)
+		cJSON_AddItemToObject(o, "mcp", m);
+	if (degraded && st_item)
+		cJSON_SetValuestring(st_item, "degraded");
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 }

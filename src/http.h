@@ -67,14 +67,18 @@ struct gh_route {
 };
 
 /* Route tables of each surface, terminated by {NULL}. */
-extern const struct gh_route gh_routes_agents[];
-extern const struct gh_route gh_routes_memory[];
-extern const struct gh_route gh_routes_governance[];
-extern const struct gh_route gh_routes_stream[];
-extern const struct gh_route gh_routes_openai[];
-extern const struct gh_route gh_routes_a2a[];
-extern const struct gh_route gh_routes_admin[];
-extern const struct gh_route gh_routes_mcp_servers[];
+extern const struct gh_route gh_routes_native[];      /* http_native.c */
+extern const struct gh_route gh_routes_memory[];      /* http_memory.c */
+extern const struct gh_route gh_routes_approvals[];   /* http_approvals.c */
+extern const struct gh_route gh_routes_runs[];        /* http_runs.c */
+extern const struct gh_route gh_routes_policy[];      /* http_policy.c */
+extern const struct gh_route gh_routes_audit[];       /* http_audit.c */
+extern const struct gh_route gh_routes_openai[];      /* http_openai.c */
+extern const struct gh_route gh_routes_a2a[];         /* http_a2a.c */
+extern const struct gh_route gh_routes_a2a_cards[];   /* http_a2a_card.c */
+extern const struct gh_route gh_routes_admin[];       /* http_admin.c */
+extern const struct gh_route gh_routes_login[];       /* http_login.c */
+extern const struct gh_route gh_routes_mcp_servers[]; /* http_mcp_servers.c */
 
 /* Where A2A agent cards say gatehouse is: server.public_url, else the
  * address it listens on with port (a wildcard address is announced as
@@ -131,9 +135,71 @@ int gh_http_client_gone(struct gh_req *r);
 /* The client's socket, or 0 when it cannot be found. */
 int gh_http_client_fd(struct gh_req *r);
 
+/* ---- one streamed response: what every SSE surface shares ---- */
+
+/* An SSE response in progress: when it last wrote (for heartbeats), and
+ * whether the client went away. Lives on the handler's stack. */
+struct gh_http_stream {
+	struct gh_req *r;
+	int64_t last_write_ns;
+	int begun;                        /* the head went out */
+	int gone;                         /* the client left (or a write failed) */
+	/* Optional: sends the head and whatever a surface opens its stream
+	 * with; called by the first send or heartbeat. Default: the SSE head.
+	 * Nonzero: the client is gone. */
+	int (*open)(struct gh_http_stream *s, void *ud);
+	void *ud;
+};
+
+/* Takes a stream slot (answers 503 and returns -1 when refused) and sets
+ * s up; nothing is sent yet. */
+int gh_http_stream_start(struct gh_req *r, struct gh_http_stream *s);
+/* Sends the head now (once). -1 when the client is gone. */
+int gh_http_stream_begin(struct gh_http_stream *s);
+/* One SSE event (the head first when it has not gone out). -1 when the
+ * client is gone. */
+int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
+			size_t len);
+/* One SSE event holding o as JSON text; takes o. -1 when the client is
+ * gone (or out of memory). */
+int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o);
+/* A comment line (after the head). -1 when the client is gone. */
+int gh_http_stream_comment(struct gh_http_stream *s, const char *text);
+/* What a stream does while it waits: notices a client that left, and
+ * sends a keep-alive comment when nothing went out for server.heartbeat_ms
+ * (the head first when it has not gone out). Nonzero: the client is gone. */
+int gh_http_stream_tick(struct gh_http_stream *s);
+/* Ends the body, after "data: [DONE]" when done_marker, unless the client
+ * is gone. */
+void gh_http_stream_end(struct gh_http_stream *s, int done_marker);
+
+/* Follows a hub subscription on a begun stream until the client leaves,
+ * the server stops or on_event returns nonzero: each event to on_event;
+ * on_lost when events were lost (the watcher sends a fresh snapshot;
+ * nonzero stops); on_idle (may be NULL) between events at least every
+ * 100 ms (nonzero stops). Heartbeats as gh_http_stream_tick. */
+struct gh_hub_sub;
+void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
+			   int (*on_event)(void *ud, const char *type, const char *data),
+			   int (*on_lost)(void *ud), int (*on_idle)(void *ud), void *ud);
+
 /* For a stream's run sink: the client's socket as the wake descriptor (its
  * hang-up runs the tick at once) and how often the tick must run anyway
  * (a quarter of server.heartbeat_ms, for heartbeats). */
 void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms);
+
+/* ---- chunked downloads (exports) ---- */
+
+/* Takes a stream slot and sends a 200 head with content_type, chunked,
+ * plus extra_headers ("Name: value\r\n..." or NULL). -1 when refused
+ * (answered) or the client is gone. */
+int gh_http_chunked_begin(struct gh_req *r, const char *content_type, const char *extra_headers);
+/* One chunk; -1 when the client is gone. */
+int gh_http_chunked_write(struct gh_req *r, const char *data, size_t len);
+/* Ends the body: the terminating chunk, so the client knows it has all. */
+void gh_http_chunked_end(struct gh_req *r);
+/* Ends the body as a failure the client can see: no terminating chunk, and
+ * the connection is closed, so the download is visibly truncated. */
+void gh_http_chunked_abort(struct gh_req *r);
 
 #endif

@@ -4,7 +4,7 @@
  * curl users share with it):
  *   GET  /admin                      302 -> /admin/
  *   GET  /admin/ , /admin/<file>     the UI (web-admin/, see embed.h)
- *   POST /api/admin/login|logout     GET /api/admin/me      (admin_auth.c)
+ *   POST /api/admin/login|logout|password   GET /api/admin/me   (http_login.c)
  *   GET  /api/admin/overview         pending approvals, last 24 h of activity
  *   GET  /api/admin/threads[?agentId&resourceId&owner&page&perPage]
  *   GET  /api/admin/threads/:id[?owner]  GET /api/admin/threads/:id/messages[?owner&page&perPage|last]
@@ -166,23 +166,7 @@ static void overview(struct gh_req *r)
 	gh_json_add_time(o, "since", since);
 	gh_json_add_time(o, "now", now);
 	cJSON_AddNumberToObject(o, "bucketSeconds", 3600);
-	{
-		const cJSON *by = cJSON_GetObjectItemCaseSensitive(act, "byEvent");
-		cJSON *l = cJSON_AddObjectToObject(o, "last24h");
-
-		cJSON_AddNumberToObject(l, "toolCalls", (double)gh_json_int(act, "toolCalls", 0));
-		cJSON_AddNumberToObject(l, "executed", (double)gh_json_int(by, "executed", 0));
-		cJSON_AddNumberToObject(l, "failed", (double)gh_json_int(by, "failed", 0));
-		cJSON_AddNumberToObject(l, "denials", (double)gh_json_int(by, "denied", 0));
-		cJSON_AddNumberToObject(l, "rateLimited", (double)gh_json_int(by, "rate_limited",
-									      0));
-		cJSON_AddNumberToObject(l, "approvalsRequested",
-					(double)gh_json_int(by, "approval_requested", 0));
-		cJSON_AddNumberToObject(l, "approved", (double)gh_json_int(by, "approved", 0));
-		cJSON_AddNumberToObject(l, "expired", (double)gh_json_int(by, "expired", 0));
-		cJSON_AddNumberToObject(l, "failedLogins",
-					(double)gh_json_int(by, "admin_login_failed", 0));
-	}
+	cJSON_AddItemToObject(o, "last24h", gh_store_ui_summary(act));
 	cJSON_AddItemReferenceToObject(o, "byEvent", cJSON_GetObjectItemCaseSensitive(act,
 										      "byEvent"));
 	cJSON_AddItemReferenceToObject(o, "toolCallsPerHour",
@@ -250,27 +234,55 @@ static void thread_messages(struct gh_req *r)
 
 /* ------------------------------------------------------ live approvals */
 
-static int send_snapshot(struct gh_req *r)
+static int send_snapshot(struct gh_http_stream *hs)
 {
 	cJSON *arr = NULL, *o;
 	struct gh_err e;
-	char *s;
-	int rc;
 
-	if (gh_approval_list(r->app, "pending", NULL, 1000, &arr, &e) != GH_OK) {
-		gh_warn("%s approvals stream: %s", r->id, e.msg);
+	if (gh_approval_list(hs->r->app, "pending", NULL, 1000, &arr, &e) != GH_OK) {
+		gh_warn("%s approvals stream: %s", hs->r->id, e.msg);
 		arr = cJSON_CreateArray();
 	}
 	o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "approvals", arr);
 	gh_json_add_time(o, "now", gh_now_ms());
-	s = gh_json_dump(o);
-	cJSON_Delete(o);
-	if (!s)
-		return -1;
-	rc = gh_http_sse_send(r, "snapshot", s, strlen(s));
-	free(s);
-	return rc;
+	return gh_http_stream_json(hs, "snapshot", o);
+}
+
+struct approvals_watch {
+	struct gh_http_stream hs;
+	int64_t last_check;
+};
+
+static int watch_event(void *ud, const char *type, const char *data)
+{
+	struct approvals_watch *w = ud;
+
+	return gh_http_stream_send(&w->hs, type, data, strlen(data));
+}
+
+/* Events were lost: the client starts over from a snapshot. */
+static int watch_lost(void *ud)
+{
+	struct approvals_watch *w = ud;
+
+	return send_snapshot(&w->hs);
+}
+
+/* Now and then: does the session still hold? */
+static int watch_idle(void *ud)
+{
+	struct approvals_watch *w = ud;
+	int64_t now = gh_mono_ns();
+
+	if (now - w->last_check < (int64_t)SESSION_RECHECK_MS * 1000000)
+		return 0;
+	w->last_check = now;
+	if (!w->hs.r->session ||
+	    gh_admin_session_alive(w->hs.r->app, gh_http_header(w->hs.r, "Cookie")))
+		return 0;
+	gh_http_stream_send(&w->hs, "session-ended", "{}", 2);
+	return 1;
 }
 
 /* SSE of the hub topic "approvals": a snapshot of what is pending, then
@@ -279,55 +291,24 @@ static int send_snapshot(struct gh_req *r)
 static void approval_events(struct gh_req *r)
 {
 	struct gh_hub_sub *sub = NULL;
-	int64_t last_beat, last_check;
-	char *type, *data;
+	struct approvals_watch w;
 
 	if (!r->app->hub) {
 		gh_http_errorf(r, GH_E_UNAVAILABLE, "live events are not available");
 		return;
 	}
-	if (gh_http_stream_acquire(r) != 0)
+	if (gh_http_stream_start(r, &w.hs) != 0)
 		return;
 	/* subscribe before the snapshot so nothing falls in between */
 	if (!(sub = gh_hub_subscribe(r->app->hub, "approvals"))) {
 		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
 		return;
 	}
-	if (gh_http_sse_begin(r) != 0 || send_snapshot(r) != 0)
-		goto out;
-	last_beat = last_check = gh_mono_ns();
-	while (!atomic_load(&r->app->stopping)) {
-		int rc = gh_hub_next(sub, 100, &type, &data);
-		int64_t now;
-
-		if (rc == 1) {
-			rc = gh_http_sse_send(r, type, data, strlen(data));
-			free(type);
-			free(data);
-			if (rc != 0)
-				break;
-			last_beat = gh_mono_ns();
-		} else if (rc == -1 && send_snapshot(r) != 0) {
-			break; /* events were lost: the client starts over from a snapshot */
-		}
-		if (gh_http_client_gone(r))
-			break;
-		now = gh_mono_ns();
-		if (now - last_check >= (int64_t)SESSION_RECHECK_MS * 1000000) {
-			last_check = now;
-			if (!gh_admin_session_alive(r)) {
-				gh_http_sse_send(r, "session-ended", "{}", 2);
-				break;
-			}
-		}
-		if (now - last_beat >= r->app->cfg->server.heartbeat_ms * 1000000) {
-			if (gh_http_sse_comment(r, "keep-alive") != 0)
-				break;
-			last_beat = now;
-		}
+	if (send_snapshot(&w.hs) == 0) {
+		w.last_check = gh_mono_ns();
+		gh_http_stream_follow(&w.hs, sub, watch_event, watch_lost, watch_idle, &w);
+		gh_http_stream_end(&w.hs, 0);
 	}
-	gh_http_sse_end(r);
-out:
 	gh_hub_unsubscribe(r->app->hub, sub);
 }
 
@@ -546,10 +527,6 @@ const struct gh_route gh_routes_admin[] = {
 	{"GET", "/admin/", GH_AUTH_NONE, ui_index},
 	{"GET", "/admin/:file", GH_AUTH_NONE, ui_file},
 	{"GET", "/admin/:dir/:file", GH_AUTH_NONE, ui_file},
-	{"POST", "/api/admin/login", GH_AUTH_NONE, gh_admin_login},
-	{"POST", "/api/admin/logout", GH_AUTH_ADMIN, gh_admin_logout},
-	{"GET", "/api/admin/me", GH_AUTH_ADMIN, gh_admin_me},
-	{"POST", "/api/admin/password", GH_AUTH_ADMIN, gh_admin_password},
 	{"GET", "/api/admin/overview", GH_AUTH_ADMIN, overview},
 	{"GET", "/api/admin/threads", GH_AUTH_ADMIN, threads},
 	{"GET", "/api/admin/threads/:id", GH_AUTH_ADMIN, thread_get},

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,10 +59,10 @@ void gh_hub_free(struct gh_hub *h)
 	free(h);
 }
 
-void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload)
+void gh_hub_publish_raw(struct gh_hub *h, const char *topic, const char *type,
+			const char *data, size_t len)
 {
 	struct gh_hub_sub *s;
-	char *data = NULL;
 
 	if (!gh_hub_active(h) || !topic)
 		return;
@@ -71,10 +72,12 @@ void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const
 
 		if (strcmp(s->topic, topic))
 			continue;
-		if (!data && !(data = gh_json_dump(payload)))
-			break;
 		t = strdup(type);
-		d = strdup(data);
+		d = malloc(len + 1);
+		if (d) {
+			memcpy(d, data, len);
+			d[len] = '\0';
+		}
 		pthread_mutex_lock(&s->mu);
 		if (s->len == GH_HUB_QUEUE) {
 			/* the watcher fell behind: what is queued is stale (it will
@@ -102,7 +105,33 @@ void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const
 		pthread_mutex_unlock(&s->mu);
 	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload)
+{
+	char *data;
+
+	if (!gh_hub_active(h) || !topic)
+		return;
+	if (!(data = gh_json_dump(payload)))
+		return;
+	gh_hub_publish_raw(h, topic, type, data, strlen(data));
 	free(data);
+}
+
+void gh_hub_state_topic(const char *run_id, char *out, size_t cap)
+{
+	snprintf(out, cap, "state:%s", run_id ? run_id : "");
+}
+
+void gh_hub_notify_state(struct gh_hub *h, const char *run_id)
+{
+	char topic[96];
+
+	if (!gh_hub_active(h) || !run_id)
+		return;
+	gh_hub_state_topic(run_id, topic, sizeof(topic));
+	gh_hub_publish_raw(h, topic, "changed", "{}", 2);
 }
 
 struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic)

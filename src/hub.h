@@ -10,6 +10,8 @@
 #ifndef GH_HUB_H
 #define GH_HUB_H
 
+#include <stddef.h>
+
 #include <cjson/cJSON.h>
 
 struct gh_hub;
@@ -28,6 +30,17 @@ int gh_hub_active(struct gh_hub *h);
 /* Delivers (type, payload) to every subscriber of topic. payload is
  * serialised here; the caller keeps it. Cheap while nobody subscribes. */
 void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const cJSON *payload);
+
+/* The same with the payload already serialised (len bytes of JSON text). */
+void gh_hub_publish_raw(struct gh_hub *h, const char *topic, const char *type,
+			const char *data, size_t len);
+
+/* Announces that the stored state of run run_id changed (status, an
+ * approval decided, a hold released): an event "changed" on the topic
+ * gh_hub_state_topic names. Waits subscribe to it; it carries nothing. */
+void gh_hub_notify_state(struct gh_hub *h, const char *run_id);
+/* "state:<run_id>" into out; the topic is cut to cap. */
+void gh_hub_state_topic(const char *run_id, char *out, size_t cap);
 
 /* NULL on OOM. */
 struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic);

@@ -4,6 +4,7 @@
 #include "json.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,4 +567,19 @@ void gh_json_add_time(cJSON *obj, const char *key, int64_t ms)
 	}
 	gh_iso8601(ms, ts, sizeof(ts));
 	cJSON_AddStringToObject(obj, key, ts);
+}
+
+cJSON *gh_json_error_result(const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	cJSON *o;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	o = cJSON_CreateObject();
+	if (o)
+		cJSON_AddStringToObject(o, "error", msg);
+	return o;
 }

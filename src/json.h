@@ -106,6 +106,10 @@ int gh_json_is_int(const cJSON *v);
  * on OOM. */
 cJSON *gh_json_add_str(cJSON *obj, const char *key, const char *s);
 
+/* A tool's error result as the model sees it: {"error": message} (the
+ * message formatted, at most 767 bytes). NULL on OOM. */
+cJSON *gh_json_error_result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Adds an ISO-8601 UTC time for Unix ms, or null when ms <= 0. */
 void gh_json_add_time(cJSON *obj, const char *key, int64_t ms);
 

@@ -51,15 +51,21 @@ static void set(struct gh_decision *d, enum gh_verdict v, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A key without a policy may do nothing: 1 with d set to say so. */
+static int no_policy(const struct gh_policy_conf *p, struct gh_decision *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!p)
+		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+	return !p;
+}
+
 void gh_policy_agent(const struct gh_policy_conf *p, const char *agent_id, struct gh_decision *d)
 {
 	int i;
 
-	memset(d, 0, sizeof(*d));
-	if (!p) {
-		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+	if (no_policy(p, d))
 		return;
-	}
 	i = first_match(&p->agents, agent_id);
 	if (i < 0)
 		set(d, GH_V_DENY, "policy \"%s\": agent \"%s\" matches nothing in agents", p->name,
@@ -73,11 +79,8 @@ void gh_policy_client_tool(const struct gh_policy_conf *p, const char *name,
 {
 	int i;
 
-	memset(d, 0, sizeof(*d));
-	if (!p) {
-		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+	if (no_policy(p, d))
 		return;
-	}
 	if ((i = first_match(&p->client_deny, name)) >= 0) {
 		set(d, GH_V_DENY, "policy \"%s\": client_tools.deny \"%s\"", p->name,
 		    p->client_deny.v[i]);
@@ -102,11 +105,8 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
 {
 	int i;
 
-	memset(d, 0, sizeof(*d));
-	if (!p) {
-		set(d, GH_V_DENY, "no policy applies to this key (and none is named \"default\")");
+	if (no_policy(p, d))
 		return;
-	}
 	if (src == GH_SRC_CLIENT) {
 		gh_policy_client_tool(p, tool_name, d);
 		if (d->verdict == GH_V_DENY)
@@ -146,26 +146,35 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
 	}
 }
 
-void gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
-				int destructive, const char *hint, struct gh_decision *d)
+int gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
+			       int destructive, const char *hint, struct gh_decision *d)
 {
 	char allowed[sizeof(d->rule)];
 	int i;
 
 	if (!p || d->verdict != GH_V_ALLOW)
-		return;
+		return 0;
 	gh_strlcpy(allowed, d->rule, sizeof(allowed));
 	if (!destructive) {
 		set(d, GH_V_ALLOW, "%.150s; annotation %s: no approval by default", allowed, hint);
-		return;
+		return 1;
 	}
 	if ((i = first_match(&p->approval_exempt, tool_name)) >= 0) {
 		set(d, GH_V_ALLOW, "%.120s; approval.exempt \"%.40s\" waives the annotation %s",
 		    allowed, p->approval_exempt.v[i], hint);
-		return;
+		return 0;
 	}
 	set(d, GH_V_APPROVAL, "tool \"%.64s\": annotation %s (approval by default; the policy's "
 			      "approval.exempt can waive it)", tool_name, hint);
+	return 1;
+}
+
+int gh_policy_agent_allowed(const struct gh_policy_conf *p, const char *agent_id)
+{
+	struct gh_decision d;
+
+	gh_policy_agent(p, agent_id, &d);
+	return d.verdict == GH_V_ALLOW;
 }
 
 int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,

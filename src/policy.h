@@ -43,6 +43,9 @@ const struct gh_policy_conf *gh_policy_for_key(const struct gh_config *c, const 
 /* May the principal use agent_id? */
 void gh_policy_agent(const struct gh_policy_conf *p, const char *agent_id, struct gh_decision *d);
 
+/* 1 when gh_policy_agent allows agent_id. */
+int gh_policy_agent_allowed(const struct gh_policy_conf *p, const char *agent_id);
+
 /* May the principal declare a client tool named name? */
 void gh_policy_client_tool(const struct gh_policy_conf *p, const char *name,
 			   struct gh_decision *d);
@@ -62,9 +65,10 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
  * non-destructive one runs without. An explicit rule (approval.require,
  * the agent's require_approval) and a deny always win. d->rule then says
  * which rule or annotation decided; hint is the annotation in words
- * ("readOnlyHint true"). */
-void gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
-				int destructive, const char *hint, struct gh_decision *d);
+ * ("readOnlyHint true"). Returns 1 when the annotation decided, 0 when a
+ * rule did (a deny, an approval rule, approval.exempt). */
+int gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
+			       int destructive, const char *hint, struct gh_decision *d);
 
 /* Tool calls per minute for (policy, tool): an exact entry wins over globs,
  * "*" last; 0 = no limit. rule gets the entry's name. */

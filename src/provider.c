@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #define URL_MAX 8192
 #define UPSTREAM_MSG_MAX 200   /* bytes of a non-JSON error body quoted */
 
@@ -70,7 +72,8 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 	}
 	if (req->error_detail && req->error_detail_cap)
 		req->error_detail[0] = '\0';
-	rc = ops->chat(conf, req, events ? events : &none, out, e);
+	rc = ops->wire ? gh_provider_http_chat(ops->wire, conf, req, events ? events : &none, out, e)
+		       : ops->chat(conf, req, events ? events : &none, out, e);
 	if (rc != GH_OK) {
 		gh_chat_response_clear(out);
 		gh_provider_scrub(conf, e);
@@ -625,4 +628,62 @@ char *gh_provider_args_text(const cJSON *args)
 	if (cJSON_IsString(args))
 		return strdup(args->valuestring);
 	return gh_json_dump(args);
+}
+
+enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
+				   const struct gh_provider_conf *conf,
+				   const struct gh_chat_request *req,
+				   const struct gh_chat_events *events,
+				   struct gh_chat_response *out, struct gh_err *e)
+{
+	static const struct gh_chat_events none;
+	struct gh_upstream_header hdr[3];
+	struct gh_provider_http h;
+	struct gh_provider_stream st;
+	struct gh_buf scratch;
+	char *body = NULL;
+	cJSON *json = NULL;
+	const char *missing;
+	enum gh_code rc;
+
+	if (!events)
+		events = &none;
+	memset(out, 0, sizeof(*out));
+	memset(&h, 0, sizeof(h));
+	gh_provider_stream_init(&st, conf, w->type, req, events);
+	gh_buf_init(&scratch, 64 << 10);
+	hdr[h.nheaders].name = "Content-Type";
+	hdr[h.nheaders++].value = "application/json";
+	if ((rc = w->build_body(conf, req, &body, e)) != GH_OK ||
+	    (rc = w->headers(conf, hdr + 1, &h.nheaders, &scratch, e)) != GH_OK)
+		goto out;
+	h.path = w->path;
+	h.headers = hdr;
+	h.body = body;
+	h.body_len = strlen(body);
+	h.stream = req->stream;
+	h.on_event = w->on_event;
+	if ((rc = gh_provider_exchange(conf, w->type, &h, &st, &json, e)) != GH_OK)
+		goto out;
+	if (json) {
+		if ((rc = w->parse_reply(conf, json, out, e)) == GH_OK && req->stream &&
+		    gh_provider_replay(events, out))
+			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (%s): cancelled", conf->name,
+					w->type);
+	} else if ((missing = w->incomplete(&st))) {
+		rc = gh_err_set(e, GH_E_UPSTREAM, "provider %s (%s): stream ended early%s",
+				conf->name, w->type, missing);
+	} else {
+		rc = gh_provider_stream_take(&st, out, e);
+	}
+out:
+	if (rc != GH_OK)
+		gh_chat_response_clear(out);
+	cJSON_Delete(json);
+	free(body);
+	if (scratch.data)
+		sodium_memzero(scratch.data, scratch.alloc);
+	gh_buf_free(&scratch);
+	gh_provider_stream_free(&st);
+	return rc;
 }

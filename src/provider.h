@@ -64,6 +64,10 @@ struct gh_chat_events {
 	void *ud;
 	int wake_fd;
 	int64_t tick_ms;
+	/* The model's reasoning as it streams (Anthropic thinking blocks):
+	 * text fragments, and the block's signature when it comes (text
+	 * empty). Not kept in the run's messages. */
+	int (*reasoning_delta)(void *ud, const char *text, size_t len, const char *signature);
 };
 
 struct gh_tool_call {
@@ -110,12 +114,16 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 			      struct gh_chat_response *out, struct gh_err *e);
 
 /* The vtable each provider implements (provider_<type>.c). */
+struct gh_provider_wire;
 struct gh_provider_ops {
 	const char *type;
+	/* A provider that is not HTTP (mock) chats itself; an HTTP provider
+	 * describes its wire instead (provider_int.h) and provider.c talks it. */
 	enum gh_code (*chat)(const struct gh_provider_conf *conf,
 			     const struct gh_chat_request *req,
 			     const struct gh_chat_events *events,
 			     struct gh_chat_response *out, struct gh_err *e);
+	const struct gh_provider_wire *wire;
 };
 
 extern const struct gh_provider_ops gh_provider_openai;

@@ -449,6 +449,13 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 			const char *t = gh_json_str(delta, "text");
 
 			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
+		} else if (dt && (!strcmp(dt, "thinking_delta") || !strcmp(dt, "signature_delta"))) {
+			const char *t = gh_json_str(delta, "thinking"), *sig = gh_json_str(delta,
+											    "signature");
+
+			if (st->ev && st->ev->reasoning_delta && (t || sig))
+				stop = st->ev->reasoning_delta(st->ev->ud, t ? t : "", t ? strlen(t) : 0,
+							       sig);
 		} else if (dt && !strcmp(dt, "input_json_delta")) {
 			const char *frag = gh_json_str(delta, "partial_json");
 			struct gh_provider_acc *a = NULL;
@@ -486,67 +493,31 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 	return stop;
 }
 
-static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_chat_request *req,
-			 const struct gh_chat_events *events, struct gh_chat_response *out,
-			 struct gh_err *e)
+/* What a stream that stopped is missing; NULL when it ended whole. */
+static const char *incomplete(const struct gh_provider_stream *st)
 {
-	static const struct gh_chat_events none;
-	struct gh_upstream_header hdr[3];
-	struct gh_provider_http h;
-	struct gh_provider_stream st;
-	char *body = NULL;
-	cJSON *json = NULL;
-	enum gh_code rc;
-
-	if (!events)
-		events = &none;
-	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, req, events);
-	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
-		goto out;
-	memset(&h, 0, sizeof(h));
-	hdr[h.nheaders].name = "content-type";
-	hdr[h.nheaders++].value = "application/json";
-	hdr[h.nheaders].name = "anthropic-version";
-	hdr[h.nheaders++].value = conf->anthropic_version ? conf->anthropic_version : "2023-06-01";
-	if (conf->api_key && *conf->api_key) {
-		hdr[h.nheaders].name = "x-api-key";
-		hdr[h.nheaders++].value = conf->api_key;
-	}
-	h.path = "/v1/messages";
-	h.headers = hdr;
-	h.body = body;
-	h.body_len = strlen(body);
-	h.stream = req->stream;
-	h.on_event = on_event;
-	if ((rc = gh_provider_exchange(conf, TYPE, &h, &st, &json, e)) != GH_OK)
-		goto out;
-	if (json) {
-		if ((rc = parse_reply(conf, json, out, e)) != GH_OK)
-			goto out;
-		if (req->stream && gh_provider_replay(events, out)) {
-			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (" TYPE "): cancelled",
-					conf->name);
-			goto out;
-		}
-	} else {
-		if (!st.done) {
-			rc = gh_err_set(e, GH_E_UPSTREAM,
-					"provider %s (" TYPE "): stream ended early "
-					"(no message_stop)", conf->name);
-			goto out;
-		}
-		if ((rc = gh_provider_stream_take(&st, out, e)) != GH_OK)
-			goto out;
-	}
-	rc = GH_OK;
-out:
-	if (rc != GH_OK)
-		gh_chat_response_clear(out);
-	cJSON_Delete(json);
-	free(body);
-	gh_provider_stream_free(&st);
-	return rc;
+	return st->done ? NULL : " (no message_stop)";
 }
 
-const struct gh_provider_ops gh_provider_anthropic = {"anthropic", chat};
+/* anthropic-version, and the key as x-api-key. */
+static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstream_header *hdr,
+			    size_t *n, struct gh_buf *scratch, struct gh_err *e)
+{
+	(void)scratch;
+	(void)e;
+	hdr[0].name = "anthropic-version";
+	hdr[0].value = conf->anthropic_version ? conf->anthropic_version : "2023-06-01";
+	(*n)++;
+	if (conf->api_key && *conf->api_key) {
+		hdr[1].name = "x-api-key";
+		hdr[1].value = conf->api_key;
+		(*n)++;
+	}
+	return GH_OK;
+}
+
+static const struct gh_provider_wire wire = {
+	TYPE, "/v1/messages", build_body, headers, parse_reply, on_event, incomplete,
+};
+
+const struct gh_provider_ops gh_provider_anthropic = {"anthropic", NULL, &wire};

@@ -122,6 +122,37 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
  * stream request with plain JSON). 0 or nonzero when a callback stopped. */
 int gh_provider_replay(const struct gh_chat_events *ev, const struct gh_chat_response *r);
 
+/* An HTTP provider's wire: where its chat goes and how its request and
+ * reply are written and read. */
+struct gh_provider_wire {
+	const char *type;                         /* "openai", "anthropic" */
+	const char *path;                         /* appended to conf->base_url */
+	/* The request body (caller frees). */
+	enum gh_code (*build_body)(const struct gh_provider_conf *conf,
+				   const struct gh_chat_request *req, char **out, struct gh_err *e);
+	/* Headers beyond Content-Type into hdr (at most 2); values that must
+	 * be made (Bearer <key>) go into scratch, wiped after the call. */
+	enum gh_code (*headers)(const struct gh_provider_conf *conf, struct gh_upstream_header *hdr,
+				size_t *n, struct gh_buf *scratch, struct gh_err *e);
+	/* A JSON reply. */
+	enum gh_code (*parse_reply)(const struct gh_provider_conf *conf, const cJSON *json,
+				    struct gh_chat_response *out, struct gh_err *e);
+	gh_provider_event_fn on_event;            /* each SSE event of a stream */
+	/* What a stream that stopped is missing (" (no message_stop)"), or
+	 * NULL when it ended whole. */
+	const char *(*incomplete)(const struct gh_provider_stream *st);
+};
+
+/* A chat over an HTTP provider's wire: the request built and sent, then a
+ * JSON reply parsed (and replayed to the events when a stream was asked
+ * for but JSON came), or the stream's result taken. out is cleared on
+ * failure. */
+enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
+				   const struct gh_provider_conf *conf,
+				   const struct gh_chat_request *req,
+				   const struct gh_chat_events *events,
+				   struct gh_chat_response *out, struct gh_err *e);
+
 /* Fills a call from an id, a name and argument text (parsed when valid
  * JSON, "" meaning {}). Copies everything; GH_E_NOMEM on OOM. */
 enum gh_code gh_provider_call_set(struct gh_tool_call *c, const char *id, const char *name,

@@ -461,4 +461,4 @@ done:
 	return rc;
 }
 
-const struct gh_provider_ops gh_provider_mock = {"mock", chat};
+const struct gh_provider_ops gh_provider_mock = {"mock", chat, NULL};

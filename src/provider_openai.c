@@ -487,74 +487,30 @@ out:
 	return stop;
 }
 
-static enum gh_code chat(const struct gh_provider_conf *conf, const struct gh_chat_request *req,
-			 const struct gh_chat_events *events, struct gh_chat_response *out,
-			 struct gh_err *e)
+/* What a stream that stopped is missing; NULL when it ended whole. */
+static const char *incomplete(const struct gh_provider_stream *st)
 {
-	static const struct gh_chat_events none;
-	struct gh_upstream_header hdr[2];
-	struct gh_provider_http h;
-	struct gh_provider_stream st;
-	struct gh_buf auth;
-	char *body = NULL;
-	cJSON *json = NULL;
-	enum gh_code rc;
-
-	if (!events)
-		events = &none;
-	memset(out, 0, sizeof(*out));
-	gh_provider_stream_init(&st, conf, TYPE, req, events);
-	gh_buf_init(&auth, 64 << 10);
-	if ((rc = build_body(conf, req, &body, e)) != GH_OK)
-		goto out;
-	memset(&h, 0, sizeof(h));
-	hdr[h.nheaders].name = "Content-Type";
-	hdr[h.nheaders++].value = "application/json";
-	if (conf->api_key && *conf->api_key) {
-		if (gh_buf_printf(&auth, "Bearer %s", conf->api_key) != GH_BUF_OK) {
-			rc = oom(conf, e);
-			goto out;
-		}
-		hdr[h.nheaders].name = "Authorization";
-		hdr[h.nheaders++].value = auth.data;
-	}
-	h.path = "/chat/completions";
-	h.headers = hdr;
-	h.body = body;
-	h.body_len = strlen(body);
-	h.stream = req->stream;
-	h.on_event = on_event;
-	if ((rc = gh_provider_exchange(conf, TYPE, &h, &st, &json, e)) != GH_OK)
-		goto out;
-	if (json) {
-		if ((rc = parse_reply(conf, json, out, e)) != GH_OK)
-			goto out;
-		if (req->stream && gh_provider_replay(events, out)) {
-			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (" TYPE "): cancelled",
-					conf->name);
-			goto out;
-		}
-	} else {
-		if (!st.done || !st.have_finish) {
-			rc = gh_err_set(e, GH_E_UPSTREAM,
-					"provider %s (" TYPE "): stream ended early%s", conf->name,
-					!st.have_finish ? " (no finish_reason)" : " (no [DONE])");
-			goto out;
-		}
-		if ((rc = gh_provider_stream_take(&st, out, e)) != GH_OK)
-			goto out;
-	}
-	rc = GH_OK;
-out:
-	if (rc != GH_OK)
-		gh_chat_response_clear(out);
-	cJSON_Delete(json);
-	free(body);
-	if (auth.data)
-		sodium_memzero(auth.data, auth.alloc);
-	gh_buf_free(&auth);
-	gh_provider_stream_free(&st);
-	return rc;
+	if (!st->have_finish)
+		return " (no finish_reason)";
+	return st->done ? NULL : " (no [DONE])";
 }
 
-const struct gh_provider_ops gh_provider_openai = {"openai", chat};
+/* The key as Authorization: Bearer (made in scratch). */
+static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstream_header *hdr,
+			    size_t *n, struct gh_buf *scratch, struct gh_err *e)
+{
+	if (!conf->api_key || !*conf->api_key)
+		return GH_OK;
+	if (gh_buf_printf(scratch, "Bearer %s", conf->api_key) != GH_BUF_OK)
+		return oom(conf, e);
+	hdr[0].name = "Authorization";
+	hdr[0].value = scratch->data;
+	(*n)++;
+	return GH_OK;
+}
+
+static const struct gh_provider_wire wire = {
+	TYPE, "/chat/completions", build_body, headers, parse_reply, on_event, incomplete,
+};
+
+const struct gh_provider_ops gh_provider_openai = {"openai", NULL, &wire};

@@ -1,5 +1,6 @@
 /*
- * run.h - the run engine: one agent turn, end to end.
+ * run.h - the run engine: one agent turn, end to end, and the only code
+ * that knows what a run's state means.
  *
  * Given an agent, a principal and the client's messages, the engine loads
  * the thread, builds the tool set (memory + server + client tools), calls
@@ -14,8 +15,16 @@
  * {role:'tool', content:[{type:'tool-result', toolCallId, ...}]}: results
  * are matched to the run by toolCallId alone.
  *
+ * What a surface does with it (README "How it works"): parse its wire
+ * format into a struct gh_run_request, call gh_run_generate with a sink,
+ * translate the typed events (struct gh_run_event) and the result back into
+ * its wire format. To look at a stored run it reads a struct gh_run_view;
+ * to act on one it calls gh_run_cancel, gh_run_wait or gh_answer_tool_call
+ * (answer.h). It never reads runs.state or compares a status string.
+ *
  * The engine knows nothing about HTTP. It runs on the calling thread; many
- * runs may proceed at once on different threads.
+ * runs may proceed at once on different threads. The registry of runs in
+ * flight in this process (for cancelling them) is guarded by a mutex.
  */
 #ifndef GH_RUN_H
 #define GH_RUN_H
@@ -29,29 +38,166 @@
 #include "policy.h"
 #include "util.h"
 
-/* Where a run's progress goes while it happens (streaming surfaces). Both
- * callbacks are optional. */
+/* ---------------------------------------------------------- the types */
+
+/* Where a run stands. Stored as the names gh_run_status_name gives. */
+enum gh_run_status {
+	GH_RUN_RUNNING,       /* a thread is working on it */
+	GH_RUN_WAITING,       /* for client tool results */
+	GH_RUN_SUSPENDED,     /* for a person's decision on an approval */
+	GH_RUN_COMPLETED,
+	GH_RUN_FAILED,
+	GH_RUN_CANCELLED
+};
+
+const char *gh_run_status_name(enum gh_run_status s);
+/* -1 when name is no status. */
+int gh_run_status_parse(const char *name, enum gh_run_status *out);
+/* 1 for completed, failed and cancelled: nothing more happens to the run. */
+int gh_run_status_final(enum gh_run_status s);
+
+/* Why a turn ended. */
+enum gh_run_finish {
+	GH_RUN_FINISH_STOP,
+	GH_RUN_FINISH_LENGTH,
+	GH_RUN_FINISH_TOOL_CALLS,      /* client calls handed out */
+	GH_RUN_FINISH_SUSPENDED,       /* calls wait on approvals */
+	GH_RUN_FINISH_MAX_STEPS,
+	GH_RUN_FINISH_CONTENT_FILTER
+};
+
+/* "stop", "length", "tool-calls", "suspended", "max-steps", "content-filter" */
+const char *gh_run_finish_name(enum gh_run_finish f);
+/* GH_RUN_FINISH_STOP for NULL or an unknown name. */
+enum gh_run_finish gh_run_finish_parse(const char *name);
+
+/* Where one tool call of the current step stands. */
+enum gh_call_state {
+	GH_CALL_NEW,                /* emitted by the model, not gated yet */
+	GH_CALL_PENDING_CLIENT,     /* handed to the client; its result awaited */
+	GH_CALL_PENDING_APPROVAL,   /* waits on a person */
+	GH_CALL_RELEASED,           /* approved client call handed out */
+	GH_CALL_DONE                /* result known */
+};
+
+/* 1 for the states in which the client owes a result. */
+int gh_call_state_client(enum gh_call_state s);
+
+struct gh_run_usage {
+	int64_t input_tokens;
+	int64_t output_tokens;
+};
+
+/* One tool call of a run's current step. Strings and JSON are borrowed from
+ * whatever holds the call (the view, or the engine during an event). */
+struct gh_run_call {
+	const char *id;                 /* the gateway's toolCallId */
+	const char *name;               /* normalised tool name */
+	const char *source;             /* "memory", "server", "client" */
+	const cJSON *args;              /* NULL when the model's arguments were not JSON */
+	enum gh_call_state state;
+	const char *approval_id;        /* NULL unless an approval was asked */
+	int64_t approval_expires_at;    /* Unix ms, 0 when none */
+	const cJSON *result;            /* GH_CALL_DONE */
+	int is_error;
+	/* Pending-approval calls in a view: the approval as stored (owned by
+	 * the view), or NULL when it could not be read. */
+	struct gh_approval *approval;
+};
+
+/* A stored run as surfaces see it. Filled by gh_run_view_get; freed with
+ * gh_run_view_clear. */
+struct gh_run_view {
+	char id[GH_ID_MAX];
+	char owner[GH_NAME_MAX + 1];
+	char key_id[GH_ID_MAX];
+	char agent_id[GH_NAME_MAX + 1];
+	char thread_id[GH_NAME_MAX + 1];    /* "" = none */
+	char resource_id[GH_NAME_MAX + 1];
+	enum gh_run_status status;
+	int here;                           /* a request of this process holds it now
+					     * (gh_run_in_flight) */
+	struct gh_run_call *calls;          /* the current step's calls, in order */
+	size_t ncalls;
+	int has_output;                     /* completed: text and finish below */
+	const char *text;                   /* the answer's text (or "") */
+	enum gh_run_finish finish;
+	char *last_step_text;               /* the newest assistant text ("" none) */
+	int64_t step;
+	const char *error;                  /* failed/cancelled: why, or NULL */
+	struct gh_run_usage usage;          /* the whole run */
+	int64_t created_at, updated_at;     /* Unix ms */
+	void *priv_;                        /* the view's own storage */
+};
+
+void gh_run_view_clear(struct gh_run_view *v);
+/* Calls in a given state. */
+size_t gh_run_view_count(const struct gh_run_view *v, enum gh_call_state s);
+/* The calls the client owes (pending or released), in the engine's
+ * tool-call shape [{toolCallId, toolName, args}]. Caller frees. */
+cJSON *gh_run_view_pending_json(const struct gh_run_view *v);
+
+/* ------------------------------------------------------------- events */
+
+enum gh_run_event_kind {
+	GH_EV_START,             /* the run, or its continuation, begins */
+	GH_EV_STEP_START,        /* step, message_id */
+	GH_EV_TEXT_DELTA,        /* text, len */
+	GH_EV_REASONING_DELTA,   /* text, len; signature when the provider gives one */
+	GH_EV_TOOL_CALL_START,   /* index, upstream_id, name: a call starts streaming */
+	GH_EV_TOOL_CALL_DELTA,   /* index, text, len: a fragment of its arguments */
+	GH_EV_TOOL_CALL,         /* call: complete, with the gateway's id, before the gate */
+	GH_EV_TOOL_RESULT,       /* call: its result (run, refused or the client's) */
+	GH_EV_TOOL_PROGRESS,     /* call (no args), progress, total (< 0: unknown),
+				  * message (may be NULL): a federated MCP tool's
+				  * progress while it runs */
+	GH_EV_APPROVAL,          /* call: suspended for approval (approval_id, expiry),
+				  * approver, rule */
+	GH_EV_STEP_FINISH,       /* finish, usage (this request's) */
+	GH_EV_FINISH,            /* finish, status, usage: the request's turn is over */
+	GH_EV_ERROR              /* code, message: the run failed */
+};
+
+/* One event; everything in it is borrowed for the callback's duration. */
+struct gh_run_event {
+	enum gh_run_event_kind kind;
+	const char *run_id;
+	int64_t step;
+	const char *message_id;
+	const char *text;
+	size_t len;
+	const char *signature;
+	int index;
+	const char *upstream_id;
+	const char *name;
+	const struct gh_run_call *call;
+	const char *approver;            /* "caller" or "admin" */
+	const char *rule;                /* the rule that asked for approval */
+	enum gh_run_finish finish;
+	enum gh_run_status status;
+	struct gh_run_usage usage;
+	enum gh_code code;
+	const char *message;
+	double progress, total;          /* GH_EV_TOOL_PROGRESS */
+};
+
+/* Where a run's progress goes while it happens. Every member is optional. */
 struct gh_run_sink {
-	/* One event in Mastra's chunk vocabulary: "start", "step-start",
-	 * "text-delta", "tool-call", "tool-result", "tool-call-approval",
-	 * "step-finish", "finish", "error". payload is borrowed. Return nonzero
-	 * when the client is gone: the run is cancelled. */
-	int (*event)(void *ud, const char *run_id, const char *type, const cJSON *payload);
+	/* Each event as it happens. Nonzero: the client is gone, the run is
+	 * cancelled. */
+	int (*event)(void *ud, const struct gh_run_event *ev);
 	/* Called at least every 50 ms while the run waits on an upstream
 	 * (with wake_fd: see there); nonzero cancels (client disconnected). */
 	int (*tick)(void *ud);
 	void *ud;
-	/* Optional: the client's connection (> 0; 0 = unknown). While the run
-	 * waits on a model, tick then runs when the client sends or hangs up,
-	 * and otherwise every tick_ms, rather than every 50 ms. */
+	/* The client's connection (> 0; 0 = unknown). While the run waits on
+	 * a model, tick then runs when the client sends or hangs up, and
+	 * otherwise every tick_ms, rather than every 50 ms. */
 	int wake_fd;
 	int64_t tick_ms;
-	/* Optional: a "text-delta" as its text (len bytes, borrowed) rather
-	 * than as the payload {"id":"0","text":...}, so a stream's most
-	 * frequent event builds no JSON tree. When set, event() never sees
-	 * text-delta. Same return rule as event(). */
-	int (*text)(void *ud, const char *run_id, const char *text, size_t len);
 };
+
+/* ------------------------------------------------------------ running */
 
 struct gh_run_request {
 	const struct gh_principal *who;
@@ -74,17 +220,15 @@ struct gh_run_result {
 	char run_id[GH_ID_MAX];
 	char thread_id[GH_NAME_MAX + 1];   /* "" when the run has no thread */
 	char resource_id[GH_NAME_MAX + 1];
-	char status[16];                   /* completed | waiting | suspended */
-	const char *finish_reason;         /* stop | length | tool-calls | suspended |
-					    * max-steps | content-filter */
+	enum gh_run_status status;         /* completed | waiting | suspended */
+	enum gh_run_finish finish;
 	char *text;                        /* the last step's text */
 	cJSON *tool_calls;                 /* last step's calls [{toolCallId, toolName, args, source}] */
 	cJSON *tool_results;               /* last step's results [{toolCallId, toolName, result, isError}] */
 	cJSON *pending;                    /* client calls to run [{toolCallId, toolName, args}] */
-	cJSON *approvals;                  /* [{id, toolCallId, toolName, args, status}] */
+	cJSON *approvals;                  /* [{id, toolCallId, toolName, args, status, expiresAt}] */
 	cJSON *messages;                   /* this request's new CoreMessages */
-	int64_t input_tokens;
-	int64_t output_tokens;
+	struct gh_run_usage usage;         /* this request's */
 };
 
 void gh_run_result_clear(struct gh_run_result *r);
@@ -100,21 +244,25 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 			     struct gh_err *e);
 
 /* Continues a suspended run after its approvals were decided (approve or
- * deny), on the calling thread. Used by the background resumer and by
- * approve-tool-call. who may be NULL (the run's own key is used). */
+ * deny), on the calling thread, as the key that started it. Used by the
+ * background resumer and by gh_answer_tool_call. */
 enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 			   const struct gh_run_sink *sink, struct gh_run_result *out,
 			   struct gh_err *e);
 
-/* Normalises what clients send as messages into CoreMessages: a string, an
- * array of strings, or an array of {role, content} (content a string or
- * parts). Unknown roles and shapes are a GH_E_BADREQ naming the index. */
-enum gh_code gh_run_normalize_messages(const cJSON *in, cJSON **out, struct gh_err *e);
+/* The agent named id, when who may use it. GH_E_NOTFOUND (no such agent;
+ * *out NULL) or GH_E_FORBIDDEN (the rule that refused it in e). */
+enum gh_code gh_run_agent(struct gh_app *app, const struct gh_principal *who, const char *id,
+			  const struct gh_agent_conf **out, struct gh_err *e);
 
-/* The text of a CoreMessage's content: a string as it is, or the text of
- * its {type:'text'} parts run together; "" when there is none. Caller
- * frees; NULL when out of memory. */
-char *gh_run_content_text(const cJSON *content);
+/* ---------------------------------------------------------- stored runs */
+
+/* Reads the stored run run_id (of owner; NULL = any owner) as a view.
+ * GH_E_NOTFOUND when there is none (or it is another owner's); a new run
+ * is stored when its first turn ends (gh_run_in_flight knows of it
+ * before). */
+enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *run_id,
+			     struct gh_run_view *out, struct gh_err *e);
 
 /* The id of the run a client names with runId. Run ids are global, but a
  * client's name for a run is only its owner's: the id is derived from the
@@ -123,21 +271,58 @@ char *gh_run_content_text(const cJSON *content);
  * naming a run twice gets "already exists" like any taken id. */
 void gh_run_named_id(const char *owner, const char *name, char out[GH_ID_MAX]);
 
-/* The client calls a stored run waits on (state.calls in "pending_client"
- * or "released") as [{toolCallId, toolName, args}]; state is borrowed.
- * Caller frees. */
-cJSON *gh_run_pending_calls(const cJSON *state);
+/* 1 when a request of this process holds run_id (of owner; NULL = any):
+ * it is running here, stored or not yet, and gh_run_cancel can stop it. */
+int gh_run_in_flight(const char *owner, const char *run_id);
 
-/* Waits, bounded by wait_ms, until run_id (of owner; NULL = any) leaves
- * "running" and "suspended", as a run does once the background resumer has
- * carried out a person's decision on its approvals. Polls the store every
- * 100 ms on the calling thread; gone(ud) (NULL = never) is asked between
- * polls and a nonzero answer ends the wait (the client left).
- * GH_OK: *row is the settled run. GH_E_TIMEOUT (deadline) or GH_E_CANCELLED
- * (gone): *row is the run as last read. Either way the caller clears *row
- * with gh_run_row_clear. Other codes are the store's (*row empty). */
-enum gh_code gh_run_wait_settled(struct gh_app *app, const char *owner, const char *run_id,
-				 int64_t wait_ms, int (*gone)(void *ud), void *ud,
-				 struct gh_run_row *row, struct gh_err *e);
+/* The run waiting on a client tool call id (of owner): its id into run_id.
+ * *answered is 1 when the call already has its result. GH_E_NOTFOUND when
+ * no run knows the call. */
+enum gh_code gh_run_find_call(struct gh_app *app, const char *owner, const char *tool_call_id,
+			      char run_id[GH_ID_MAX], int *answered, struct gh_err *e);
+
+enum gh_cancel_outcome {
+	GH_CANCEL_DONE,          /* it waited (client results or approvals): now cancelled */
+	GH_CANCEL_SIGNALLED      /* in flight here: it stops at its next step or
+				  * upstream wait (gh_run_wait with GH_UNTIL_IDLE) */
+};
+
+/* Cancels run_id (of owner; NULL = any). GH_E_NOTFOUND; GH_E_CONFLICT when
+ * the run is final (the message names its status) or is being continued
+ * where it cannot be stopped (in the background or another process). */
+enum gh_code gh_run_cancel(struct gh_app *app, const char *owner, const char *run_id,
+			   enum gh_cancel_outcome *how, struct gh_err *e);
+
+enum gh_run_until {
+	GH_UNTIL_SETTLED,     /* neither running nor suspended: the decision on its
+			       * approvals has been carried out */
+	GH_UNTIL_IDLE         /* no request of this process holds it (then *out is the
+			       * stored run, or GH_E_NOTFOUND when it was never stored) */
+};
+
+/* Waits, bounded by wait_ms, until run_id (of owner; NULL = any) is as
+ * until asks, woken by the hub whenever the run's state changes (and, for
+ * changes made outside this process, rereading it every second). gone(ud)
+ * (NULL = never) is asked at least every 100 ms; nonzero ends the wait (the
+ * client left). GH_OK: *out is the run as it settled. GH_E_TIMEOUT
+ * (deadline) or GH_E_CANCELLED (gone): *out is the run as last read. Either
+ * way the caller clears *out. Other codes (*out empty): the view's. */
+enum gh_code gh_run_wait(struct gh_app *app, const char *owner, const char *run_id,
+			 enum gh_run_until until, int64_t wait_ms, int (*gone)(void *ud),
+			 void *ud, struct gh_run_view *out, struct gh_err *e);
+
+/* Holds run_id in flight on this thread before the engine runs it, so
+ * gh_run_in_flight knows of it and gh_run_cancel can stop it (surfaces
+ * that publish a run's id before they call gh_run_generate, like A2A
+ * tasks). owner is copied. Release with gh_run_release; the hub then tells
+ * waiters. GH_E_NOMEM. */
+struct gh_run_hold {
+	void *priv_;
+};
+enum gh_code gh_run_hold(struct gh_app *app, const char *owner, const char *run_id,
+			 struct gh_run_hold *h, struct gh_err *e);
+void gh_run_release(struct gh_app *app, struct gh_run_hold *h);
+/* 1 when the hold's run was asked to stop (gh_run_cancel). */
+int gh_run_hold_cancelled(const struct gh_run_hold *h);
 
 #endif

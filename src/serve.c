@@ -23,8 +23,9 @@
 
 #include <sodium.h>
 
+#include "audit_health.h"
 #include "background.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "http.h"
 #include "hub.h"
 #include "json.h"
@@ -90,7 +91,7 @@ static enum gh_code probe_listen(const char *addr, struct gh_err *e)
 /* The files one start may create: whichever did not exist before it are
  * removed again when that start fails, so a failed first start leaves the
  * directory as it found it. */
-enum { CR_HASHKEY, CR_SIGNKEY, CR_DB, CR_NFILES = CR_DB + 4 };
+enum { CR_HASHKEY, CR_SIGNKEY, CR_WITNESS, CR_DB, CR_NFILES = CR_DB + 4 };
 
 struct created {
 	char *path[CR_NFILES];
@@ -106,13 +107,15 @@ static int created_init(struct created *cr, const struct gh_cli *c)
 	memset(cr, 0, sizeof(*cr));
 	cr->path[CR_HASHKEY] = strdup(c->key_hash_file);
 	cr->path[CR_SIGNKEY] = strdup(c->signing_key_file);
+	/* none when the witness is disabled */
+	cr->path[CR_WITNESS] = strdup(c->witness_file ? c->witness_file : "");
 	for (i = 0; i < 4; i++)
 		if ((cr->path[CR_DB + i] = malloc(n)))
 			snprintf(cr->path[CR_DB + i], n, "%s%s", db, sfx[i]);
 	for (i = 0; i < CR_NFILES; i++) {
 		if (!cr->path[i])
 			return -1;
-		cr->existed[i] = access(cr->path[i], F_OK) == 0;
+		cr->existed[i] = !*cr->path[i] || access(cr->path[i], F_OK) == 0;
 	}
 	return 0;
 }
@@ -179,15 +182,110 @@ static void audit_policies(struct gh_app *app)
 	free(ds);
 }
 
+/* Everything that can be checked is checked before a file is made; then
+ * what start-up will create is noted (to remove it if start-up fails). 0,
+ * or -1 after printing why. */
+static int preflight(struct gh_cli *c, const char *listen, struct created *cr)
+{
+	struct gh_err e;
+
+	if (gh_cli_check_paths(c) != GH_EXIT_OK)
+		return -1;
+	if (probe_listen(listen, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		return -1;
+	}
+	/* policy rules that can match nothing (a misspelt agent, a tool
+	 * that does not exist) start anyway, but not silently */
+	for (size_t i = 0; i < c->cfg->npolicies; i++)
+		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
+	if (!gh_config_policy(c->cfg, "default"))
+		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
+			"nothing (no agent, no tool)", c->cfg->file);
+	if (created_init(cr, c) != 0) {
+		created_free(cr);
+		fprintf(stderr, "gatehouse: out of memory\n");
+		return -1;
+	}
+	if (gh_upstream_global_init() != 0) {
+		created_free(cr);
+		fprintf(stderr, "gatehouse: libcurl failed to initialise\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens the store (migrating it), undoes what a crash left half done and
+ * refreshes the planner's statistics. */
+static enum gh_code open_store(struct gh_app *app, struct gh_cli *c, struct gh_err *e)
+{
+	struct gh_store_opts so;
+	int n = 0;
+
+	memset(&so, 0, sizeof(so));
+	so.path = c->cfg->database.path;
+	so.synchronous_full = c->cfg->database.synchronous_full;
+	so.readers = (int)c->cfg->database.readers;
+	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
+	so.group_commit_max = (int)c->cfg->database.group_commit_max;
+	so.threaded = 1;
+	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
+	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
+	/* opens the store, checks the audit chain before anything writes, and
+	 * signs from there on (or refuses, or serves read-only) */
+	if (gh_audit_serve_open(app, &so, c->witness_file, e) != GH_OK)
+		return e->code;
+	if (app->read_only)
+		return GH_OK;
+	if (gh_store_audit_close_interrupted(app->store, &n, e) != GH_OK)
+		return e->code;
+	if (n)
+		gh_warn("audit: %d tool calls were cut off by the last shutdown; each is "
+			"recorded as interrupted", n);
+	if (gh_store_runs_recover(app->store, &n, e) != GH_OK)
+		return e->code;
+	if (n)
+		gh_warn("recovered %d runs interrupted by the last shutdown", n);
+	if (gh_store_analyze(app->store, e) != GH_OK)
+		gh_warn("database: statistics not refreshed: %s", e->msg);
+	return GH_OK;
+}
+
+/* The line the operator (and the test harness) waits for. */
+static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
+		     struct gh_http *http)
+{
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	size_t hl = colon ? (size_t)(colon - listen) : 0;
+
+	if (hl >= sizeof(host))
+		hl = sizeof(host) - 1;
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies", GH_VERSION,
+		c->cfg->database.path, gh_store_schema_version(app->store), c->cfg->nagents,
+		c->cfg->npolicies);
+	printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1", gh_http_port(http));
+	fflush(stdout);
+	if (!c->cfg->server.public_url || !*c->cfg->server.public_url) {
+		char url[320];
+
+		gh_a2a_base_url(app, gh_http_port(http), url, sizeof(url));
+		gh_warn("server.public_url is not set: A2A agent cards announce %s (the listen "
+			"address); set server.public_url to the address clients use to reach "
+			"gatehouse", url);
+	}
+}
+
 int gh_cmd_serve(struct gh_cli *c)
 {
 	struct gh_app app;
-	struct gh_store_opts so;
 	struct gh_http *http = NULL;
 	struct gh_err e;
 	struct created cr;
 	sigset_t set;
-	int sig, rc = GH_EXIT_RUNTIME, n = 0;
+	int sig, rc = GH_EXIT_RUNTIME;
 	const char *listen = c->listen ? c->listen : c->cfg->server.listen;
 
 	memset(&app, 0, sizeof(app));
@@ -201,58 +299,18 @@ int gh_cmd_serve(struct gh_cli *c)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	/* Everything that can be checked is checked before a file is made. */
-	if (gh_cli_check_paths(c) != GH_EXIT_OK)
+	if (preflight(c, listen, &cr) != 0)
 		return GH_EXIT_RUNTIME;
-	if (probe_listen(listen, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		return GH_EXIT_RUNTIME;
-	}
-	/* policy rules that can match nothing (a misspelt agent, a tool
-	 * that does not exist) start anyway, but not silently */
-	for (size_t i = 0; i < c->cfg->npolicies; i++)
-		gh_policy_lint(c->cfg, &c->cfg->policies[i], warn_policy, NULL);
-	if (!gh_config_policy(c->cfg, "default"))
-		gh_warn("%s has no policy named \"default\": keys created without --policy may use "
-			"nothing (no agent, no tool)", c->cfg->file);
-	if (created_init(&cr, c) != 0) {
-		created_free(&cr);
-		fprintf(stderr, "gatehouse: out of memory\n");
-		return GH_EXIT_RUNTIME;
-	}
-	if (gh_upstream_global_init() != 0) {
-		created_free(&cr);
-		fprintf(stderr, "gatehouse: libcurl failed to initialise\n");
-		return GH_EXIT_RUNTIME;
-	}
 	if (gh_keys_load_hashkey(c->key_hash_file, 1, app.hashkey, &e) != GH_OK ||
 	    gh_audit_signer_load(c->signing_key_file, 1, &app.signer, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
 	app.has_signer = 1;
-	memset(&so, 0, sizeof(so));
-	so.path = c->cfg->database.path;
-	so.synchronous_full = c->cfg->database.synchronous_full;
-	so.readers = (int)c->cfg->database.readers;
-	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
-	so.group_commit_max = (int)c->cfg->database.group_commit_max;
-	so.threaded = 1;
-	so.signer = &app.signer;
-	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
-	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
-	if (gh_store_open(&so, &app.store, &e) != GH_OK) {
+	if (open_store(&app, c, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	if (gh_store_runs_recover(app.store, &n, &e) != GH_OK) {
-		fprintf(stderr, "gatehouse: %s\n", e.msg);
-		goto out;
-	}
-	if (n)
-		gh_warn("recovered %d runs interrupted by the last shutdown", n);
-	if (gh_store_analyze(app.store, &e) != GH_OK)
-		gh_warn("database: statistics not refreshed: %s", e.msg);
 	app.rl = gh_rl_new(1000000);
 	app.hub = gh_hub_new();
 	if (!app.rl || !app.hub) {
@@ -261,12 +319,19 @@ int gh_cmd_serve(struct gh_cli *c)
 	}
 	if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK)
 		gh_warn("rate limits: previous state not restored: %s", e.msg);
-	audit_policies(&app);
-	if (gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
+	/* read-only: nothing in the background writes either */
+	if (!app.read_only)
+		audit_policies(&app);
+	/* upstream MCP servers pin what they list and every call is audited:
+	 * a read-only gateway starts none */
+	if (app.read_only && c->cfg->nmcp_servers)
+		gh_warn("read-only: the %zu upstream MCP servers are not started",
+			c->cfg->nmcp_servers);
+	if (!app.read_only && gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	if (gh_bg_start(&app, &app.bg, &e) != GH_OK) {
+	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
@@ -274,30 +339,7 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	{
-		char host[256];
-		const char *colon = strrchr(listen, ':');
-		size_t hl = colon ? (size_t)(colon - listen) : 0;
-
-		if (hl >= sizeof(host))
-			hl = sizeof(host) - 1;
-		memcpy(host, listen, hl);
-		host[hl] = '\0';
-		gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies",
-			GH_VERSION, c->cfg->database.path, gh_store_schema_version(app.store),
-			c->cfg->nagents, c->cfg->npolicies);
-		printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1",
-		       gh_http_port(http));
-		fflush(stdout);
-		if (!c->cfg->server.public_url || !*c->cfg->server.public_url) {
-			char url[320];
-
-			gh_a2a_base_url(&app, gh_http_port(http), url, sizeof(url));
-			gh_warn("server.public_url is not set: A2A agent cards announce %s (the "
-				"listen address); set server.public_url to the address clients "
-				"use to reach gatehouse", url);
-		}
-	}
+	announce(c, listen, &app, http);
 	while (sigwait(&set, &sig) != 0)
 		;
 	gh_info("received %s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -315,6 +357,7 @@ out:
 		gh_mcp_stop(app.mcp);
 		t3 = gh_mono_ns();
 		gh_store_close(app.store);
+		gh_audit_serve_close(&app);
 		if (http)
 			gh_info("stopped: http %.0f ms, background %.0f ms, mcp %.0f ms, store %.0f ms",
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,

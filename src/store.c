@@ -208,6 +208,7 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 			/* The transaction is in an unknown state: give up on it. */
 			step_done(&s->w, "ROLLBACK", &be);
 			s->chain.known = 0;
+			store_checkpoint_committed(s, 0);
 			unlock_writer(s);
 			goto fail_all;
 		}
@@ -223,10 +224,12 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 
 		step_done(&s->w, "ROLLBACK", &ignore);
 		s->chain.known = 0;
+		store_checkpoint_committed(s, 0);
 		unlock_writer(s);
 		goto fail_all;
 	}
 	unlock_writer(s);
+	store_checkpoint_committed(s, 1);
 	ok = 1;
 	atomic_fetch_add(&s->n_tx, 1);
 	atomic_fetch_add(&s->n_jobs, n);
@@ -483,7 +486,9 @@ enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struc
 	int leader = 0;
 
 	if (!s->w.db)
-		return gh_err_set(e, GH_E_IO, "database: opened read-only");
+		return gh_err_set(e, GH_E_UNAVAILABLE, "%s",
+				  s->o.readonly_reason ? s->o.readonly_reason
+						       : "database: opened read-only");
 	memset(&j, 0, sizeof(j));
 	j.fn = fn;
 	j.arg = arg;
@@ -917,8 +922,12 @@ void gh_store_close(struct gh_store *s)
 					s->chain.known = 0;
 					if (store_checkpoint_if_due(s, &s->w, 1, &ce) != GH_OK)
 						gh_warn("audit: final checkpoint: %s", ce.msg);
-					if (step_done(&s->w, "COMMIT", &ce) != 0)
+					if (step_done(&s->w, "COMMIT", &ce) != 0) {
 						step_done(&s->w, "ROLLBACK", &ce);
+						store_checkpoint_committed(s, 0);
+					} else {
+						store_checkpoint_committed(s, 1);
+					}
 				}
 			}
 			sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
@@ -941,6 +950,25 @@ void gh_store_close(struct gh_store *s)
 	free(s->path);
 	free(s->lock_path);
 	free(s);
+}
+
+void gh_store_audit_sign_with(struct gh_store *s, const struct gh_audit_signer *signer,
+			      void (*on_checkpoint)(void *ud, const struct gh_audit_checkpoint *c,
+						    const unsigned char prev_sig[64]),
+			      void *ud)
+{
+	/* run_batch reads the signer holding wmu (or inline_mu), housekeeping
+	 * holding qmu */
+	pthread_mutex_lock(&s->inline_mu);
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&s->qmu);
+	s->signer = signer;
+	s->on_checkpoint = on_checkpoint;
+	s->on_checkpoint_ud = ud;
+	pthread_cond_signal(&s->qcv); /* housekeeping's wait now has a timeout */
+	pthread_mutex_unlock(&s->qmu);
+	pthread_mutex_unlock(&s->wmu);
+	pthread_mutex_unlock(&s->inline_mu);
 }
 
 int gh_store_schema_version(struct gh_store *s)

@@ -29,6 +29,8 @@
 struct gh_store;
 struct gh_audit_event;
 struct gh_audit_signer;
+struct gh_audit_checkpoint;
+struct gh_store_tx;
 
 struct gh_store_opts {
 	const char *path;
@@ -43,6 +45,9 @@ struct gh_store_opts {
 	const struct gh_audit_signer *signer;
 	int64_t ckpt_rows;
 	int64_t ckpt_ms;
+	/* readonly: why, for the GH_E_UNAVAILABLE every write then gets (NULL:
+	 * "database: opened read-only"). Borrowed for the life of the store. */
+	const char *readonly_reason;
 };
 
 /* Opens (creating when needed, unless readonly), applies pending migrations
@@ -51,6 +56,19 @@ struct gh_store_opts {
  * versions in the message). */
 enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 			   struct gh_err *e);
+
+/* Starts signing audit checkpoints with signer (borrowed for the life of
+ * the store) from the next commit on, for a store opened without one:
+ * serve opens its store unsigned, checks the chain it finds, and only then
+ * signs (a checkpoint covers every row before it). on_checkpoint (may be
+ * NULL) is called after the commit of every checkpoint signed (never for
+ * one rolled back), on the committing thread while it holds the writer:
+ * it must only hand the checkpoint on (the witness queues it). prev_sig is
+ * the signature of the checkpoint it chains to. */
+void gh_store_audit_sign_with(struct gh_store *s, const struct gh_audit_signer *signer,
+			      void (*on_checkpoint)(void *ud, const struct gh_audit_checkpoint *c,
+						    const unsigned char prev_sig[64]),
+			      void *ud);
 
 /* Drains queued writes, stops the writer, checkpoints (under the lock) and
  * closes every connection. NULL is a no-op. */
@@ -223,6 +241,15 @@ enum gh_code gh_store_tool_call_find(struct gh_store *s, const char *owner,
 enum gh_code gh_store_memory_save(struct gh_store *s, const char *owner, const char *resource,
 				  const char *content, const char *tags, int64_t *id_out,
 				  struct gh_err *e);
+/* The writes below inside a transaction (gh_store_tx_run). */
+enum gh_code gh_store_memory_save_tx(struct gh_store_tx *tx, const char *owner,
+				     const char *resource, const char *content, const char *tags,
+				     int64_t *id_out, struct gh_err *e);
+enum gh_code gh_store_memory_delete_tx(struct gh_store_tx *tx, const char *owner,
+				       const char *resource, int64_t id, struct gh_err *e);
+enum gh_code gh_store_working_memory_set_tx(struct gh_store_tx *tx, const char *owner,
+					    const char *resource, const char *content,
+					    struct gh_err *e);
 /* bm25-ranked full-text search within (owner, resource); at most limit
  * results. *out is an array of {id, content, tags, createdAt, score}. The
  * query is taken as plain words (FTS syntax in it has no effect). */
@@ -246,6 +273,40 @@ enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
  * the tool (fail closed). */
 enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_event *ev,
 				   int64_t *seq_out, struct gh_err *e);
+
+/* Every execution accounted for. A call gatehouse runs itself (a memory
+ * or server tool) is open from the row that lets it run until the row that
+ * ends it; each step is written in the same transaction as its audit row,
+ * into a register of open calls, so a crash leaves in the register exactly
+ * the calls whose end was never recorded (gh_store_audit_close_interrupted
+ * closes them at the next start). */
+
+/* Appends ev (the "allowed" row) and registers the call it names as open,
+ * in one transaction. *call_id identifies the call for its end. */
+enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_event *ev,
+				      int64_t *call_id, struct gh_err *e);
+/* Appends ev (the "executed" or "failed" row) and closes call_id, in one
+ * transaction. call_id 0: a plain append. */
+enum gh_code gh_store_audit_call_close(struct gh_store *s, int64_t call_id,
+				       const struct gh_audit_event *ev, struct gh_err *e);
+/* At start, before anything runs: closes every call still open with an
+ * "interrupted" row (outcome "no_effect" for memory tools, whose effect
+ * commits with their end, "unknown" for the others: the tool may or may
+ * not have acted). *n gets how many. */
+enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct gh_err *e);
+
+/* A write transaction handed to the caller's fn (gh_store_tx_run): what fn
+ * does through the *_tx functions commits together, or not at all (fn
+ * returning an error rolls all of it back). fn runs on whichever thread
+ * commits the batch, while it holds the writer: it must not call any other
+ * gh_store_* function, nor block. tx is valid only inside fn. */
+typedef enum gh_code (*gh_store_tx_fn)(struct gh_store_tx *tx, void *ud, struct gh_err *e);
+enum gh_code gh_store_tx_run(struct gh_store *s, gh_store_tx_fn fn, void *ud, struct gh_err *e);
+/* gh_store_audit_call_close inside a transaction: an in-database tool's
+ * effect and its end row commit together. ev NULL: only closes call_id
+ * (the row was appended otherwise in this transaction). */
+enum gh_code gh_store_tx_audit_call_close(struct gh_store_tx *tx, int64_t call_id,
+					  const struct gh_audit_event *ev, struct gh_err *e);
 
 
 /* A stored audit row; strings are borrowed until the callback returns. */
@@ -287,6 +348,20 @@ enum gh_code gh_store_audit_reindex(struct gh_store *s, int from_scratch,
 				    void (*progress)(void *ud, int64_t blocks), void *ud,
 				    struct gh_err *e);
 
+/* For `audit verify`: in one snapshot, the retention anchor (anchor_fn,
+ * when there is one), every checkpoint in ascending seq (ckpt_fn), then
+ * every row from the anchor's (or the first) on, with the filter index as
+ * gh_store_audit_scan_indexed gives it. Any callback stops the reading by
+ * returning nonzero. One snapshot: a server committing meanwhile cannot
+ * make checkpoints and rows disagree. */
+enum gh_code gh_store_audit_scan_verify(
+	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+	int (*row_fn)(void *ud, const struct gh_audit_row *r),
+	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
+			const char *why),
+	void *ud, struct gh_err *e);
+
 struct gh_audit_filter {
 	int64_t from_ms, to_ms;           /* 0 = open */
 	const char *key_id, *agent_id, *thread_id, *run_id, *tool_name, *event, *outcome;
@@ -308,11 +383,27 @@ struct gh_audit_checkpoint {
 	unsigned char public_key[32];
 	unsigned char signature[64];
 	int ok_sizes;                      /* 0 when a blob had the wrong length */
+	int chained;                       /* signs the checkpoint before it (audit.h) */
+	int64_t prev_seq;                  /* ...which covers this row (0: none) */
 };
 /* Calls fn for every checkpoint in ascending seq. */
 enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
 					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
 					void *ud, struct gh_err *e);
+/* The checkpoint at seq; GH_E_NOTFOUND when there is none. */
+enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
+					  struct gh_audit_checkpoint *out, struct gh_err *e);
+/* The newest end of the chain, in one snapshot, for the start-up check:
+ * anchor_fn gets the retention anchor when there is one, ckpt_fn the
+ * newest checkpoint and then the one before it (when there are), then
+ * row_fn every row from the newest checkpoint's row, or from the anchor's
+ * when that is later, or from the first row when there is no checkpoint,
+ * onwards in order. Any of them stops the reading by returning nonzero. */
+enum gh_code gh_store_audit_newest(struct gh_store *s,
+				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
+				   struct gh_err *e);
 /* The retention anchor; GH_E_NOTFOUND when the chain starts at genesis. The
  * anchor's hash field holds the prev_hash of its first kept row. */
 enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
@@ -377,8 +468,13 @@ enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, cons
 enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const char *status,
 				      const char *decided_by, const char *reason,
 				      const struct gh_audit_event *ev, struct gh_err *e);
-/* Sets executed_at once; GH_E_CONFLICT when already set. */
-enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e);
+/* Sets executed_at once; GH_E_CONFLICT when already set. With call (the
+ * identity of the call: key, agent, thread, run, tool call, tool, source,
+ * args), the claim also opens the call (gh_store_audit_call_open), in the
+ * same transaction, and *call_id identifies it. */
+enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id,
+					  const struct gh_audit_event *call, int64_t *call_id,
+					  struct gh_err *e);
 /* Appends ev (the row saying how approved call id ended) and records on the
  * approval its outcome ("ok", "error" or "not_run"), error (may be NULL),
  * the time and the row's seq, in one transaction. The first outcome
@@ -386,6 +482,10 @@ enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, st
 enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,
 					   const char *outcome, const char *error,
 					   const struct gh_audit_event *ev, struct gh_err *e);
+/* The same inside a transaction (gh_store_tx_run): with the call's end. */
+enum gh_code gh_store_approval_finish_exec_tx(struct gh_store_tx *tx, const char *id,
+					      const char *outcome, const char *error,
+					      const struct gh_audit_event *ev, struct gh_err *e);
 /* Marks pending approvals past expiry as expired, appending an "expired"
  * audit row for each, in one transaction; fn gets each (after commit). */
 enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,

@@ -251,27 +251,45 @@ enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const 
 	return store_write(s, decide_job, &a, e);
 }
 
+struct claim_arg {
+	const char *id;
+	const struct gh_audit_event *call;
+	int64_t call_id;
+};
+
 static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *arg,
 			      struct gh_err *e)
 {
-	const char *id = arg;
+	struct claim_arg *a = arg;
 	sqlite3_stmt *st = store_stmt(w, "UPDATE approvals SET executed_at = ? WHERE id = ? "
 					 "AND status = 'approved' AND executed_at IS NULL", e);
 
+	(void)s;
 	if (!st)
 		return GH_E_IO;
 	sqlite3_bind_int64(st, 1, gh_now_ms());
-	store_bind_text(st, 2, id);
+	store_bind_text(st, 2, a->id);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_fail(w, "claiming an approved execution", e);
 	if (sqlite3_changes(w->db) == 0)
-		return gh_err_set(e, GH_E_CONFLICT, "approval %s was already executed", id);
+		return gh_err_set(e, GH_E_CONFLICT, "approval %s was already executed", a->id);
+	/* from here the call is open: a crash before its end is recorded
+	 * leaves it to be closed as interrupted */
+	if (a->call)
+		return store_audit_call_register(w, a->call, a->id, &a->call_id, e);
 	return GH_OK;
 }
 
-enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id, struct gh_err *e)
+enum gh_code gh_store_approval_claim_exec(struct gh_store *s, const char *id,
+					  const struct gh_audit_event *call, int64_t *call_id,
+					  struct gh_err *e)
 {
-	return store_write(s, claim_job, (void *)(uintptr_t)id, e);
+	struct claim_arg a = {id, call, 0};
+	enum gh_code rc = store_write(s, claim_job, &a, e);
+
+	if (call_id)
+		*call_id = rc == GH_OK ? a.call_id : 0;
+	return rc;
 }
 
 struct finish_arg {
@@ -311,6 +329,15 @@ enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,
 	struct finish_arg a = {id, outcome, error, ev};
 
 	return store_write(s, finish_job, &a, e);
+}
+
+enum gh_code gh_store_approval_finish_exec_tx(struct gh_store_tx *tx, const char *id,
+					      const char *outcome, const char *error,
+					      const struct gh_audit_event *ev, struct gh_err *e)
+{
+	struct finish_arg a = {id, outcome, error, ev};
+
+	return finish_job(tx->s, tx->w, &a, e);
 }
 
 struct expire_arg {

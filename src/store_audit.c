@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "audit_index.h"
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -58,13 +59,17 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 		return store_fail(w, "reading the audit chain", e);
 	}
 	sqlite3_reset(st);
-	st = store_stmt(w, "SELECT seq, ts FROM audit_checkpoints ORDER BY seq DESC LIMIT 1", e);
+	st = store_stmt(w, "SELECT seq, ts, signature FROM audit_checkpoints "
+			   "ORDER BY seq DESC LIMIT 1", e);
 	if (!st)
 		return GH_E_IO;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		c->ckpt_seq = sqlite3_column_int64(st, 0);
 		c->ckpt_ms = sqlite3_column_int64(st, 1);
+		/* a damaged signature chains as zeros: verify reports it */
+		if (sqlite3_column_bytes(st, 2) == 64)
+			memcpy(c->ckpt_sig, sqlite3_column_blob(st, 2), 64);
 	} else if (rc != SQLITE_DONE) {
 		return store_fail(w, "reading audit checkpoints", e);
 	}
@@ -73,16 +78,20 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 	return GH_OK;
 }
 
+/* Signs (seq, hash, ts) of the newest row chained to the newest checkpoint
+ * (audit.h), and keeps it for the witness until the commit. */
 static enum gh_code insert_checkpoint(struct gh_store *s, struct store_conn *w,
 				      struct gh_err *e)
 {
 	sqlite3_stmt *st;
 	unsigned char sig[64];
 	int64_t now = gh_now_ms();
+	struct gh_audit_checkpoint *k = &s->ckpt_new;
 
-	gh_audit_sign(s->signer, "ckpt", s->chain.last_seq, s->chain.last_hash, now, sig);
-	st = store_stmt(w, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, signature) "
-			   "VALUES (?, ?, ?, ?, ?)", e);
+	gh_audit_sign_ckpt(s->signer, s->chain.last_seq, s->chain.last_hash, now,
+			   s->chain.ckpt_seq, s->chain.ckpt_sig, sig);
+	st = store_stmt(w, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, signature, "
+			   "prev_seq) VALUES (?, ?, ?, ?, ?, ?)", e);
 	if (!st)
 		return GH_E_IO;
 	sqlite3_bind_int64(st, 1, s->chain.last_seq);
@@ -90,12 +99,32 @@ static enum gh_code insert_checkpoint(struct gh_store *s, struct store_conn *w,
 	sqlite3_bind_int64(st, 3, now);
 	sqlite3_bind_blob(st, 4, s->signer->pk, 32, SQLITE_TRANSIENT);
 	sqlite3_bind_blob(st, 5, sig, 64, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, s->chain.ckpt_seq);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_fail(w, "writing an audit checkpoint", e);
 	sqlite3_reset(st);
+	memset(k, 0, sizeof(*k));
+	k->seq = s->chain.last_seq;
+	k->ts = now;
+	memcpy(k->hash, s->chain.last_hash, GH_AUDIT_HASH_LEN);
+	memcpy(k->public_key, s->signer->pk, 32);
+	memcpy(k->signature, sig, 64);
+	k->ok_sizes = 1;
+	k->chained = 1;
+	k->prev_seq = s->chain.ckpt_seq;
+	memcpy(s->ckpt_new_prev_sig, s->chain.ckpt_sig, 64);
+	s->ckpt_pending = 1;
 	s->chain.ckpt_seq = s->chain.last_seq;
 	s->chain.ckpt_ms = now;
+	memcpy(s->chain.ckpt_sig, sig, 64);
 	return GH_OK;
+}
+
+void store_checkpoint_committed(struct gh_store *s, int ok)
+{
+	if (s->ckpt_pending && ok && s->on_checkpoint)
+		s->on_checkpoint(s->on_checkpoint_ud, &s->ckpt_new, s->ckpt_new_prev_sig);
+	s->ckpt_pending = 0;
 }
 
 enum gh_code store_checkpoint_if_due(struct gh_store *s, struct store_conn *w, int force,
@@ -208,6 +237,230 @@ enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_eve
 	return rc;
 }
 
+/* ------------------------------------------------------ open calls */
+
+static enum gh_code open_call_in(struct store_conn *w, const struct gh_audit_event *ev,
+				 const char *approval_id, int64_t *call_id, struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
+					 "admin_user, agent_id, thread_id, run_id, tool_call_id, "
+					 "tool_name, source, args, approval_id) "
+					 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", e);
+
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, gh_now_ms());
+	store_bind_text(st, 2, ev->key_id);
+	store_bind_text(st, 3, ev->owner);
+	store_bind_text(st, 4, ev->admin_user);
+	store_bind_text(st, 5, ev->agent_id);
+	store_bind_text(st, 6, ev->thread_id);
+	store_bind_text(st, 7, ev->run_id);
+	store_bind_text(st, 8, ev->tool_call_id);
+	store_bind_text(st, 9, ev->tool_name);
+	store_bind_text(st, 10, ev->source);
+	store_bind_text(st, 11, ev->args);
+	store_bind_text(st, 12, approval_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "registering an open call", e);
+	*call_id = sqlite3_last_insert_rowid(w->db);
+	return GH_OK;
+}
+
+enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
+				       const char *approval_id, int64_t *call_id,
+				       struct gh_err *e)
+{
+	return open_call_in(w, call, approval_id, call_id, e);
+}
+
+static enum gh_code close_call_in(struct gh_store *s, struct store_conn *w, int64_t call_id,
+				  const struct gh_audit_event *ev, struct gh_err *e)
+{
+	sqlite3_stmt *st;
+	enum gh_code rc;
+
+	if (ev && (rc = store_audit_append_in(s, w, ev, NULL, e)) != GH_OK)
+		return rc;
+	if (call_id <= 0)
+		return GH_OK;
+	st = store_stmt(w, "DELETE FROM audit_open_calls WHERE id = ?", e);
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int64(st, 1, call_id);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, "closing an open call", e);
+	return GH_OK;
+}
+
+struct call_arg {
+	const struct gh_audit_event *ev;
+	int64_t call_id;
+};
+
+static enum gh_code call_open_job(struct gh_store *s, struct store_conn *w, void *arg,
+				  struct gh_err *e)
+{
+	struct call_arg *a = arg;
+	enum gh_code rc = store_audit_append_in(s, w, a->ev, NULL, e);
+
+	return rc == GH_OK ? open_call_in(w, a->ev, NULL, &a->call_id, e) : rc;
+}
+
+enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_event *ev,
+				      int64_t *call_id, struct gh_err *e)
+{
+	struct call_arg a = {ev, 0};
+	enum gh_code rc = store_write(s, call_open_job, &a, e);
+
+	*call_id = rc == GH_OK ? a.call_id : 0;
+	return rc;
+}
+
+static enum gh_code call_close_job(struct gh_store *s, struct store_conn *w, void *arg,
+				   struct gh_err *e)
+{
+	struct call_arg *a = arg;
+
+	return close_call_in(s, w, a->call_id, a->ev, e);
+}
+
+enum gh_code gh_store_audit_call_close(struct gh_store *s, int64_t call_id,
+				       const struct gh_audit_event *ev, struct gh_err *e)
+{
+	struct call_arg a = {ev, call_id};
+
+	return store_write(s, call_close_job, &a, e);
+}
+
+struct tx_arg {
+	gh_store_tx_fn fn;
+	void *ud;
+};
+
+static enum gh_code tx_job(struct gh_store *s, struct store_conn *w, void *arg,
+			   struct gh_err *e)
+{
+	struct tx_arg *a = arg;
+	struct gh_store_tx tx = {s, w};
+
+	return a->fn(&tx, a->ud, e);
+}
+
+enum gh_code gh_store_tx_run(struct gh_store *s, gh_store_tx_fn fn, void *ud, struct gh_err *e)
+{
+	struct tx_arg a = {fn, ud};
+
+	return store_write(s, tx_job, &a, e);
+}
+
+enum gh_code gh_store_tx_audit_call_close(struct gh_store_tx *tx, int64_t call_id,
+					  const struct gh_audit_event *ev, struct gh_err *e)
+{
+	return close_call_in(tx->s, tx->w, call_id, ev, e);
+}
+
+#define INTERRUPTED_BATCH 256
+
+struct interrupted_arg {
+	int n;
+	int more;
+};
+
+static enum gh_code interrupted_job(struct gh_store *s, struct store_conn *w, void *arg,
+				    struct gh_err *e)
+{
+	struct interrupted_arg *a = arg;
+	sqlite3_stmt *st = store_stmt(w, "SELECT id, opened_at, key_id, owner, admin_user, "
+					 "agent_id, thread_id, run_id, tool_call_id, tool_name, "
+					 "source, args, approval_id FROM audit_open_calls "
+					 "ORDER BY id LIMIT ?", e);
+	sqlite3_stmt *del;
+	int src, n = 0;
+	enum gh_code rc = GH_OK;
+
+	a->more = 0;
+	if (!st)
+		return GH_E_IO;
+	sqlite3_bind_int(st, 1, INTERRUPTED_BATCH);
+	/* the row being read stays valid while the audit row is appended:
+	 * they are other tables, and the delete comes after the scan */
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct gh_audit_event ev;
+		cJSON *d = cJSON_CreateObject();
+		char opened[GH_ISO8601_MAX], *detail = NULL;
+		const char *src_name = (const char *)sqlite3_column_text(st, 10);
+		const char *apr = (const char *)sqlite3_column_text(st, 12);
+
+		if (!d) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			break;
+		}
+		gh_iso8601(sqlite3_column_int64(st, 1), opened, sizeof(opened));
+		cJSON_AddStringToObject(d, "opened_at", opened);
+		if (apr)
+			cJSON_AddStringToObject(d, "approval_id", apr);
+		detail = gh_json_dump(d);
+		cJSON_Delete(d);
+		if (!detail) {
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+			break;
+		}
+		memset(&ev, 0, sizeof(ev));
+		ev.event = "interrupted";
+		ev.key_id = (const char *)sqlite3_column_text(st, 2);
+		ev.owner = (const char *)sqlite3_column_text(st, 3);
+		ev.admin_user = (const char *)sqlite3_column_text(st, 4);
+		ev.agent_id = (const char *)sqlite3_column_text(st, 5);
+		ev.thread_id = (const char *)sqlite3_column_text(st, 6);
+		ev.run_id = (const char *)sqlite3_column_text(st, 7);
+		ev.tool_call_id = (const char *)sqlite3_column_text(st, 8);
+		ev.tool_name = (const char *)sqlite3_column_text(st, 9);
+		ev.source = src_name;
+		ev.args = (const char *)sqlite3_column_text(st, 11);
+		/* a memory tool's effect commits with its end: none happened */
+		ev.outcome = src_name && !strcmp(src_name, "memory") ? "no_effect" : "unknown";
+		ev.duration_ms = -1;
+		ev.reason = "gatehouse stopped before the end of the call was recorded";
+		ev.detail = detail;
+		rc = store_audit_append_in(s, w, &ev, NULL, e);
+		free(detail);
+		if (rc != GH_OK)
+			break;
+		n++;
+	}
+	sqlite3_reset(st);
+	if (rc != GH_OK)
+		return rc;
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		return store_fail(w, "reading open calls", e);
+	del = store_stmt(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
+			    "audit_open_calls ORDER BY id LIMIT ?)", e);
+	if (!del)
+		return GH_E_IO;
+	sqlite3_bind_int(del, 1, n);
+	if (sqlite3_step(del) != SQLITE_DONE)
+		return store_fail(w, "closing interrupted calls", e);
+	a->n = n;
+	a->more = n == INTERRUPTED_BATCH;
+	return GH_OK;
+}
+
+enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct gh_err *e)
+{
+	struct interrupted_arg a;
+	enum gh_code rc;
+
+	*n = 0;
+	do {
+		memset(&a, 0, sizeof(a));
+		if ((rc = store_write(s, interrupted_job, &a, e)) != GH_OK)
+			return rc;
+		*n += a.n;
+	} while (a.more);
+	return GH_OK;
+}
+
 /* ------------------------------------------------------------- reading */
 
 #define ROW_COLS "seq, ts, event, key_id, owner, admin_user, agent_id, thread_id, run_id, " \
@@ -247,11 +500,23 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 	r->ev = ev;
 }
 
+/* What a verify reads before the rows, in their snapshot. */
+struct scan_head {
+	int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a);
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c);
+};
+
+static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
+			      struct gh_err *e);
+static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
+			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
+			     struct gh_err *e);
+
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
 			 int (*block_fn)(void *ud, int64_t blk,
 					 const struct gh_audit_blockmap *stored, const char *why),
-			 void *ud, struct gh_err *e)
+			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	struct gh_audit_blockmap *b = NULL;
@@ -260,12 +525,28 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 	int64_t next = 0, blk = -1;
 	int src = SQLITE_DONE, began = 0;
 
-	if (block_fn) {
+	if (block_fn || head) {
 		if (store_read_begin(c, e) != 0) {
 			rc = GH_E_IO;
 			goto out;
 		}
 		began = 1;
+	}
+	if (head) {
+		struct gh_audit_checkpoint a;
+
+		rc = anchor_on(c, &a, e);
+		if (rc == GH_OK) {
+			from_seq = a.seq;
+			if (head->anchor_fn(ud, &a))
+				goto out;
+		} else if (rc != GH_E_NOTFOUND) {
+			goto out;
+		}
+		if ((rc = ckpts_on(s, c, head->ckpt_fn, ud, e)) != GH_OK)
+			goto out;
+	}
+	if (block_fn) {
 		if (!(b = gh_audit_blockmap_new())) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 			goto out;
@@ -313,7 +594,20 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
 				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
 				 struct gh_err *e)
 {
-	return scan(s, from_seq, to_seq, fn, NULL, ud, e);
+	return scan(s, from_seq, to_seq, fn, NULL, NULL, ud, e);
+}
+
+enum gh_code gh_store_audit_scan_verify(
+	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+	int (*row_fn)(void *ud, const struct gh_audit_row *r),
+	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
+			const char *why),
+	void *ud, struct gh_err *e)
+{
+	struct scan_head head = {anchor_fn, ckpt_fn};
+
+	return scan(s, 1, 0, row_fn, block_fn, &head, ud, e);
 }
 
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
@@ -323,7 +617,7 @@ enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 							 const char *why),
 					 void *ud, struct gh_err *e)
 {
-	return scan(s, from_seq, 0, row_fn, block_fn, ud, e);
+	return scan(s, from_seq, 0, row_fn, block_fn, NULL, ud, e);
 }
 
 enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
@@ -570,7 +864,9 @@ out:
 	return rc;
 }
 
-static void ckpt_from(sqlite3_stmt *st, struct gh_audit_checkpoint *c)
+/* Columns seq, hash, ts, public_key, signature and, when with_prev,
+ * prev_seq (NULL: written before checkpoints chained). */
+static void ckpt_from(sqlite3_stmt *st, int with_prev, struct gh_audit_checkpoint *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->seq = sqlite3_column_int64(st, 0);
@@ -582,41 +878,32 @@ static void ckpt_from(sqlite3_stmt *st, struct gh_audit_checkpoint *c)
 		memcpy(c->public_key, sqlite3_column_blob(st, 3), 32);
 		memcpy(c->signature, sqlite3_column_blob(st, 4), 64);
 	}
+	if (with_prev && sqlite3_column_type(st, 5) != SQLITE_NULL) {
+		c->chained = 1;
+		c->prev_seq = sqlite3_column_int64(st, 5);
+	}
 }
 
-enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
-					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
-					void *ud, struct gh_err *e)
+/* Checkpoints chain from schema version 8 on; a read-only connection to
+ * an older database (not yet migrated) reads them without prev_seq. */
+#define CKPT_CHAINED_SCHEMA 8
+#define CKPT_COLS "seq, hash, ts, public_key, signature, prev_seq"
+#define CKPT_COLS_OLD "seq, hash, ts, public_key, signature"
+
+static int with_prev(struct gh_store *s)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT seq, hash, ts, public_key, signature "
-					 "FROM audit_checkpoints ORDER BY seq", e);
-	enum gh_code rc = GH_OK;
-	int src;
-
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_checkpoint k;
-
-		ckpt_from(st, &k);
-		if (fn(ud, &k))
-			break;
-	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "reading audit checkpoints", e);
-	store_reader_put(s, c);
-	return rc;
+	return gh_store_schema_version(s) >= CKPT_CHAINED_SCHEMA;
 }
 
-enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
-				   struct gh_err *e)
+enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
+					  struct gh_audit_checkpoint *out, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT seq, prev_hash, ts, public_key, signature "
-					 "FROM audit_anchor WHERE id = 1", e);
+	int wp = with_prev(s);
+	sqlite3_stmt *st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
+					      "WHERE seq = ?", e)
+			      : store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
+					      "WHERE seq = ?", e);
 	enum gh_code rc;
 	int src;
 
@@ -624,15 +911,172 @@ enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoin
 		store_reader_put(s, c);
 		return GH_E_IO;
 	}
+	sqlite3_bind_int64(st, 1, seq);
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW) {
-		ckpt_from(st, out);
+		ckpt_from(st, wp, out);
+		rc = GH_OK;
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no checkpoint at row %lld", (long long)seq);
+	} else {
+		rc = store_fail(c, "reading audit checkpoints", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code gh_store_audit_newest(struct gh_store *s,
+				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
+				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
+				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
+				   struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	struct gh_audit_checkpoint a;
+	int wp = with_prev(s), src = SQLITE_DONE, n = 0, stop = 0;
+	int64_t from = 1, from_floor = 0;
+	sqlite3_stmt *st;
+	enum gh_code rc = GH_OK;
+
+	if (store_read_begin(c, e) != 0) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	rc = anchor_on(c, &a, e);
+	if (rc == GH_OK) {
+		from_floor = a.seq;
+		if (anchor_fn(ud, &a))
+			goto out;
+	} else if (rc != GH_E_NOTFOUND) {
+		goto out;
+	}
+	rc = GH_OK;
+	st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
+			       "ORDER BY seq DESC LIMIT 2", e)
+		: store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
+			       "ORDER BY seq DESC LIMIT 2", e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	while (!stop && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct gh_audit_checkpoint k;
+
+		ckpt_from(st, wp, &k);
+		if (n++ == 0)
+			from = k.seq;
+		stop = ckpt_fn(ud, &k);
+	}
+	sqlite3_reset(st);
+	if (src != SQLITE_ROW && src != SQLITE_DONE) {
+		rc = store_fail(c, "reading audit checkpoints", e);
+		goto out;
+	}
+	if (stop)
+		goto out;
+	if (n == 0) {
+		/* no checkpoint: the rows start at the first one kept */
+		st = store_stmt(c, "SELECT coalesce(min(seq), 1) FROM audit_events", e);
+		if (!st) {
+			rc = GH_E_IO;
+			goto out;
+		}
+		if (sqlite3_step(st) == SQLITE_ROW)
+			from = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+	}
+	if (from < from_floor)
+		from = from_floor;
+	st = store_stmt(c, "SELECT " ROW_COLS " FROM audit_events WHERE seq >= ? ORDER BY seq", e);
+	if (!st) {
+		rc = GH_E_IO;
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, from);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct gh_audit_row r;
+		struct gh_audit_event ev;
+
+		row_from(st, &r, &ev);
+		if (row_fn(ud, &r))
+			break;
+	}
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "reading the audit log", e);
+	sqlite3_reset(st);
+out:
+	store_read_end(c);
+	store_reader_put(s, c);
+	return rc;
+}
+
+static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
+			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
+			     struct gh_err *e)
+{
+	int wp = with_prev(s);
+	sqlite3_stmt *st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
+					      "ORDER BY seq", e)
+			      : store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
+					      "ORDER BY seq", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct gh_audit_checkpoint k;
+
+		ckpt_from(st, wp, &k);
+		if (fn(ud, &k))
+			break;
+	}
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "reading audit checkpoints", e);
+	sqlite3_reset(st);
+	return rc;
+}
+
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
+					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
+					void *ud, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = ckpts_on(s, c, fn, ud, e);
+
+	store_reader_put(s, c);
+	return rc;
+}
+
+static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
+			      struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, "SELECT seq, prev_hash, ts, public_key, signature "
+					 "FROM audit_anchor WHERE id = 1", e);
+	enum gh_code rc;
+	int src;
+
+	if (!st)
+		return GH_E_IO;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		ckpt_from(st, 0, out);
 		rc = GH_OK;
 	} else if (src == SQLITE_DONE) {
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no audit anchor");
 	} else {
 		rc = store_fail(c, "reading the audit anchor", e);
 	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoint *out,
+				   struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = anchor_on(c, out, e);
+
 	store_reader_put(s, c);
 	return rc;
 }
@@ -725,7 +1169,10 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 	if ((rc = store_audit_index_drop_below(w, keep_seq, e)) != GH_OK ||
 	    (rc = store_audit_index_rebuild(s, w, keep_seq >> GH_AUDIT_BLOCK_SHIFT, e)) != GH_OK)
 		return rc;
-	st = store_stmt(w, "DELETE FROM audit_checkpoints WHERE seq < ?", e);
+	/* the newest checkpoint of the pruned rows stays: the first kept one
+	 * chains to it, so the chain of checkpoints stays whole */
+	st = store_stmt(w, "DELETE FROM audit_checkpoints WHERE seq < (SELECT max(seq) FROM "
+			   "audit_checkpoints WHERE seq < ?1)", e);
 	if (!st)
 		return GH_E_IO;
 	sqlite3_bind_int64(st, 1, keep_seq);

@@ -52,8 +52,15 @@ struct store_chain {
 	int64_t last_seq;
 	int64_t last_ts;                /* rows get ts >= this: time order is seq order */
 	unsigned char last_hash[GH_AUDIT_HASH_LEN];
-	int64_t ckpt_seq;               /* newest checkpoint */
+	int64_t ckpt_seq;               /* newest checkpoint (0: none) */
 	int64_t ckpt_ms;
+	unsigned char ckpt_sig[64];     /* its signature: the next one signs it */
+};
+
+/* A write transaction as gh_store_tx_run hands it out. */
+struct gh_store_tx {
+	struct gh_store *s;
+	struct store_conn *w;
 };
 
 struct gh_store {
@@ -85,7 +92,15 @@ struct gh_store {
 	int house_started;
 
 	struct store_chain chain;
-	const struct gh_audit_signer *signer;
+	const struct gh_audit_signer *signer; /* set under wmu and qmu */
+	/* who hears of committed checkpoints, and one written in the batch
+	 * being committed, for it once the commit holds */
+	void (*on_checkpoint)(void *ud, const struct gh_audit_checkpoint *c,
+			      const unsigned char prev_sig[64]);
+	void *on_checkpoint_ud;
+	int ckpt_pending;
+	struct gh_audit_checkpoint ckpt_new;
+	unsigned char ckpt_new_prev_sig[64];
 	int64_t ckpt_rows;
 	int64_t ckpt_every_ms;
 
@@ -157,8 +172,16 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 				   const struct gh_audit_event *ev, int64_t *seq_out,
 				   struct gh_err *e);
+/* Registers call (its identity: key, agent, run, tool call, tool, source,
+ * args) as open in the current job; see gh_store_audit_call_open. */
+enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
+				       const char *approval_id, int64_t *call_id,
+				       struct gh_err *e);
 enum gh_code store_checkpoint_if_due(struct gh_store *s, struct store_conn *w, int force,
 				     struct gh_err *e);
+/* After a commit (ok) or a rollback (!ok) of the writer's transaction:
+ * hands a checkpoint it wrote to on_checkpoint, or forgets it. */
+void store_checkpoint_committed(struct gh_store *s, int ok);
 /* The first seq whose row has ts >= ms (rows' ts never decreases with seq):
  * a binary search over seq. last + 1 when every row is older. */
 enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,

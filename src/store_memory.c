@@ -49,6 +49,18 @@ enum gh_code gh_store_memory_save(struct gh_store *s, const char *owner, const c
 	return rc;
 }
 
+enum gh_code gh_store_memory_save_tx(struct gh_store_tx *tx, const char *owner,
+				     const char *resource, const char *content, const char *tags,
+				     int64_t *id_out, struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, content, tags, 0, gh_now_ms()};
+	enum gh_code rc = save_job(tx->s, tx->w, &a, e);
+
+	if (rc == GH_OK && id_out)
+		*id_out = a.id;
+	return rc;
+}
+
 /* Turns free text into an FTS5 query of quoted words joined by OR, so any
  * FTS syntax in it (NEAR, column filters, quotes) is inert. */
 static int fts_query(const char *q, struct gh_buf *out)
@@ -177,6 +189,14 @@ enum gh_code gh_store_memory_delete(struct gh_store *s, const char *owner, const
 	return store_write(s, delete_job, &a, e);
 }
 
+enum gh_code gh_store_memory_delete_tx(struct gh_store_tx *tx, const char *owner,
+				       const char *resource, int64_t id, struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, NULL, NULL, id, 0};
+
+	return delete_job(tx->s, tx->w, &a, e);
+}
+
 static enum gh_code wm_job(struct gh_store *s, struct store_conn *w, void *arg, struct gh_err *e)
 {
 	struct mem_arg *a = arg;
@@ -203,6 +223,15 @@ enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
 	struct mem_arg a = {owner, resource, content, NULL, 0, gh_now_ms()};
 
 	return store_write(s, wm_job, &a, e);
+}
+
+enum gh_code gh_store_working_memory_set_tx(struct gh_store_tx *tx, const char *owner,
+					    const char *resource, const char *content,
+					    struct gh_err *e)
+{
+	struct mem_arg a = {owner, resource, content, NULL, 0, gh_now_ms()};
+
+	return wm_job(tx->s, tx->w, &a, e);
 }
 
 enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,

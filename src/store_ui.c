@@ -282,3 +282,26 @@ out:
 	store_reader_put(s, c);
 	return rc;
 }
+
+cJSON *gh_store_ui_summary(const cJSON *activity)
+{
+	static const struct {
+		const char *key, *event;
+	} counts[] = {
+		{"executed", "executed"}, {"failed", "failed"}, {"denials", "denied"},
+		{"rateLimited", "rate_limited"}, {"approvalsRequested", "approval_requested"},
+		{"approved", "approved"}, {"expired", "expired"},
+		{"failedLogins", "admin_login_failed"},
+	};
+	const cJSON *by = cJSON_GetObjectItemCaseSensitive(activity, "byEvent");
+	cJSON *l = cJSON_CreateObject();
+	size_t i;
+
+	if (!l)
+		return NULL;
+	cJSON_AddNumberToObject(l, "toolCalls", (double)gh_json_int(activity, "toolCalls", 0));
+	for (i = 0; i < GH_ARRAY_LEN(counts); i++)
+		cJSON_AddNumberToObject(l, counts[i].key,
+					(double)gh_json_int(by, counts[i].event, 0));
+	return l;
+}

@@ -48,6 +48,11 @@ enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const c
  * nbuckets counts of distinct tool calls, bucket i covering
  * [since_ms + i * bucket_ms, since_ms + (i + 1) * bucket_ms). nbuckets
  * 1..168. */
+/* The overview's counters of an activity object (gh_store_ui_activity):
+ * {toolCalls, executed, failed, denials, rateLimited, approvalsRequested,
+ * approved, expired, failedLogins}. Caller frees; NULL on OOM. */
+cJSON *gh_store_ui_summary(const cJSON *activity);
+
 enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t bucket_ms,
 				  int nbuckets, cJSON **out, struct gh_err *e);
 

@@ -14,23 +14,6 @@
 #include "tools.h"
 #include "upstream.h"
 
-static cJSON *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static cJSON *tool_error(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	cJSON *r;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	r = cJSON_CreateObject();
-	if (r)
-		cJSON_AddStringToObject(r, "error", msg);
-	return r;
-}
-
 /* First n printable bytes of a body, for error messages. */
 static void excerpt(const struct gh_buf *b, char *out, size_t cap)
 {
@@ -91,7 +74,7 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 	if (rc != GH_OK) {
 		/* the tool's address is for the audit log only */
 		*is_error = 1;
-		r = tool_error("tool %s failed: %s", t->name, resp.error);
+		r = gh_json_error_result("tool %s failed: %s", t->name, resp.error);
 		if (detail && detail_cap)
 			snprintf(detail, detail_cap, "tool %s failed: %s", t->name, ue.msg);
 	} else if (resp.status < 200 || resp.status > 299) {
@@ -99,7 +82,7 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 
 		excerpt(&resp.body, ex, sizeof(ex));
 		*is_error = 1;
-		r = tool_error("tool %s answered HTTP %ld%s%s%s", t->name, resp.status,
+		r = gh_json_error_result("tool %s answered HTTP %ld%s%s%s", t->name, resp.status,
 			       resp.status >= 300 && resp.status < 400
 				       ? " (redirects are not followed)" : "",
 			       ex[0] ? ": " : "", ex);
@@ -109,7 +92,7 @@ enum gh_code gh_tool_http_exec(const struct gh_tool_conf *t, const cJSON *args,
 		if (gh_json_parse_opts(resp.body.data ? resp.body.data : "", resp.body.len,
 				       "tool response", GH_JSON_UPSTREAM, &r, &pe) != GH_OK) {
 			*is_error = 1;
-			r = tool_error("tool %s answered with a body that is not JSON", t->name);
+			r = gh_json_error_result("tool %s answered with a body that is not JSON", t->name);
 		}
 	}
 	gh_upstream_resp_free(&resp);

@@ -1,7 +1,9 @@
 /*
  * tool_memory.c - the built-in memory tools: memory_save, memory_search,
  * memory_delete and working_memory_update, each scoped to the caller's
- * (owner, resource). Thread-safe (all state is in the store).
+ * (owner, resource). Thread-safe (all state is in the store). The tools
+ * that write can run inside a store transaction, so their effect commits
+ * with the audit row that records it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +39,15 @@ static char *join_tags(const cJSON *tags)
 	return gh_buf_detach(&b);
 }
 
-enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const char *resource,
-				 const char *name, const cJSON *args, cJSON **result,
-				 int *is_error, struct gh_err *e)
+int gh_tool_memory_writes(const char *name)
+{
+	return name && (!strcmp(name, "memory_save") || !strcmp(name, "memory_delete") ||
+			!strcmp(name, "working_memory_update"));
+}
+
+enum gh_code gh_tool_memory_exec(struct gh_store *s, struct gh_store_tx *tx, const char *owner,
+				 const char *resource, const char *name, const cJSON *args,
+				 cJSON **result, int *is_error, struct gh_err *e)
 {
 	cJSON *r = NULL;
 	enum gh_code rc = GH_OK;
@@ -53,7 +61,8 @@ enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const ch
 
 		if (!tags)
 			return gh_err_set(e, GH_E_NOMEM, "out of memory");
-		rc = gh_store_memory_save(s, owner, resource, content, tags, &id, e);
+		rc = tx ? gh_store_memory_save_tx(tx, owner, resource, content, tags, &id, e)
+			: gh_store_memory_save(s, owner, resource, content, tags, &id, e);
 		if (rc == GH_OK && (r = cJSON_CreateObject())) {
 			cJSON_AddNumberToObject(r, "id", (double)id);
 			cJSON_AddStringToObject(r, "content", content);
@@ -76,7 +85,8 @@ enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const ch
 	} else if (!strcmp(name, "memory_delete")) {
 		int64_t id = gh_json_int(args, "id", 0);
 
-		rc = gh_store_memory_delete(s, owner, resource, id, e);
+		rc = tx ? gh_store_memory_delete_tx(tx, owner, resource, id, e)
+			: gh_store_memory_delete(s, owner, resource, id, e);
 		if (rc == GH_E_NOTFOUND) {
 			*is_error = 1;
 			r = tool_error("no memory with that id");
@@ -86,7 +96,10 @@ enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const ch
 			cJSON_AddBoolToObject(r, "deleted", 1);
 		}
 	} else if (!strcmp(name, "working_memory_update")) {
-		rc = gh_store_working_memory_set(s, owner, resource, gh_json_str(args, "content"), e);
+		const char *content = gh_json_str(args, "content");
+
+		rc = tx ? gh_store_working_memory_set_tx(tx, owner, resource, content, e)
+			: gh_store_working_memory_set(s, owner, resource, content, e);
 		if (rc == GH_OK && (r = cJSON_CreateObject()))
 			cJSON_AddBoolToObject(r, "updated", 1);
 	} else {

@@ -276,29 +276,6 @@ static enum gh_code add_tool(struct gh_toolset *ts, size_t cap, const char *name
 	return GH_OK;
 }
 
-void gh_tools_mcp_decide(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
-			 const struct gh_mcp_tool *mt, struct gh_decision *d)
-{
-	enum gh_mcp_hint h = gh_mcp_hint_of(mt->def.annotations);
-
-	gh_policy_tool(p, a, mt->name, GH_SRC_SERVER, 0, d);
-	if (d->verdict == GH_V_DENY)
-		return;
-	if (mt->blocked[0]) {
-		d->verdict = GH_V_DENY;
-		snprintf(d->rule, sizeof(d->rule), "MCP server %.30s: %.210s", mt->server, mt->blocked);
-		return;
-	}
-	gh_policy_tool_annotations(p, mt->name,
-				   h == GH_MCP_HINT_DESTRUCTIVE || h == GH_MCP_HINT_DEFAULT,
-				   h == GH_MCP_HINT_READONLY	     ? "readOnlyHint true"
-				   : h == GH_MCP_HINT_NOT_DESTRUCTIVE ? "destructiveHint false"
-				   : h == GH_MCP_HINT_DESTRUCTIVE     ? "destructiveHint true"
-								      : "destructiveHint absent "
-									"(MCP's default: true)",
-				   d);
-}
-
 enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
 			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e)
@@ -379,11 +356,11 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 		t->require_approval = gh_json_bool(d, "requireApproval", 0);
 	}
 	for (i = 0; i < out->n; i++) {
+		struct gh_tool_verdict v;
+
 		t = &out->v[i];
-		if (t->mcp)
-			gh_tools_mcp_decide(p, a, t->mcp, &t->decision);
-		else
-			gh_policy_tool(p, a, t->name, t->src, t->require_approval, &t->decision);
+		gh_tools_decide(cfg, t->mcp, a, p, t->name, client_defs, &v);
+		t->decision = v.d;
 		t->offered = t->decision.verdict != GH_V_DENY;
 		if (t->offered) {
 			out->specs[out->nspecs].name = t->name;
@@ -398,6 +375,108 @@ fail:
 	gh_mcp_tools_free(fed, nfed);
 	gh_toolset_free(out);
 	return rc;
+}
+
+static int is_memory_tool(const char *name)
+{
+	size_t i;
+
+	for (i = 0; gh_memory_tool_names[i]; i++)
+		if (!strcmp(gh_memory_tool_names[i], name))
+			return 1;
+	return 0;
+}
+
+static const cJSON *client_def(const cJSON *defs, const char *name)
+{
+	const cJSON *d;
+
+	cJSON_ArrayForEach(d, defs) {
+		const char *n = gh_json_str(d, "name");
+
+		if (n && !strcmp(n, name))
+			return d;
+	}
+	return NULL;
+}
+
+/* A federated tool the agent lists: the policy, then a held or refused
+ * definition, then the approval default its annotations set. Sets
+ * out->annotation when that default decided. */
+static void mcp_decide(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
+		       const struct gh_mcp_tool *mt, struct gh_tool_verdict *out)
+{
+	enum gh_mcp_hint h = gh_mcp_hint_of(mt->def.annotations);
+	struct gh_decision *d = &out->d;
+
+	gh_policy_tool(p, a, mt->name, GH_SRC_SERVER, 0, d);
+	if (d->verdict == GH_V_DENY)
+		return;
+	if (mt->blocked[0]) {
+		d->verdict = GH_V_DENY;
+		snprintf(d->rule, sizeof(d->rule), "MCP server %.30s: %.210s", mt->server, mt->blocked);
+		return;
+	}
+	out->annotation = h == GH_MCP_HINT_READONLY	       ? "readOnlyHint true"
+			  : h == GH_MCP_HINT_NOT_DESTRUCTIVE ? "destructiveHint false"
+			  : h == GH_MCP_HINT_DESTRUCTIVE     ? "destructiveHint true"
+							     : "destructiveHint absent (MCP's default: "
+							       "true)";
+	if (!gh_policy_tool_annotations(p, mt->name,
+					h == GH_MCP_HINT_DESTRUCTIVE || h == GH_MCP_HINT_DEFAULT,
+					out->annotation, d))
+		out->annotation = NULL;
+}
+
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
+		     const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+		     const char *name, const cJSON *client_defs, struct gh_tool_verdict *out)
+{
+	const struct gh_tool_conf *tc = mt ? NULL : gh_config_tool(cfg, name);
+	const cJSON *cd = mt ? NULL : client_def(client_defs, name);
+	int approval = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->src = GH_SRC_CLIENT;
+	if (mt) {
+		out->src = GH_SRC_SERVER;
+	} else if (cd) {
+		approval = gh_json_bool(cd, "requireApproval", 0);
+	} else if (tc) {
+		out->src = GH_SRC_SERVER;
+		approval = tc->require_approval;
+	} else if (is_memory_tool(name)) {
+		out->src = GH_SRC_MEMORY;
+	}
+	out->listed = 1;
+	if (a && out->src != GH_SRC_CLIENT)
+		out->listed = gh_strlist_match(&a->tools, name) &&
+			      (out->src != GH_SRC_MEMORY || a->memory_enabled);
+	if (out->listed && mt) {
+		mcp_decide(p, a, mt, out);
+	} else if (out->listed) {
+		gh_policy_tool(p, a, name, out->src, approval, &out->d);
+	} else {
+		out->d.verdict = GH_V_DENY;
+		gh_strlcpy(out->d.rule, a->memory_enabled || out->src != GH_SRC_MEMORY
+					? "the agent's tools list does not include it"
+					: "the agent has memory disabled",
+			   sizeof(out->d.rule));
+	}
+	out->per_minute = gh_policy_tool_limit(p, name, &out->limit_rule);
+}
+
+void gh_toolset_decision(const struct gh_toolset *ts, const char *name, struct gh_decision *out)
+{
+	const struct gh_tool *t = gh_toolset_find(ts, name);
+
+	if (t) {
+		*out = t->decision;
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	out->verdict = GH_V_DENY;
+	gh_strlcpy(out->rule, "unknown tool", sizeof(out->rule));
 }
 
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name)

@@ -80,13 +80,37 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
 			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e);
 
-/* The decision on a federated tool for policy p and agent a (NULL: no
- * particular agent): the policy, then a held or refused definition, then
- * the approval default its annotations set. */
-void gh_tools_mcp_decide(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
-			 const struct gh_mcp_tool *mt, struct gh_decision *d);
-
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name);
+
+/* What gatehouse decides about one tool for a key: where the tool comes
+ * from, whether the agent has it at all, the policy's verdict naming the
+ * rule, and the rate limit on its calls. */
+struct gh_tool_verdict {
+	enum gh_tool_source src;
+	int listed;                 /* the agent has it (its tools list; memory enabled) */
+	struct gh_decision d;       /* a deny saying why when not listed */
+	int64_t per_minute;         /* tool calls per minute; 0: no limit */
+	const char *limit_rule;     /* the rate limit entry, borrowed from the config */
+	const char *annotation;     /* a federated tool's annotation that decided
+				     * ("readOnlyHint true"), static; NULL: a rule did */
+};
+
+/* The one decision over a (normalised) tool name for policy p and agent a
+ * (NULL: judged for no particular agent). mt is the federated MCP tool of
+ * that name (NULL: none): the policy decides it, then a held or refused
+ * definition (a deny naming why), then the approval default its
+ * annotations set (gh_policy_tool_annotations). client_defs are the
+ * caller's client tools (NULL: a name that is no memory, server or
+ * federated tool is judged as a client tool the caller would declare).
+ * gh_toolset_build decides every tool of a run with it (so the gate acts
+ * on it), and GET /api/policy/explain answers with it. */
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
+		     const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+		     const char *name, const cJSON *client_defs, struct gh_tool_verdict *out);
+
+/* The decision the gate acts on for a call to name: the tool set's own
+ * when it has the tool, else a deny "unknown tool". */
+void gh_toolset_decision(const struct gh_toolset *ts, const char *name, struct gh_decision *out);
 
 void gh_toolset_free(struct gh_toolset *ts);
 
@@ -98,9 +122,15 @@ extern const char *const gh_memory_tool_names[];
  * whenever the tool ran or failed in a way the model should hear about;
  * *is_error then says which. Other codes mean gatehouse itself failed. */
 struct gh_store;
-enum gh_code gh_tool_memory_exec(struct gh_store *s, const char *owner, const char *resource,
-				 const char *name, const cJSON *args, cJSON **result,
-				 int *is_error, struct gh_err *e);
+struct gh_store_tx;
+/* With tx (a transaction from gh_store_tx_run) the tools that write do it
+ * inside it; reads (memory_search) always go through s. */
+enum gh_code gh_tool_memory_exec(struct gh_store *s, struct gh_store_tx *tx, const char *owner,
+				 const char *resource, const char *name, const cJSON *args,
+				 cJSON **result, int *is_error, struct gh_err *e);
+/* 1 for the memory tools that change something (their effect can commit
+ * with their audit row). */
+int gh_tool_memory_writes(const char *name);
 /* POSTs args as JSON to the tool's configured URL (never another), with its
  * headers, timeout and response cap; redirects are not followed. The JSON
  * response is the result; a non-2xx status, a timeout or a non-JSON body is

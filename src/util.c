@@ -72,7 +72,7 @@ void gh_hex(const unsigned char *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int hexval(char c)
+int gh_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -88,11 +88,11 @@ int gh_unhex(const char *hex, unsigned char *out, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		int hi = hexval(hex[2 * i]), lo;
+		int hi = gh_hex_digit(hex[2 * i]), lo;
 
 		if (hi < 0)
 			return -1;
-		lo = hexval(hex[2 * i + 1]);
+		lo = gh_hex_digit(hex[2 * i + 1]);
 		if (lo < 0)
 			return -1;
 		out[i] = (unsigned char)(hi << 4 | lo);

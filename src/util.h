@@ -38,6 +38,8 @@ void gh_id_make(const char *prefix, int64_t ms, const unsigned char rnd[14], cha
 
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void gh_hex(const unsigned char *p, size_t n, char *out);
+/* The value of one hex digit, or -1. */
+int gh_hex_digit(char c);
 /* Parses 2n hex chars into n bytes; -1 on bad input. */
 int gh_unhex(const char *hex, unsigned char *out, size_t n);
 

@@ -46,6 +46,7 @@
 #include <cjson/cJSON.h>
 
 #include "audit.h"
+#include "audit_witness.h"
 #include "audit_verify.h"
 #include "log.h"
 #include "store.h"
@@ -283,6 +284,11 @@ struct ingest_result {
 	double writer_load;     /* the housekeeping thread's CPU / wall time */
 };
 
+/* The witness of the store open_store signs with (one at a time). */
+static struct gh_witness *bench_witness;
+
+/* A store as serve runs it: signed checkpoints (sg, may be NULL), each
+ * chained and witnessed in "<path>-witness". Closed by close_store. */
 static struct gh_store *open_store(const char *path, int threaded,
 				   const struct gh_audit_signer *sg)
 {
@@ -296,12 +302,29 @@ static struct gh_store *open_store(const char *path, int threaded,
 	o.busy_timeout_ms = 5000;
 	o.group_commit_max = 2048;     /* the config's default */
 	o.threaded = threaded;
-	o.signer = sg;
 	o.ckpt_rows = 1000;
 	o.ckpt_ms = 60000;
 	if (gh_store_open(&o, &s, &e) != GH_OK)
 		bench_die("store %s: %s", path, e.msg);
+	if (sg) {
+		char wpath[PATH_MAX];
+		struct gh_witness_opts wo;
+
+		bench_fmt(wpath, sizeof(wpath), "%s-witness", path);
+		memset(&wo, 0, sizeof(wo));
+		wo.path = wpath;
+		if (bench_witness || gh_witness_open(&wo, &bench_witness, &e) != GH_OK)
+			bench_die("witness %s: %s", wpath, bench_witness ? "already open" : e.msg);
+		gh_store_audit_sign_with(s, sg, gh_witness_on_checkpoint, bench_witness);
+	}
 	return s;
+}
+
+static void close_store(struct gh_store *s)
+{
+	gh_store_close(s);
+	gh_witness_close(bench_witness);
+	bench_witness = NULL;
 }
 
 static struct ingest_result ingest_run(struct gh_store *s, int threads, int64_t seconds,
@@ -540,15 +563,15 @@ static void ingest_bench(const char *dir, const int *threads, int nthreads, int6
 			printf("  rows written: %lld (seq %lld..%lld)\n", (long long)count,
 			       (long long)first, (long long)last);
 	}
-	gh_store_close(s);
+	close_store(s);
 
 	/* one caller: the threaded store against the inline one */
 	s = open_store(db, 1, &sg);
 	one[0] = ingest_run(s, 1, seconds < 5 ? seconds : 5, INT64_MAX / 4);
-	gh_store_close(s);
+	close_store(s);
 	s = open_store(db, 0, &sg);
 	one[1] = ingest_run(s, 1, seconds < 5 ? seconds : 5, INT64_MAX / 4);
-	gh_store_close(s);
+	close_store(s);
 	printf("  one caller, threaded store: p50 %.1f us, p99 %.1f us, %.0f events/s\n",
 	       one[0].lat.p50, one[0].lat.p99, one[0].rate);
 	printf("  one caller, inline store:   p50 %.1f us, p99 %.1f us, %.0f events/s "
@@ -558,7 +581,7 @@ static void ingest_bench(const char *dir, const int *threads, int nthreads, int6
 	/* the ceiling: raw SQLite inserts of the same rows, with the store's
 	 * settings and with a bigger page cache and rarer checkpoints */
 	s = open_store(rawdb, 0, NULL); /* schema only */
-	gh_store_close(s);
+	close_store(s);
 	raw = raw_sqlite_rate(rawdb, seconds < 5 ? seconds : 5, 0, 0);
 	printf("  raw SQLite, 1 thread, 1000 rows per transaction, same schema: %.0f rows/s\n",
 	       raw);
@@ -591,6 +614,8 @@ static void bulk_load(const char *db_path, const struct gh_audit_signer *sg, int
 	int nix = 0, lockfd, i;
 	int64_t seq, done = 0, t0 = bench_ns(), t1;
 	unsigned char prev[GH_AUDIT_HASH_LEN], hash[GH_AUDIT_HASH_LEN], sig[64];
+	unsigned char ck_prev_sig[64] = {0};
+	int64_t ck_prev = 0;
 	struct gen g;
 	struct gh_audit_event ev;
 
@@ -612,6 +637,15 @@ static void bulk_load(const char *db_path, const struct gh_audit_signer *sg, int
 		bench_die("the chain must be started by the store first");
 	seq = sqlite3_column_int64(st, 0);
 	memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
+	sqlite3_finalize(st);
+	/* checkpoints chain, as the writer's do: each signs the one before */
+	if (sqlite3_prepare_v2(db, "SELECT seq, signature FROM audit_checkpoints ORDER BY seq DESC "
+			       "LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+		bench_die("sqlite: %s", sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 1) == 64) {
+		ck_prev = sqlite3_column_int64(st, 0);
+		memcpy(ck_prev_sig, sqlite3_column_blob(st, 1), 64);
+	}
 	sqlite3_finalize(st);
 
 	if (sqlite3_prepare_v2(db, "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
@@ -635,7 +669,8 @@ static void bulk_load(const char *db_path, const struct gh_audit_signer *sg, int
 
 	if (sqlite3_prepare_v2(db, insert_sql, -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, "
-			       "signature) VALUES (?, ?, ?, ?, ?)", -1, &ck, NULL) != SQLITE_OK)
+			       "signature, prev_seq) VALUES (?, ?, ?, ?, ?, ?)", -1, &ck,
+			       NULL) != SQLITE_OK)
 		bench_die("sqlite: %s", sqlite3_errmsg(db));
 	gen_init(&g, 20261121, first_ts, span_ms / (rows ? rows : 1) > 0 ? span_ms / rows : 1);
 	while (done < rows) {
@@ -652,15 +687,18 @@ static void bulk_load(const char *db_path, const struct gh_audit_signer *sg, int
 			sqlite3_reset(st);
 			memcpy(prev, hash, GH_AUDIT_HASH_LEN);
 			if (seq % ckpt_rows == 0) {
-				gh_audit_sign(sg, "ckpt", seq, hash, ev.ts, sig);
+				gh_audit_sign_ckpt(sg, seq, hash, ev.ts, ck_prev, ck_prev_sig, sig);
 				sqlite3_bind_int64(ck, 1, seq);
 				sqlite3_bind_blob(ck, 2, hash, GH_AUDIT_HASH_LEN, SQLITE_STATIC);
 				sqlite3_bind_int64(ck, 3, ev.ts);
 				sqlite3_bind_blob(ck, 4, sg->pk, 32, SQLITE_STATIC);
 				sqlite3_bind_blob(ck, 5, sig, 64, SQLITE_STATIC);
+				sqlite3_bind_int64(ck, 6, ck_prev);
 				if (sqlite3_step(ck) != SQLITE_DONE)
 					bench_die("checkpoint insert: %s", sqlite3_errmsg(db));
 				sqlite3_reset(ck);
+				ck_prev = seq;
+				memcpy(ck_prev_sig, sig, 64);
 			}
 		}
 		sql_exec(db, "COMMIT");
@@ -709,7 +747,7 @@ static void build_index(const char *db_path, int64_t rows)
 	printf("  filter index built in %.0f s (%.0f rows/s), one block per transaction\n",
 	       secs, secs > 0 ? (double)rows / secs : 0.0);
 	fflush(stdout);
-	gh_store_close(s);
+	close_store(s);
 }
 
 /* Appends n rows through the store's writer (ts = now). */
@@ -728,7 +766,7 @@ static void store_append(const char *db, const struct gh_audit_signer *sg, int64
 		if (gh_store_audit_append(s, &ev, NULL, &e) != GH_OK)
 			bench_die("append: %s", e.msg);
 	}
-	gh_store_close(s);
+	close_store(s);
 }
 
 /* ---------------------------------------------------- filtered pages */
@@ -923,7 +961,7 @@ static void query_inproc(const char *db, int64_t per_kind, int64_t max_seconds, 
 		qstats_add(&qs, q.kind, bench_ns() - t0, (size_t)per_kind);
 		qs.rows += n;
 	}
-	gh_store_close(s);
+	close_store(s);
 	qstats_print(&qs, "in process, gh_store_audit_query (SQL only):");
 }
 

@@ -105,8 +105,9 @@ export function config(fake, extra = {}) {
   return cfg;
 }
 
-export async function startGateway(cfg, { env = {} } = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'gh-test-'));
+// dir: an existing directory to run in (a database prepared beforehand);
+// by default a fresh one. Either way stop() removes it.
+export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdir(), 'gh-test-')) } = {}) {
   const configPath = join(dir, 'gatehouse.json');
   writeFileSync(configPath, JSON.stringify(cfg, null, 2));
   let out = '';

@@ -1931,6 +1931,11 @@ int main(int argc, char **argv)
 	opts[i++] = "1";
 	opts[i++] = "enable_keep_alive";
 	opts[i++] = "yes";
+	/* longer than a client's own idle timeout (Node's fetch keeps a
+	 * connection 4 s): with CivetWeb's 500 ms a test that paused under
+	 * load reused a connection the fake had just closed */
+	opts[i++] = "keep_alive_timeout_ms";
+	opts[i++] = "10000";
 	opts[i++] = NULL;
 	memset(&cb, 0, sizeof cb);
 	cb.log_message = on_log;

@@ -9,7 +9,8 @@
  *   - an accepted config keeps its promises: at least one agent, each with
  *     its provider resolved and a model, the default agent one of them,
  *     threads >= max_streams + 4, every policy version 16 hex digits, every
- *     agent's tools either globs, memory tools or configured tools;
+ *     agent's tools either globs, memory tools or configured tools, every
+ *     provider (but mock) and tool URL http(s) with a host and no spaces;
  *   - parsing the same bytes twice gives the same verdict, message and
  *     policy versions.
  * GH_FUZZ_VAR is set so ${GH_FUZZ_VAR} substitutes; others are unset.
@@ -18,16 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "config.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c)                  \
-	do {                      \
-		if (!(c))         \
-			abort();  \
-	} while (0)
+/* http:// or https://, a host, nothing curl would refuse. */
+static int http_url(const char *u)
+{
+	size_t n;
+
+	if (!u)
+		return 0;
+	n = !strncmp(u, "http://", 7) ? 7 : !strncmp(u, "https://", 8) ? 8 : 0;
+	if (!n || !u[n] || u[n] == '/' || u[n] == '?' || u[n] == '#')
+		return 0;
+	for (; *u; u++)
+		if ((unsigned char)*u <= ' ' || *u == 0x7f)
+			return 0;
+	return 1;
+}
 
 static void check_accepted(const struct gh_config *c)
 {
@@ -52,13 +64,12 @@ static void check_accepted(const struct gh_config *c)
 		}
 	}
 	for (i = 0; i < c->nproviders; i++) {
-		const char *u = c->providers[i].base_url;
-
 		CHECK(c->providers[i].type == GH_PROVIDER_MOCK ||
-		      (u && (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8))));
+		      http_url(c->providers[i].base_url));
 	}
 	for (i = 0; i < c->ntools; i++) {
-		CHECK(c->tools[i].input_schema && c->tools[i].url && c->tools[i].description);
+		CHECK(c->tools[i].input_schema && c->tools[i].description);
+		CHECK(http_url(c->tools[i].url));
 		for (j = 0; j < c->tools[i].nheaders; j++)
 			CHECK(!strpbrk(c->tools[i].headers[j].value, "\r\n"));
 	}

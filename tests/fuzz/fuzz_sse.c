@@ -16,16 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "buf.h"
 #include "sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                  \
-	do {                      \
-		if (!(c))         \
-			abort();  \
-	} while (0)
 
 struct seen {
 	size_t max_line;

@@ -63,6 +63,7 @@ static inline void t_provider_teardown(void)
 struct t_capture {
 	struct gh_buf text;
 	struct gh_buf tools;     /* "index|id|name|fragment\n" per call */
+	struct gh_buf reasoning; /* thinking text, then "|sig:<signature>" per signature */
 	int ndeltas;
 	int stop_on_delta;
 	double start, stop_at_ms;  /* tick asks to stop this long after start */
@@ -75,6 +76,7 @@ static inline void t_cap_init(struct t_capture *c)
 	memset(c, 0, sizeof(*c));
 	gh_buf_init(&c->text, 1 << 20);
 	gh_buf_init(&c->tools, 1 << 20);
+	gh_buf_init(&c->reasoning, 1 << 20);
 	c->stop_at_ms = -1;
 	c->start = t_now_ms();
 }
@@ -83,6 +85,17 @@ static inline void t_cap_free(struct t_capture *c)
 {
 	gh_buf_free(&c->text);
 	gh_buf_free(&c->tools);
+	gh_buf_free(&c->reasoning);
+}
+
+static inline int t_cap_reasoning(void *ud, const char *t, size_t n, const char *sig)
+{
+	struct t_capture *c = ud;
+
+	gh_buf_append(&c->reasoning, t, n);
+	if (sig)
+		gh_buf_printf(&c->reasoning, "|sig:%s", sig);
+	return 0;
 }
 
 static inline int t_cap_text(void *ud, const char *t, size_t n)
@@ -125,7 +138,7 @@ static char t_detail[GH_ERR_MSG_MAX];
 static inline enum gh_code t_chat(const char *messages, int stream, struct t_capture *c,
 				  struct gh_chat_response *out, struct gh_err *e)
 {
-	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0};
+	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0, t_cap_reasoning};
 	struct gh_chat_request req;
 	cJSON *m = cJSON_Parse(messages);
 	enum gh_code rc;

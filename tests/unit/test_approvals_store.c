@@ -218,8 +218,8 @@ static void test_decide_once(void)
 	T_EQ_INT(decide(&t, "apr_404", "approved", "admin:root", &e), GH_E_NOTFOUND);
 
 	/* executed once */
-	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_1", &e), GH_OK);
-	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_1", &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_1", NULL, NULL, &e), GH_OK);
+	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_1", NULL, NULL, &e), GH_E_CONFLICT);
 	T_CONTAINS(e.msg, "already executed");
 	T_EQ_INT(gh_store_approval_get(t.s, NULL, "apr_1", 0, &got, &e), GH_OK);
 	T_ASSERT(got.executed_at >= got.decided_at);
@@ -227,9 +227,9 @@ static void test_decide_once(void)
 	/* a denied or undecided approval never executes */
 	fill(&a, "apr_2", "call_2", "alice", gh_now_ms() + 3600000);
 	T_EQ_INT(insert(&t, &a, &e), GH_OK);
-	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_2", &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_2", NULL, NULL, &e), GH_E_CONFLICT);
 	T_EQ_INT(decide(&t, "apr_2", "denied", "admin:root", &e), GH_OK);
-	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_2", &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_2", NULL, NULL, &e), GH_E_CONFLICT);
 	T_EQ_INT(decide(&t, "apr_2", "approved", "admin:eve", &e), GH_E_CONFLICT);
 	T_CONTAINS(e.msg, "was already denied by admin:root");
 	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
@@ -317,7 +317,7 @@ static void test_expire(void)
 	/* expired is final */
 	T_EQ_INT(decide(&t, "apr_old", "approved", "admin:root", &e), GH_E_CONFLICT);
 	T_CONTAINS(e.msg, "already expired");
-	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_old", &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_approval_claim_exec(t.s, "apr_old", NULL, NULL, &e), GH_E_CONFLICT);
 	x.n = 0;
 	T_EQ_INT(gh_store_approvals_expire(t.s, now + 2000, expired_cb, &x, &n, &e), GH_OK);
 	T_EQ_INT(n, 0);
@@ -361,7 +361,7 @@ static void *claimer(void *arg)
 
 	while (!atomic_load(r->go))
 		sched_yield();
-	r->claim_rc = gh_store_approval_claim_exec(r->t->s, "apr_2", &e);
+	r->claim_rc = gh_store_approval_claim_exec(r->t->s, "apr_2", NULL, NULL, &e);
 	return NULL;
 }
 

@@ -156,6 +156,22 @@ static void test_bad_configs(void)
 		 "$.providers.o.base_url: expected an http:// or https:// URL"},
 		{"{'providers':{'o':{'type':'openai','base_url':'ftp://h'}}," MIN_AGENTS "}",
 		 "$.providers.o.base_url: expected an http:// or https:// URL"},
+		/* no host: with its trailing '/' cut, "https://" would send the key
+		 * to "https:/chat/completions", which curl reads as host "chat" */
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'anthropic','base_url':'http:///v1'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://?x'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{'providers':{'m':{'type':'mock'},'o':{'type':'openai','base_url':'https://h /v1'}}," MIN_AGENTS "}",
+		 "$.providers.o.base_url: expected an http:// or https:// URL with a host"},
+		{"{" MIN ",'tools':{'t':{'type':'http','description':'d','url':"
+		 "'http://','input_schema':{}}}}",
+		 "$.tools.t.url: expected an http:// or https:// URL with a host"},
+		{"{" MIN ",'tools':{'t':{'type':'http','description':'d','url':"
+		 "'http://h/a\tb','input_schema':{}}}}",
+		 "$.tools.t.url: expected an http:// or https:// URL with a host"},
 		{"{'providers':{'o':{'type':'gpt'}}," MIN_AGENTS "}",
 		 "$.providers.o.type: expected 'openai', 'anthropic' or 'mock', got 'gpt'"},
 		{"{" MIN ",'tools':{'t':{'type':'http','url':'http://h',"
@@ -796,6 +812,61 @@ static void test_load_files(void)
 	rmdir(dir);
 }
 
+/* audit.witness and the tail rule's grace: defaults, values, mistakes. */
+static void test_audit_witness_options(void)
+{
+	static const struct bad_case c[] = {
+		{"{" MIN ",'audit':{'witness':{'fiel':'w'}}}",
+		 "t.json: $.audit.witness.fiel: unknown option (known: enabled, file, webhook_url,"},
+		{"{" MIN ",'audit':{'witness':{'file':''}}}",
+		 "$.audit.witness.file: expected a path (use \"enabled\": false to run without a "
+		 "witness)"},
+		{"{" MIN ",'audit':{'witness':{'webhook_url':'ftp://x'}}}",
+		 "$.audit.witness.webhook_url: expected an http:// or https:// URL"},
+		{"{" MIN ",'audit':{'witness':{'when_behind':'ignore'}}}",
+		 "$.audit.witness.when_behind: expected \"refuse\" or \"read_only\""},
+		{"{" MIN ",'audit':{'witness':{'when_behind':1}}}",
+		 "$.audit.witness.when_behind: expected a string, got a number"},
+		{"{" MIN ",'audit':{'witness':{'webhook_timeout_ms':50}}}",
+		 "$.audit.witness.webhook_timeout_ms: expected an integer in 100..60000"},
+		{"{" MIN ",'audit':{'witness':true}}", "$.audit.witness: expected an object"},
+		{"{" MIN ",'audit':{'unsigned_grace_seconds':-1}}",
+		 "$.audit.unsigned_grace_seconds: expected an integer in 0..2592000"},
+	};
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		if (load(c[i].text, &cfg, &e) == GH_OK) {
+			gh_config_free(cfg);
+			T_FAIL("case %zu accepted: %s", i, c[i].text);
+		}
+		T_CONTAINS(e.msg, dq(c[i].msg));
+	}
+	T_EQ_INT(load("{" MIN "}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->audit.witness.enabled, 1);
+	T_ASSERT(cfg->audit.witness.file == NULL); /* "<db>-witness", resolved by the CLI */
+	T_ASSERT(cfg->audit.witness.webhook_url == NULL);
+	T_EQ_INT(cfg->audit.witness.webhook_timeout_ms, 5000);
+	T_EQ_INT(cfg->audit.witness.syslog, 0);
+	T_EQ_INT(cfg->audit.witness.when_behind, GH_WITNESS_REFUSE);
+	T_EQ_INT(cfg->audit.unsigned_grace_seconds, 60);
+	gh_config_free(cfg);
+	T_EQ_INT(load("{" MIN ",'audit':{'unsigned_grace_seconds':0,'witness':{'file':'/w/x',"
+		      "'webhook_url':'https://example.com/w','syslog':true,"
+		      "'when_behind':'read_only'}}}", &cfg, &e), GH_OK);
+	T_EQ_STR(cfg->audit.witness.file, "/w/x");
+	T_EQ_STR(cfg->audit.witness.webhook_url, "https://example.com/w");
+	T_EQ_INT(cfg->audit.witness.syslog, 1);
+	T_EQ_INT(cfg->audit.witness.when_behind, GH_WITNESS_READ_ONLY);
+	T_EQ_INT(cfg->audit.unsigned_grace_seconds, 0);
+	gh_config_free(cfg);
+	T_EQ_INT(load("{" MIN ",'audit':{'witness':{'enabled':false}}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->audit.witness.enabled, 0);
+	gh_config_free(cfg);
+}
+
 /* A NUL in a string is refused, raw or escaped, naming file, JSON path and
  * position: cJSON would keep "http://\u0000\u0000evil.example/v1" as
  * "http://", and that passed validation. */
@@ -934,4 +1005,4 @@ T_MAIN(T(test_bad_configs), T(test_mcp_servers), T(test_wrong_types_of_special_o
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),
-       T(test_nul_in_strings))
+       T(test_audit_witness_options), T(test_nul_in_strings))

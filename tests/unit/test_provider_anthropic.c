@@ -302,6 +302,57 @@ static void test_stream_split_oddly(void)
 	t_provider_teardown();
 }
 
+/* Thinking blocks stream to the reasoning callback, with their signature;
+ * they are not part of the answer's text. */
+static void test_stream_thinking(void)
+{
+	static const char text[] =
+		"event: message_start\n"
+		"data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","
+		"\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+		"event: content_block_start\n"
+		"data: {\"type\":\"content_block_start\",\"index\":0,"
+		"\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n"
+		"event: content_block_delta\n"
+		"data: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Hmm, \"}}\n\n"
+		"event: content_block_delta\n"
+		"data: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Paris.\"}}\n\n"
+		"event: content_block_delta\n"
+		"data: {\"type\":\"content_block_delta\",\"index\":0,"
+		"\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAh==\"}}\n\n"
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+		"event: content_block_start\n"
+		"data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":"
+		"{\"type\":\"text\",\"text\":\"\"}}\n\n"
+		"event: content_block_delta\n"
+		"data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":"
+		"\"text_delta\",\"text\":\"Paris.\"}}\n\n"
+		"event: message_delta\n"
+		"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+		"\"usage\":{\"output_tokens\":9}}\n\n"
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+	const char *const chunks[] = {text, NULL};
+	struct t_reply rp[1] = {{200, NULL, NULL, chunks, 0, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct t_capture c;
+
+	t_cap_init(&c);
+	setup("/think");
+	t_srv_route(&r, "/think/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(c.reasoning.data, "Hmm, Paris.|sig:EqQBCgIYAh==");
+	T_EQ_STR(out.text, "Paris.");
+	T_EQ_STR(c.text.data, "Paris.");
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	t_cap_free(&c);
+	t_provider_teardown();
+}
+
 static void test_stream_invalid_tool_json(void)
 {
 	static const char *const chunks[] = {
@@ -546,7 +597,7 @@ static void test_stream_answered_with_json(void)
 }
 
 T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),
-       T(test_stream_split_oddly), T(test_stream_invalid_tool_json), T(test_stream_error_event),
+       T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
        T(test_stream_truncated), T(test_stream_malformed_chunk),
        T(test_stream_delta_for_unknown_block), T(test_http_error_retried_then_reported),
        T(test_key_echoed_by_upstream_is_redacted), T(test_429_is_ratelimit),

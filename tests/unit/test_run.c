@@ -1,52 +1,29 @@
 /*
- * test_run.c - the run engine's helpers for the surfaces: the text of a
- * CoreMessage's content, the client calls a stored run waits on, and the
- * bounded wait for a run to settle after an approval (on a real store):
- * it returns once the run leaves "suspended"/"running", gives up at its
- * deadline with the run as it stands, stops when the client has gone, and
- * never shows another owner's run.
+ * test_run.c - the run engine's view of stored runs for the surfaces: the
+ * client calls a stored run waits on, and the bounded wait for a run to
+ * settle after an approval (on a real store, woken by the hub as the
+ * engine announces state changes): it returns once the run leaves
+ * "suspended"/"running", gives up at its deadline with the run as it
+ * stands, stops when the client has gone, and never shows another owner's
+ * run.
  */
 #include "run.h"
 
 #include <pthread.h>
 
+#include "hub.h"
+#include "run_int.h"
 #include "json.h"
 #include "t.h"
 #include "t_store.h"
 
-static void test_content_text(void)
-{
-	static const char *const cases[][2] = {
-		{"\"plain words\"", "plain words"},
-		{"[{\"type\":\"text\",\"text\":\"Hello, \"},{\"type\":\"tool-call\",\"text\":\"no\","
-		 "\"toolName\":\"f\"},{\"type\":\"text\",\"text\":\"world\"}]", "Hello, world"},
-		{"[{\"type\":\"tool-call\",\"toolName\":\"f\"}]", ""},
-		{"[]", ""},
-		{"{\"type\":\"text\",\"text\":\"an object is not parts\"}", ""},
-	};
-	size_t i;
-
-	for (i = 0; i < GH_ARRAY_LEN(cases); i++) {
-		cJSON *c = cJSON_Parse(cases[i][0]);
-		char *t = gh_run_content_text(c);
-
-		T_ASSERT(c);
-		T_EQ_STR(t, cases[i][1]);
-		free(t);
-		cJSON_Delete(c);
-	}
-	{
-		char *t = gh_run_content_text(NULL);
-
-		T_EQ_STR(t, "");
-		free(t);
-	}
-}
+static enum gh_code store_run(struct t_store *t, const char *id, const char *status,
+			      const char *state_json);
 
 static void test_pending_calls(void)
 {
-	cJSON *state = cJSON_Parse(
-		"{\"calls\":["
+	static const char state[] =
+		"{\"v\":1,\"calls\":["
 		"{\"toolCallId\":\"c1\",\"toolName\":\"search\",\"args\":{\"q\":1},"
 		"\"state\":\"pending_client\",\"source\":\"client\"},"
 		"{\"toolCallId\":\"c2\",\"toolName\":\"mail\",\"args\":{},"
@@ -54,26 +31,45 @@ static void test_pending_calls(void)
 		"{\"toolCallId\":\"c3\",\"toolName\":\"lookup\",\"args\":{\"id\":7},"
 		"\"state\":\"released\"},"
 		"{\"toolCallId\":\"c4\",\"toolName\":\"done\",\"state\":\"done\"},"
-		"{\"toolCallId\":\"c5\",\"toolName\":\"no_state\"}]}");
-	cJSON *got = gh_run_pending_calls(state), *want, *none;
+		"{\"toolCallId\":\"c5\",\"toolName\":\"no_state\"}]}";
+	struct t_store t;
+	struct gh_app app;
+	struct gh_run_view v;
+	struct gh_err e;
+	cJSON *got, *want, *none;
 
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&app, 0, sizeof(app));
+	app.store = t.s;
+	T_EQ_INT(store_run(&t, "run_1", "waiting", state), GH_OK);
+	T_EQ_INT(store_run(&t, "run_2", "completed", "{\"v\":1}"), GH_OK);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_1", &v, &e), GH_OK);
+	T_EQ_INT(v.status, GH_RUN_WAITING);
+	T_EQ_INT((int)v.ncalls, 5);
+	T_EQ_INT((int)gh_run_view_count(&v, GH_CALL_PENDING_APPROVAL), 1);
+	T_EQ_STR(v.calls[1].approval_id, "ap_1");
+	got = gh_run_view_pending_json(&v);
 	want = cJSON_Parse("[{\"toolCallId\":\"c1\",\"toolName\":\"search\",\"args\":{\"q\":1}},"
 			   "{\"toolCallId\":\"c3\",\"toolName\":\"lookup\",\"args\":{\"id\":7}}]");
-	T_ASSERT(state && got && want);
+	T_ASSERT(got && want);
 	T_ASSERT(cJSON_Compare(got, want, 1));
-	none = gh_run_pending_calls(NULL);
+	gh_run_view_clear(&v);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_2", &v, &e), GH_OK);
+	none = gh_run_view_pending_json(&v);
 	T_ASSERT(cJSON_IsArray(none) && cJSON_GetArraySize(none) == 0);
+	gh_run_view_clear(&v);
 	cJSON_Delete(none);
 	cJSON_Delete(want);
 	cJSON_Delete(got);
-	cJSON_Delete(state);
+	t_store_close(&t);
 }
 
-/* ---- gh_run_wait_settled ---- */
+/* ---- gh_run_wait ---- */
 
-static enum gh_code new_run(struct t_store *t, const char *id, const char *status)
+static enum gh_code store_run(struct t_store *t, const char *id, const char *status,
+			      const char *state_json)
 {
-	cJSON *state = cJSON_Parse("{\"v\":1,\"calls\":[]}");
+	cJSON *state = cJSON_Parse(state_json);
 	struct gh_run_commit c;
 	struct gh_err e;
 	enum gh_code rc;
@@ -93,8 +89,14 @@ static enum gh_code new_run(struct t_store *t, const char *id, const char *statu
 	return rc;
 }
 
+static enum gh_code new_run(struct t_store *t, const char *id, const char *status)
+{
+	return store_run(t, id, status, "{\"v\":1,\"calls\":[]}");
+}
+
 struct settler {
 	struct gh_store *s;
+	struct gh_hub *hub;
 	int after_ms;
 	enum gh_code rc;
 };
@@ -104,7 +106,8 @@ static void sleep_ms(int ms)
 	usleep((useconds_t)ms * 1000);
 }
 
-/* The background resumer's part: suspended -> running -> completed. */
+/* The background resumer's part: suspended -> running -> completed, each
+ * change announced on the hub as the engine does. */
 static void *settle(void *ud)
 {
 	struct settler *w = ud;
@@ -112,9 +115,11 @@ static void *settle(void *ud)
 
 	sleep_ms(w->after_ms);
 	w->rc = gh_store_run_transition(w->s, "run_1", "suspended", "running", &e);
+	gh_hub_notify_state(w->hub, "run_1");
 	if (w->rc == GH_OK) {
 		sleep_ms(w->after_ms);
 		w->rc = gh_store_run_transition(w->s, "run_1", "running", "completed", &e);
+		gh_hub_notify_state(w->hub, "run_1");
 	}
 	return NULL;
 }
@@ -128,7 +133,7 @@ static void test_wait_settles(void)
 {
 	struct t_store t;
 	struct gh_app app;
-	struct gh_run_row row;
+	struct gh_run_view row;
 	struct gh_err e;
 	struct settler w;
 	pthread_t th;
@@ -138,21 +143,24 @@ static void test_wait_settles(void)
 	T_EQ_INT(t_store_open(&t), 0);
 	memset(&app, 0, sizeof(app));
 	app.store = t.s;
+	app.hub = gh_hub_new();
 	T_EQ_INT(new_run(&t, "run_1", "suspended"), GH_OK);
 	w.s = t.s;
+	w.hub = app.hub;
 	w.after_ms = 150;
 	w.rc = GH_E_INTERNAL;
 	T_EQ_INT(pthread_create(&th, NULL, settle, &w), 0);
 	start = gh_mono_ns();
-	rc = gh_run_wait_settled(&app, "alice", "run_1", 5000, NULL, NULL, &row, &e);
+	rc = gh_run_wait(&app, "alice", "run_1", GH_UNTIL_SETTLED, 5000, NULL, NULL, &row, &e);
 	pthread_join(th, NULL);
 	T_EQ_INT(w.rc, GH_OK);
 	T_EQ_INT(rc, GH_OK);
-	T_EQ_STR(row.status, "completed");
+	T_EQ_STR(gh_run_status_name(row.status), "completed");
 	T_EQ_STR(row.owner, "alice");
 	/* through "running" without stopping there, long before the deadline */
 	T_ASSERT(ms_since(start) >= 250 && ms_since(start) < 2500);
-	gh_run_row_clear(&row);
+	gh_run_view_clear(&row);
+	gh_hub_free(app.hub);
 	t_store_close(&t);
 }
 
@@ -167,7 +175,7 @@ static void test_wait_ends_early(void)
 {
 	struct t_store t;
 	struct gh_app app;
-	struct gh_run_row row;
+	struct gh_run_view row;
 	struct gh_err e;
 	int64_t start;
 	int asked = 0;
@@ -179,29 +187,117 @@ static void test_wait_ends_early(void)
 
 	/* the deadline: the run as it stands */
 	start = gh_mono_ns();
-	T_EQ_INT(gh_run_wait_settled(&app, NULL, "run_1", 300, NULL, NULL, &row, &e),
+	T_EQ_INT(gh_run_wait(&app, NULL, "run_1", GH_UNTIL_SETTLED, 300, NULL, NULL, &row, &e),
 		 GH_E_TIMEOUT);
 	T_ASSERT(ms_since(start) >= 300 && ms_since(start) < 2000);
-	T_EQ_STR(row.status, "suspended");
+	T_EQ_STR(gh_run_status_name(row.status), "suspended");
 	T_CONTAINS(e.msg, "run_1");
-	gh_run_row_clear(&row);
+	gh_run_view_clear(&row);
 
-	/* the client left: asked between polls, stops at the first yes */
+	/* the client left: asked between wake-ups, stops at the first yes */
 	start = gh_mono_ns();
-	T_EQ_INT(gh_run_wait_settled(&app, "alice", "run_1", 10000, gone_second_time, &asked,
-				     &row, &e), GH_E_CANCELLED);
+	T_EQ_INT(gh_run_wait(&app, "alice", "run_1", GH_UNTIL_SETTLED, 10000, gone_second_time,
+			     &asked, &row, &e), GH_E_CANCELLED);
 	T_EQ_INT(asked, 2);
 	T_ASSERT(ms_since(start) < 2000);
-	T_EQ_STR(row.status, "suspended");
-	gh_run_row_clear(&row);
+	T_EQ_STR(gh_run_status_name(row.status), "suspended");
+	gh_run_view_clear(&row);
 
 	/* another owner's run is not there */
-	T_EQ_INT(gh_run_wait_settled(&app, "bob", "run_1", 1000, NULL, NULL, &row, &e),
+	T_EQ_INT(gh_run_wait(&app, "bob", "run_1", GH_UNTIL_SETTLED, 1000, NULL, NULL, &row, &e),
 		 GH_E_NOTFOUND);
-	T_EQ_STR(row.status, "");
-	gh_run_row_clear(&row);
+	T_EQ_STR(row.id, "");
+	gh_run_view_clear(&row);
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_content_text), T(test_pending_calls), T(test_wait_settles),
+/* ---- holds and gh_run_cancel ---- */
+
+struct releaser {
+	struct gh_app *app;
+	struct gh_run_hold *h;
+	int after_ms;
+};
+
+static void *release_later(void *ud)
+{
+	struct releaser *w = ud;
+
+	sleep_ms(w->after_ms);
+	gh_run_release(w->app, w->h);
+	return NULL;
+}
+
+static void test_cancel(void)
+{
+	struct t_store t;
+	struct gh_app app;
+	struct gh_run_view v;
+	struct gh_run_hold h, h2;
+	struct gh_err e;
+	enum gh_cancel_outcome how;
+	struct releaser w;
+	pthread_t th;
+	int64_t start;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&app, 0, sizeof(app));
+	app.store = t.s;
+	app.hub = gh_hub_new();
+
+	/* a run waiting for the client is cancelled at once */
+	T_EQ_INT(new_run(&t, "run_w", "waiting"), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_w", &how, &e), GH_OK);
+	T_EQ_INT(how, GH_CANCEL_DONE);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_w", &v, &e), GH_OK);
+	T_EQ_STR(gh_run_status_name(v.status), "cancelled");
+	gh_run_view_clear(&v);
+	/* a final run cannot be, and says what it is */
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_w", &how, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "cancelled");
+	/* another owner's run is not there */
+	T_EQ_INT(new_run(&t, "run_s", "suspended"), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "bob", "run_s", &how, &e), GH_E_NOTFOUND);
+
+	/* a new run held by a request is in flight here before it is stored */
+	memset(&h, 0, sizeof(h));
+	T_EQ_INT(gh_run_hold(&app, "alice", "run_new", &h, &e), GH_OK);
+	T_EQ_INT(gh_run_in_flight("alice", "run_new"), 1);
+	T_EQ_INT(gh_run_in_flight("bob", "run_new"), 0);
+	T_EQ_INT(gh_run_view_get(&app, "alice", "run_new", &v, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_run_hold_cancelled(&h), 0);
+	T_EQ_INT(gh_run_cancel(&app, "bob", "run_new", &how, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_new", &how, &e), GH_OK);
+	T_EQ_INT(how, GH_CANCEL_SIGNALLED);
+	T_EQ_INT(gh_run_hold_cancelled(&h), 1);
+	/* the engine's own hold, taken after the cancel, stops too */
+	memset(&h2, 0, sizeof(h2));
+	T_EQ_INT(gh_run_hold(&app, "alice", "run_new", &h2, &e), GH_OK);
+	T_EQ_INT(gh_run_hold_cancelled(&h2), 1);
+	gh_run_release(&app, &h2);
+
+	/* waiting until the request lets go: woken when it does */
+	w.app = &app;
+	w.h = &h;
+	w.after_ms = 150;
+	T_EQ_INT(pthread_create(&th, NULL, release_later, &w), 0);
+	start = gh_mono_ns();
+	T_EQ_INT(gh_run_wait(&app, "alice", "run_new", GH_UNTIL_IDLE, 5000, NULL, NULL, &v, &e),
+		 GH_E_NOTFOUND);
+	pthread_join(th, NULL);
+	T_ASSERT(ms_since(start) >= 100 && ms_since(start) < 1000);
+	gh_run_view_clear(&v);
+
+	/* a stored run resumed in the background cannot be stopped */
+	T_EQ_INT(gh_store_run_transition(t.s, "run_s", "suspended", "running", &e), GH_OK);
+	memset(&h2, 0, sizeof(h2));
+	T_EQ_INT(gh_run_hold_as(&app, "alice", "run_s", 0, &h2, &e), GH_OK);
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_s", &how, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_run_hold_cancelled(&h2), 0);
+	gh_run_release(&app, &h2);
+	gh_hub_free(app.hub);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_pending_calls), T(test_cancel), T(test_wait_settles),
        T(test_wait_ends_early))

@@ -175,7 +175,7 @@ static void test_readonly(void)
 	T_EQ_INT(gh_store_memory_search(s, "o", "r", "fact", 5, &out, &e), GH_OK);
 	T_EQ_INT(cJSON_GetArraySize(out), 1);
 	cJSON_Delete(out);
-	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_IO);
+	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_UNAVAILABLE);
 	T_CONTAINS(e.msg, "read-only");
 	gh_store_close(s);
 	t_store_close(&t);
@@ -1244,7 +1244,130 @@ static void test_prune_quiet_log(void)
 		       (long long)deleted, (long long)count);
 }
 
-T_MAIN(T(test_migrations), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
+/* ---- every execution accounted for ---- */
+
+static void call_event(struct gh_audit_event *ev, const char *event, const char *call,
+		       const char *source)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->event = event;
+	ev->key_id = "key_1";
+	ev->agent_id = "a";
+	ev->run_id = "run_1";
+	ev->tool_call_id = call;
+	ev->tool_name = "memory_save";
+	ev->source = source;
+	ev->args = "{\"content\":\"x\"}";
+	ev->outcome = "ok";
+	ev->duration_ms = -1;
+}
+
+static void test_open_calls(void)
+{
+	struct t_store t;
+	struct gh_audit_event ev;
+	struct gh_audit_verify rep;
+	struct gh_err e;
+	int64_t a = 0, b = 0, c = 0;
+	int n = -1;
+
+	T_EQ_INT(t_store_dir(&t), 0);
+	T_EQ_INT(t_store_reopen(&t, 1, 100, &e), GH_OK);
+	/* opened with its "allowed" row, closed with its end: nothing left */
+	call_event(&ev, "allowed", "call_a", "memory");
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &a, &e), GH_OK);
+	T_ASSERT(a > 0);
+	call_event(&ev, "executed", "call_a", "memory");
+	T_EQ_INT(gh_store_audit_call_close(t.s, a, &ev, &e), GH_OK);
+	/* two calls cut off: one of a memory tool, one of a server tool */
+	call_event(&ev, "allowed", "call_b", "memory");
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &b, &e), GH_OK);
+	call_event(&ev, "allowed", "call_c", "server");
+	ev.tool_name = "send_email";
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &c, &e), GH_OK);
+	gh_store_close(t.s);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_open_calls"), 2);
+	/* the next start closes them, each with an "interrupted" row */
+	T_EQ_INT(t_store_reopen(&t, 1, 100, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_close_interrupted(t.s, &n, &e), GH_OK);
+	T_EQ_INT(n, 2);
+	T_EQ_INT(gh_store_audit_close_interrupted(t.s, &n, &e), GH_OK);
+	T_EQ_INT(n, 0);
+	gh_store_close(t.s);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_open_calls"), 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_events WHERE event = 'interrupted' "
+				 "AND tool_call_id = 'call_b' AND outcome = 'no_effect' AND run_id = "
+				 "'run_1' AND args = '{\"content\":\"x\"}'"), 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_events WHERE event = 'interrupted' "
+				 "AND tool_call_id = 'call_c' AND outcome = 'unknown' AND tool_name = "
+				 "'send_email'"), 1);
+	/* every allowed row has its end */
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_events a WHERE event = 'allowed' AND "
+				 "NOT EXISTS (SELECT 1 FROM audit_events b WHERE b.tool_call_id = "
+				 "a.tool_call_id AND b.event IN ('executed', 'failed', "
+				 "'interrupted'))"), 0);
+	T_EQ_INT(t_store_reopen(&t, 1, 100, &e), GH_OK);
+	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
+	T_ASSERT(rep.ok);
+	t_store_close(&t);
+}
+
+/* An in-database tool in a transaction: its effect and its end row. */
+struct effect {
+	int64_t call_id;
+	int fail_after;            /* the function fails after writing */
+	int64_t memory_id;
+};
+
+static enum gh_code effect_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct effect *x = ud;
+	struct gh_audit_event ev;
+	enum gh_code rc;
+
+	rc = gh_store_memory_save_tx(tx, "o", "r", "a fact", "", &x->memory_id, e);
+	if (rc != GH_OK)
+		return rc;
+	call_event(&ev, "executed", "call_t", "memory");
+	if ((rc = gh_store_tx_audit_call_close(tx, x->call_id, &ev, e)) != GH_OK)
+		return rc;
+	if (x->fail_after)
+		return gh_err_set(e, GH_E_IO, "failed after writing");
+	return GH_OK;
+}
+
+static void test_tx_commits_effect_and_row_together(void)
+{
+	struct t_store t;
+	struct gh_audit_event ev;
+	struct effect x = {0};
+	struct gh_err e;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	call_event(&ev, "allowed", "call_t", "memory");
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &x.call_id, &e), GH_OK);
+	/* a failure anywhere in the function: neither the memory nor the row,
+	 * and the call stays open */
+	x.fail_after = 1;
+	T_EQ_INT(gh_store_tx_run(t.s, effect_fn, &x, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "failed after writing");
+	gh_store_close(t.s);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM memories"), 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_events WHERE event = 'executed'"), 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_open_calls"), 1);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	x.fail_after = 0;
+	T_EQ_INT(gh_store_tx_run(t.s, effect_fn, &x, &e), GH_OK);
+	T_ASSERT(x.memory_id > 0);
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM memories"), 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_events WHERE event = 'executed'"), 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_open_calls"), 0);
+	t_store_close(&t);
+}
+
+T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))

@@ -16,7 +16,8 @@ let lastChain = null;
 
 export function eventClass(ev) {
   if (['executed', 'allowed', 'approved', 'admin_login', 'client_result', 'key_created'].includes(ev)) return 'ok';
-  if (['denied', 'failed', 'rate_limited', 'expired', 'admin_login_failed', 'key_revoked'].includes(ev)) return 'bad';
+  if (['denied', 'failed', 'interrupted', 'rate_limited', 'expired', 'admin_login_failed', 'key_revoked',
+    'audit_check_failed'].includes(ev)) return 'bad';
   if (ev === 'approval_requested') return 'warn';
   return 'info';
 }

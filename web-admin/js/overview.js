@@ -30,8 +30,48 @@ function chart(counts, since) {
   return g;
 }
 
+// What /healthz says about the audit log, as a banner when it needs
+// attention (the chain is not intact, gatehouse is read-only, or its
+// witness is not being written); null when all is well.
+function auditBanner(health) {
+  const a = health && health.audit;
+  if (!a) return null;
+  const checked = a.checkedBy === 'verify' ? 'a full verify' : 'the check at start-up';
+  let title = null;
+  const lines = [];
+  if (a.chain === 'behind_witness') {
+    title = 'The audit log is behind its witness';
+    lines.push('Signed checkpoints the witness saw are missing from the database: rows were removed or rewritten.');
+  } else if (a.chain === 'broken') {
+    title = 'The audit log is not intact';
+  }
+  if (title) {
+    const msg = String(a.message || '');
+    lines.push(msg.charAt(0).toUpperCase() + msg.slice(1) + (msg.endsWith('.') ? '' : '.'));
+    lines.push([`Found by ${checked}${a.badSeq ? ` near row ${a.badSeq}` : ''}, `, ago(a.checkedAt), '.']);
+  }
+  if (a.readOnly) {
+    title = title || 'gatehouse is read-only';
+    lines.push('gatehouse is serving reads only: every write, tool calls included, is refused until the database is restored.');
+  }
+  const w = a.witness || {};
+  if (w.state === 'failing') {
+    title = title || 'The audit witness is not being written';
+    lines.push('Signed checkpoints are not reaching the witness file; see the server log.');
+  } else if (w.state === 'recreated') {
+    title = title || 'The audit witness was missing';
+    lines.push('The witness file was not found at start-up though this database\'s checkpoints were witnessed; a new one was started. If it lived on a disk that is not mounted, stop gatehouse and mount it.');
+  }
+  if (!title) return null;
+  return h('div', { class: 'notice bad audit-banner', role: 'alert' },
+    h('strong', null, title),
+    ...lines.map((l) => h('p', null, l)),
+    h('p', null, 'Run ', h('code', null, 'gatehouse audit verify'), ' for the full check, or ',
+      h('a', { href: '#/audit' }, 're-verify on the Audit log page'), '.'));
+}
+
 export async function render(main, ctx) {
-  const o = await api('/api/admin/overview');
+  const [o, health] = await Promise.all([api('/api/admin/overview'), api('/healthz').catch(() => null)]);
   const l = o.last24h;
   const pending = stat(o.pendingApprovals, 'Pending approvals',
     o.oldestPendingAt ? ['oldest asked ', ago(o.oldestPendingAt)] : 'nothing waiting', '#/approvals', o.pendingApprovals > 0);
@@ -41,6 +81,7 @@ export async function render(main, ctx) {
     h('div', { class: 'page-head' }, h('div', null,
       h('h1', null, 'Overview'),
       h('p', { class: 'sub' }, 'What needs attention and what happened in the last 24 hours.'))),
+    auditBanner(health),
     h('div', { class: 'stats' },
       pending,
       stat(l.toolCalls, 'Tool calls', `${l.executed} ran, ${l.failed} failed`, routeQuery('audit', { from: from(86400e3) })),

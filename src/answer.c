@@ -1,0 +1,104 @@
+/*
+ * answer.c - answering a tool call that waits on a person; see answer.h.
+ */
+#include "answer.h"
+
+#include <string.h>
+
+#include "approvals.h"
+#include "background.h"
+
+void gh_answer_out_clear(struct gh_answer_out *o)
+{
+	if (!o)
+		return;
+	gh_approval_clear(&o->approval);
+	gh_run_result_clear(&o->result);
+	gh_run_view_clear(&o->view);
+	memset(o, 0, sizeof(*o));
+}
+
+/* The approval a names, as who may see it. */
+static enum gh_code find(struct gh_app *app, const struct gh_principal *who,
+			 const struct gh_tool_answer *a, struct gh_approval *out,
+			 struct gh_err *e)
+{
+	const char *owner = who->admin ? NULL : who->key.owner;
+	enum gh_code rc;
+
+	if (a->approval_id)
+		return gh_approval_get(app, owner, a->approval_id, out, e);
+	rc = gh_approval_by_call(app, owner, a->tool_call_id ? a->tool_call_id : "", out, e);
+	if (rc == GH_E_NOTFOUND)
+		gh_err_set(e, GH_E_NOTFOUND, "no approval is waiting for toolCallId %s",
+			   a->tool_call_id ? a->tool_call_id : "");
+	if (rc == GH_OK && a->run_id && strcmp(a->run_id, out->run_id)) {
+		/* the run's id, or the name its owner gave it */
+		char named[GH_ID_MAX];
+
+		gh_run_named_id(out->owner, a->run_id, named);
+		if (strcmp(named, out->run_id)) {
+			rc = gh_err_set(e, GH_E_CONFLICT, "toolCallId %s belongs to run %s, not %s",
+					a->tool_call_id, out->run_id, a->run_id);
+			gh_approval_clear(out);
+		}
+	}
+	return rc;
+}
+
+/* Someone else decides (or decided): wait for the run to settle. */
+static enum gh_code await(struct gh_app *app, const struct gh_tool_answer *a,
+			  struct gh_answer_out *out, struct gh_err *e)
+{
+	struct gh_err ge;
+	char id[GH_ID_MAX];
+
+	out->waited = 1;
+	out->wait_rc = gh_run_wait(app, NULL, out->approval.run_id, GH_UNTIL_SETTLED, a->wait_ms,
+				   a->gone, a->ud, &out->view, e);
+	if (out->wait_rc != GH_OK && out->wait_rc != GH_E_TIMEOUT &&
+	    out->wait_rc != GH_E_CANCELLED)
+		return out->wait_rc;
+	gh_err_clear(e);
+	/* the approval as it stands now */
+	gh_strlcpy(id, out->approval.id, sizeof(id));
+	gh_approval_clear(&out->approval);
+	if (gh_approval_get(app, NULL, id, &out->approval, &ge) != GH_OK)
+		gh_strlcpy(out->approval.id, id, sizeof(out->approval.id));
+	return GH_OK;
+}
+
+enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *who,
+				 const struct gh_tool_answer *a, const struct gh_run_sink *sink,
+				 struct gh_answer_out *out, struct gh_err *e)
+{
+	struct gh_approval decided;
+	enum gh_code rc;
+	int pending, may_decide;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = find(app, who, a, &out->approval, e)) != GH_OK)
+		return rc;
+	pending = !strcmp(out->approval.status, "pending");
+	may_decide = who->admin || !strcmp(out->approval.approver, "caller");
+	if (a->mode == GH_ANSWER_BACKGROUND || (pending && may_decide)) {
+		memset(&decided, 0, sizeof(decided));
+		rc = gh_approval_decide(app, who, out->approval.id, a->approve, a->reason, &decided,
+					e);
+		if (rc != GH_OK)
+			return rc;
+		gh_approval_clear(&out->approval);
+		out->approval = decided;
+		out->decided_here = 1;
+		if (a->mode == GH_ANSWER_BACKGROUND) {
+			gh_bg_resume(app->bg, out->approval.run_id);
+			return GH_OK;
+		}
+		out->continued = 1;
+		return gh_run_resume(app, out->approval.run_id, sink, &out->result, e);
+	}
+	if (!pending && !who->admin && !strcmp(out->approval.approver, "caller"))
+		return gh_err_set(e, GH_E_CONFLICT, "approval %s was already %s by %s",
+				  out->approval.id, out->approval.status, out->approval.decided_by);
+	return await(app, a, out, e);
+}

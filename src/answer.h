@@ -1,0 +1,66 @@
+/*
+ * answer.h - answering a tool call that waits on a person: approve or
+ * decline it (by whom, with what reason) and, when asked, wait for the
+ * run's continuation. Every surface that lets someone answer a call uses
+ * this one entry point: POST /api/approvals/:id/approve|deny, Mastra's
+ * approve-tool-call / decline-tool-call, and the surfaces to come (MCP
+ * elicitation, AG-UI resume).
+ *
+ * A decision is recorded with its audit row (approvals.h). Then:
+ *  - GH_ANSWER_BACKGROUND: the background resumer carries it out; the call
+ *    returns at once with the decided approval.
+ *  - GH_ANSWER_CONTINUE: when who may decide (an admin, or the caller of
+ *    an approval whose approver is "caller"), the run continues on the
+ *    calling thread, its events going to the sink, and out->result holds
+ *    the continuation's result. When someone else must decide (an admin),
+ *    or already did, the call waits (bounded by wait_ms, woken by the hub)
+ *    until the run has settled after the decision; out->view is the run
+ *    as it settled, or as it stood when the wait ended.
+ *
+ * Thread-safe; runs on the calling thread.
+ */
+#ifndef GH_ANSWER_H
+#define GH_ANSWER_H
+
+#include "app.h"
+#include "err.h"
+#include "policy.h"
+#include "run.h"
+
+enum gh_answer_mode { GH_ANSWER_BACKGROUND, GH_ANSWER_CONTINUE };
+
+struct gh_tool_answer {
+	const char *approval_id;      /* the approval, or */
+	const char *tool_call_id;     /* the call it is bound to */
+	const char *run_id;           /* optional: the call must belong to this run */
+	int approve;                  /* 1 approve, 0 decline */
+	const char *reason;           /* optional (at most 2000 characters); a decline's
+				       * reason reaches the model */
+	enum gh_answer_mode mode;
+	int64_t wait_ms;              /* CONTINUE: how long to wait for someone else */
+	int (*gone)(void *ud);        /* CONTINUE: asked while waiting; nonzero stops */
+	void *ud;
+};
+
+struct gh_answer_out {
+	struct gh_approval approval;  /* as decided, or as it stands after a wait */
+	int decided_here;             /* this call recorded the decision */
+	int continued;                /* result holds the continuation run here */
+	struct gh_run_result result;
+	int waited;                   /* view holds the run after a wait */
+	enum gh_code wait_rc;         /* GH_OK settled, GH_E_TIMEOUT, GH_E_CANCELLED */
+	struct gh_run_view view;
+};
+
+void gh_answer_out_clear(struct gh_answer_out *o);
+
+/* Answers the call. Errors: GH_E_NOTFOUND (no such approval for who),
+ * GH_E_CONFLICT (another run's call; a caller's approval already decided),
+ * GH_E_FORBIDDEN (who may not decide it), GH_E_BADREQ (reason too long),
+ * and, with CONTINUE, the continuation's own errors (out->decided_here then
+ * says the decision stands). out is cleared first; clear it after. */
+enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *who,
+				 const struct gh_tool_answer *a, const struct gh_run_sink *sink,
+				 struct gh_answer_out *out, struct gh_err *e);
+
+#endif
