@@ -398,7 +398,7 @@ static int is_memory_tool(const char *name)
 	return 0;
 }
 
-/* Blocks t when its name is another tool's: a configured or memory tool,
+/* Blocks t when its name is another tool's: a configured (HTTP) or memory tool,
  * or an offered tool of another upstream (published earlier). Under
  * m->mu. */
 static void check_collision(struct gh_mcp *m, struct mcp_upstream *u, struct gh_mcp_tool *t)
@@ -411,7 +411,7 @@ static void check_collision(struct gh_mcp *m, struct mcp_upstream *u, struct gh_
 		snprintf(t->blocked, sizeof(t->blocked),
 			 "name collision: tool \"%s\" of MCP server %s and %s tool \"%s\" both "
 			 "resolve to \"%s\"", t->upstream_name, u->conf->name,
-			 is_memory_tool(t->name) ? "memory" : "server", t->name, t->name);
+			 is_memory_tool(t->name) ? "memory" : "HTTP", t->name, t->name);
 		t->collision = 1;
 		return;
 	}

@@ -23,7 +23,8 @@ is not used). It logs each request's method, session and protocol headers.
 Environment: MCP_TEST_PIDFILE (its pid is written there), MCP_TEST_LOG
 (every message it receives is appended there, one JSON per line),
 MCP_TEST_STATE (whether "mutable" is changed survives a restart there),
-MCP_TEST_NAME (its serverInfo.name).
+MCP_TEST_NAME (its serverInfo.name), MCP_TEST_EXTRA_TOOL (the name of one
+more tool it lists).
 """
 
 import http.server
@@ -40,6 +41,7 @@ state_lock = threading.Lock()
 changed = False
 cancelled = set()
 log_path = os.environ.get("MCP_TEST_LOG")
+extra_tool = os.environ.get("MCP_TEST_EXTRA_TOOL")
 
 
 def send(msg):
@@ -83,7 +85,9 @@ def tools():
         {"name": "fds", "description": "Lists the descriptors this process has open.",
          "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
         mutable,
-    ]
+    ] + ([{"name": extra_tool, "description": "An extra tool.",
+           "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]
+         if extra_tool else [])
 
 
 def text(t):

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -139,7 +140,7 @@ class McpUpstreamTest(GatewayTest):
         servers.update(extra)
         return servers
 
-    def start(self, policies=None, servers=None, tools=None):
+    def start(self, policies=None, servers=None, tools=None, server=None):
         agents = {"assistant": {"provider": "fake", "model": self.m, "max_steps": 4,
                                 "tools": ["everything_*", "remote_*", "t_*"]}}
         policies = policies or {
@@ -150,7 +151,7 @@ class McpUpstreamTest(GatewayTest):
                      "approval": {"exempt": ["t_write_*"]}},
         }
         cfg = config(self.fake, agents=agents, policies=policies, tools=tools or {},
-                     mcp_servers=servers or self.mcp_servers())
+                     mcp_servers=servers or self.mcp_servers(), server=server or {})
         self.gw = self.gateway(cfg, env={"GH_TEST_FROM_ENV": "configured-value",
                                          "GH_TEST_MCP_TOKEN": "mcp-token-secret",
                                          "GH_TEST_NOT_PASSED": "gatehouse-only-secret"})
@@ -319,16 +320,30 @@ class McpUpstreamTest(GatewayTest):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["tool"]["decision"], "allow")
         self.assertIn("annotation readOnlyHint true", b["tool"]["rule"])
+        self.assertEqual(b["tool"]["decidedBy"], "annotation")
+        self.assertEqual(b["tool"]["annotation"], "readOnlyHint true")
         self.assertEqual(b["tool"]["mcp"]["server"], "t")
+        self.assertEqual(b["tool"]["mcp"]["tool"], "echo")
         st, b, _ = self.gw.get("/api/policy/explain?agent=assistant&tool=t_write_note",
                                key=self.key)
         self.assertEqual(b["tool"]["decision"], "approval")
         self.assertIn("annotation destructiveHint absent", b["tool"]["rule"])
+        self.assertEqual(b["tool"]["decidedBy"], "annotation")
+        self.assertEqual(b["tool"]["annotation"], "destructiveHint absent (MCP's default: true)")
+        self.assertEqual(b["tool"]["approver"], "admin")
+        # a rule decides a denied tool, whatever its annotations say
+        st, b, _ = self.gw.get("/api/policy/explain?agent=assistant&tool=everything_get-env",
+                               key=self.key)
+        self.assertEqual(b["tool"]["decision"], "deny")
+        self.assertEqual(b["tool"]["decidedBy"], "rule")
+        self.assertNotIn("annotation", b["tool"])
+        self.assertIn('tools.deny "everything_get-env"', b["tool"]["rule"])
         # a policy can waive it
         alt = self.gw.create_key("bob", policy="open")
         st, b, _ = self.gw.get("/api/policy/explain?agent=assistant&tool=t_write_note", key=alt)
         self.assertEqual(b["tool"]["decision"], "allow")
         self.assertIn('approval.exempt "t_write_*"', b["tool"]["rule"])
+        self.assertEqual(b["tool"]["decidedBy"], "rule")
         # and the gate does what explain says: no approval under "open"
         self.generate("t_write_note", {"note": "hello"}, key=alt)
         self.assertEqual(self.tool_result_seen_by_model()["structuredContent"],
@@ -357,6 +372,52 @@ class McpUpstreamTest(GatewayTest):
         self.assertEqual(len(calls()), 1)
         events = [r["event"] for r in self.audit("t_write_note")]
         self.assertEqual(events, ["approval_requested", "approved", "executed"])
+
+    def test_openai_surface_holds_a_destructive_call_for_an_admin(self):
+        gw = self.start(server={"approval_wait_ms": 60000})
+        self.fake.script(self.m, {"tool_calls": [{"id": "c1", "name": "t_write_note",
+                                                  "arguments": {"note": "via openai"}}]},
+                         {"text": "noted"})
+        out = {}
+
+        def ask():
+            c = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=90)
+            c.request("POST", "/v1/chat/completions",
+                      body=json.dumps({"model": "assistant",
+                                       "messages": [{"role": "user", "content": "note it"}]}),
+                      headers={"Authorization": "Bearer " + self.key,
+                               "Content-Type": "application/json"})
+            r = c.getresponse()
+            out["status"], out["body"] = r.status, json.loads(r.read())
+            c.close()
+
+        t = threading.Thread(target=ask)
+        t.start()
+        pending = wait_for(lambda: self.gw.query("SELECT id, rule FROM approvals "
+                                                 "WHERE status = 'pending'"), 30,
+                           "the approval")
+        self.assertIn("annotation destructiveHint absent", pending[0]["rule"])
+        calls = lambda: [m for m in self.child_log()
+                         if m.get("method") == "tools/call"
+                         and m["params"]["name"] == "write_note"]
+        self.assertEqual(calls(), [])  # held while the admin decides
+        self.assertTrue(t.is_alive(), "the response waits for the decision")
+        st, r, _ = self.gw.post("/api/approvals/%s/approve" % pending[0]["id"], {},
+                                key=self.admin)
+        self.assertEqual(st, 200, r)
+        t.join(60)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(out["status"], 200, out["body"])
+        self.assertEqual(out["body"]["choices"][0]["message"]["content"], "noted")
+        self.assertEqual(len(calls()), 1)
+        self.assertEqual(self.tool_result_seen_by_model()["structuredContent"],
+                         {"saved": True, "length": 10})
+        rows = self.audit("t_write_note")
+        self.assertEqual([r["event"] for r in rows],
+                         ["approval_requested", "approved", "executed"])
+        detail = json.loads(rows[-1]["detail"])
+        self.assertEqual(detail["mcp"]["server"], "t")
+        self.assertEqual(detail["approval_id"], pending[0]["id"])
 
     # ------------------------------------------------------------ pinning
 
@@ -697,6 +758,32 @@ class McpStartupTest(unittest.TestCase):
         self.assertIn("MCP server one", msg)
         self.assertIn("MCP server two", msg)
         self.assertRegex(msg, r'both resolve to "x_[a-z_]+"')
+
+    def start_fails(self, cfg):
+        tdir = tempfile.mkdtemp(prefix="gh-mcp-c-")
+        try:
+            with self.assertRaises(RuntimeError) as ctx:
+                Gateway(cfg, dirname=tdir)
+        finally:
+            shutil.rmtree(tdir, ignore_errors=True)
+        return str(ctx.exception)
+
+    def test_collision_with_an_http_tool_is_a_startup_error(self):
+        servers = {"one": {"transport": "stdio", "command": "python3", "args": [TEST_SERVER],
+                           "prefix": "x_", "shutdown_grace_ms": 200}}
+        tools = {"x_echo": {"type": "http", "description": "Echo", "url": "http://127.0.0.1:9/e",
+                            "input_schema": {"type": "object"}}}
+        msg = self.start_fails(config(None, tools=tools, mcp_servers=servers))
+        self.assertIn('tool "echo" of MCP server one and HTTP tool "x_echo" both resolve to '
+                      '"x_echo"', msg)
+
+    def test_collision_with_a_memory_tool_is_a_startup_error(self):
+        servers = {"one": {"transport": "stdio", "command": "python3", "args": [TEST_SERVER],
+                           "env": {"MCP_TEST_EXTRA_TOOL": "search"},
+                           "prefix": "memory_", "shutdown_grace_ms": 200}}
+        msg = self.start_fails(config(None, mcp_servers=servers))
+        self.assertIn('tool "search" of MCP server one and memory tool "memory_search" both '
+                      'resolve to "memory_search"', msg)
 
 
 if __name__ == "__main__":
