@@ -5,7 +5,9 @@
  * structured results, a changed definition held until accepted, a cancel
  * the upstream hears about, the child killed mid-call and restarted, a
  * command that does not exist, and no child, thread or descriptor left
- * behind. Runs under TSan too (supervisors, readers and callers at once).
+ * behind; an HTTP upstream (the test server in --http mode) whose session
+ * is renewed and ended, and after which no thread or descriptor is left.
+ * Runs under TSan too (supervisors, readers and callers at once).
  */
 #include "t.h"
 #include "t_store.h"
@@ -13,12 +15,14 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "json.h"
 #include "mcp.h"
 #include "store_mcp.h"
+#include "upstream.h"
 
 static const char *src_dir(void)
 {
@@ -609,5 +613,159 @@ static void test_stubborn_child(void)
 	t_store_close(&t);
 }
 
+/* This process's descriptors, but the database's files under dir (which
+ * come and go with the store's reader pool). */
+static int count_fds_outside(const char *dir)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	size_t dn = strlen(dir);
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		char p[300], target[512];
+		ssize_t k;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		k = readlink(p, target, sizeof(target) - 1);
+		if (k <= 0)
+			continue;
+		target[k] = '\0';
+		if (strncmp(target, dir, dn))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static int count_threads(void)
+{
+	char tp[64];
+
+	snprintf(tp, sizeof(tp), "/proc/%d/task", (int)getpid());
+	return count_dir(tp);
+}
+
+/* The test server in --http mode (a Python process of the test's own);
+ * its port, or 0. */
+static int start_http_server(const char *dir, pid_t *pid)
+{
+	char script[512], portfile[300], logp[300], buf[16] = "";
+	int64_t end = gh_mono_ns() / 1000000 + 15000, port = 0;
+
+	snprintf(script, sizeof(script), "%s/tests/integration/mcp_test_server.py", src_dir());
+	snprintf(portfile, sizeof(portfile), "%s/port", dir);
+	snprintf(logp, sizeof(logp), "%s/log", dir);
+	*pid = fork();
+	if (*pid < 0)
+		return 0;
+	if (*pid == 0) {
+		/* it goes when the test goes, however the test ends */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		setenv("MCP_TEST_LOG", logp, 1);
+		execlp("python3", "python3", script, "--http", portfile, (char *)NULL);
+		_exit(127);
+	}
+	while (!port && gh_mono_ns() / 1000000 < end) {
+		FILE *f = fopen(portfile, "r");
+
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f) || gh_parse_i64(buf, 1, 65535, &port) != 0)
+				port = 0;
+			fclose(f);
+		}
+		if (!port)
+			usleep(20000);
+	}
+	return (int)port;
+}
+
+/* Calls over an HTTP upstream's session, then once more after the
+ * server forgot it, from a thread that ends as gatehouse's request
+ * workers do (its own libcurl handles and their connections go with it). */
+struct http_calls {
+	struct gh_mcp *m;
+	pid_t srv;
+	char first[128], second[128];
+	int ok;
+};
+
+static void *http_caller(void *arg)
+{
+	struct http_calls *hc = arg;
+	int i, is_error = 1, good = 0;
+	cJSON *r;
+
+	for (i = 0; i < 3; i++) {
+		r = call(hc->m, "t_echo", "{\"text\":\"over http\"}", &is_error, hc->first);
+		good += r && !is_error && !strcmp(first_text(r) ? first_text(r) : "",
+						   "echo: over http");
+		cJSON_Delete(r);
+	}
+	/* the server forgets its sessions: the next call renews it */
+	kill(hc->srv, SIGUSR1);
+	r = call(hc->m, "t_echo", "{\"text\":\"again\"}", &is_error, hc->second);
+	good += r && !is_error && !strcmp(first_text(r) ? first_text(r) : "", "echo: again");
+	cJSON_Delete(r);
+	hc->ok = good == 4;
+	gh_upstream_thread_cleanup();
+	return NULL;
+}
+
+/* An HTTP upstream: calls over its session, a session the server forgot
+ * (renewed, the call sent once more), and after gh_mcp_stop (which ends
+ * the session with a DELETE) no thread or descriptor of its left. */
+static void test_http_upstream_leaves_nothing(void)
+{
+	struct t_store t;
+	struct gh_config *cfg = NULL;
+	struct gh_mcp *m = NULL;
+	struct http_calls hc;
+	struct gh_err e;
+	char text[1024];
+	int port, fds0, threads0, children0, threads_up;
+	pthread_t th;
+	pid_t srv;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	port = start_http_server(t.dir, &srv);
+	T_ASSERT(port > 0);
+	snprintf(text, sizeof(text),
+		 "{\"providers\":{\"m\":{\"type\":\"mock\"}},\"agents\":{\"a\":{\"provider\":\"m\"}},"
+		 "\"mcp_servers\":{\"t\":{\"transport\":\"http\","
+		 "\"url\":\"http://127.0.0.1:%d/mcp\",\"timeout_ms\":5000,"
+		 "\"connect_timeout_ms\":8000,\"retry_base_ms\":50,\"retry_max_ms\":200}}}",
+		 port);
+	T_EQ_INT(gh_config_parse("t.json", text, strlen(text), &cfg, &e), GH_OK);
+	fds0 = count_fds_outside(t.dir);
+	threads0 = count_threads();
+	children0 = count_children();
+	T_EQ_INT(gh_mcp_start(cfg, t.s, &m, &e), GH_OK);
+	T_ASSERT(wait_state(m, "connected", 10000));
+	memset(&hc, 0, sizeof(hc));
+	hc.m = m;
+	hc.srv = srv;
+	T_EQ_INT(pthread_create(&th, NULL, http_caller, &hc), 0);
+	pthread_join(th, NULL);
+	T_ASSERT(hc.ok);
+	T_ASSERT(hc.first[0] && hc.second[0] && strcmp(hc.first, hc.second));
+	threads_up = count_threads();
+	gh_mcp_stop(m);
+	/* the session was ended, and nothing of the upstream's is left: its
+	 * supervisor (and GET stream) threads, its sockets */
+	T_ASSERT(log_has(t.dir, "\"DELETE\"", 5000));
+	T_ASSERT(threads_up > threads0);
+	T_EQ_INT(count_threads(), threads0);
+	T_EQ_INT(count_fds_outside(t.dir), fds0);
+	T_EQ_INT(count_children(), children0);
+	kill(srv, SIGTERM);
+	waitpid(srv, NULL, 0);
+	gh_config_free(cfg);
+	t_store_close(&t);
+}
+
 T_MAIN(T(test_stdio_upstream), T(test_missing_command), T(test_concurrency_cap),
-       T(test_stubborn_child))
+       T(test_stubborn_child), T(test_http_upstream_leaves_nothing))
