@@ -18,6 +18,7 @@
 struct gh_ratelimit;
 struct gh_hub;
 struct gh_bg;
+struct gh_mcp;
 struct gh_audit_health;
 
 struct gh_app {
@@ -26,6 +27,7 @@ struct gh_app {
 	struct gh_ratelimit *rl;
 	struct gh_hub *hub;                   /* live events for SSE watchers; may be NULL */
 	struct gh_bg *bg;                     /* background work: resuming runs, expiry, ... */
+	struct gh_mcp *mcp;                   /* upstream MCP servers' tools; NULL when none */
 	unsigned char hashkey[32];            /* API key hashing secret */
 	struct gh_audit_signer signer;
 	int has_signer;

@@ -28,6 +28,8 @@ static const char usage_main[] =
 	"  keys     create|list|revoke                               manage API keys\n"
 	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
 	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
+	"  mcp      list|tools|accept|reject                         upstream MCP servers and "
+	"their pinned tools\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
@@ -341,6 +343,8 @@ int gh_cli_main(int argc, char **argv)
 		return gh_cmd_audit(argc, argv);
 	if (!strcmp(argv[1], "admin"))
 		return gh_cmd_admin(argc, argv);
+	if (!strcmp(argv[1], "mcp"))
+		return gh_cmd_mcp(argc, argv);
 	fprintf(stderr, "gatehouse: unknown command \"%s\"\n\n%s", argv[1], usage_main);
 	return GH_EXIT_USAGE;
 }

@@ -86,5 +86,7 @@ int gh_cmd_serve(struct gh_cli *c);
 int gh_cmd_audit(int argc, char **argv);
 /* cli_admin.c */
 int gh_cmd_admin(int argc, char **argv);
+/* cli_mcp.c */
+int gh_cmd_mcp(int argc, char **argv);
 
 #endif

@@ -957,6 +957,8 @@ static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_polic
 	static const struct field af[] = {
 		{"require", F_LIST, offsetof(struct gh_policy_conf, approval_require), 0, 0, 0, 0,
 		 NULL},
+		{"exempt", F_LIST, offsetof(struct gh_policy_conf, approval_exempt), 0, 0, 0, 0,
+		 NULL},
 		{"approver", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
 		{"ttl_seconds", F_INT, offsetof(struct gh_policy_conf, approval_ttl_s), 0, 10,
 		 30 * 86400, 3600, NULL},
@@ -1034,6 +1036,223 @@ static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_polic
 	if (rc)
 		return rc;
 	policy_version(obj, p->version);
+	return GH_OK;
+}
+
+/* Reads an object of name -> string into pairs: HTTP headers (names
+ * without ':' or line breaks) or environment variables (names of
+ * [A-Za-z_][A-Za-z0-9_]*). Values may hold secrets. */
+static enum gh_code read_pairs(struct ctx *c, const cJSON *v, const char *key, int env,
+			       struct gh_header_conf **out, size_t *nout)
+{
+	const cJSON *it;
+	enum gh_code rc = GH_OK;
+	size_t n = 0, m;
+
+	for (it = v ? v->child : NULL; it; it = it->next)
+		n++;
+	if (!n)
+		return GH_OK;
+	*out = calloc(n, sizeof(**out));
+	if (!*out)
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	for (it = v->child; it; it = it->next) {
+		int bad_name = 0;
+
+		if (env) {
+			size_t i;
+
+			bad_name = !*it->string || (it->string[0] >= '0' && it->string[0] <= '9');
+			for (i = 0; it->string[i] && !bad_name; i++) {
+				char ch = it->string[i];
+
+				bad_name = !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+					     (ch >= '0' && ch <= '9') || ch == '_');
+			}
+		} else {
+			bad_name = !*it->string || strpbrk(it->string, "\r\n: ") != NULL;
+		}
+		m = push(c, key);
+		if (bad_name)
+			rc = fail(c, "\"%s\": not a valid %s name", it->string,
+				  env ? "environment variable" : "header");
+		else if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n"))
+			rc = fail(c, "%s: expected a string without line breaks", it->string);
+		pop(c, m);
+		if (rc)
+			return rc;
+		(*out)[*nout].name = strdup(it->string);
+		(*out)[*nout].value = strdup(it->valuestring);
+		(*nout)++;
+		if (!(*out)[*nout - 1].name || !(*out)[*nout - 1].value)
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	}
+	return GH_OK;
+}
+
+/* 1 when s is a prefix for exposed MCP tool names: empty, or up to 48 of
+ * [A-Za-z0-9_-] starting with a letter or '_'. */
+static int valid_prefix(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0)
+		return 1;
+	if (n > 48 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') ||
+			s[0] == '_'))
+		return 0;
+	for (i = 1; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static enum gh_code read_mcp_server(struct ctx *c, const cJSON *obj,
+				    struct gh_mcp_server_conf *m)
+{
+	/* options every transport has; then each transport's own */
+	static const struct field common[] = {
+		{"transport", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
+		{"prefix", F_STR, offsetof(struct gh_mcp_server_conf, prefix), 0, 0, 0, 0, NULL},
+		{"timeout_ms", F_INT, offsetof(struct gh_mcp_server_conf, timeout_ms), 0, 100,
+		 3600000, 60000, NULL},
+		{"connect_timeout_ms", F_INT,
+		 offsetof(struct gh_mcp_server_conf, connect_timeout_ms), 0, 100, 600000, 20000,
+		 NULL},
+		{"max_concurrency", F_INT, offsetof(struct gh_mcp_server_conf, max_concurrency), 0,
+		 1, 1024, 16, NULL},
+		{"max_message_bytes", F_INT,
+		 offsetof(struct gh_mcp_server_conf, max_message_bytes), 0, 1024, 256 << 20,
+		 4 << 20, NULL},
+		{"retry_base_ms", F_INT, offsetof(struct gh_mcp_server_conf, retry_base_ms), 0, 10,
+		 600000, 500, NULL},
+		{"retry_max_ms", F_INT, offsetof(struct gh_mcp_server_conf, retry_max_ms), 0, 10,
+		 3600000, 30000, NULL},
+	};
+	static const struct field stdio_f[] = {
+		{"command", F_STR, offsetof(struct gh_mcp_server_conf, command), 1, 0, 0, 0, NULL},
+		{"args", F_LIST, NOFIELD, 0, 0, 0, 0, NULL},
+		{"env", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"cwd", F_STR, offsetof(struct gh_mcp_server_conf, cwd), 0, 0, 0, 0, NULL},
+		{"shutdown_grace_ms", F_INT,
+		 offsetof(struct gh_mcp_server_conf, shutdown_grace_ms), 0, 10, 60000, 2000, NULL},
+	};
+	static const struct field http_f[] = {
+		{"url", F_STR, offsetof(struct gh_mcp_server_conf, url), 1, 0, 0, 0, NULL},
+		{"headers", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	static const char *const stdio_names[] = {"command", "args", "env", "cwd",
+						  "shutdown_grace_ms", NULL};
+	static const char *const http_names[] = {"url", "headers", NULL};
+	static const char *const common_names[] = {"transport", "prefix", "timeout_ms",
+						   "connect_timeout_ms", "max_concurrency",
+						   "max_message_bytes", "retry_base_ms",
+						   "retry_max_ms", NULL};
+	const char *type = gh_json_str(obj, "transport");
+	const struct field *tf;
+	size_t ntf, n;
+	enum gh_code rc;
+
+	if (!cJSON_IsObject(obj))
+		return fail(c, "expected an object, got %s", type_name(obj));
+	if (!type || (strcmp(type, "stdio") && strcmp(type, "http"))) {
+		n = push(c, "transport");
+		rc = fail(c, "expected \"stdio\" (a command gatehouse starts) or \"http\" "
+			     "(Streamable HTTP at a url)");
+		pop(c, n);
+		return rc;
+	}
+	m->transport = strcmp(type, "stdio") ? GH_MCP_HTTP : GH_MCP_STDIO;
+	tf = m->transport == GH_MCP_STDIO ? stdio_f : http_f;
+	ntf = m->transport == GH_MCP_STDIO ? GH_ARRAY_LEN(stdio_f) : GH_ARRAY_LEN(http_f);
+	/* each table knows the other's names, so a stdio option on an http
+	 * server is still reported as unknown by the pass that owns it */
+	if ((rc = read_fields(c, obj, common, GH_ARRAY_LEN(common), m,
+			      m->transport == GH_MCP_STDIO ? stdio_names : http_names)) ||
+	    (rc = read_fields(c, obj, tf, ntf, m, common_names)))
+		return rc;
+	if (m->transport == GH_MCP_STDIO) {
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(obj, "args");
+
+		if (!*m->command) {
+			n = push(c, "command");
+			rc = fail(c, "expected a command to run");
+			pop(c, n);
+			return rc;
+		}
+		if (args && !cJSON_IsNull(args)) {
+			const cJSON *it;
+
+			n = push(c, "args");
+			/* arguments may be empty strings, unlike other lists */
+			if (!cJSON_IsArray(args)) {
+				rc = fail(c, "expected an array of strings");
+			} else {
+				size_t k = 0;
+
+				for (it = args->child; it && !rc; it = it->next)
+					if (!cJSON_IsString(it))
+						rc = fail(c, "item %zu: expected a string", k);
+					else
+						k++;
+				if (!rc && !(m->args.v = calloc(k ? k : 1, sizeof(char *))))
+					rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+				for (it = args->child; it && !rc; it = it->next) {
+					if (!(m->args.v[m->args.n] = strdup(it->valuestring)))
+						rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+					else
+						m->args.n++;
+				}
+			}
+			pop(c, n);
+			if (rc)
+				return rc;
+		}
+		if ((rc = read_pairs(c, cJSON_GetObjectItemCaseSensitive(obj, "env"), "env", 1,
+				     &m->env, &m->nenv)))
+			return rc;
+	} else {
+		if (!is_http_url(m->url)) {
+			n = push(c, "url");
+			rc = fail(c, "expected an http:// or https:// URL");
+			pop(c, n);
+			return rc;
+		}
+		if ((rc = read_pairs(c, cJSON_GetObjectItemCaseSensitive(obj, "headers"), "headers",
+				     0, &m->headers, &m->nheaders)))
+			return rc;
+	}
+	if (m->retry_max_ms < m->retry_base_ms) {
+		n = push(c, "retry_max_ms");
+		rc = fail(c, "must be at least retry_base_ms (%lld)", (long long)m->retry_base_ms);
+		pop(c, n);
+		return rc;
+	}
+	if (!m->prefix) {
+		size_t i, len = strlen(m->name);
+
+		if (!(m->prefix = malloc(len + 2)))
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		for (i = 0; i < len; i++) {
+			char ch = m->name[i];
+
+			m->prefix[i] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+					(ch >= '0' && ch <= '9') || ch == '-') ? ch : '_';
+		}
+		m->prefix[len] = '_';
+		m->prefix[len + 1] = '\0';
+	}
+	if (!valid_prefix(m->prefix)) {
+		n = push(c, "prefix");
+		rc = fail(c, "expected up to 48 of [A-Za-z0-9_-], starting with a letter or '_' "
+			     "(or \"\" for none)");
+		pop(c, n);
+		return rc;
+	}
 	return GH_OK;
 }
 
@@ -1204,11 +1423,23 @@ static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_
 		pop(c, base_);                                                            \
 	} while (0)
 
+/* 1 when name may be a tool of an MCP server (discovered at run time):
+ * it starts with a server's prefix (any name when a prefix is empty). */
+static int mcp_prefixed(const struct gh_config *cfg, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nmcp_servers; i++)
+		if (!strncmp(name, cfg->mcp_servers[i].prefix, strlen(cfg->mcp_servers[i].prefix)))
+			return 1;
+	return 0;
+}
+
 static enum gh_code check_top(struct ctx *c, const cJSON *root)
 {
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
-					    "default_agent", "tools", "policies", "audit", "admin",
-					    NULL};
+					    "default_agent", "tools", "mcp_servers", "policies",
+					    "audit", "admin", NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1223,7 +1454,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			size_t n = push(c, it->string);
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
-						  "policies, audit, admin)");
+						  "mcp_servers, policies, audit, admin)");
 			pop(c, n);
 			return rc;
 		}
@@ -1292,6 +1523,8 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 		 read_tool(c, it_, &cfg->tools[cfg->ntools - 1]));
 	READ_MAP(c, cfg, "policies", cfg->policies, cfg->npolicies,
 		 read_policy(c, it_, &cfg->policies[cfg->npolicies - 1]));
+	READ_MAP(c, cfg, "mcp_servers", cfg->mcp_servers, cfg->nmcp_servers,
+		 read_mcp_server(c, it_, &cfg->mcp_servers[cfg->nmcp_servers - 1]));
 #undef name_field
 #define name_field id
 	READ_MAP(c, cfg, "agents", cfg->agents, cfg->nagents,
@@ -1313,10 +1546,13 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 			const char *t = a->tools.v[j];
 
 			if (strpbrk(t, "*?") || !strncmp(t, "memory_", 7) ||
-			    !strcmp(t, "working_memory_update") || gh_config_tool(cfg, t))
+			    !strcmp(t, "working_memory_update") || gh_config_tool(cfg, t) ||
+			    mcp_prefixed(cfg, t))
 				continue;
 			snprintf(cx.path, sizeof(cx.path), "$.agents.%s.tools[%zu]", a->id, j);
-			rc = fail(c, "no tool named \"%s\" in $.tools", t);
+			rc = fail(c, "no tool named \"%s\" in $.tools%s", t,
+				  cfg->nmcp_servers ? " (nor does it start with the prefix of an "
+						      "MCP server)" : "");
 			goto out;
 		}
 	}
@@ -1459,11 +1695,33 @@ void gh_config_free(struct gh_config *c)
 		free_list(&p->client_allow);
 		free_list(&p->client_deny);
 		free_list(&p->approval_require);
+		free_list(&p->approval_exempt);
 		for (j = 0; j < p->ntool_limits; j++)
 			free(p->tool_limits[j].glob);
 		free(p->tool_limits);
 	}
 	free(c->policies);
+	for (i = 0; i < c->nmcp_servers; i++) {
+		struct gh_mcp_server_conf *m = &c->mcp_servers[i];
+
+		free(m->name);
+		free(m->prefix);
+		free(m->command);
+		free_list(&m->args);
+		for (j = 0; j < m->nenv; j++) {
+			free(m->env[j].name);
+			free_secret(m->env[j].value);
+		}
+		free(m->env);
+		free(m->cwd);
+		free(m->url);
+		for (j = 0; j < m->nheaders; j++) {
+			free(m->headers[j].name);
+			free_secret(m->headers[j].value);
+		}
+		free(m->headers);
+	}
+	free(c->mcp_servers);
 	free_list(&c->audit.redact);
 	free(c->audit.signing_key_file);
 	free(c->audit.witness.file);
@@ -1511,6 +1769,17 @@ const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const c
 	for (i = 0; name && i < c->npolicies; i++)
 		if (!strcmp(c->policies[i].name, name))
 			return &c->policies[i];
+	return NULL;
+}
+
+const struct gh_mcp_server_conf *gh_config_mcp_server(const struct gh_config *c,
+						      const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < c->nmcp_servers; i++)
+		if (!strcmp(c->mcp_servers[i].name, name))
+			return &c->mcp_servers[i];
 	return NULL;
 }
 

@@ -84,6 +84,34 @@ struct gh_tool_conf {
 	int require_approval;        /* this tool always needs a person's approval */
 };
 
+enum gh_mcp_transport { GH_MCP_STDIO, GH_MCP_HTTP };
+
+/* An upstream MCP server whose tools gatehouse offers as its own (mcp.h).
+ * Only the config names a command to start or a URL to call. */
+struct gh_mcp_server_conf {
+	char *name;
+	enum gh_mcp_transport transport;
+	char *prefix;                /* exposed tool names: prefix + the tool's name */
+	/* stdio: a child process speaking newline-delimited JSON-RPC */
+	char *command;               /* looked up in PATH when it has no '/' */
+	struct gh_strlist args;
+	struct gh_header_conf *env;  /* added to the child's small environment; values
+				      * may hold secrets */
+	size_t nenv;
+	char *cwd;                   /* NULL: gatehouse's own */
+	/* http: Streamable HTTP */
+	char *url;
+	struct gh_header_conf *headers; /* values may hold secrets */
+	size_t nheaders;
+	int64_t timeout_ms;          /* one tools/call */
+	int64_t connect_timeout_ms;  /* starting or connecting, initialize, tools/list */
+	int64_t max_concurrency;     /* calls in flight; more wait for a slot */
+	int64_t max_message_bytes;   /* one message from the upstream */
+	int64_t retry_base_ms;       /* reconnect backoff: doubled per failure ... */
+	int64_t retry_max_ms;        /* ... up to this */
+	int64_t shutdown_grace_ms;   /* stdio: wait after closing stdin, then after SIGTERM */
+};
+
 struct gh_agent_conf {
 	char *id;
 	char *name;
@@ -118,6 +146,9 @@ struct gh_policy_conf {
 	struct gh_strlist client_allow;      /* client tool name globs */
 	struct gh_strlist client_deny;
 	struct gh_strlist approval_require;  /* tool globs needing approval */
+	struct gh_strlist approval_exempt;   /* federated MCP tool globs whose annotations
+					      * would ask for approval by default: this
+					      * policy lets them run without */
 	enum gh_approver approver;
 	int64_t approval_ttl_s;
 	int64_t requests_per_minute;         /* 0 = unlimited */
@@ -176,6 +207,8 @@ struct gh_config {
 	size_t ntools;
 	struct gh_policy_conf *policies;
 	size_t npolicies;
+	struct gh_mcp_server_conf *mcp_servers;
+	size_t nmcp_servers;
 	struct gh_audit_conf audit;
 	struct gh_admin_conf admin;
 };
@@ -197,6 +230,8 @@ const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const cha
 const struct gh_provider_conf *gh_config_provider(const struct gh_config *c, const char *name);
 const struct gh_tool_conf *gh_config_tool(const struct gh_config *c, const char *name);
 const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const char *name);
+const struct gh_mcp_server_conf *gh_config_mcp_server(const struct gh_config *c,
+						      const char *name);
 
 /* A listen address: "HOST:PORT" where HOST is an IPv4 address, an IPv6
  * address in brackets ("[::1]:8080") or a host name (letters, digits, '-'

@@ -4,6 +4,7 @@
 #include "explain.h"
 
 #include "json.h"
+#include "mcp.h"
 #include "tools.h"
 
 static const char *verdict_name(enum gh_verdict v)
@@ -45,22 +46,49 @@ static void explain_key(cJSON *o, const struct gh_config *cfg, const struct gh_p
 	}
 }
 
-static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_principal *p,
-			 const struct gh_agent_conf *a, const char *tool)
+/* A federated tool: its server, upstream name, pin and annotations. */
+static void explain_mcp(cJSON *to, const struct gh_mcp_tool *mt)
 {
-	char norm[GH_TOOL_NAME_MAX];
+	cJSON *mo = cJSON_AddObjectToObject(to, "mcp");
+
+	cJSON_AddStringToObject(mo, "server", mt->server);
+	cJSON_AddStringToObject(mo, "tool", mt->upstream_name);
+	cJSON_AddStringToObject(mo, "pin", mt->pin);
+	if (mt->def.annotations)
+		cJSON_AddItemToObject(mo, "annotations", cJSON_Duplicate(mt->def.annotations, 1));
+	cJSON_AddStringToObject(mo, "approvalDefault",
+				gh_mcp_hint_text(gh_mcp_hint_of(mt->def.annotations)));
+}
+
+static void explain_tool(cJSON *o, const struct gh_config *cfg, struct gh_mcp *mcp,
+			 const struct gh_principal *p, const struct gh_agent_conf *a,
+			 const char *tool)
+{
+	char norm[GH_TOOL_NAME_MAX + 1];
 	struct gh_tool_verdict v;
 	cJSON *to = cJSON_AddObjectToObject(o, "tool");
+	/* a federated tool's name may be 64 characters: looked up as is */
+	struct gh_mcp_tool *mt = gh_mcp_tool_find(mcp, tool);
 
-	gh_tool_normalize(tool, norm);
-	gh_tools_decide(cfg, a, p->policy, norm, NULL, &v);
+	if (mt)
+		gh_strlcpy(norm, mt->name, sizeof(norm));
+	else
+		gh_tool_normalize(tool, norm);
+	gh_tools_decide(cfg, mt, a, p->policy, norm, NULL, &v);
 	cJSON_AddStringToObject(to, "name", norm);
 	cJSON_AddStringToObject(to, "source", gh_tool_source_name(v.src));
+	if (mt)
+		explain_mcp(to, mt);
 	if (v.src == GH_SRC_CLIENT)
 		cJSON_AddStringToObject(to, "note", "not a server or memory tool: judged as a "
 				       "client tool the caller declares");
 	cJSON_AddStringToObject(to, "decision", verdict_name(v.d.verdict));
 	cJSON_AddStringToObject(to, "rule", v.d.rule);
+	/* what decided: a rule of the config, or a federated tool's annotation
+	 * (the default a policy can override) */
+	cJSON_AddStringToObject(to, "decidedBy", v.annotation ? "annotation" : "rule");
+	if (v.annotation)
+		cJSON_AddStringToObject(to, "annotation", v.annotation);
 	if (v.d.verdict == GH_V_APPROVAL) {
 		cJSON_AddStringToObject(to, "approver", v.d.approver == GH_APPROVER_CALLER
 							? "caller" : "admin");
@@ -72,10 +100,12 @@ static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_
 		cJSON_AddNumberToObject(rl, "perMinute", (double)v.per_minute);
 		cJSON_AddStringToObject(rl, "rule", v.limit_rule);
 	}
+	gh_mcp_tool_unref(mt);
 }
 
-cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p,
-		       const struct gh_agent_conf *a, const char *tool)
+cJSON *gh_explain_json(const struct gh_config *cfg, struct gh_mcp *mcp,
+		       const struct gh_principal *p, const struct gh_agent_conf *a,
+		       const char *tool)
 {
 	cJSON *o = cJSON_CreateObject();
 
@@ -92,6 +122,6 @@ cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p
 		cJSON_AddStringToObject(ao, "rule", d.rule);
 	}
 	if (tool && *tool)
-		explain_tool(o, cfg, p, a, tool);
+		explain_tool(o, cfg, mcp, p, a, tool);
 	return o;
 }

@@ -16,10 +16,15 @@
 
 /* {key:{id, name, owner, role}, policy, policyVersion, note?, warnings
  * (rules that can match nothing, gh_policy_lint), clientToolsNote?, rateLimits?,
- * agent?:{id, allowed, rule}, tool?:{name, source, note?, decision, rule,
- * approver?, approvalTtlSeconds?, rateLimit?}}. a and tool may be NULL;
- * tool is normalised first. Caller frees; NULL on OOM. */
-cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p,
-		       const struct gh_agent_conf *a, const char *tool);
+ * agent?:{id, allowed, rule}, tool?:{name, source, mcp?:{server, tool, pin,
+ * annotations?, approvalDefault}, note?, decision, rule, decidedBy ("rule"
+ * or "annotation"), annotation?, approver?, approvalTtlSeconds?,
+ * rateLimit?}}. mcp (may be NULL) has the federated tools; a and tool may
+ * be NULL; tool is normalised first unless it names a federated tool.
+ * Caller frees; NULL on OOM. */
+struct gh_mcp;
+cJSON *gh_explain_json(const struct gh_config *cfg, struct gh_mcp *mcp,
+		       const struct gh_principal *p, const struct gh_agent_conf *a,
+		       const char *tool);
 
 #endif

@@ -38,6 +38,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "mcp.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
@@ -61,7 +62,7 @@ static const struct gh_route routes_core[] = {
 static const struct gh_route *const route_tables[] = {
 	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
-	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards,
+	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards, gh_routes_mcp_servers,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -969,8 +970,9 @@ int gh_http_client_gone(struct gh_req *r)
  * "audit"; a load balancer that should stop sending traffic reads it. */
 static void health(struct gh_req *r)
 {
-	cJSON *o = cJSON_CreateObject(), *st_item;
+	cJSON *o = cJSON_CreateObject(), *st_item, *m;
 	struct gh_store_stats st;
+	int degraded = 0;
 
 	if (!o) {
 		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
@@ -983,7 +985,14 @@ static void health(struct gh_req *r)
 	cJSON_AddNumberToObject(o, "uptimeSeconds",
 				(double)((gh_now_ms() - r->app->started_ms) / 1000));
 	cJSON_AddNumberToObject(o, "activeStreams", atomic_load(&r->app->active_streams));
-	if (!gh_audit_health_json(r->app->audit, o) && st_item)
+	if (!gh_audit_health_json(r->app->audit, o))
+		degraded = 1;
+	/* every upstream MCP server's state: one failing is reported, and the
+	 * gateway is degraded, not down */
+	m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
+	if (m)
+		cJSON_AddItemToObject(o, "mcp", m);
+	if (degraded && st_item)
 		cJSON_SetValuestring(st_item, "degraded");
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);

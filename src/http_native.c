@@ -67,7 +67,7 @@ static cJSON *agent_json(struct gh_req *r, const struct gh_agent_conf *a)
 	cJSON_AddNumberToObject(o, "maxSteps", (double)a->max_steps);
 	cJSON_AddBoolToObject(o, "memory", a->memory_enabled);
 	tools = cJSON_AddObjectToObject(o, "tools");
-	if (gh_toolset_build(r->app->cfg, a, r->who.policy, NULL, &ts, &e) == GH_OK) {
+	if (gh_toolset_build(r->app->cfg, r->app->mcp, a, r->who.policy, NULL, &ts, &e) == GH_OK) {
 		for (i = 0; i < ts.n; i++) {
 			const struct gh_tool *t = &ts.v[i];
 
@@ -75,7 +75,7 @@ static cJSON *agent_json(struct gh_req *r, const struct gh_agent_conf *a)
 				continue;
 			cJSON_AddItemToObject(tools, t->name,
 					      tool_json(t->name, t->description, t->schema,
-							t->conf ? t->conf->annotations : NULL));
+							t->annotations));
 		}
 		gh_toolset_free(&ts);
 	}

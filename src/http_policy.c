@@ -38,7 +38,7 @@ static void explain(struct gh_req *r)
 		gh_http_errorf(r, GH_E_NOTFOUND, "no agent \"%s\"", ag);
 		return;
 	}
-	o = gh_explain_json(r->app->cfg, &p, a, tl);
+	o = gh_explain_json(r->app->cfg, r->app->mcp, &p, a, tl);
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 }

@@ -146,6 +146,29 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
 	}
 }
 
+int gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
+			       int destructive, const char *hint, struct gh_decision *d)
+{
+	char allowed[sizeof(d->rule)];
+	int i;
+
+	if (!p || d->verdict != GH_V_ALLOW)
+		return 0;
+	gh_strlcpy(allowed, d->rule, sizeof(allowed));
+	if (!destructive) {
+		set(d, GH_V_ALLOW, "%.150s; annotation %s: no approval by default", allowed, hint);
+		return 1;
+	}
+	if ((i = first_match(&p->approval_exempt, tool_name)) >= 0) {
+		set(d, GH_V_ALLOW, "%.120s; approval.exempt \"%.40s\" waives the annotation %s",
+		    allowed, p->approval_exempt.v[i], hint);
+		return 0;
+	}
+	set(d, GH_V_APPROVAL, "tool \"%.64s\": annotation %s (approval by default; the policy's "
+			      "approval.exempt can waive it)", tool_name, hint);
+	return 1;
+}
+
 int gh_policy_agent_allowed(const struct gh_policy_conf *p, const char *agent_id)
 {
 	struct gh_decision d;

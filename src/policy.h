@@ -57,6 +57,19 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
 		    const char *tool_name, enum gh_tool_source src, int tool_requires_approval,
 		    struct gh_decision *d);
 
+/* A federated MCP tool's annotations as an approval default, applied to
+ * the decision gh_policy_tool made for it: when that allows the tool
+ * without any approval rule, a destructive tool (destructive: its
+ * destructiveHint is true, or absent, which MCP reads as true) needs
+ * approval unless the policy's approval.exempt matches it; a read-only or
+ * non-destructive one runs without. An explicit rule (approval.require,
+ * the agent's require_approval) and a deny always win. d->rule then says
+ * which rule or annotation decided; hint is the annotation in words
+ * ("readOnlyHint true"). Returns 1 when the annotation decided, 0 when a
+ * rule did (a deny, an approval rule, approval.exempt). */
+int gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
+			       int destructive, const char *hint, struct gh_decision *d);
+
 /* Tool calls per minute for (policy, tool): an exact entry wins over globs,
  * "*" last; 0 = no limit. rule gets the entry's name. */
 int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,

@@ -17,6 +17,7 @@
 
 #include "approvals.h"
 #include "audit.h"
+#include "mcp.h"
 #include "buf.h"
 #include "hub.h"
 #include "json.h"
@@ -267,6 +268,16 @@ static enum gh_code audit_row_build(struct run *r, const char *event, const cJSO
 			cJSON_AddStringToObject(d, "surface", r->surface);
 		if (gh_json_str(c, "approvalId"))
 			cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
+		if (gh_json_str(c, "mcpServer")) {
+			/* a federated tool's call: which server, its own name for
+			 * the tool, and the upstream session it went over */
+			cJSON *m = cJSON_AddObjectToObject(d, "mcp");
+
+			gh_json_add_str(m, "server", gh_json_str(c, "mcpServer"));
+			gh_json_add_str(m, "tool", gh_json_str(c, "mcpTool"));
+			if (gh_json_str(c, "mcpSession"))
+				cJSON_AddStringToObject(m, "session", gh_json_str(c, "mcpSession"));
+		}
 		if (result) {
 			row->res = gh_audit_args_json(result, &r->cfg->audit.redact, RESULT_PREVIEW);
 			if (row->res)
@@ -478,6 +489,54 @@ static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e
 	return rc;
 }
 
+/* A federated tool's call: its progress notifications become
+ * GH_EV_TOOL_PROGRESS events (streams show them; nothing else waits for
+ * them), and the run's tick tells it when the caller went away. */
+struct progress_ctx {
+	struct run *r;
+	const cJSON *c;
+};
+
+static int mcp_tick(void *ud)
+{
+	struct progress_ctx *pc = ud;
+
+	return tick(pc->r);
+}
+
+static void on_mcp_progress(void *ud, double progress, double total, const char *message)
+{
+	struct progress_ctx *pc = ud;
+	struct gh_run_call call;
+	struct gh_run_event ev;
+
+	gh_run_call_read(pc->c, &call);
+	call.args = NULL;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = GH_EV_TOOL_PROGRESS;
+	ev.call = &call;
+	ev.progress = progress;
+	ev.total = total;
+	ev.message = message;
+	emit(pc->r, &ev);
+}
+
+/* The text a failed tool result shows: its "error", or the first text
+ * block of an MCP result's content. Borrowed from result. */
+static const char *result_error(const cJSON *result)
+{
+	const char *s = gh_json_str(result, "error");
+	const cJSON *b;
+
+	if (s)
+		return s;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(result, "content")) {
+		if ((s = gh_json_str(b, "text")))
+			return s;
+	}
+	return "the tool reported an error";
+}
+
 /* Runs an allowed server or memory tool, opened as call_id, with its
  * "executed"/"failed" row (which closes the call) written before the
  * result is used. */
@@ -485,6 +544,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 			    struct gh_err *e)
 {
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "args");
+	struct progress_ctx pc = {NULL, NULL};
 	cJSON *result = NULL;
 	int is_error = 0;
 	int64_t t0 = gh_mono_ns(), dur;
@@ -494,7 +554,18 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 
 	gh_err_clear(&te);
 	detail[0] = '\0';
-	if (t->src == GH_SRC_MEMORY && gh_tool_memory_writes(t->name)) {
+	if (t->mcp) {
+		struct gh_mcp_call_opts mo = {mcp_tick, 0, 0, on_mcp_progress, &pc};
+		char session[256];
+
+		pc.r = r;
+		pc.c = c;
+		rc = gh_mcp_call(r->app->mcp, t->mcp, args, &mo, &result, &is_error, session,
+				 sizeof(session), &te);
+		if (session[0])
+			cJSON_AddStringToObject(c, "mcpSession", session);
+		dur = (gh_mono_ns() - t0) / 1000000;
+	} else if (t->src == GH_SRC_MEMORY && gh_tool_memory_writes(t->name)) {
 		struct mem_tx m;
 
 		memset(&m, 0, sizeof(m));
@@ -545,7 +616,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
 			 is_error ? "error" : "ok", dur,
-			 !is_error ? NULL : detail[0] ? detail : gh_json_str(result, "error"), NULL,
+			 !is_error ? NULL : detail[0] ? detail : result_error(result), NULL,
 			 result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
@@ -648,6 +719,10 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			      e);
 	cJSON_DeleteItemFromObjectCaseSensitive(c, "source");
 	cJSON_AddStringToObject(c, "source", gh_tool_source_name(t->src));
+	if (t->mcp && !cJSON_GetObjectItemCaseSensitive(c, "mcpServer")) {
+		cJSON_AddStringToObject(c, "mcpServer", t->mcp->server);
+		cJSON_AddStringToObject(c, "mcpTool", t->mcp->upstream_name);
+	}
 	if (d.verdict == GH_V_DENY)
 		return refuse(r, c, "denied", "denied", NULL, d.rule,
 			      gh_json_error_result("denied by %s", d.rule), e);
@@ -1394,8 +1469,8 @@ static enum gh_code claim(struct run *r, const char *run_id, enum gh_run_status 
 
 static enum gh_code setup_tools(struct run *r, struct gh_err *e)
 {
-	return gh_toolset_build(r->cfg, r->agent, r->policy, state_get(r, "client_tools"), &r->ts,
-				e);
+	return gh_toolset_build(r->cfg, r->app->mcp, r->agent, r->policy,
+				state_get(r, "client_tools"), &r->ts, e);
 }
 
 /* ------------------------------------------------------- continuation */

@@ -148,6 +148,9 @@ enum gh_run_event_kind {
 	GH_EV_TOOL_CALL_DELTA,   /* index, text, len: a fragment of its arguments */
 	GH_EV_TOOL_CALL,         /* call: complete, with the gateway's id, before the gate */
 	GH_EV_TOOL_RESULT,       /* call: its result (run, refused or the client's) */
+	GH_EV_TOOL_PROGRESS,     /* call (no args), progress, total (< 0: unknown),
+				  * message (may be NULL): a federated MCP tool's
+				  * progress while it runs */
 	GH_EV_APPROVAL,          /* call: suspended for approval (approval_id, expiry),
 				  * approver, rule */
 	GH_EV_STEP_FINISH,       /* finish, usage (this request's) */
@@ -175,6 +178,7 @@ struct gh_run_event {
 	struct gh_run_usage usage;
 	enum gh_code code;
 	const char *message;
+	double progress, total;          /* GH_EV_TOOL_PROGRESS */
 };
 
 /* Where a run's progress goes while it happens. Every member is optional. */

@@ -32,6 +32,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "mcp.h"
 #include "policy.h"
 #include "ratelimit.h"
 #include "upstream.h"
@@ -315,6 +316,15 @@ int gh_cmd_serve(struct gh_cli *c)
 	/* read-only: nothing in the background writes either */
 	if (!app.read_only)
 		audit_policies(&app);
+	/* upstream MCP servers pin what they list and every call is audited:
+	 * a read-only gateway starts none */
+	if (app.read_only && c->cfg->nmcp_servers)
+		gh_warn("read-only: the %zu upstream MCP servers are not started",
+			c->cfg->nmcp_servers);
+	if (!app.read_only && gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
 	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
@@ -331,18 +341,21 @@ int gh_cmd_serve(struct gh_cli *c)
 	rc = GH_EXIT_OK;
 out:
 	{
-		int64_t t0 = gh_mono_ns(), t1, t2;
+		int64_t t0 = gh_mono_ns(), t1, t2, t3;
 
 		gh_http_stop(http);
 		t1 = gh_mono_ns();
 		gh_bg_stop(app.bg);
 		t2 = gh_mono_ns();
+		/* after every request and background run: no call is in flight */
+		gh_mcp_stop(app.mcp);
+		t3 = gh_mono_ns();
 		gh_store_close(app.store);
 		gh_audit_serve_close(&app);
 		if (http)
-			gh_info("stopped: http %.0f ms, background %.0f ms, store %.0f ms",
+			gh_info("stopped: http %.0f ms, background %.0f ms, mcp %.0f ms, store %.0f ms",
 				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
-				(double)(gh_mono_ns() - t2) / 1e6);
+				(double)(t3 - t2) / 1e6, (double)(gh_mono_ns() - t3) / 1e6);
 	}
 	if (rc != GH_EXIT_OK && !http)
 		created_undo(&cr);

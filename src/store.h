@@ -427,7 +427,7 @@ struct gh_approval {
 	char thread_id[GH_NAME_MAX + 1];
 	char run_id[GH_ID_MAX];
 	char tool_call_id[GH_ID_MAX];
-	char tool_name[64];
+	char tool_name[72];                 /* federated tools' names reach 64 */
 	char source[16];
 	char args_sha256[65];
 	char policy_name[GH_NAME_MAX + 1];

@@ -4,10 +4,12 @@
 #include "tools.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
+#include "mcp.h"
 #include "schema.h"
 #include "util.h"
 
@@ -274,16 +276,21 @@ static enum gh_code add_tool(struct gh_toolset *ts, size_t cap, const char *name
 	return GH_OK;
 }
 
-enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent_conf *a,
-			      const struct gh_policy_conf *p, const cJSON *client_defs,
-			      struct gh_toolset *out, struct gh_err *e)
+enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
+			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e)
 {
-	size_t cap = 4 + cfg->ntools + (size_t)cJSON_GetArraySize(client_defs), i;
+	struct gh_mcp_tool **fed = NULL;
+	long nfed = gh_mcp_tools(mcp, &fed), k;
+	size_t cap = 4 + cfg->ntools + (size_t)cJSON_GetArraySize(client_defs) +
+		     (size_t)(nfed > 0 ? nfed : 0), i;
 	const cJSON *d;
 	struct gh_tool *t;
 	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
+	if (nfed < 0)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	out->v = calloc(cap, sizeof(*out->v));
 	out->specs = calloc(cap, sizeof(*out->specs));
 	if (!out->v || !out->specs) {
@@ -313,6 +320,23 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 		t->schema = tc->input_schema;
 		t->conf = tc;
 		t->require_approval = tc->require_approval;
+		t->annotations = tc->annotations;
+	}
+	for (k = 0; k < nfed; k++) {
+		struct gh_mcp_tool *mt = fed[k];
+
+		/* a tool without a name of its own, or whose name another tool
+		 * has (reported when it was published), is never in a set */
+		if (!mt->name[0] || mt->collision || !agent_lists(a, mt->name))
+			continue;
+		if ((rc = add_tool(out, cap, mt->name, NULL, GH_SRC_SERVER, e, &t)) != GH_OK)
+			goto fail;
+		gh_mcp_tool_ref(mt);
+		t->mcp = mt;
+		t->description = mt->def.description ? mt->def.description : mt->def.title;
+		t->schema = mt->def.input_schema;
+		t->annotations = mt->def.annotations;
+		t->output_schema = mt->def.output_schema;
 	}
 	cJSON_ArrayForEach(d, client_defs) {
 		struct gh_decision dec;
@@ -335,7 +359,7 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 		struct gh_tool_verdict v;
 
 		t = &out->v[i];
-		gh_tools_decide(cfg, a, p, t->name, client_defs, &v);
+		gh_tools_decide(cfg, t->mcp, a, p, t->name, client_defs, &v);
 		t->decision = v.d;
 		t->offered = t->decision.verdict != GH_V_DENY;
 		if (t->offered) {
@@ -345,8 +369,10 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent
 			out->nspecs++;
 		}
 	}
+	gh_mcp_tools_free(fed, nfed);
 	return GH_OK;
 fail:
+	gh_mcp_tools_free(fed, nfed);
 	gh_toolset_free(out);
 	return rc;
 }
@@ -374,17 +400,47 @@ static const cJSON *client_def(const cJSON *defs, const char *name)
 	return NULL;
 }
 
-void gh_tools_decide(const struct gh_config *cfg, const struct gh_agent_conf *a,
-		     const struct gh_policy_conf *p, const char *name, const cJSON *client_defs,
-		     struct gh_tool_verdict *out)
+/* A federated tool the agent lists: the policy, then a held or refused
+ * definition, then the approval default its annotations set. Sets
+ * out->annotation when that default decided. */
+static void mcp_decide(const struct gh_policy_conf *p, const struct gh_agent_conf *a,
+		       const struct gh_mcp_tool *mt, struct gh_tool_verdict *out)
 {
-	const struct gh_tool_conf *tc = gh_config_tool(cfg, name);
-	const cJSON *cd = client_def(client_defs, name);
+	enum gh_mcp_hint h = gh_mcp_hint_of(mt->def.annotations);
+	struct gh_decision *d = &out->d;
+
+	gh_policy_tool(p, a, mt->name, GH_SRC_SERVER, 0, d);
+	if (d->verdict == GH_V_DENY)
+		return;
+	if (mt->blocked[0]) {
+		d->verdict = GH_V_DENY;
+		snprintf(d->rule, sizeof(d->rule), "MCP server %.30s: %.210s", mt->server, mt->blocked);
+		return;
+	}
+	out->annotation = h == GH_MCP_HINT_READONLY	       ? "readOnlyHint true"
+			  : h == GH_MCP_HINT_NOT_DESTRUCTIVE ? "destructiveHint false"
+			  : h == GH_MCP_HINT_DESTRUCTIVE     ? "destructiveHint true"
+							     : "destructiveHint absent (MCP's default: "
+							       "true)";
+	if (!gh_policy_tool_annotations(p, mt->name,
+					h == GH_MCP_HINT_DESTRUCTIVE || h == GH_MCP_HINT_DEFAULT,
+					out->annotation, d))
+		out->annotation = NULL;
+}
+
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
+		     const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+		     const char *name, const cJSON *client_defs, struct gh_tool_verdict *out)
+{
+	const struct gh_tool_conf *tc = mt ? NULL : gh_config_tool(cfg, name);
+	const cJSON *cd = mt ? NULL : client_def(client_defs, name);
 	int approval = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->src = GH_SRC_CLIENT;
-	if (cd) {
+	if (mt) {
+		out->src = GH_SRC_SERVER;
+	} else if (cd) {
 		approval = gh_json_bool(cd, "requireApproval", 0);
 	} else if (tc) {
 		out->src = GH_SRC_SERVER;
@@ -396,7 +452,9 @@ void gh_tools_decide(const struct gh_config *cfg, const struct gh_agent_conf *a,
 	if (a && out->src != GH_SRC_CLIENT)
 		out->listed = gh_strlist_match(&a->tools, name) &&
 			      (out->src != GH_SRC_MEMORY || a->memory_enabled);
-	if (out->listed) {
+	if (out->listed && mt) {
+		mcp_decide(p, a, mt, out);
+	} else if (out->listed) {
 		gh_policy_tool(p, a, name, out->src, approval, &out->d);
 	} else {
 		out->d.verdict = GH_V_DENY;
@@ -437,8 +495,10 @@ void gh_toolset_free(struct gh_toolset *ts)
 
 	if (!ts)
 		return;
-	for (i = 0; i < ts->n; i++)
+	for (i = 0; i < ts->n; i++) {
 		free(ts->v[i].orig_name);
+		gh_mcp_tool_unref(ts->v[i].mcp);
+	}
 	free(ts->v);
 	free(ts->specs);
 	memset(ts, 0, sizeof(*ts));

@@ -8,6 +8,13 @@
  * most 63 characters); two tools that resolve to one name are a 400 naming
  * both, never silent shadowing. Client tool schemas are checked before use.
  *
+ * Federated tools of upstream MCP servers (mcp.h) are server tools too: a
+ * tool set holds a reference to each one it has, so the run keeps the
+ * definition it was offered whatever the upstream does meanwhile. Their
+ * annotations set approval defaults the policy can override
+ * (gh_policy_tool_annotations); a held or refused definition is a deny
+ * naming why.
+ *
  * A toolset belongs to one run on one thread.
  */
 #ifndef GH_TOOLS_H
@@ -24,14 +31,21 @@
 
 #define GH_TOOL_NAME_MAX 64
 
+struct gh_mcp;
+struct gh_mcp_tool;
+
 struct gh_tool {
-	char name[GH_TOOL_NAME_MAX];      /* normalised */
+	char name[GH_TOOL_NAME_MAX + 1];  /* normalised (at most 63 characters), or a
+					   * federated tool's name (at most 64) */
 	char *orig_name;                  /* as declared (client tools) */
 	enum gh_tool_source src;
 	const char *description;          /* borrowed from config or the client defs */
 	const cJSON *schema;              /* borrowed */
 	const struct gh_tool_conf *conf;  /* server tools */
 	int require_approval;             /* the tool's own flag */
+	struct gh_mcp_tool *mcp;          /* a federated MCP tool (referenced), or NULL */
+	const cJSON *annotations;         /* borrowed: MCP-style hints or NULL */
+	const cJSON *output_schema;       /* borrowed: federated tools' or NULL */
 	int offered;                      /* sent to the model (policy allows it) */
 	struct gh_decision decision;      /* the allowlist verdict for offered */
 };
@@ -59,12 +73,12 @@ enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, cons
 				  cJSON **out, struct gh_err *e);
 
 /* Builds the run's tool set. client_defs (from gh_tools_client_defs, may be
- * NULL) is borrowed and must outlive the set. Client tools the policy does
- * not allow are a GH_E_FORBIDDEN naming the rule. Collisions are
- * GH_E_BADREQ. */
-enum gh_code gh_toolset_build(const struct gh_config *cfg, const struct gh_agent_conf *a,
-			      const struct gh_policy_conf *p, const cJSON *client_defs,
-			      struct gh_toolset *out, struct gh_err *e);
+ * NULL) is borrowed and must outlive the set. mcp (may be NULL) gives the
+ * federated tools the agent lists. Client tools the policy does not allow
+ * are a GH_E_FORBIDDEN naming the rule. Collisions are GH_E_BADREQ. */
+enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
+			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e);
 
 const struct gh_tool *gh_toolset_find(const struct gh_toolset *ts, const char *name);
 
@@ -77,17 +91,22 @@ struct gh_tool_verdict {
 	struct gh_decision d;       /* a deny saying why when not listed */
 	int64_t per_minute;         /* tool calls per minute; 0: no limit */
 	const char *limit_rule;     /* the rate limit entry, borrowed from the config */
+	const char *annotation;     /* a federated tool's annotation that decided
+				     * ("readOnlyHint true"), static; NULL: a rule did */
 };
 
 /* The one decision over a (normalised) tool name for policy p and agent a
- * (NULL: judged for no particular agent). client_defs are the caller's
- * client tools (NULL: a name that is no memory or server tool is judged
- * as a client tool the caller would declare). gh_toolset_build decides
- * every tool of a run with it (so the gate acts on it), and
- * GET /api/policy/explain answers with it. */
-void gh_tools_decide(const struct gh_config *cfg, const struct gh_agent_conf *a,
-		     const struct gh_policy_conf *p, const char *name, const cJSON *client_defs,
-		     struct gh_tool_verdict *out);
+ * (NULL: judged for no particular agent). mt is the federated MCP tool of
+ * that name (NULL: none): the policy decides it, then a held or refused
+ * definition (a deny naming why), then the approval default its
+ * annotations set (gh_policy_tool_annotations). client_defs are the
+ * caller's client tools (NULL: a name that is no memory, server or
+ * federated tool is judged as a client tool the caller would declare).
+ * gh_toolset_build decides every tool of a run with it (so the gate acts
+ * on it), and GET /api/policy/explain answers with it. */
+void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
+		     const struct gh_agent_conf *a, const struct gh_policy_conf *p,
+		     const char *name, const cJSON *client_defs, struct gh_tool_verdict *out);
 
 /* The decision the gate acts on for a call to name: the tool set's own
  * when it has the tool, else a deny "unknown tool". */

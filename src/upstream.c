@@ -168,6 +168,8 @@ void gh_upstream_resp_init(struct gh_upstream_resp *r, size_t cap)
 	r->retry_after_ms = -1;
 	r->attempts = 0;
 	r->streamed_bytes = 0;
+	r->captured[0] = '\0';
+	r->captured_long = 0;
 }
 
 void gh_upstream_resp_free(struct gh_upstream_resp *r)
@@ -209,6 +211,7 @@ struct xfer {
 	int mode;        /* -1 undecided, 0 buffer the body, 1 hand it to on_data */
 	int toobig;      /* the buffered body hit its cap */
 	int cancelled;   /* on_data or on_tick asked to stop */
+	size_t clen;     /* strlen(req->capture_header) + 1 (its colon) */
 };
 
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *ud)
@@ -280,6 +283,15 @@ static size_t header_cb(char *p, size_t size, size_t nmemb, void *ud)
 		/* a new response head (after a 1xx): forget the last one's */
 		x->resp->content_type[0] = '\0';
 		x->resp->retry_after_ms = -1;
+		x->resp->captured[0] = '\0';
+		x->resp->captured_long = 0;
+	} else if (x->req->capture_header && n > x->clen && p[x->clen - 1] == ':' &&
+		   !strncasecmp(p, x->req->capture_header, x->clen - 1)) {
+		size_t len;
+
+		header_value(p, n, x->clen, x->resp->captured, sizeof(x->resp->captured));
+		len = strlen(x->resp->captured);
+		x->resp->captured_long = len + 1 >= sizeof(x->resp->captured);
 	} else if (n > 13 && !strncasecmp(p, "content-type:", 13)) {
 		header_value(p, n, 13, x->resp->content_type, sizeof(x->resp->content_type));
 	} else if (n > 12 && !strncasecmp(p, "retry-after:", 12)) {
@@ -449,7 +461,8 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			    struct gh_upstream_resp *resp, struct curl_slist *headers,
 			    const char *origin, CURLcode *cc_out, struct gh_err *e)
 {
-	struct xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0};
+	struct xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0,
+			 req->capture_header ? strlen(req->capture_header) + 1 : 0};
 	struct curl_waitfd wfd;
 	CURLcode cc = CURLE_OK;
 	CURLMsg *msg;
@@ -603,6 +616,8 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 	resp->retry_after_ms = -1;
 	resp->attempts = 0;
 	resp->streamed_bytes = 0;
+	resp->captured[0] = '\0';
+	resp->captured_long = 0;
 	resp->error[0] = '\0';
 	gh_buf_reset(&resp->body);
 	if (!req->url || !method_ok(req->method)) {

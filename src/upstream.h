@@ -64,6 +64,9 @@ struct gh_upstream_req {
 	 * streamed data has been delivered. */
 	int max_retries;
 	int64_t retry_base_ms;
+	/* A response header to keep (name, case-insensitive), e.g. an MCP
+	 * server's Mcp-Session-Id; its value goes to resp->captured. */
+	const char *capture_header;
 };
 
 struct gh_upstream_resp {
@@ -73,6 +76,9 @@ struct gh_upstream_resp {
 	int64_t retry_after_ms;     /* from Retry-After, -1 when absent */
 	int attempts;               /* how many tries were made */
 	int64_t streamed_bytes;     /* bytes given to on_data */
+	char captured[256];         /* req->capture_header's value, "" when absent (a
+				     * longer value is cut: see captured_long) */
+	int captured_long;          /* the value did not fit */
 	/* When gh_upstream_do fails: what failed, without the upstream's
 	 * address ("connection refused"), for messages that reach tenants;
 	 * e has the whole story for logs and the audit log. */

@@ -3,6 +3,7 @@
  */
 #include "wire_native.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,7 @@ const char *gh_wire_native_type(enum gh_run_event_kind k)
 	case GH_EV_TEXT_DELTA: return "text-delta";
 	case GH_EV_TOOL_CALL: return "tool-call";
 	case GH_EV_TOOL_RESULT: return "tool-result";
+	case GH_EV_TOOL_PROGRESS: return "tool-progress";
 	case GH_EV_APPROVAL: return "tool-call-approval";
 	case GH_EV_STEP_FINISH: return "step-finish";
 	case GH_EV_FINISH: return "finish";
@@ -228,6 +230,23 @@ static int put_approval(struct gh_buf *b, const struct gh_run_event *ev)
 	return rc == GH_BUF_OK ? gh_buf_putc(b, '}') : rc;
 }
 
+/* {toolCallId, toolName, progress, total?, message?} */
+static int put_progress(struct gh_buf *b, const struct gh_run_event *ev)
+{
+	int rc = gh_buf_putc(b, '{');
+
+	if (rc == GH_BUF_OK)
+		rc = put_call(b, ev->call);
+	if (rc == GH_BUF_OK)
+		rc = gh_buf_printf(b, ",\"progress\":%.17g",
+				   isfinite(ev->progress) ? ev->progress : 0.0);
+	if (rc == GH_BUF_OK && ev->total >= 0 && isfinite(ev->total))
+		rc = gh_buf_printf(b, ",\"total\":%.17g", ev->total);
+	if (rc == GH_BUF_OK && ev->message)
+		rc = put_str(b, "message", ev->message);
+	return rc == GH_BUF_OK ? gh_buf_putc(b, '}') : rc;
+}
+
 int gh_wire_native_payload(const struct gh_run_event *ev, struct gh_buf *b)
 {
 	int rc;
@@ -253,6 +272,8 @@ int gh_wire_native_payload(const struct gh_run_event *ev, struct gh_buf *b)
 		return rc == GH_BUF_OK ? gh_buf_putc(b, '}') : rc;
 	case GH_EV_TOOL_RESULT:
 		return put_result(b, ev->call);
+	case GH_EV_TOOL_PROGRESS:
+		return put_progress(b, ev);
 	case GH_EV_APPROVAL:
 		return put_approval(b, ev);
 	case GH_EV_STEP_FINISH:

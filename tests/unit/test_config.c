@@ -892,7 +892,116 @@ static void test_nul_in_strings(void)
 	T_CONTAINS(e.msg, "strings may not contain NUL");
 }
 
-T_MAIN(T(test_bad_configs), T(test_wrong_types_of_special_options),
+
+/* mcp_servers: each transport's options, table-driven like the rest, and
+ * only the config names what gatehouse starts or calls. */
+static void test_mcp_servers(void)
+{
+	static const struct bad_case c[] = {
+		{"{" MIN ",'mcp_servers':{'e':{'command':'node'}}}",
+		 "$.mcp_servers.e.transport: expected \"stdio\" (a command gatehouse starts) or "
+		 "\"http\""},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'pipe','command':'node'}}}",
+		 "$.mcp_servers.e.transport: expected \"stdio\""},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio'}}}",
+		 "$.mcp_servers.e.command: required option is missing"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':''}}}",
+		 "$.mcp_servers.e.command: expected a command to run"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':'x','url':'http://a'}}}",
+		 "$.mcp_servers.e.url: unknown option (known: transport, prefix,"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'http://a','command':'x'}}}",
+		 "$.mcp_servers.e.command: unknown option"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':'x','args':'-v'}}}",
+		 "$.mcp_servers.e.args: expected an array of strings"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':'x','args':[1]}}}",
+		 "$.mcp_servers.e.args: item 0: expected a string"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':'x','env':{'A-B':'1'}}}}",
+		 "$.mcp_servers.e.env: \"A-B\": not a valid environment variable name"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'stdio','command':'x','env':{'A':1}}}}",
+		 "$.mcp_servers.e.env: A: expected a string without line breaks"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http'}}}",
+		 "$.mcp_servers.e.url: required option is missing"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'file:///etc/passwd'}}}",
+		 "$.mcp_servers.e.url: expected an http:// or https:// URL"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'http://a',"
+		 "'headers':{'X:Y':'1'}}}}",
+		 "$.mcp_servers.e.headers: \"X:Y\": not a valid header name"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'http://a','prefix':'1x'}}}",
+		 "$.mcp_servers.e.prefix: expected up to 48 of [A-Za-z0-9_-]"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'http://a',"
+		 "'max_concurrency':0}}}",
+		 "$.mcp_servers.e.max_concurrency: expected an integer in 1..1024"},
+		{"{" MIN ",'mcp_servers':{'e':{'transport':'http','url':'http://a',"
+		 "'retry_base_ms':1000,'retry_max_ms':100}}}",
+		 "$.mcp_servers.e.retry_max_ms: must be at least retry_base_ms (1000)"},
+		{"{" MIN ",'mcp_servers':{'a b':{'transport':'http','url':'http://a'}}}",
+		 "$.mcp_servers.a b: names may use letters"},
+		{"{" MIN ",'mcp_servers':[]}", "$.mcp_servers: expected an object of name -> settings"},
+		{"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','tools':['fs_read']}},"
+		 "'mcp_servers':{'e':{'transport':'http','url':'http://a'}}}",
+		 "$.agents.a.tools[0]: no tool named \"fs_read\" in $.tools (nor does it start with the "
+		 "prefix of an MCP server)"},
+		{"{" MIN ",'policies':{'p':{'approval':{'exempt':'e_*'}}}}",
+		 "$.policies.p.approval.exempt: expected an array of strings"},
+	};
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+	const struct gh_mcp_server_conf *m;
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(c); i++) {
+		if (load(c[i].text, &cfg, &e) == GH_OK) {
+			gh_config_free(cfg);
+			T_FAIL("case %zu loaded: %s", i, c[i].text);
+		}
+		if (!strstr(e.msg, dq(c[i].msg)))
+			T_FAIL("case %zu: \"%s\" does not contain \"%s\"", i, e.msg, dq(c[i].msg));
+		T_ASSERT(cfg == NULL);
+	}
+	setenv("GH_TEST_MCP_TOKEN", "s3cret-token", 1);
+	T_EQ_INT(load("{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','tools':"
+		      "['everything_echo','my_fs_x']}},"
+		      "'mcp_servers':{'everything':{'transport':'stdio','command':'node',"
+		      "'args':['index.js','stdio',''],'env':{'TOKEN':'${GH_TEST_MCP_TOKEN}'},"
+		      "'cwd':'/tmp','max_concurrency':2},"
+		      "'my.fs':{'transport':'http','url':'http://127.0.0.1:9/mcp',"
+		      "'headers':{'Authorization':'Bearer ${GH_TEST_MCP_TOKEN}'},'timeout_ms':500}},"
+		      "'policies':{'p':{'approval':{'exempt':['everything_*']}}}}",
+		      &cfg, &e), GH_OK);
+	unsetenv("GH_TEST_MCP_TOKEN");
+	T_EQ_INT(cfg->nmcp_servers, 2);
+	m = gh_config_mcp_server(cfg, "everything");
+	T_ASSERT(m);
+	T_EQ_INT(m->transport, GH_MCP_STDIO);
+	T_EQ_STR(m->prefix, "everything_");
+	T_EQ_STR(m->command, "node");
+	T_EQ_INT(m->args.n, 3);
+	T_EQ_STR(m->args.v[2], "");
+	T_EQ_INT(m->nenv, 1);
+	T_EQ_STR(m->env[0].value, "s3cret-token");
+	T_EQ_STR(m->cwd, "/tmp");
+	T_EQ_INT(m->max_concurrency, 2);
+	/* defaults */
+	T_EQ_INT(m->timeout_ms, 60000);
+	T_EQ_INT(m->connect_timeout_ms, 20000);
+	T_EQ_INT(m->max_message_bytes, 4 << 20);
+	T_EQ_INT(m->shutdown_grace_ms, 2000);
+	m = gh_config_mcp_server(cfg, "my.fs");
+	T_ASSERT(m);
+	T_EQ_INT(m->transport, GH_MCP_HTTP);
+	T_EQ_STR(m->prefix, "my_fs_"); /* the name made a valid prefix */
+	T_EQ_STR(m->headers[0].value, "Bearer s3cret-token");
+	T_EQ_INT(m->timeout_ms, 500);
+	T_EQ_INT(cfg->policies[0].approval_exempt.n, 1);
+	gh_config_free(cfg);
+	/* an empty prefix exposes the upstream's names as they are */
+	T_EQ_INT(load("{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','tools':['anything']}},"
+		      "'mcp_servers':{'e':{'transport':'http','url':'http://a','prefix':''}}}",
+		      &cfg, &e), GH_OK);
+	gh_config_free(cfg);
+}
+
+T_MAIN(T(test_bad_configs), T(test_mcp_servers), T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),

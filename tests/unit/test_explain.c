@@ -9,6 +9,7 @@
 #include "explain.h"
 
 #include "json.h"
+#include "mcp.h"
 #include "t.h"
 #include "tools.h"
 #include "util.h"
@@ -103,7 +104,7 @@ static void test_gate_and_explain_agree(void)
 		p.policy = table[i].policy ? gh_config_policy(c, table[i].policy) : NULL;
 		T_ASSERT(a && (!table[i].policy || p.policy));
 		/* the gate: a refused client tool is a 403 for the request */
-		if (gh_toolset_build(c, a, p.policy, defs, &ts, &e) != GH_OK) {
+		if (gh_toolset_build(c, NULL, a, p.policy, defs, &ts, &e) != GH_OK) {
 			T_ASSERT(defs != NULL);
 			memset(&ts, 0, sizeof(ts));
 			memset(&gate, 0, sizeof(gate));
@@ -112,7 +113,7 @@ static void test_gate_and_explain_agree(void)
 			gh_toolset_decision(&ts, table[i].tool, &gate);
 		}
 		in_set = gh_toolset_find(&ts, table[i].tool) != NULL;
-		x = gh_explain_json(c, &p, a, table[i].tool);
+		x = gh_explain_json(c, NULL, &p, a, table[i].tool);
 		tool = cJSON_GetObjectItemCaseSensitive(x, "tool");
 		if (strcmp(vname(gate.verdict), table[i].verdict) ||
 		    strcmp(gh_json_str(tool, "decision"), table[i].verdict))
@@ -147,7 +148,7 @@ static void test_rate_limit_named(void)
 	T_EQ_INT(gh_config_parse("explain.json", conf_text, strlen(conf_text), &c, &e), GH_OK);
 	memset(&p, 0, sizeof(p));
 	p.policy = gh_config_policy(c, "p");
-	x = gh_explain_json(c, &p, gh_config_agent(c, "a"), "get_weather");
+	x = gh_explain_json(c, NULL, &p, gh_config_agent(c, "a"), "get_weather");
 	rl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "tool"),
 					      "rateLimit");
 	T_EQ_INT(gh_json_int(rl, "perMinute", 0), 5);
@@ -156,4 +157,74 @@ static void test_rate_limit_named(void)
 	gh_config_free(c);
 }
 
-T_MAIN(T(test_gate_and_explain_agree), T(test_rate_limit_named))
+/* Federated MCP tools go through the same function: the policy first (a
+ * deny, an approval rule, approval.exempt), then a held definition, then
+ * the approval default of the tool's annotations; the verdict says when
+ * an annotation decided, and which. */
+static const char fed_conf[] =
+	"{\"providers\":{\"m\":{\"type\":\"mock\"}},"
+	"\"agents\":{\"a\":{\"provider\":\"m\",\"tools\":[\"up_*\"]},"
+	"\"b\":{\"provider\":\"m\",\"tools\":[\"other_*\"]}},"
+	"\"policies\":{\"p\":{\"agents\":[\"*\"],"
+	"\"tools\":{\"allow\":[\"up_*\"],\"deny\":[\"up_drop\"]},"
+	"\"approval\":{\"require\":[\"up_ask\"],\"exempt\":[\"up_waived\"]}}}}";
+
+static const struct {
+	const char *tool, *annotations, *blocked, *agent, *verdict, *annotation, *rule;
+} fed_table[] = {
+	{"up_read", "{\"readOnlyHint\":true}", NULL, "a", "allow", "readOnlyHint true",
+	 "no approval by default"},
+	{"up_safe", "{\"destructiveHint\":false}", NULL, "a", "allow", "destructiveHint false",
+	 "no approval by default"},
+	{"up_write", NULL, NULL, "a", "approval", "destructiveHint absent (MCP's default: true)",
+	 "approval by default"},
+	{"up_rm", "{\"destructiveHint\":true,\"readOnlyHint\":false}", NULL, "a", "approval",
+	 "destructiveHint true", "approval by default"},
+	/* the policy overrides the annotation both ways */
+	{"up_waived", NULL, NULL, "a", "allow", NULL, "approval.exempt \"up_waived\""},
+	{"up_ask", "{\"readOnlyHint\":true}", NULL, "a", "approval", NULL, "approval.require"},
+	{"up_drop", "{\"readOnlyHint\":true}", NULL, "a", "deny", NULL, "tools.deny \"up_drop\""},
+	/* a held definition is refused whatever its annotations say */
+	{"up_held", "{\"readOnlyHint\":true}", "definition changed: held until an admin accepts it",
+	 "a", "deny", NULL, "MCP server up: definition changed"},
+	/* an agent that does not list it */
+	{"up_read", "{\"readOnlyHint\":true}", NULL, "b", "deny", NULL,
+	 "the agent's tools list does not include it"},
+};
+
+static void test_federated_tools_decided_by(void)
+{
+	struct gh_config *c = NULL;
+	struct gh_err e;
+	size_t i;
+
+	T_EQ_INT(gh_config_parse("fed.json", fed_conf, strlen(fed_conf), &c, &e), GH_OK);
+	for (i = 0; i < GH_ARRAY_LEN(fed_table); i++) {
+		struct gh_mcp_tool t;
+		struct gh_tool_verdict v;
+		cJSON *ann = fed_table[i].annotations ? cJSON_Parse(fed_table[i].annotations) : NULL;
+
+		memset(&t, 0, sizeof(t));
+		gh_strlcpy(t.name, fed_table[i].tool, sizeof(t.name));
+		gh_strlcpy(t.upstream_name, fed_table[i].tool + 3, sizeof(t.upstream_name));
+		t.server = "up";
+		gh_strlcpy(t.pin, fed_table[i].blocked ? "held" : "pinned", sizeof(t.pin));
+		if (fed_table[i].blocked)
+			gh_strlcpy(t.blocked, fed_table[i].blocked, sizeof(t.blocked));
+		t.def.annotations = ann;
+		gh_tools_decide(c, &t, gh_config_agent(c, fed_table[i].agent),
+				gh_config_policy(c, "p"), t.name, NULL, &v);
+		T_EQ_STR(gh_tool_source_name(v.src), "server");
+		T_EQ_STR(vname(v.d.verdict), fed_table[i].verdict);
+		if (fed_table[i].annotation)
+			T_EQ_STR(v.annotation ? v.annotation : "(a rule)", fed_table[i].annotation);
+		else
+			T_ASSERT(v.annotation == NULL);
+		T_CONTAINS(v.d.rule, fed_table[i].rule);
+		cJSON_Delete(ann);
+	}
+	gh_config_free(c);
+}
+
+T_MAIN(T(test_gate_and_explain_agree), T(test_rate_limit_named),
+       T(test_federated_tools_decided_by))

@@ -364,7 +364,7 @@ static void test_toolset_server(void)
 	const struct gh_tool *t;
 
 	T_ASSERT(c);
-	T_EQ_INT(gh_toolset_build(c, gh_config_agent(c, "a"), gh_config_policy(c, "p"), NULL, &ts,
+	T_EQ_INT(gh_toolset_build(c, NULL, gh_config_agent(c, "a"), gh_config_policy(c, "p"), NULL, &ts,
 				  &e),
 		 GH_OK);
 	/* memory_save, memory_search, memory_delete (the agent's memory_*), and
@@ -403,7 +403,7 @@ static void test_toolset_server(void)
 	gh_toolset_free(&ts); /* twice is fine */
 
 	/* memory off for the agent: no memory tools even though it lists memory_* */
-	T_EQ_INT(gh_toolset_build(c, gh_config_agent(c, "nomem"), gh_config_policy(c, "p"), NULL,
+	T_EQ_INT(gh_toolset_build(c, NULL, gh_config_agent(c, "nomem"), gh_config_policy(c, "p"), NULL,
 				  &ts, &e),
 		 GH_OK);
 	T_EQ_INT(ts.n, 1);
@@ -411,7 +411,7 @@ static void test_toolset_server(void)
 	gh_toolset_free(&ts);
 
 	/* no policy: the set is built, nothing is offered */
-	T_EQ_INT(gh_toolset_build(c, gh_config_agent(c, "a"), NULL, NULL, &ts, &e), GH_OK);
+	T_EQ_INT(gh_toolset_build(c, NULL, gh_config_agent(c, "a"), NULL, NULL, &ts, &e), GH_OK);
 	T_EQ_INT(ts.nspecs, 0);
 	gh_toolset_free(&ts);
 	T_ASSERT(gh_tools_memory_schema("no_such_tool") == NULL);
@@ -429,7 +429,7 @@ static enum gh_code build_with(struct gh_config *c, const char *policy, const ch
 	if (rc != GH_OK)
 		return rc;
 	gh_err_clear(e);
-	return gh_toolset_build(c, gh_config_agent(c, "a"), gh_config_policy(c, policy), *defs,
+	return gh_toolset_build(c, NULL, gh_config_agent(c, "a"), gh_config_policy(c, policy), *defs,
 				ts, e);
 }
 
@@ -528,7 +528,7 @@ static void test_toolset_client_forbidden(void)
 	cJSON_Delete(defs);
 	/* so does no policy */
 	defs = defs_of("{\"fine\":{}}", NULL, &(enum gh_code){0}, &e);
-	T_EQ_INT(gh_toolset_build(c, gh_config_agent(c, "a"), NULL, defs, &ts, &e), GH_E_FORBIDDEN);
+	T_EQ_INT(gh_toolset_build(c, NULL, gh_config_agent(c, "a"), NULL, defs, &ts, &e), GH_E_FORBIDDEN);
 	cJSON_Delete(defs);
 	gh_config_free(c);
 }

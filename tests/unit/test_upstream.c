@@ -1005,7 +1005,38 @@ static void test_cleanup_then_reuse(void)
 	teardown();
 }
 
-T_MAIN(T(test_post_json), T(test_get), T(test_keep_alive), T(test_retry_429_honours_retry_after),
+
+/* A named response header is kept (an MCP server's session id); a header
+ * whose name merely starts like it is not. */
+static void test_capture_header(void)
+{
+	static const struct t_reply rp[] = {
+		{200, "Mcp-Session-Idx: wrong\r\nmcp-session-id:  s-123 \r\n", "{}", NULL, 0, 0, 0},
+		{200, "", "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	setup();
+	t_srv_route(&r, "/mcp", rp, 2);
+	snprintf(url, sizeof(url), "%s/mcp", t_srv.base);
+	req_init(&q, url);
+	q.capture_header = "Mcp-Session-Id";
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_STR(resp.captured, "s-123");
+	T_EQ_INT(resp.captured_long, 0);
+	/* the next response has none: nothing is left from the last one */
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_STR(resp.captured, "");
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive), T(test_retry_429_honours_retry_after),
        T(test_retry_after_http_date), T(test_5xx_exhausts_retries), T(test_4xx_not_retried),
        T(test_timeout), T(test_connection_refused), T(test_response_over_cap),
        T(test_redirect_not_followed), T(test_stream_to_on_data), T(test_stream_error_is_buffered),

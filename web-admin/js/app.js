@@ -1,7 +1,7 @@
 // gatehouse admin UI: session, shell, routing.
 //
 // Hash routes: #/approvals (landing), #/approvals/decided, #/audit?filters,
-// #/threads?filters, #/threads/<id>, #/keys, #/overview. Each page module
+// #/threads?filters, #/threads/<id>, #/keys, #/overview, #/mcp?server=. Each page module
 // exports render(main, ctx, params) and may return a cleanup function.
 
 import { api, ApiError, onUnauthorized, setCsrf } from './api.js';
@@ -13,6 +13,7 @@ import * as audit from './audit.js';
 import * as threads from './threads.js';
 import * as keys from './keys.js';
 import * as overview from './overview.js';
+import * as mcp from './mcp.js';
 
 const app = document.getElementById('app');
 
@@ -22,6 +23,7 @@ const NAV = [
   { path: 'audit', label: 'Audit log' },
   { path: 'threads', label: 'Threads' },
   { path: 'keys', label: 'Keys & policies' },
+  { path: 'mcp', label: 'MCP servers' },
 ];
 
 const ROUTES = [
@@ -32,6 +34,7 @@ const ROUTES = [
   { re: /^threads\/([^/]+)$/, page: threads, nav: 'threads', title: 'Thread' },
   { re: /^keys$/, page: keys, nav: 'keys', title: 'Keys & policies' },
   { re: /^overview$/, page: overview, nav: 'overview', title: 'Overview' },
+  { re: /^mcp$/, page: mcp, nav: 'mcp', title: 'MCP servers' },
 ];
 
 // What every page can use.
