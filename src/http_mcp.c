@@ -613,6 +613,7 @@ static void tools_call(struct mcp *m)
 	struct gh_err e;
 	char run_id[GH_ID_MAX], apr[GH_ID_MAX], hash[65];
 	cJSON *empty = NULL, *msgs = NULL;
+	struct gh_tool_verdict v;
 	const cJSON *tr;
 	enum gh_code rc;
 
@@ -642,9 +643,12 @@ static void tools_call(struct mcp *m)
 		approval_flow(m, &a, &call);
 		goto out;
 	}
-	/* the same call again, after an approval was asked for it */
-	rc = gh_run_call_find(m->r->app, &m->r->who, call.name, call.args, run_id, apr, &e);
-	if (rc == GH_OK && gh_approval_get(m->r->app, m->r->who.key.owner, apr, &a, &e) == GH_OK) {
+	/* the same call again, after an approval was asked for it (only a tool
+	 * that needs approval can have one) */
+	gh_tools_decide(m->r->app->cfg, m->agent, m->r->who.policy, call.name, NULL, &v);
+	if (v.d.verdict == GH_V_APPROVAL &&
+	    gh_run_call_find(m->r->app, &m->r->who, call.name, call.args, run_id, apr, &e) == GH_OK &&
+	    gh_approval_get(m->r->app, m->r->who.key.owner, apr, &a, &e) == GH_OK) {
 		approval_flow(m, &a, &call);
 		goto out;
 	}
