@@ -216,14 +216,15 @@ int gh_mcp_check_modern(const struct gh_mcp_in *m, const char *method_hdr,
 		gh_err_set(e, GH_E_BADREQ, "unsupported protocol version \"%s\"", m->meta_version);
 		return -1;
 	}
+	/* notifications are exempt from the rest */
+	if (m->type != GH_MCP_IN_REQUEST)
+		return 0;
 	if (!cJSON_IsObject(m->meta_caps)) {
 		*rpc_code = GH_MCP_INVALID_PARAMS;
 		gh_err_set(e, GH_E_BADREQ, "params._meta: \"%s\" is missing (an object)",
 			   GH_MCP_META_CAPS);
 		return -1;
 	}
-	if (m->type != GH_MCP_IN_REQUEST)
-		return 0;
 	if (!version_hdr) {
 		gh_err_set(e, GH_E_BADREQ, "the MCP-Protocol-Version header is missing");
 		return -1;

@@ -107,10 +107,11 @@ int gh_mcp_elicit_accepted(const cJSON *result);
  * "elicitation" object, empty or with "form"). */
 int gh_mcp_caps_elicit_form(const cJSON *caps);
 
-/* 2026-07-28 header checks for a request (not a notification): the
- * envelope and headers against the body. method_hdr, name_hdr and
- * version_hdr are the Mcp-Method, Mcp-Name and MCP-Protocol-Version
- * header values (NULL when absent); Mcp-Name may be in the
+/* 2026-07-28 checks: the envelope's version, and for a request (not a
+ * notification) its client capabilities and the headers, against the
+ * body. method_hdr, name_hdr and version_hdr are the Mcp-Method, Mcp-Name
+ * and MCP-Protocol-Version header values (NULL when absent); Mcp-Name may
+ * be in the
  * "=?base64?...?=" form. 0 when they agree; else -1 with *rpc_code
  * (GH_MCP_HEADER_MISMATCH, GH_MCP_UNSUPPORTED_VERSION or
  * GH_MCP_INVALID_PARAMS for a malformed envelope) and why in e. */

@@ -63,7 +63,8 @@ static void check_modern(const struct gh_mcp_in *m)
 		name = gh_json_str(m->params, "name");
 	else if (!strcmp(m->method, "resources/read"))
 		name = gh_json_str(m->params, "uri");
-	want = !strcmp(m->meta_version, GH_MCP_V2026) && cJSON_IsObject(m->meta_caps);
+	want = !strcmp(m->meta_version, GH_MCP_V2026) &&
+	       (m->type != GH_MCP_IN_REQUEST || cJSON_IsObject(m->meta_caps));
 	CHECK((gh_mcp_check_modern(m, m->method, name, m->meta_version, &code, &e) == 0) == want);
 	if (!want)
 		CHECK(code == GH_MCP_UNSUPPORTED_VERSION || code == GH_MCP_INVALID_PARAMS ||

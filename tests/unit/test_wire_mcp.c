@@ -147,6 +147,20 @@ static void test_modern_headers(void)
 	T_EQ_INT(code, GH_MCP_UNSUPPORTED_VERSION);
 	cJSON_Delete(id);
 	gh_mcp_in_clear(&m);
+	/* a notification needs neither headers nor capabilities */
+	T_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+		       "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}",
+		       &m, &code, &id), 0);
+	T_EQ_INT(gh_mcp_check_modern(&m, NULL, NULL, NULL, &code, &e), 0);
+	gh_mcp_in_clear(&m);
+	/* a request needs its capabilities */
+	T_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":"
+		       "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}",
+		       &m, &code, &id), 0);
+	T_EQ_INT(gh_mcp_check_modern(&m, "ping", NULL, "2026-07-28", &code, &e), -1);
+	T_EQ_INT(code, GH_MCP_INVALID_PARAMS);
+	cJSON_Delete(id);
+	gh_mcp_in_clear(&m);
 }
 
 T_MAIN(T(test_kinds), T(test_errors), T(test_negotiate), T(test_call_params_and_caps),
