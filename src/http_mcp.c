@@ -966,8 +966,8 @@ const struct gh_route gh_routes_mcp[] = {
 	{"POST", "/mcp", GH_AUTH_KEY, mcp_post},
 	{"GET", "/mcp", GH_AUTH_KEY, mcp_get},
 	{"DELETE", "/mcp", GH_AUTH_KEY, mcp_delete},
-	{"POST", "/mcp/:agentId", GH_AUTH_KEY, mcp_post},
-	{"GET", "/mcp/:agentId", GH_AUTH_KEY, mcp_get},
-	{"DELETE", "/mcp/:agentId", GH_AUTH_KEY, mcp_delete},
+	{"POST", "/mcp/:id", GH_AUTH_KEY, mcp_post},
+	{"GET", "/mcp/:id", GH_AUTH_KEY, mcp_get},
+	{"DELETE", "/mcp/:id", GH_AUTH_KEY, mcp_delete},
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };

@@ -111,6 +111,18 @@ class McpServerTest(GatewayTest):
         st, _, _ = self.gw.request("DELETE", "/mcp", key=self.key)
         self.assertEqual(st, 400)
 
+    def test_an_agent_by_path(self):
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": V, "capabilities": {}}}
+        st, b, h = self.gw.post("/mcp/assistant", body, key=self.key)
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.gw.post("/mcp/assistant", {"jsonrpc": "2.0", "id": 2,
+                                                   "method": "tools/list"},
+                                key=self.key, headers={"Mcp-Session-Id": h["mcp-session-id"]})
+        self.assertIn("get_weather", [t["name"] for t in b["result"]["tools"]])
+        st, _, _ = self.gw.post("/mcp/nobody", body, key=self.key)
+        self.assertEqual(st, 404)
+
     def test_get_is_405_and_keys_are_required(self):
         st, _, h = self.gw.get("/mcp", key=self.key)
         self.assertEqual(st, 405)
