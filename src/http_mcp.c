@@ -549,6 +549,16 @@ static void hold(struct mcp *m, const struct gh_approval *a)
 		collect(m, a->run_id);
 		return;
 	}
+	if (rc == GH_OK && gh_run_status_final(v.status)) {
+		/* collected by another request, or the resumption failed */
+		snprintf(msg, sizeof(msg), v.status == GH_RUN_COMPLETED
+				 ? "the result of this call was delivered to an earlier request already"
+				 : "the call was not carried out: %.300s",
+			 v.error ? v.error : gh_run_status_name(v.status));
+		gh_run_view_clear(&v);
+		rpc_result(m, error_result(msg));
+		return;
+	}
 	gh_run_view_clear(&v);
 	if (rc != GH_OK && rc != GH_E_TIMEOUT) {
 		rpc_error(m, 200, GH_MCP_INTERNAL, e.msg, NULL);
