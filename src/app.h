@@ -20,6 +20,7 @@ struct gh_hub;
 struct gh_bg;
 struct gh_mcp;
 struct gh_audit_health;
+struct gh_mcp_sessions;
 
 struct gh_app {
 	const struct gh_config *cfg;
@@ -35,6 +36,7 @@ struct gh_app {
 	int read_only;                        /* serving reads only: every write is refused */
 	const char *listen;                   /* HOST:PORT served, as given (port may be 0) */
 	int64_t started_ms;
+	struct gh_mcp_sessions *mcp_sessions; /* MCP clients' sessions at /mcp (http.c) */
 	_Atomic int active_streams;
 	_Atomic int stopping;
 };

@@ -568,6 +568,10 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 		 offsetof(struct gh_server_conf, max_connections_per_address), 0, 0, 1000000, 128,
 		 NULL},
 		{"public_url", F_STR, offsetof(struct gh_server_conf, public_url), 0, 0, 0, 0, NULL},
+		{"mcp_sessions_per_key", F_INT,
+		 offsetof(struct gh_server_conf, mcp_sessions_per_key), 0, 1, 10000, 16, NULL},
+		{"mcp_session_idle_ms", F_INT, offsetof(struct gh_server_conf, mcp_session_idle_ms),
+		 0, 1000, 604800000, 3600000, NULL},
 	};
 	size_t n = push(c, "server");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), s, NULL);

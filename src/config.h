@@ -34,7 +34,9 @@ struct gh_server_conf {
 	int64_t request_timeout_ms;  /* idle read timeout of a connection */
 	int64_t head_timeout_ms;     /* a request head must arrive within this (front.h) */
 	int64_t max_connections_per_address; /* open connections of one client; 0 = no cap */
-	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI wait */
+	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI / MCP wait */
+	int64_t mcp_sessions_per_key; /* MCP sessions one key holds at /mcp */
+	int64_t mcp_session_idle_ms; /* an MCP session unused this long ends */
 	char *public_url;            /* how clients reach gatehouse (A2A cards; an https://
 				      * URL also marks admin cookies Secure behind a proxy) */
 };

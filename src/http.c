@@ -39,6 +39,7 @@
 #include "keys.h"
 #include "log.h"
 #include "mcp.h"
+#include "mcp_sessions.h"
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
@@ -63,6 +64,7 @@ static const struct gh_route *const route_tables[] = {
 	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards, gh_routes_mcp_servers,
+	gh_routes_mcp,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -1084,10 +1086,17 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 	if (!h)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	h->app = app;
+	app->mcp_sessions = gh_mcp_sessions_new(sc->mcp_sessions_per_key, sc->mcp_session_idle_ms);
+	if (!app->mcp_sessions) {
+		free(h);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
 	/* gatehouse listens itself and hands CivetWeb only connections whose
 	 * request head has arrived (front.h); CivetWeb listens on a loopback
 	 * port that the front takes over right after the start */
 	if (gh_front_start(listen, &fc, &h->front, &fe) != GH_OK) {
+		gh_mcp_sessions_free(app->mcp_sessions);
+		app->mcp_sessions = NULL;
 		free(h);
 		return gh_err_set(e, GH_E_IO, "cannot listen on %s: %s", listen, fe.msg);
 	}
@@ -1129,6 +1138,8 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 		mg_exit_library();
 		gh_front_stop(h->front);
 		gh_front_free(h->front);
+		gh_mcp_sessions_free(app->mcp_sessions);
+		app->mcp_sessions = NULL;
 		free(h);
 		return gh_err_set(e, GH_E_IO, "cannot start the HTTP server (CivetWeb)");
 	}
@@ -1184,6 +1195,8 @@ void gh_http_stop(struct gh_http *h)
 		pthread_join(t, NULL);
 	mg_exit_library();
 	gh_front_free(h->front);
+	gh_mcp_sessions_free(h->app->mcp_sessions);
+	h->app->mcp_sessions = NULL;
 	free(h);
 }
 

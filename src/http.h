@@ -79,6 +79,7 @@ extern const struct gh_route gh_routes_a2a_cards[];   /* http_a2a_card.c */
 extern const struct gh_route gh_routes_admin[];       /* http_admin.c */
 extern const struct gh_route gh_routes_login[];       /* http_login.c */
 extern const struct gh_route gh_routes_mcp_servers[]; /* http_mcp_servers.c */
+extern const struct gh_route gh_routes_mcp[];         /* http_mcp.c */
 
 /* Where A2A agent cards say gatehouse is: server.public_url, else the
  * address it listens on with port (a wildcard address is announced as

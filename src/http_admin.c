@@ -32,6 +32,7 @@
 #include "json.h"
 #include "keys.h"
 #include "log.h"
+#include "mcp_sessions.h"
 #include "store_ui.h"
 #include "util.h"
 
@@ -448,6 +449,9 @@ static void keys_revoke(struct gh_req *r)
 	if (audit_key(r, "key_revoked", &k, &e) != GH_OK)
 		gh_warn("%s audit: cannot record the revocation of %s: %s", r->id, k.id, e.msg);
 	gh_info("%s key %s revoked by %s", r->id, k.id, r->who.actor);
+	/* its MCP sessions end with it */
+	if (r->app->mcp_sessions)
+		gh_mcp_sessions_end_key(r->app->mcp_sessions, k.id);
 	k.revoked_at = gh_now_ms();
 	send_owned(r, 200, key_json(&k));
 }

@@ -67,6 +67,7 @@ struct run {
 	cJSON *answered;                   /* tool call ids answered in this request */
 	cJSON *registered;                 /* pending ids handed out in this request */
 	int cancelled;
+	int resumed;                       /* continued after its approvals were decided */
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
 };
@@ -971,6 +972,10 @@ static enum gh_run_status waiting_status(struct run *r)
 
 	if (r->calls && calls_waiting(r, &approvals, &clients))
 		return approvals ? GH_RUN_SUSPENDED : GH_RUN_WAITING;
+	/* a caller's own call settled by a resumption: its result waits for
+	 * the caller to collect it */
+	if (gh_json_bool(r->state, "direct", 0) && r->resumed)
+		return GH_RUN_WAITING;
 	return GH_RUN_COMPLETED;
 }
 
@@ -1259,6 +1264,18 @@ static enum gh_code loop(struct run *r, struct gh_err *e)
 	enum gh_code rc;
 	int approvals, clients;
 
+	if (gh_json_bool(r->state, "direct", 0)) {
+		/* a call its caller made: gated and run, or waiting; never the model */
+		if (tick(r))
+			return gh_err_set(e, GH_E_CANCELLED, "cancelled");
+		if ((rc = gate_calls(r, e)) != GH_OK)
+			return rc;
+		r->finish = r->calls && calls_waiting(r, &approvals, &clients)
+				    ? GH_RUN_FINISH_SUSPENDED
+				    : GH_RUN_FINISH_STOP;
+		emit_step_finish(r, GH_EV_STEP_FINISH, r->finish, GH_RUN_RUNNING);
+		return GH_OK;
+	}
 	for (;;) {
 		if (tick(r))
 			return gh_err_set(e, GH_E_CANCELLED, "cancelled");
@@ -1359,6 +1376,23 @@ static void fill_result(struct run *r, struct gh_run_result *out, enum gh_run_st
 	out->tool_calls = cJSON_CreateArray();
 	out->tool_results = r->last_results ? cJSON_Duplicate(r->last_results, 1)
 					    : cJSON_CreateArray();
+	if (!r->last_results && gh_json_bool(r->state, "direct", 0)) {
+		/* a caller's own call keeps its result in the step */
+		const cJSON *c;
+
+		cJSON_ArrayForEach(c, r->calls) {
+			cJSON *o;
+
+			if (gh_call_state_of(c) != GH_CALL_DONE || !(o = cJSON_CreateObject()))
+				continue;
+			gh_json_add_str(o, "toolCallId", gh_json_str(c, "toolCallId"));
+			gh_json_add_str(o, "toolName", gh_json_str(c, "toolName"));
+			cJSON_AddItemToObject(o, "result",
+					      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "result"), 1));
+			cJSON_AddBoolToObject(o, "isError", gh_json_bool(c, "isError", 0));
+			cJSON_AddItemToArray(out->tool_results, o);
+		}
+	}
 	out->pending = cJSON_CreateArray();
 	out->approvals = cJSON_CreateArray();
 	out->messages = cJSON_CreateArray();
@@ -1744,6 +1778,26 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 			free(t);
 		}
 	}
+	if (rq->call_tool) {
+		cJSON *calls = cJSON_AddArrayToObject(r->state, "calls"), *c = cJSON_CreateObject();
+		char id[GH_ID_MAX];
+
+		if (!calls || !c) {
+			cJSON_Delete(c);
+			return gh_err_set(e, GH_E_NOMEM, "out of memory");
+		}
+		gh_id_new("call_", id, sizeof(id));
+		cJSON_AddBoolToObject(r->state, "direct", 1);
+		cJSON_AddStringToObject(c, "toolCallId", id);
+		cJSON_AddStringToObject(c, "toolName", rq->call_tool);
+		cJSON_AddItemToObject(c, "args", rq->call_args ? cJSON_Duplicate(rq->call_args, 1)
+							       : cJSON_CreateObject());
+		cJSON_AddStringToObject(c, "source", "server");
+		cJSON_AddStringToObject(c, "state", gh_call_state_name(GH_CALL_NEW));
+		cJSON_AddItemToArray(calls, c);
+		r->calls = calls;
+		state_set_int(r, "step", 1);
+	}
 	r->response_from = cJSON_GetArraySize(r->context);
 	if (rq->thread_title)
 		gh_strlcpy(r->title, rq->thread_title, sizeof(r->title));
@@ -1973,6 +2027,7 @@ enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 	    (rc = act_as_owner(&r, row.key_id, e)) != GH_OK)
 		goto out;
 	r.surface = "resume";
+	r.resumed = 1;
 	if ((rc = claim(&r, run_id, GH_RUN_SUSPENDED, e)) != GH_OK)
 		goto out;
 	if ((rc = gh_run_hold_as(app, row.owner, run_id, 0, &r.hold, e)) != GH_OK ||

@@ -127,6 +127,7 @@ struct gh_run_view {
 	const char *error;                  /* failed/cancelled: why, or NULL */
 	struct gh_run_usage usage;          /* the whole run */
 	int64_t created_at, updated_at;     /* Unix ms */
+	int direct;                         /* a call its caller made itself (call_tool) */
 	void *priv_;                        /* the view's own storage */
 };
 
@@ -214,6 +215,14 @@ struct gh_run_request {
 	int stateless;               /* no thread: messages are the whole conversation
 				      * (clients that resend history, e.g. OpenAI's) */
 	const char *surface;         /* "native", "openai", "a2a": recorded in audit detail */
+	/* A call the caller makes itself (MCP tools/call): no model is asked;
+	 * the run is this one call (call_tool with call_args, borrowed) through
+	 * the gate, with no thread (stateless). A call that waits on an
+	 * approval suspends the run as any other; once resumed, the run waits
+	 * (GH_RUN_WAITING) until its caller collects the result
+	 * (gh_run_call_collect). */
+	const char *call_tool;
+	const cJSON *call_args;
 };
 
 struct gh_run_result {
@@ -324,5 +333,22 @@ enum gh_code gh_run_hold(struct gh_app *app, const char *owner, const char *run_
 void gh_run_release(struct gh_app *app, struct gh_run_hold *h);
 /* 1 when the hold's run was asked to stop (gh_run_cancel). */
 int gh_run_hold_cancelled(const struct gh_run_hold *h);
+
+/* ------------------------------------------- calls a caller makes itself */
+
+/* The run of an earlier call by who's key to tool with exactly these
+ * arguments (SHA-256 of their canonical form) that still has something to
+ * give: its approval pending, or approved and its result not collected.
+ * run_id and approval_id get them. GH_E_NOTFOUND when there is none. */
+enum gh_code gh_run_call_find(struct gh_app *app, const struct gh_principal *who,
+			      const char *tool, const cJSON *args, char run_id[GH_ID_MAX],
+			      char approval_id[GH_ID_MAX], struct gh_err *e);
+
+/* Collects the result of a call run resumed after its approval (status
+ * waiting): exactly once, whoever asks (the move to completed is atomic).
+ * *out is the run as collected (its one call done). GH_E_CONFLICT when it
+ * was collected already or is not waiting. */
+enum gh_code gh_run_call_collect(struct gh_app *app, const char *owner, const char *run_id,
+				 struct gh_run_view *out, struct gh_err *e);
 
 #endif

@@ -357,6 +357,7 @@ static enum gh_code view_from_row(struct gh_app *app, struct gh_run_row *row,
 		v->status = GH_RUN_FAILED;
 	v->created_at = row->created_at;
 	v->updated_at = row->updated_at;
+	v->direct = gh_json_bool(row->state, "direct", 0);
 	p->state = row->state;
 	p->output = row->output;
 	p->error = row->error;

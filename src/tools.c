@@ -503,3 +503,45 @@ void gh_toolset_free(struct gh_toolset *ts)
 	free(ts->specs);
 	memset(ts, 0, sizeof(*ts));
 }
+
+cJSON *gh_tool_annotations(const struct gh_tool *t)
+{
+	/* read-only, destructive, idempotent, open world */
+	static const struct {
+		const char *name;
+		int ro, destructive, idempotent, open;
+	} memory[] = {
+		{"memory_save", 0, 0, 0, 0},
+		{"memory_search", 1, 0, 1, 0},
+		{"memory_delete", 0, 1, 1, 0},
+		{"working_memory_update", 0, 1, 1, 0},
+	};
+	int ro = 0, destructive = 1, idempotent = 0, open = 1;
+	cJSON *o = cJSON_CreateObject();
+	size_t i;
+
+	if (!o)
+		return NULL;
+	for (i = 0; t->src == GH_SRC_MEMORY && i < GH_ARRAY_LEN(memory); i++) {
+		if (strcmp(memory[i].name, t->name))
+			continue;
+		ro = memory[i].ro;
+		destructive = memory[i].destructive;
+		idempotent = memory[i].idempotent;
+		open = memory[i].open;
+	}
+	cJSON_AddBoolToObject(o, "readOnlyHint", ro);
+	cJSON_AddBoolToObject(o, "destructiveHint", destructive);
+	cJSON_AddBoolToObject(o, "idempotentHint", idempotent);
+	cJSON_AddBoolToObject(o, "openWorldHint", open);
+	if (t->conf && t->conf->annotations) {
+		/* what the operator configured wins */
+		const cJSON *a;
+
+		cJSON_ArrayForEach(a, t->conf->annotations) {
+			cJSON_DeleteItemFromObjectCaseSensitive(o, a->string);
+			cJSON_AddItemToObject(o, a->string, cJSON_Duplicate(a, 1));
+		}
+	}
+	return o;
+}

@@ -114,6 +114,13 @@ void gh_toolset_decision(const struct gh_toolset *ts, const char *name, struct g
 
 void gh_toolset_free(struct gh_toolset *ts);
 
+/* MCP-style annotations of a server or memory tool {readOnlyHint,
+ * destructiveHint, idempotentHint, openWorldHint}: what the built-in
+ * memory tools do; for HTTP tools their configured annotations over the
+ * defaults for a tool that reaches outside gatehouse and may change
+ * anything (destructive, open world). Caller frees; NULL out of memory. */
+cJSON *gh_tool_annotations(const struct gh_tool *t);
+
 /* The built-in memory tools: names and schemas, for listing. */
 const cJSON *gh_tools_memory_schema(const char *name);
 extern const char *const gh_memory_tool_names[];

@@ -2,9 +2,9 @@
 # gatehouse's benchmarks: builds a Release tree (no sanitizers) and runs
 # every bench_* in it, printing their tables (and saving them to a file).
 #
-#   tests/bench/run.sh                    all four, full size (about 40 min)
+#   tests/bench/run.sh                    all five, full size (about 45 min)
 #   tests/bench/run.sh --quick            smaller runs (a few minutes)
-#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams)
+#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams, mcp)
 #
 # Environment:
 #   GH_BENCH_BUILD  build directory (default: build-bench in the repository)
@@ -29,7 +29,7 @@ which=""
 for a in "$@"; do
 	case "$a" in
 	--quick) quick=1 ;;
-	latency | audit | policy | streams) which="$which $a" ;;
+	latency | audit | policy | streams | mcp) which="$which $a" ;;
 	-h | --help)
 		sed -n '2,20p' "$0"
 		exit 0
@@ -40,7 +40,7 @@ for a in "$@"; do
 		;;
 	esac
 done
-[ -n "$which" ] || which="policy latency streams audit"
+[ -n "$which" ] || which="policy latency mcp streams audit"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGH_SANITIZE= >/dev/null
 cmake --build "$build" -j"$jobs" >/dev/null
@@ -63,6 +63,7 @@ args_for() {
 		audit) echo "--threads 1,64 --seconds 5 --reps 1 --rows 1000000 --verify-reps 2" \
 			"--queries 40" ;;
 		policy) echo "--iterations 50000 --reps 3" ;;
+		mcp) echo "--requests 500 --reps 3 --warmup 100" ;;
 		streams) echo "--streams 300 --ramp-ms 2000 --words 60 --reps 1" ;;
 		esac
 	else
@@ -71,6 +72,7 @@ args_for() {
 		audit) echo "--threads 1,16,64,256 --seconds 10 --reps 3 --rows 10000000" \
 			"--verify-reps 3 --queries 100" ;;
 		policy) echo "--iterations 200000 --reps 5" ;;
+		mcp) echo "--requests 2000 --reps 5 --warmup 200" ;;
 		streams) echo "--streams 1000 --ramp-ms 5000 --words 150 --chunk-delay-ms 100" \
 			"--reps 3" ;;
 		esac

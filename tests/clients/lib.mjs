@@ -112,7 +112,7 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
   writeFileSync(configPath, JSON.stringify(cfg, null, 2));
   let out = '';
   let err = '';
-  const proc = spawn(GH_BIN, ['serve', '--config', configPath], {
+  let proc = spawn(GH_BIN, ['serve', '--config', configPath], {
     cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   proc.stdout.on('data', (d) => { out += d; });
@@ -147,6 +147,25 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
         cwd: dir, input: `${password}\n`, encoding: 'utf8',
       });
       if (p.status !== 0) throw new Error(`admin create failed: ${p.stderr}`);
+    },
+    // Stops the server and starts it again on the same directory and config
+    // (a config with a fixed listen port keeps its address).
+    async restart() {
+      if (proc.exitCode === null) {
+        proc.kill('SIGTERM');
+        await new Promise((r) => proc.once('exit', r));
+      }
+      checkSanitizers(err, 'gatehouse');
+      out = '';
+      proc = spawn(GH_BIN, ['serve', '--config', configPath], {
+        cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      proc.stdout.on('data', (d) => { out += d; });
+      proc.stderr.on('data', (d) => { err += d; });
+      await waitFor(() => {
+        if (proc.exitCode !== null) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err}`);
+        return /listening on https?:\/\//.test(out);
+      }, 'gatehouse to listen again', 30000);
     },
     async stop() {
       if (proc.exitCode === null) {

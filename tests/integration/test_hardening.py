@@ -19,7 +19,7 @@ NESTING = (10, 64, 65, 800, 100000)
 
 # Routes that read no body: a nested one is not an error for them.
 NO_BODY = {("POST", "/api/admin/logout"), ("POST", "/api/keys/:id/revoke"),
-           ("DELETE", "/api/memory/threads/:id")}
+           ("DELETE", "/api/memory/threads/:id"), ("DELETE", "/mcp"), ("DELETE", "/mcp/:id")}
 # JSON-RPC answers a parse error in its own envelope with HTTP 200
 # (code -32700), as A2A clients expect.
 JSON_RPC = {("POST", "/a2a/:id")}
