@@ -39,6 +39,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "mcp.h"
 #include "mcp_sessions.h"
 #include "run.h"
 #include "store.h"
@@ -283,7 +284,8 @@ static enum gh_code tools_json(struct mcp *m, cJSON **out, struct gh_err *e)
 	enum gh_code rc;
 
 	*out = NULL;
-	rc = gh_toolset_build(m->r->app->cfg, m->agent, m->r->who.policy, NULL, &ts, e);
+	rc = gh_toolset_build(m->r->app->cfg, m->r->app->mcp, m->agent, m->r->who.policy, NULL, &ts,
+			      e);
 	if (rc != GH_OK)
 		return rc;
 	if (!(arr = cJSON_CreateArray())) {
@@ -302,6 +304,8 @@ static enum gh_code tools_json(struct mcp *m, cJSON **out, struct gh_err *e)
 		cJSON_AddItemToObject(o, "inputSchema",
 				      t->schema ? cJSON_Duplicate(t->schema, 1)
 						: gh_json_parse_stored("{\"type\":\"object\"}"));
+		if (t->output_schema)
+			cJSON_AddItemToObject(o, "outputSchema", cJSON_Duplicate(t->output_schema, 1));
 		cJSON_AddItemToObject(o, "annotations", gh_tool_annotations(t));
 		/* what gatehouse will do with a call: run it, or ask whom first */
 		meta = cJSON_AddObjectToObject(o, "_meta");
@@ -628,7 +632,7 @@ static void tools_call(struct mcp *m)
 	enum gh_code rc;
 
 	memset(&a, 0, sizeof(a));
-	if (gh_mcp_call_params(&m->in, &call, &e) != GH_OK) {
+	if (gh_mcp_in_call_params(&m->in, &call, &e) != GH_OK) {
 		rpc_error(m, 200, GH_MCP_INVALID_PARAMS, e.msg, NULL);
 		return;
 	}
@@ -655,7 +659,13 @@ static void tools_call(struct mcp *m)
 	}
 	/* the same call again, after an approval was asked for it (only a tool
 	 * that needs approval can have one) */
-	gh_tools_decide(m->r->app->cfg, m->agent, m->r->who.policy, call.name, NULL, &v);
+	{
+		struct gh_mcp_tool *mt = gh_mcp_tool_find(m->r->app->mcp, call.name);
+
+		gh_tools_decide(m->r->app->cfg, mt, m->agent, m->r->who.policy, call.name, NULL,
+				&v);
+		gh_mcp_tool_unref(mt);
+	}
 	if (v.d.verdict == GH_V_APPROVAL &&
 	    gh_run_call_find(m->r->app, &m->r->who, call.name, call.args, run_id, apr, &e) == GH_OK &&
 	    gh_approval_get(m->r->app, m->r->who.key.owner, apr, &a, &e) == GH_OK) {

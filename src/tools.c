@@ -534,11 +534,12 @@ cJSON *gh_tool_annotations(const struct gh_tool *t)
 	cJSON_AddBoolToObject(o, "destructiveHint", destructive);
 	cJSON_AddBoolToObject(o, "idempotentHint", idempotent);
 	cJSON_AddBoolToObject(o, "openWorldHint", open);
-	if (t->conf && t->conf->annotations) {
-		/* what the operator configured wins */
+	if (cJSON_IsObject(t->annotations)) {
+		/* what the operator configured, or the upstream MCP server
+		 * declared, wins over the defaults */
 		const cJSON *a;
 
-		cJSON_ArrayForEach(a, t->conf->annotations) {
+		cJSON_ArrayForEach(a, t->annotations) {
 			cJSON_DeleteItemFromObjectCaseSensitive(o, a->string);
 			cJSON_AddItemToObject(o, a->string, cJSON_Duplicate(a, 1));
 		}

@@ -138,7 +138,7 @@ const char *gh_mcp_negotiate(const char *asked)
 	return GH_MCP_V20251125;
 }
 
-enum gh_code gh_mcp_call_params(const struct gh_mcp_in *m, struct gh_mcp_call *out,
+enum gh_code gh_mcp_in_call_params(const struct gh_mcp_in *m, struct gh_mcp_call *out,
 				struct gh_err *e)
 {
 	const cJSON *v;

@@ -95,7 +95,7 @@ struct gh_mcp_call {
 	const char *request_state;
 	const cJSON *input_responses;
 };
-enum gh_code gh_mcp_call_params(const struct gh_mcp_in *m, struct gh_mcp_call *out,
+enum gh_code gh_mcp_in_call_params(const struct gh_mcp_in *m, struct gh_mcp_call *out,
 				struct gh_err *e);
 
 /* An elicitation answer (the result of elicitation/create, or one entry

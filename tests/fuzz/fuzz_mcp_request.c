@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	CHECK(!m.progress_token || id_ok(m.progress_token));
 	if (m.method && !strcmp(m.method, "tools/call") &&
-	    gh_mcp_call_params(&m, &call, &e) == GH_OK) {
+	    gh_mcp_in_call_params(&m, &call, &e) == GH_OK) {
 		CHECK(call.name && *call.name);
 		CHECK(!call.args || cJSON_IsObject(call.args));
 		CHECK(!call.input_responses || cJSON_IsObject(call.input_responses));

@@ -93,7 +93,7 @@ static void test_call_params_and_caps(void)
 	T_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
 		       "{\"name\":\"t\",\"arguments\":{\"a\":1},\"_meta\":{\"progressToken\":\"p\"}}}",
 		       &m, &code, &id), 0);
-	T_EQ_INT(gh_mcp_call_params(&m, &c, &e), GH_OK);
+	T_EQ_INT(gh_mcp_in_call_params(&m, &c, &e), GH_OK);
 	T_EQ_STR(c.name, "t");
 	T_EQ_INT(gh_json_int(c.args, "a", 0), 1);
 	T_EQ_STR(m.progress_token->valuestring, "p");
@@ -101,7 +101,7 @@ static void test_call_params_and_caps(void)
 	gh_mcp_in_clear(&m);
 	T_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
 		       "{\"arguments\":{}}}", &m, &code, &id), 0);
-	T_EQ_INT(gh_mcp_call_params(&m, &c, &e), GH_E_BADREQ);
+	T_EQ_INT(gh_mcp_in_call_params(&m, &c, &e), GH_E_BADREQ);
 	T_CONTAINS(e.msg, "params.name");
 	cJSON_Delete(id);
 	gh_mcp_in_clear(&m);
