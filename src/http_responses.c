@@ -47,6 +47,9 @@
 #define TEXT_MAX (16u << 20)        /* text one message item carries */
 #define HEADERS_MAX 1024
 
+/* The kinds of item written piece by piece. */
+enum { ITEM_NONE, ITEM_MESSAGE, ITEM_REASONING };
+
 /* One Responses request, from parsing to the last byte. */
 struct rsp {
 	struct gh_req *r;
@@ -62,9 +65,9 @@ struct rsp {
 	int64_t created;                    /* Unix seconds */
 	int64_t seq;                        /* the next event's sequence_number */
 	cJSON *output;                      /* owned: finished output items */
-	/* the message item being written */
+	/* the message or reasoning item being written */
 	char item_id[GH_ID_MAX];
-	int item_open;
+	int item;                           /* ITEM_* */
 	struct gh_buf item_text;
 	/* streaming */
 	struct gh_run_sink sink;
@@ -166,74 +169,95 @@ static cJSON *item_event(struct rsp *q, const char *type, const char *item_id)
 	return o;
 }
 
-/* A message item starts (when none is open). */
-static void item_open(struct rsp *q)
+static void item_close(struct rsp *q);
+
+/* An item of kind starts, unless one is open already (another kind is
+ * finished first): a message with its output_text part, or a reasoning
+ * item with its summary part. */
+static void item_open(struct rsp *q, int kind)
 {
+	int msg = kind == ITEM_MESSAGE;
 	cJSON *o;
 
-	if (q->item_open)
+	if (q->item == kind)
 		return;
-	q->item_open = 1;
-	gh_id_new("msg_", q->item_id, sizeof(q->item_id));
+	item_close(q);
+	q->item = kind;
+	gh_id_new(msg ? "msg_" : "rs_", q->item_id, sizeof(q->item_id));
 	gh_buf_reset(&q->item_text);
 	if ((o = item_event(q, "response.output_item.added", NULL))) {
-		cJSON_AddItemToObject(o, "item", gh_responses_message_item(q->item_id, NULL, 0));
+		cJSON_AddItemToObject(o, "item",
+				      msg ? gh_responses_message_item(q->item_id, NULL, 0)
+					  : gh_responses_reasoning_item(q->item_id, NULL, 0));
 		ev_send(q, o);
 	}
-	if ((o = item_event(q, "response.content_part.added", q->item_id))) {
-		cJSON_AddNumberToObject(o, "content_index", 0);
-		cJSON_AddItemToObject(o, "part", gh_responses_text_part(""));
+	if ((o = item_event(q, msg ? "response.content_part.added"
+				   : "response.reasoning_summary_part.added", q->item_id))) {
+		cJSON_AddNumberToObject(o, msg ? "content_index" : "summary_index", 0);
+		cJSON_AddItemToObject(o, "part", msg ? gh_responses_text_part("")
+						     : gh_responses_summary_part(""));
 		ev_send(q, o);
 	}
 }
 
-static void item_text(struct rsp *q, const char *t, size_t len)
+/* Text (or reasoning) to the item of its kind. */
+static void item_text(struct rsp *q, int kind, const char *t, size_t len)
 {
+	int msg = kind == ITEM_MESSAGE;
 	cJSON *o;
 	char *s;
 
 	if (!t || !len)
 		return;
-	item_open(q);
+	item_open(q, kind);
 	gh_buf_append(&q->item_text, t, len);
 	if (!q->req.stream || !(s = malloc(len + 1)))
 		return;
 	memcpy(s, t, len);
 	s[len] = '\0';
-	if ((o = item_event(q, "response.output_text.delta", q->item_id))) {
-		cJSON_AddNumberToObject(o, "content_index", 0);
+	if ((o = item_event(q, msg ? "response.output_text.delta"
+				   : "response.reasoning_summary_text.delta", q->item_id))) {
+		cJSON_AddNumberToObject(o, msg ? "content_index" : "summary_index", 0);
 		cJSON_AddStringToObject(o, "delta", s);
-		cJSON_AddArrayToObject(o, "logprobs");
+		if (msg)
+			cJSON_AddArrayToObject(o, "logprobs");
 		ev_send(q, o);
 	}
 	free(s);
 }
 
-/* The open message item is finished: its done events, and into output. */
+/* The open item is finished: its done events, and into output. */
 static void item_close(struct rsp *q)
 {
 	const char *text = q->item_text.data ? q->item_text.data : "";
+	int msg = q->item == ITEM_MESSAGE;
 	cJSON *o;
 
-	if (!q->item_open)
+	if (q->item == ITEM_NONE)
 		return;
-	q->item_open = 0;
-	if ((o = item_event(q, "response.output_text.done", q->item_id))) {
-		cJSON_AddNumberToObject(o, "content_index", 0);
+	q->item = ITEM_NONE;
+	if ((o = item_event(q, msg ? "response.output_text.done"
+				   : "response.reasoning_summary_text.done", q->item_id))) {
+		cJSON_AddNumberToObject(o, msg ? "content_index" : "summary_index", 0);
 		cJSON_AddStringToObject(o, "text", text);
-		cJSON_AddArrayToObject(o, "logprobs");
+		if (msg)
+			cJSON_AddArrayToObject(o, "logprobs");
 		ev_send(q, o);
 	}
-	if ((o = item_event(q, "response.content_part.done", q->item_id))) {
-		cJSON_AddNumberToObject(o, "content_index", 0);
-		cJSON_AddItemToObject(o, "part", gh_responses_text_part(text));
+	if ((o = item_event(q, msg ? "response.content_part.done"
+				   : "response.reasoning_summary_part.done", q->item_id))) {
+		cJSON_AddNumberToObject(o, msg ? "content_index" : "summary_index", 0);
+		cJSON_AddItemToObject(o, "part", msg ? gh_responses_text_part(text)
+						     : gh_responses_summary_part(text));
 		ev_send(q, o);
 	}
 	if ((o = item_event(q, "response.output_item.done", NULL))) {
-		cJSON_AddItemToObject(o, "item", gh_responses_message_item(q->item_id, text, 1));
+		cJSON_AddItemToObject(o, "item", msg ? gh_responses_message_item(q->item_id, text, 1)
+						     : gh_responses_reasoning_item(q->item_id, text, 1));
 		ev_send(q, o);
 	}
-	cJSON_AddItemToArray(q->output, gh_responses_message_item(q->item_id, text, 1));
+	cJSON_AddItemToArray(q->output, msg ? gh_responses_message_item(q->item_id, text, 1)
+					    : gh_responses_reasoning_item(q->item_id, text, 1));
 	gh_buf_reset(&q->item_text);
 }
 
@@ -243,7 +267,7 @@ static void add_message(struct rsp *q, const char *text)
 	if (!text || !*text)
 		return;
 	item_close(q);
-	item_text(q, text, strlen(text));
+	item_text(q, ITEM_MESSAGE, text, strlen(text));
 	item_close(q);
 }
 
@@ -304,8 +328,8 @@ static int sink_tick(void *ud)
 	return gh_http_stream_tick(&q->hs);
 }
 
-/* The engine's events: text goes out as it comes, a step after a tool
- * round starts a new message item, tool rounds stay inside. */
+/* The engine's events: text and reasoning go out as they come, a step
+ * after a tool round starts new items, tool rounds stay inside. */
 static int sink_event(void *ud, const struct gh_run_event *ev)
 {
 	struct rsp *q = ud;
@@ -317,7 +341,11 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
 		gh_strlcpy(q->run_id, ev->run_id, sizeof(q->run_id));
 	switch (ev->kind) {
 	case GH_EV_TEXT_DELTA:
-		item_text(q, ev->text, ev->len);
+		item_text(q, ITEM_MESSAGE, ev->text, ev->len);
+		break;
+	case GH_EV_REASONING_DELTA:
+		/* shown as the reasoning's summary; a signature alone adds nothing */
+		item_text(q, ITEM_REASONING, ev->text, ev->len);
 		break;
 	case GH_EV_STEP_START:
 		item_close(q);

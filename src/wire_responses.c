@@ -495,6 +495,32 @@ cJSON *gh_responses_message_item(const char *id, const char *text, int done)
 	return o;
 }
 
+cJSON *gh_responses_summary_part(const char *text)
+{
+	cJSON *p = cJSON_CreateObject();
+
+	if (!p)
+		return NULL;
+	cJSON_AddStringToObject(p, "type", "summary_text");
+	cJSON_AddStringToObject(p, "text", text ? text : "");
+	return p;
+}
+
+cJSON *gh_responses_reasoning_item(const char *id, const char *text, int done)
+{
+	cJSON *o = cJSON_CreateObject(), *sum;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "type", "reasoning");
+	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
+	sum = cJSON_AddArrayToObject(o, "summary");
+	if (done && sum)
+		cJSON_AddItemToArray(sum, gh_responses_summary_part(text));
+	return o;
+}
+
 /* The name the client declared for a (normalised) client tool name. */
 static const char *client_name(const cJSON *client_defs, const char *name)
 {

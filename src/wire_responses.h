@@ -75,6 +75,11 @@ cJSON *gh_responses_text_part(const char *text);
 /* A message item; with done, status "completed" and the text as its one
  * part, else "in_progress" and no parts. */
 cJSON *gh_responses_message_item(const char *id, const char *text, int done);
+/* A reasoning item: the model's reasoning as its one summary part (with
+ * done; none before), status like a message's. */
+cJSON *gh_responses_reasoning_item(const char *id, const char *text, int done);
+/* {type:"summary_text", text} */
+cJSON *gh_responses_summary_part(const char *text);
 /* A function_call item for a client call {toolCallId, toolName, args},
  * named as the client declared it; arguments "" unless done. */
 cJSON *gh_responses_call_item(const char *id, const cJSON *call, const cJSON *client_defs,

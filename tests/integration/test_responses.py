@@ -128,6 +128,47 @@ class ResponsesTest(GatewayTest):
         self.assertIn("get_weather", offered)
         self.assertIn("memory_save", offered)
 
+    def test_reasoning_streams_as_a_reasoning_item(self):
+        # an Anthropic model that thinks before it answers
+        self.start(agents={"assistant": dict(agent(self.model()), provider="fake_anthropic")})
+        events = [
+            ("message_start", {"type": "message_start", "message": {
+                "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "model": self.m, "stop_reason": None,
+                "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "thinking", "thinking": "",
+                                                       "signature": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "thinking_delta",
+                                               "thinking": "Let me think."}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "signature_delta", "signature": "c2ln"}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("content_block_start", {"type": "content_block_start", "index": 1,
+                                     "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 1,
+                                     "delta": {"type": "text_delta", "text": "Answer."}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "usage": {"output_tokens": 3}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        raw = "".join("event: %s\ndata: %s\n\n" % (n, json.dumps(d)) for n, d in events)
+        self.fake.script(self.m, {"body": raw, "content_type": "text/event-stream"})
+        st, _, evs, _, _ = self.stream({"model": "assistant", "input": "think"})
+        self.assertEqual(st, 200, evs)
+        types = [e["type"] for e in evs]
+        self.assertEqual(types[2:7], [
+            "response.output_item.added", "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done"])
+        out = evs[-1]["response"]["output"]
+        self.assertEqual([o["type"] for o in out], ["reasoning", "message"])
+        self.assertEqual(out[0]["summary"], [{"type": "summary_text", "text": "Let me think."}])
+        self.assertEqual(out[1]["content"][0]["text"], "Answer.")
+
     # ------------------------------------------------------------ the gate
 
     def test_a_refused_call_never_reaches_the_client(self):
