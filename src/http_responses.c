@@ -45,6 +45,8 @@
 #include "wire_responses.h"
 
 #define TEXT_MAX (16u << 20)        /* text one message item carries */
+#define CONV_MAX (8u << 20)         /* a stored conversation, as JSON text, before
+				     * this request's output */
 #define HEADERS_MAX 1024
 
 /* The kinds of item written piece by piece. */
@@ -500,6 +502,19 @@ static enum gh_code parse_request(struct rsp *q, struct gh_err *e)
 					    q->req.instructions, &q->conv, &q->messages,
 					    &continuation, e)) != GH_OK)
 		return rc;
+	if (q->req.store) {
+		/* each stored response keeps its whole conversation: bounded */
+		char *t = gh_json_dump(q->conv);
+		size_t n = t ? strlen(t) : 0;
+
+		free(t);
+		if (!t)
+			return gh_err_set(e, GH_E_NOMEM, "out of memory");
+		if (n > CONV_MAX)
+			return gh_err_set(e, GH_E_TOOBIG, "the conversation (%zu bytes) is larger "
+					  "than gatehouse stores (%u bytes); continue it with "
+					  "\"store\": false, resending it whole", n, CONV_MAX);
+	}
 	/* a continuation goes on in its run; anything else is a new one without
 	 * a thread: the conversation is the client's (or its stored chain) */
 	q->rq.stateless = !continuation;

@@ -247,6 +247,15 @@ class ResponsesTest(GatewayTest):
         st, _, _ = self.gw.get("/v1/responses/" + two["id"], key=self.key)
         self.assertEqual(st, 404)
 
+    def test_a_stored_conversation_is_bounded(self):
+        self.start(server={"max_body_bytes": 10 << 20})
+        big = "x" * (8 << 20)
+        st, body, _ = self.create({"model": "assistant", "input": big})
+        self.assertEqual(st, 413, body)
+        self.assertIn('continue it with "store": false', body["error"]["message"])
+        self.assertEqual(self.sent(), [], "refused before the model")
+        self.assertEqual(self.gw.query("SELECT id FROM responses"), [])
+
     # ------------------------------------------------------------ approvals
 
     def approval_start(self, wait_ms, heartbeat_ms=1000):
