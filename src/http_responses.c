@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "buf.h"
 #include "http.h"
 #include "json.h"
@@ -421,6 +422,36 @@ static int wait_gone(void *ud)
 	return q->req.stream ? gh_http_stream_tick(&q->hs) : gh_http_client_gone(q->r);
 }
 
+/* Where a run stands after a wait for a decision (wait_rc: GH_OK settled,
+ * GH_E_TIMEOUT still pending), for the answer. */
+static enum gh_code settled(struct rsp *q, const struct gh_run_view *v, enum gh_code wait_rc,
+			    enum gh_run_finish *finish, struct gh_run_usage *usage,
+			    struct gh_err *e)
+{
+	if (wait_rc == GH_E_TIMEOUT) {
+		pending_note(q, v);
+		return GH_OK;
+	}
+	*usage = v->usage;
+	if (v->status == GH_RUN_COMPLETED) {
+		add_message(q, v->text);
+		*finish = v->finish;
+	} else if (v->status == GH_RUN_WAITING) {
+		cJSON *calls = gh_run_view_pending_json(v), *c;
+
+		cJSON_ArrayForEach(c, calls)
+			add_call(q, c);
+		cJSON_Delete(calls);
+	} else if (v->status == GH_RUN_SUSPENDED) {
+		pending_note(q, v);
+	} else {
+		return gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v->id,
+				  gh_run_status_name(v->status),
+				  v->error ? v->error : "no reason recorded");
+	}
+	return GH_OK;
+}
+
 /* The run is suspended on approvals: wait (bounded by
  * server.approval_wait_ms) for the decision, which the background resumer
  * carries out, then answer with where the run got to. */
@@ -433,32 +464,49 @@ static enum gh_code await_approval(struct rsp *q, const struct gh_run_result *re
 
 	rc = gh_run_wait(q->r->app, q->r->who.key.owner, res->run_id, GH_UNTIL_SETTLED,
 			 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &v, e);
-	if (rc == GH_E_TIMEOUT) {
+	if (rc == GH_OK || rc == GH_E_TIMEOUT) {
 		gh_err_clear(e);
-		pending_note(q, &v);
-		gh_run_view_clear(&v);
-		return GH_OK;
-	}
-	if (rc != GH_OK) {
-		gh_run_view_clear(&v);
-		return rc;
-	}
-	*usage = v.usage;
-	if (v.status == GH_RUN_COMPLETED) {
-		add_message(q, v.text);
-		*finish = v.finish;
-	} else if (v.status == GH_RUN_WAITING) {
-		cJSON *calls = gh_run_view_pending_json(&v), *c;
-
-		cJSON_ArrayForEach(c, calls)
-			add_call(q, c);
-		cJSON_Delete(calls);
-	} else {
-		rc = gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v.id,
-				gh_run_status_name(v.status),
-				v.error ? v.error : "no reason recorded");
+		rc = settled(q, &v, rc, finish, usage, e);
 	}
 	gh_run_view_clear(&v);
+	return rc;
+}
+
+/* The input ends with the client's decision on an approval: it is
+ * recorded, and the run goes on here (the caller may decide it) or, when
+ * an admin must, the answer waits for the run like any approval. *res is
+ * the continuation's result when it ran here (*ran = 1). */
+static enum gh_code answer_approval(struct rsp *q, struct gh_run_result *res, int *ran,
+				    enum gh_run_finish *finish, struct gh_run_usage *usage,
+				    struct gh_err *e)
+{
+	struct gh_tool_answer ta;
+	struct gh_answer_out out;
+	enum gh_code rc;
+
+	memset(&ta, 0, sizeof(ta));
+	ta.approval_id = q->req.approval_id;
+	ta.approve = q->req.approve;
+	ta.reason = q->req.approval_reason;
+	ta.mode = GH_ANSWER_CONTINUE;
+	ta.wait_ms = q->r->app->cfg->server.approval_wait_ms;
+	ta.gone = wait_gone;
+	ta.ud = q;
+	*ran = 0;
+	rc = gh_answer_tool_call(q->r->app, &q->r->who, &ta, &q->sink, &out, e);
+	if (out.approval.run_id[0])
+		gh_strlcpy(q->run_id, out.approval.run_id, sizeof(q->run_id));
+	if (rc == GH_OK && out.continued) {
+		*res = out.result;
+		memset(&out.result, 0, sizeof(out.result));
+		*ran = 1;
+	} else if (rc == GH_OK && out.waited && out.wait_rc == GH_E_CANCELLED) {
+		rc = gh_err_set(e, GH_E_CANCELLED, "the client left");
+	} else if (rc == GH_OK && out.waited) {
+		rc = settled(q, &out.view, out.wait_rc == GH_E_TIMEOUT ? GH_E_TIMEOUT : GH_OK,
+			     finish, usage, e);
+	}
+	gh_answer_out_clear(&out);
 	return rc;
 }
 
@@ -601,6 +649,8 @@ static void create(struct gh_req *r)
 	enum gh_run_finish finish;
 	const char *incomplete;
 	struct gh_err e;
+	enum gh_code rc;
+	int ran;
 	cJSON *obj = NULL, *c;
 
 	memset(&q, 0, sizeof(q));
@@ -631,22 +681,30 @@ static void create(struct gh_req *r)
 	q.sink.ud = &q;
 	if (q.req.stream)
 		gh_http_stream_wake(r, &q.sink.wake_fd, &q.sink.tick_ms);
-	if (gh_run_generate(r->app, &q.rq, &q.sink, &res, &e) != GH_OK) {
+	usage = (struct gh_run_usage){0, 0};
+	finish = GH_RUN_FINISH_STOP;
+	ran = 1;
+	if (q.req.approval_id)
+		rc = answer_approval(&q, &res, &ran, &finish, &usage, &e);
+	else
+		rc = gh_run_generate(r->app, &q.rq, &q.sink, &res, &e);
+	if (rc != GH_OK) {
 		fail(&q, &e);
 		goto out;
 	}
-	gh_strlcpy(q.run_id, res.run_id, sizeof(q.run_id));
 	item_close(&q);
-	usage = res.usage;
-	finish = res.finish;
-	if (res.status == GH_RUN_SUSPENDED) {
-		if (await_approval(&q, &res, &finish, &usage, &e) != GH_OK) {
+	/* a decision waited for has its answer already: where the run got to */
+	if (ran) {
+		gh_strlcpy(q.run_id, res.run_id, sizeof(q.run_id));
+		usage = res.usage;
+		finish = res.finish;
+		if (res.status != GH_RUN_SUSPENDED) {
+			cJSON_ArrayForEach(c, res.pending)
+				add_call(&q, c);
+		} else if (await_approval(&q, &res, &finish, &usage, &e) != GH_OK) {
 			fail(&q, &e);
 			goto out;
 		}
-	} else {
-		cJSON_ArrayForEach(c, res.pending)
-			add_call(&q, c);
 	}
 	item_close(&q);
 	incomplete = incomplete_reason(finish);

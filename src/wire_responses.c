@@ -254,10 +254,19 @@ enum gh_code gh_responses_items(const cJSON *items, const char *where, cJSON *ou
 			rc = output_item(it, where, i, out, e);
 		else if (!strcmp(type, "reasoning") || !strcmp(type, "mcp_approval_request"))
 			; /* read, not passed on: no provider here carries them */
+		else if (!strcmp(type, "mcp_approval_response")) {
+			/* a decision: acted on by the surface when it ends the input */
+			if (!gh_json_str(it, "approval_request_id") ||
+			    !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(it, "approve")))
+				rc = gh_err_set(e, GH_E_BADREQ, "%s[%d]: an mcp_approval_response "
+						"needs approval_request_id and approve (true or false)",
+						where, i);
+		}
 		else
 			rc = gh_err_set(e, GH_E_BADREQ, "%s[%d].type: \"%s\" items are not "
 					"supported (message, function_call, "
-					"function_call_output and reasoning are)", where, i, type);
+					"function_call_output, reasoning and "
+					"mcp_approval_response are)", where, i, type);
 		if (rc != GH_OK)
 			return rc;
 		i++;
@@ -325,7 +334,7 @@ static enum gh_code function_tools(const cJSON *tools, struct gh_responses_req *
 enum gh_code gh_responses_parse(const cJSON *body, struct gh_responses_req *out,
 				struct gh_err *e)
 {
-	const cJSON *v;
+	const cJSON *v, *last;
 	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
@@ -405,6 +414,13 @@ enum gh_code gh_responses_parse(const cJSON *body, struct gh_responses_req *out,
 		return gh_err_set(e, GH_E_BADREQ, "input: required, a string or an array of items");
 	if ((rc = gh_responses_items(v, "input", out->input, e)) != GH_OK)
 		return rc;
+	last = cJSON_GetArrayItem(v, cJSON_GetArraySize(v) - 1);
+	if (!strcmp(str_or(last, "type", ""), "mcp_approval_response")) {
+		out->approval_id = gh_json_str(last, "approval_request_id");
+		out->approve = gh_json_bool(last, "approve", 0);
+		out->approval_reason = gh_json_str(last, "reason");
+		return GH_OK;
+	}
 	if (cJSON_GetArraySize(out->input) == 0 && !out->previous_id)
 		return gh_err_set(e, GH_E_BADREQ, "input: holds no message or function call "
 				  "output");

@@ -9,7 +9,9 @@
  * function_call items a tool-call part of the assistant message before
  * them, function_call_output a role "tool" result. reasoning and
  * mcp_approval_request items are read and not passed on (the providers
- * gatehouse speaks to carry no such items). Tools of types other than
+ * gatehouse speaks to carry no such items); an mcp_approval_response
+ * that ends the input is the client's decision on that approval (earlier
+ * ones are history). Tools of types other than
  * "function" (hosted tools, namespaces, custom tools) are not run by
  * gatehouse: they are left out and named in the parsed request, so the
  * surface can log them.
@@ -42,6 +44,10 @@ struct gh_responses_req {
 	cJSON *client_defs;            /* owned: the function tools (none with
 					* tool_choice "none") */
 	cJSON *input;                  /* owned: the input items as CoreMessages */
+	/* the input ends with an mcp_approval_response: its decision */
+	const char *approval_id;       /* approval_request_id, or NULL */
+	int approve;
+	const char *approval_reason;   /* "reason", or NULL */
 	char skipped[GH_RESPONSES_SKIPPED_MAX]; /* tool types not run, comma separated */
 };
 

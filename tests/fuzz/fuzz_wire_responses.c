@@ -112,6 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		CHECK(q.model && *q.model);
 		check_core(q.input);
+		if (q.approval_id) {
+			const cJSON *in = cJSON_GetObjectItemCaseSensitive(body, "input");
+
+			CHECK(!strcmp(gh_json_str(cJSON_GetArrayItem(in, cJSON_GetArraySize(in) - 1),
+						  "type"), "mcp_approval_response"));
+		}
 		cJSON_ArrayForEach(d, q.client_defs) {
 			const char *name = gh_json_str(d, "name");
 

@@ -317,6 +317,75 @@ class ResponsesTest(GatewayTest):
                                                                        {"to": "bob"}))
         self.assertNotIn("x-gatehouse-approval", h)
 
+    def test_mcp_approval_response_decides_a_callers_approval(self):
+        pol = {"default": {"agents": ["*"], "tools": {"allow": ["*"]},
+                           "client_tools": {"allow": ["*"]},
+                           "approval": {"require": ["send_*"], "approver": "caller"}},
+               "strict": {"agents": ["*"], "tools": {"allow": ["*"]},
+                          "client_tools": {"allow": ["*"]},
+                          "approval": {"require": ["send_*"], "approver": "admin"}}}
+        self.start(policies=pol, server={"approval_wait_ms": 200})
+        self.fake.script(self.m, {"tool_calls": [
+            {"name": "send_email", "arguments": {"to": "bob"}}]})
+        st, one, _ = self.create({"model": "assistant", "input": "mail bob", "tools": [EMAIL]})
+        self.assertEqual(st, 200, one)
+        [req] = [o for o in one["output"] if o["type"] == "mcp_approval_request"]
+        # approved with the API's own item: the call is handed out at once
+        st, two, h = self.create({"model": "assistant", "previous_response_id": one["id"],
+                                  "tools": [EMAIL], "input": [
+                                      {"type": "mcp_approval_response",
+                                       "approval_request_id": req["id"], "approve": True}]})
+        self.assertEqual(st, 200, two)
+        [call] = [o for o in two["output"] if o["type"] == "function_call"]
+        self.assertEqual((call["name"], json.loads(call["arguments"])),
+                         ("send_email", {"to": "bob"}))
+        [ap] = self.gw.query("SELECT status, decided_by FROM approvals WHERE id = ?", req["id"])
+        self.assertEqual(ap["status"], "approved")
+        self.assertIn("key:", ap["decided_by"])
+        # a second decision is refused
+        st, b, _ = self.create({"model": "assistant", "input": [
+            {"type": "mcp_approval_response", "approval_request_id": req["id"],
+             "approve": False}]})
+        self.assertEqual(st, 409, b)
+
+        # declined, with a reason: the model is told and answers
+        self.fake.script(self.m, {"tool_calls": [
+            {"name": "send_email", "arguments": {"to": "eve"}}]}, {"text": "Not sent."})
+        st, one, _ = self.create({"model": "assistant", "input": "mail eve", "tools": [EMAIL],
+                                  "store": False})
+        [req] = [o for o in one["output"] if o["type"] == "mcp_approval_request"]
+        st, two, _ = self.create({"model": "assistant", "store": False, "input": [
+            {"role": "user", "content": "mail eve"},
+            {"type": "mcp_approval_response", "approval_request_id": req["id"],
+             "approve": False, "reason": "not eve"}]})
+        self.assertEqual(st, 200, two)
+        self.assertEqual(two["output"][-1]["content"][0]["text"], "Not sent.")
+        told = [m for m in self.sent()[-1]["messages"] if m["role"] == "tool"][-1]
+        self.assertIn("not eve", told["content"])
+
+        # an admin's approval is not the caller's to decide: the answer waits for
+        # the admin as any, and says it still waits
+        strict = self.gw.create_key("carol", owner="carol", policy="strict")
+        self.fake.script(self.m, {"tool_calls": [
+            {"name": "send_email", "arguments": {"to": "dan"}}]})
+        st, one, _ = self.create({"model": "assistant", "input": "mail dan", "tools": [EMAIL]},
+                                 key=strict)
+        [req] = [o for o in one["output"] if o["type"] == "mcp_approval_request"]
+        st, b, _ = self.create({"model": "assistant", "input": [
+            {"type": "mcp_approval_response", "approval_request_id": req["id"],
+             "approve": True}]}, key=strict)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([o["id"] for o in b["output"] if o["type"] == "mcp_approval_request"],
+                         [req["id"]])
+        self.assertIn("needs an admin's approval", b["output"][-1]["content"][0]["text"])
+        [ap] = self.gw.query("SELECT status FROM approvals WHERE id = ?", req["id"])
+        self.assertEqual(ap["status"], "pending")
+        # nor another owner's, which it cannot even see
+        st, b, _ = self.create({"model": "assistant", "input": [
+            {"type": "mcp_approval_response", "approval_request_id": req["id"],
+             "approve": True}]})
+        self.assertEqual(st, 404, b)
+
     # ------------------------------------------------------------ errors
 
     def test_errors_in_openais_shape(self):

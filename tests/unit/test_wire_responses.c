@@ -140,6 +140,43 @@ static void test_refusals_name_the_field(void)
 	}
 }
 
+static void test_approval_response(void)
+{
+	cJSON *body = parse("{\"model\":\"a\",\"input\":["
+			    "{\"type\":\"mcp_approval_response\",\"approval_request_id\":\"apr_0\","
+			    "\"approve\":false},{\"role\":\"user\",\"content\":\"x\"},"
+			    "{\"type\":\"mcp_approval_response\",\"approval_request_id\":\"apr_1\","
+			    "\"approve\":true,\"reason\":\"fine\"}]}");
+	struct gh_responses_req q;
+	struct gh_err e;
+
+	/* the last one decides; earlier ones are history, passed on as nothing */
+	T_EQ_INT(gh_responses_parse(body, &q, &e), GH_OK);
+	T_EQ_STR(q.approval_id, "apr_1");
+	T_EQ_INT(q.approve, 1);
+	T_EQ_STR(q.approval_reason, "fine");
+	T_EQ_INT(cJSON_GetArraySize(q.input), 1);
+	gh_responses_req_free(&q);
+	cJSON_Delete(body);
+
+	body = parse("{\"model\":\"a\",\"input\":[{\"role\":\"user\",\"content\":\"x\"},"
+		     "{\"type\":\"mcp_approval_response\",\"approval_request_id\":\"apr_1\"}]}");
+	T_EQ_INT(gh_responses_parse(body, &q, &e), GH_E_BADREQ);
+	T_CONTAINS(e.msg, "input[1]: an mcp_approval_response needs approval_request_id and "
+			  "approve");
+	gh_responses_req_free(&q);
+	cJSON_Delete(body);
+
+	/* not at the end: no decision */
+	body = parse("{\"model\":\"a\",\"input\":[{\"type\":\"mcp_approval_response\","
+		     "\"approval_request_id\":\"apr_1\",\"approve\":true},"
+		     "{\"role\":\"user\",\"content\":\"x\"}]}");
+	T_EQ_INT(gh_responses_parse(body, &q, &e), GH_OK);
+	T_ASSERT(q.approval_id == NULL);
+	gh_responses_req_free(&q);
+	cJSON_Delete(body);
+}
+
 static void test_conversation(void)
 {
 	cJSON *prev = parse("[{\"role\":\"user\",\"content\":\"hi\"},"
@@ -221,5 +258,5 @@ static void test_answer_shapes(void)
 	cJSON_Delete(defs);
 }
 
-T_MAIN(T(test_input_items), T(test_tools), T(test_refusals_name_the_field), T(test_conversation),
-       T(test_answer_shapes))
+T_MAIN(T(test_input_items), T(test_tools), T(test_refusals_name_the_field),
+       T(test_approval_response), T(test_conversation), T(test_answer_shapes))
