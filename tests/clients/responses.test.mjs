@@ -16,6 +16,7 @@ let fake;
 let gw;
 let client;
 let other;
+let caller;           // a key whose policy lets it decide its own approvals
 const MODELS = ['rsp-plain', 'rsp-stream', 'rsp-tools', 'rsp-tools-stream', 'rsp-resend',
   'rsp-approval', 'rsp-hidden'];
 
@@ -50,11 +51,15 @@ before(async () => {
       default: { agents: MODELS.filter((m) => m !== 'rsp-hidden'), tools: { allow: ['*'] },
         client_tools: { allow: ['*'] },
         approval: { require: ['send_*'], approver: 'admin' } },
+      self: { agents: ['rsp-approval'], client_tools: { allow: ['*'] },
+        approval: { require: ['send_*'], approver: 'caller' } },
     },
   }));
   client = new OpenAI({ apiKey: gw.createKey('node', { owner: 'node' }),
     baseURL: `${gw.url}/v1`, maxRetries: 0 });
   other = new OpenAI({ apiKey: gw.createKey('other', { owner: 'other' }),
+    baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  caller = new OpenAI({ apiKey: gw.createKey('self', { owner: 'self', policy: 'self' }),
     baseURL: `${gw.url}/v1`, maxRetries: 0 });
 });
 
@@ -223,6 +228,21 @@ test('a call held for approval: an mcp_approval_request item and a message namin
     assert.match(r.output_text, new RegExp(`Waiting for approval ${req.id}`));
     assert.equal(r.output.filter((o) => o.type === 'function_call').length, 0);
   });
+
+test('an mcp_approval_response item decides the caller\'s own approval', async () => {
+  await fake.script('rsp-approval',
+    { tool_calls: [{ name: 'send_email', arguments: { to: 'ann@example.com' } }] });
+  const r = await caller.responses.create({ model: 'rsp-approval', input: 'Mail Ann.',
+    tools: [emailTool] });
+  const req = r.output.find((o) => o.type === 'mcp_approval_request');
+  assert.match(r.output_text, /needs your approval/);
+  const next = await caller.responses.create({ model: 'rsp-approval', tools: [emailTool],
+    previous_response_id: r.id,
+    input: [{ type: 'mcp_approval_response', approval_request_id: req.id, approve: true }] });
+  const call = next.output.find((o) => o.type === 'function_call');
+  assert.equal(call.name, 'send_email');
+  assert.deepEqual(JSON.parse(call.arguments), { to: 'ann@example.com' });
+});
 
 test('errors: the SDK error classes, with OpenAI error bodies', async () => {
   await assert.rejects(client.responses.create({ model: 'no-such-agent', input: 'x' }), (e) => {
