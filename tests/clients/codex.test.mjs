@@ -13,7 +13,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,9 +58,11 @@ after(async () => {
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
-// One `codex exec` in a fresh working directory; returns its output and
-// the directory (the caller removes it).
-function codexExec(model, apiKey, prompt) {
+// One `codex exec` in a fresh working directory; resolves to its exit
+// status, its output and the directory (the caller removes it). Not
+// spawnSync: the event loop must stay free meanwhile, or the fake's control
+// connection, closed while idle, is only noticed when it is reused.
+async function codexExec(model, apiKey, prompt) {
   writeFileSync(join(home, 'config.toml'), [
     `model = "${model}"`,
     'model_provider = "gatehouse"',
@@ -72,14 +74,21 @@ function codexExec(model, apiKey, prompt) {
     '',
   ].join('\n'));
   const work = mkdtempSync(join(tmpdir(), 'gh-codex-work-'));
-  const p = spawnSync(process.execPath, [CODEX, 'exec', '--skip-git-repo-check',
+  const p = spawn(process.execPath, [CODEX, 'exec', '--skip-git-repo-check',
     '--sandbox', 'workspace-write', prompt], {
-    cwd: work, encoding: 'utf8', timeout: 120000,
+    cwd: work, stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CODEX_HOME: home, HOME: home, GATEHOUSE_KEY: apiKey,
       RUST_LOG: 'error', NO_COLOR: '1' },
   });
-  assert.equal(p.error, undefined, String(p.error));
-  return { status: p.status, out: `${p.stdout}\n${p.stderr}`, work };
+  let out = '';
+  p.stdout.on('data', (d) => { out += d; });
+  p.stderr.on('data', (d) => { out += d; });
+  const timer = setTimeout(() => p.kill('SIGKILL'), 120000);
+  const status = await new Promise((resolve, reject) => {
+    p.once('error', reject);
+    p.once('close', (code) => resolve(code));
+  }).finally(() => clearTimeout(timer));
+  return { status, out, work };
 }
 
 function auditRows(run) {
@@ -90,7 +99,7 @@ function auditRows(run) {
 
 test('codex exec: discover the shell tool Codex declares', async (t) => {
   const before = (await fake.requests('cx')).length;
-  const r = codexExec('codex-agent', key, 'Say hello.');
+  const r = await codexExec('codex-agent', key, 'Say hello.');
   rmSync(r.work, { recursive: true, force: true });
   assert.equal(r.status, 0, r.out);
   assert.match(r.out, /echo: Say hello\./);
@@ -117,7 +126,7 @@ test('codex exec: the allowed command runs, the refused one never reaches Codex'
       { tool_calls: [call('call_up_2', 'denied.txt')] },
       { text: 'One file made, the other refused.' });
     const before = (await fake.requests('cx')).length;
-    const r = codexExec('codex-agent', key, 'Make two files.');
+    const r = await codexExec('codex-agent', key, 'Make two files.');
     try {
       assert.equal(r.status, 0, r.out);
       assert.ok(existsSync(join(r.work, 'allowed.txt')), r.out);
@@ -151,7 +160,7 @@ test('codex exec: a command held for approval does not run; Codex shows the appr
     assert.ok(shell, 'discovered by the test before');
     await fake.script('cx-held',
       { tool_calls: [{ name: shell.name, arguments: { [shell.arg]: 'touch held.txt' } }] });
-    const r = codexExec('codex-held', heldKey, 'Make a file.');
+    const r = await codexExec('codex-held', heldKey, 'Make a file.');
     try {
       assert.equal(r.status, 0, r.out);
       assert.ok(!existsSync(join(r.work, 'held.txt')), r.out);
