@@ -63,8 +63,8 @@ static const struct gh_route routes_core[] = {
 static const struct gh_route *const route_tables[] = {
 	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
-	gh_routes_openai,  gh_routes_a2a,    gh_routes_a2a_cards, gh_routes_mcp_servers,
-	gh_routes_mcp,
+	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
+	gh_routes_mcp_servers, gh_routes_mcp,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -192,6 +192,19 @@ void gh_http_json(struct gh_req *r, int status, const cJSON *body)
 	free(s);
 }
 
+/* OpenAI's error type for a status. */
+static const char *openai_error_type(int status)
+{
+	switch (status) {
+	case 401: return "authentication_error";
+	case 403: return "permission_error";
+	case 404: return "not_found_error";
+	case 409: return "conflict_error";
+	case 429: return "rate_limit_error";
+	}
+	return status >= 500 ? "server_error" : "invalid_request_error";
+}
+
 void gh_http_error(struct gh_req *r, const struct gh_err *e)
 {
 	cJSON *o = cJSON_CreateObject(), *err;
@@ -213,6 +226,9 @@ void gh_http_error(struct gh_req *r, const struct gh_err *e)
 	cJSON_AddStringToObject(err, "code", gh_code_name(e->code));
 	cJSON_AddStringToObject(err, "message", e->msg);
 	cJSON_AddStringToObject(err, "requestId", r->id);
+	/* with these two, also the error shape of OpenAI's API */
+	cJSON_AddStringToObject(err, "type", openai_error_type(status));
+	cJSON_AddNullToObject(err, "param");
 	if (status >= 500)
 		gh_warn("%s %s %s: %d %s", r->id, r->method, r->path, status, e->msg);
 	gh_http_json(r, status, o);

@@ -666,9 +666,17 @@ static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
 		const struct gh_embedded *found = NULL;
 		char ins[320];
 
-		for (m = gh_embedded_migrations; m->name; m++)
-			if (migration_version(m->name) == v)
-				found = m;
+		for (m = gh_embedded_migrations; m->name; m++) {
+			if (migration_version(m->name) != v)
+				continue;
+			if (found) {
+				/* two branches each took the next number */
+				rc = gh_err_set(e, GH_E_INTERNAL, "migrations %s and %s have the "
+						"same version", found->name, m->name);
+				goto out;
+			}
+			found = m;
+		}
 		if (!found) {
 			rc = gh_err_set(e, GH_E_INTERNAL, "migration %04d is missing from the build",
 					v);

@@ -1,0 +1,124 @@
+/*
+ * store_responses.c - stored Responses API responses; see
+ * store_responses.h. Writes go through the writer thread (store_write),
+ * reads through the reader pool, as in store.c.
+ */
+#include "store_int.h"
+#include "store_responses.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+void gh_stored_response_clear(struct gh_stored_response *r)
+{
+	if (!r)
+		return;
+	cJSON_Delete(r->body);
+	cJSON_Delete(r->conversation);
+	memset(r, 0, sizeof(*r));
+}
+
+struct insert_arg {
+	const struct gh_stored_response *r;
+	const char *body;
+	const char *conversation;
+};
+
+static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	const struct insert_arg *a = arg;
+	const struct gh_stored_response *r = a->r;
+	sqlite3_stmt *st = store_stmt(w, "INSERT INTO responses (id, owner, key_id, agent_id, "
+					 "run_id, previous_id, body, conversation, created_at) "
+					 "VALUES (?,?,?,?,?,?,?,?,?)", e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_text(st, 1, r->id);
+	store_bind_text(st, 2, r->owner);
+	store_bind_text(st, 3, r->key_id);
+	store_bind_text(st, 4, r->agent_id);
+	store_bind_text(st, 5, r->run_id);
+	store_bind_text(st, 6, r->previous_id[0] ? r->previous_id : NULL);
+	store_bind_text(st, 7, a->body);
+	store_bind_text(st, 8, a->conversation);
+	sqlite3_bind_int64(st, 9, r->created_at);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		enum gh_code rc = store_fail(w, "saving a response", e);
+
+		if (rc == GH_E_CONFLICT)
+			gh_err_set(e, GH_E_CONFLICT, "response %s already exists", r->id);
+		return rc;
+	}
+	return GH_OK;
+}
+
+enum gh_code gh_store_response_insert(struct gh_store *s, const struct gh_stored_response *r,
+				      struct gh_err *e)
+{
+	struct insert_arg a = {r, NULL, NULL};
+	char *body = NULL, *conv = NULL;
+	enum gh_code rc;
+
+	if (!cJSON_IsObject(r->body) || !cJSON_IsArray(r->conversation))
+		return gh_err_set(e, GH_E_INTERNAL, "response %s: body must be an object and "
+				  "conversation an array", r->id);
+	body = gh_json_dump(r->body);
+	conv = gh_json_dump(r->conversation);
+	if (!body || !conv) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	a.body = body;
+	a.conversation = conv;
+	rc = store_write(s, insert_job, &a, e);
+out:
+	free(body);
+	free(conv);
+	return rc;
+}
+
+enum gh_code gh_store_response_get(struct gh_store *s, const char *key_id, const char *id,
+				   struct gh_stored_response *out, struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT id, owner, key_id, agent_id, run_id, "
+					 "previous_id, body, conversation, created_at "
+					 "FROM responses WHERE id = ? AND key_id = ?", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	memset(out, 0, sizeof(*out));
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, key_id);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		store_col_copy(st, 0, out->id, sizeof(out->id));
+		store_col_copy(st, 1, out->owner, sizeof(out->owner));
+		store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
+		store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
+		store_col_copy(st, 4, out->run_id, sizeof(out->run_id));
+		store_col_copy(st, 5, out->previous_id, sizeof(out->previous_id));
+		out->body = store_col_json(st, 6);
+		out->conversation = store_col_json(st, 7);
+		out->created_at = sqlite3_column_int64(st, 8);
+		if (!cJSON_IsObject(out->body) || !cJSON_IsArray(out->conversation)) {
+			gh_stored_response_clear(out);
+			rc = gh_err_set(e, GH_E_IO, "database: response %s is damaged", id);
+		}
+	} else if (src == SQLITE_DONE) {
+		rc = gh_err_set(e, GH_E_NOTFOUND, "response %s not found", id);
+	} else {
+		rc = store_fail(c, "reading a response", e);
+	}
+	store_reader_put(s, c);
+	return rc;
+}
