@@ -780,6 +780,8 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 		 NULL},
 		{"max_tokens", F_INT, offsetof(struct gh_agent_conf, max_tokens), 0, 0, 1000000, 0,
 		 NULL},
+		{"models", F_LIST, offsetof(struct gh_agent_conf, models), 0, 0, 0, 0, NULL},
+		{"passthrough", F_BOOL, offsetof(struct gh_agent_conf, passthrough), 0, 0, 0, 0, NULL},
 	};
 	static const struct field mf[] = {
 		{"enabled", F_BOOL, offsetof(struct gh_agent_conf, memory_enabled), 0, 0, 0, 0, NULL},
@@ -806,6 +808,17 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 		rc = fail(c, "no provider named \"%s\" in $.providers", a->provider);
 		pop(c, n);
 		return rc;
+	}
+	if (a->passthrough && a->instructions && *a->instructions) {
+		n = push(c, "instructions");
+		rc = fail(c, "a passthrough agent adds no instructions of its own");
+		pop(c, n);
+		return rc;
+	}
+	if (!a->model && a->passthrough && a->prov->type != GH_PROVIDER_MOCK) {
+		/* the model the client asks for */
+		if (!(a->model = strdup("")))
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
 	}
 	if (!a->model) {
 		if (a->prov->type != GH_PROVIDER_MOCK) {
@@ -1431,6 +1444,7 @@ void gh_config_free(struct gh_config *c)
 		free(a->instructions);
 		free_list(&a->tools);
 		free_list(&a->require_approval);
+		free_list(&a->models);
 	}
 	free(c->agents);
 	free(c->default_agent);

@@ -100,6 +100,8 @@ struct gh_agent_conf {
 	int has_temperature;
 	double temperature;
 	int64_t max_tokens;          /* 0 = provider default */
+	struct gh_strlist models;    /* model-name globs it answers to on /v1/messages */
+	int passthrough;             /* adds no instructions; model unset: the client's */
 };
 
 struct gh_tool_limit {

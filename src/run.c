@@ -40,6 +40,7 @@ struct run {
 	const struct gh_policy_conf *policy;
 	const struct gh_run_sink *sink;
 	const char *surface;
+	const struct gh_run_request *rq;   /* this request (NULL when resumed) */
 	struct gh_run_hold hold;           /* in flight here, for gh_run_cancel */
 
 	char run_id[GH_ID_MAX];
@@ -66,6 +67,7 @@ struct run {
 	cJSON *answered;                   /* tool call ids answered in this request */
 	cJSON *registered;                 /* pending ids handed out in this request */
 	int cancelled;
+	int pass_noted;                    /* dropped pass-through fields were logged */
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
 };
@@ -1023,11 +1025,18 @@ static cJSON *assistant_message(const struct gh_chat_response *resp, cJSON *call
 	if (!msg)
 		return NULL;
 	cJSON_AddStringToObject(msg, "role", "assistant");
-	if (resp->ncalls == 0) {
+	if (resp->ncalls == 0 && !resp->reasoning) {
 		cJSON_AddStringToObject(msg, "content", resp->text ? resp->text : "");
 		return msg;
 	}
 	content = cJSON_AddArrayToObject(msg, "content");
+	if (resp->reasoning) {
+		/* kept byte for byte: a provider may need it back with the results */
+		const cJSON *rp;
+
+		cJSON_ArrayForEach(rp, resp->reasoning)
+			cJSON_AddItemToArray(content, cJSON_Duplicate(rp, 1));
+	}
 	if (resp->text && *resp->text) {
 		cJSON *tp = cJSON_CreateObject();
 
@@ -1091,6 +1100,30 @@ static enum gh_code take_response(struct run *r, const struct gh_chat_response *
 	return GH_OK;
 }
 
+/* What a client of another API sent that this provider cannot take is
+ * dropped: said once per request, by name. */
+static void pass_note(struct run *r)
+{
+	const struct gh_run_request *rq = r->rq;
+	const char *ptype = r->agent->prov->type == GH_PROVIDER_ANTHROPIC ? "anthropic" :
+			    r->agent->prov->type == GH_PROVIDER_OPENAI ? "openai" : "mock";
+	const cJSON *f;
+	struct gh_buf b;
+
+	if (r->pass_noted || !rq->passthrough_type || !strcmp(rq->passthrough_type, ptype) ||
+	    (!cJSON_GetArraySize(rq->passthrough) && !rq->npass_headers))
+		return;
+	r->pass_noted = 1;
+	gh_buf_init(&b, 1024);
+	cJSON_ArrayForEach(f, rq->passthrough)
+		if (f->string && strcmp(f->string, "system"))
+			gh_buf_printf(&b, "%s%s", b.len ? ", " : "", f->string);
+	if (b.len)
+		gh_info("run %s: provider %s (%s) takes no %s fields; dropped: %s", r->run_id,
+			r->agent->prov->name, ptype, rq->passthrough_type, b.data);
+	gh_buf_free(&b);
+}
+
 /* One model call; appends the assistant message and fills r->calls. */
 static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
@@ -1111,12 +1144,26 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	memset(&req, 0, sizeof(req));
 	req.model = r->agent->model;
 	req.system = sys;
+	if (r->rq) {
+		const struct gh_run_request *rq = r->rq;
+
+		if ((!req.model || !*req.model) && rq->model)
+			req.model = rq->model;
+		req.passthrough_type = rq->passthrough_type;
+		req.passthrough = rq->passthrough;
+		req.pass_headers = rq->pass_headers;
+		req.npass_headers = rq->npass_headers;
+		req.upstream_error = rq->upstream_error;
+		pass_note(r);
+	}
 	req.messages = r->context;
 	req.tools = r->ts.specs;
 	req.ntools = r->ts.nspecs;
 	req.has_temperature = r->agent->has_temperature;
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
+	if (!req.max_tokens && r->rq && r->rq->max_tokens > 0)
+		req.max_tokens = r->rq->max_tokens;
 	req.stream = r->stream;
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
@@ -1140,6 +1187,18 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	}
 	add_usage(r, resp.input_tokens, resp.output_tokens);
 	tokens_charge(r, resp.input_tokens + resp.output_tokens);
+	if (!r->stream && resp.reasoning) {
+		const cJSON *rp;
+
+		cJSON_ArrayForEach(rp, resp.reasoning) {
+			const char *t = gh_json_str(rp, "text"), *sig = gh_json_str(rp, "signature");
+
+			if (t && *t)
+				on_reasoning(r, t, strlen(t), NULL);
+			if (sig)
+				on_reasoning(r, "", 0, sig);
+		}
+	}
 	if (!r->stream && resp.text && *resp.text)
 		on_text_delta(r, resp.text, strlen(resp.text));
 	rc = take_response(r, &resp, e);
@@ -1609,7 +1668,11 @@ static enum gh_code load_history(struct run *r, const struct gh_run_request *rq,
 	enum gh_code rc;
 
 	*out = NULL;
-	if (r->memory && !rq->stateless) {
+	if (rq->stateless && rq->thread_id && *rq->thread_id) {
+		/* the client holds the conversation; the thread names it */
+		if ((rc = open_thread(r, rq, e)) != GH_OK)
+			return rc;
+	} else if (r->memory && !rq->stateless) {
 		if (rq->thread_id && *rq->thread_id) {
 			if ((rc = open_thread(r, rq, e)) != GH_OK)
 				return rc;
@@ -1650,7 +1713,10 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 	cJSON_AddNumberToObject(r->state, "v", 1);
 	cJSON_AddItemToObject(r->state, "context", hist);
 	r->context = hist;
-	cJSON_AddNumberToObject(r->state, "persisted", cJSON_GetArraySize(hist));
+	cJSON_AddNumberToObject(r->state, "persisted",
+				cJSON_GetArraySize(hist) +
+				(rq->stateless && r->thread_id[0] && rq->history_len > 0
+					 ? rq->history_len : 0));
 	cJSON_AddItemToObject(r->state, "client_tools",
 			      rq->client_defs ? cJSON_Duplicate(rq->client_defs, 1)
 					      : cJSON_CreateArray());
@@ -1731,6 +1797,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 	if ((rc = init_run(&r, app, rq->who, rq->agent, sink, e)) != GH_OK)
 		goto out;
 	r.surface = rq->surface;
+	r.rq = rq;
 	r.stream = rq->stream;
 	gh_policy_agent(r.policy, rq->agent->id, &d);
 	if (d.verdict != GH_V_ALLOW) {
