@@ -46,7 +46,7 @@ static void explain_key(cJSON *o, const struct gh_config *cfg, const struct gh_p
 }
 
 static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_principal *p,
-			 const struct gh_agent_conf *a, const char *tool)
+			 const struct gh_agent_conf *a, const char *tool, const cJSON *args)
 {
 	char norm[GH_TOOL_NAME_MAX];
 	struct gh_tool_verdict v;
@@ -54,7 +54,10 @@ static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_
 
 	gh_tool_normalize(tool, norm);
 	gh_tools_decide(cfg, a, p->policy, norm, NULL, &v);
+	gh_policy_args(p->policy, norm, args, &v.d);
 	cJSON_AddStringToObject(to, "name", norm);
+	if (args)
+		cJSON_AddItemToObject(to, "arguments", cJSON_Duplicate(args, 1));
 	cJSON_AddStringToObject(to, "source", gh_tool_source_name(v.src));
 	if (v.src == GH_SRC_CLIENT)
 		cJSON_AddStringToObject(to, "note", "not a server or memory tool: judged as a "
@@ -77,6 +80,12 @@ static void explain_tool(cJSON *o, const struct gh_config *cfg, const struct gh_
 cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p,
 		       const struct gh_agent_conf *a, const char *tool)
 {
+	return gh_explain_call_json(cfg, p, a, tool, NULL);
+}
+
+cJSON *gh_explain_call_json(const struct gh_config *cfg, const struct gh_principal *p,
+			    const struct gh_agent_conf *a, const char *tool, const cJSON *args)
+{
 	cJSON *o = cJSON_CreateObject();
 
 	if (!o)
@@ -92,6 +101,6 @@ cJSON *gh_explain_json(const struct gh_config *cfg, const struct gh_principal *p
 		cJSON_AddStringToObject(ao, "rule", d.rule);
 	}
 	if (tool && *tool)
-		explain_tool(o, cfg, p, a, tool);
+		explain_tool(o, cfg, p, a, tool, args);
 	return o;
 }

@@ -644,6 +644,8 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	enum gh_code rc;
 
 	gh_toolset_decision(&r->ts, name, &d);
+	/* the policy's conditions on this call's arguments: deny > approval > allow */
+	gh_policy_args(r->policy, name, args, &d);
 	if (!t)
 		return refuse(r, c, "denied", "denied", NULL, "unknown tool",
 			      gh_json_error_result("unknown tool \"%s\": not available to this agent", name),
