@@ -252,6 +252,26 @@ static void audit_row_free(struct audit_row *row)
 
 /* Thread-agnostic: reads r's settled fields and c only (a transaction's
  * function may build a row on the thread that commits it). */
+/* What a client's result was, beyond its preview: its size and SHA-256 (of
+ * its canonical JSON, whole, before any redaction) and whether the client
+ * called it an error. */
+static void result_digest(cJSON *d, const cJSON *result, int is_error)
+{
+	struct gh_buf b;
+	unsigned char h[crypto_hash_sha256_BYTES];
+	char hex[2 * crypto_hash_sha256_BYTES + 1];
+
+	gh_buf_init(&b, GH_JSON_MAX_BYTES);
+	if (gh_json_canonical(result, &b) == GH_BUF_OK) {
+		crypto_hash_sha256(h, (const unsigned char *)(b.data ? b.data : ""), b.len);
+		gh_hex(h, sizeof(h), hex);
+		cJSON_AddNumberToObject(d, "result_bytes", (double)b.len);
+		cJSON_AddStringToObject(d, "result_sha256", hex);
+	}
+	cJSON_AddBoolToObject(d, "is_error", is_error);
+	gh_buf_free(&b);
+}
+
 static enum gh_code audit_row_build(struct run *r, const char *event, const cJSON *c,
 				    const char *outcome, int64_t duration_ms, const char *error,
 				    const char *reason, const cJSON *result, struct audit_row *row,
@@ -274,6 +294,8 @@ static enum gh_code audit_row_build(struct run *r, const char *event, const cJSO
 			if (row->res)
 				cJSON_AddStringToObject(d, "result", row->res);
 		}
+		if (result && !strcmp(event, "client_result"))
+			result_digest(d, result, outcome && !strcmp(outcome, "error"));
 		row->detail = gh_json_dump(d);
 	}
 	cJSON_Delete(d);
