@@ -412,7 +412,7 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
 static char *pending_note(const struct an *q, const struct gh_run_view *v)
 {
 	struct gh_buf b;
-	int admin = 0, n = 0;
+	int n = 0;
 	size_t i;
 
 	gh_buf_init(&b, 1 << 16);
@@ -423,7 +423,6 @@ static char *pending_note(const struct an *q, const struct gh_run_view *v)
 		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id ||
 		    (c->approval && strcmp(c->approval->status, "pending")))
 			continue;
-		admin |= !mine;
 		gh_buf_printf(&b, "%sgatehouse: the %s call is waiting for approval %s (%s).",
 			      n ? " " : "", c->name ? c->name : "?", c->approval_id,
 			      mine ? "approve it with POST /api/approvals/<id>/approve"
