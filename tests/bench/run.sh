@@ -4,7 +4,8 @@
 #
 #   tests/bench/run.sh                    all four, full size (about 40 min)
 #   tests/bench/run.sh --quick            smaller runs (a few minutes)
-#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams)
+#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams,
+#                                         messages)
 #
 # Environment:
 #   GH_BENCH_BUILD  build directory (default: build-bench in the repository)
@@ -29,7 +30,7 @@ which=""
 for a in "$@"; do
 	case "$a" in
 	--quick) quick=1 ;;
-	latency | audit | policy | streams) which="$which $a" ;;
+	latency | audit | policy | streams | messages) which="$which $a" ;;
 	-h | --help)
 		sed -n '2,20p' "$0"
 		exit 0
@@ -40,7 +41,7 @@ for a in "$@"; do
 		;;
 	esac
 done
-[ -n "$which" ] || which="policy latency streams audit"
+[ -n "$which" ] || which="policy latency streams messages audit"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGH_SANITIZE= >/dev/null
 cmake --build "$build" -j"$jobs" >/dev/null
@@ -64,6 +65,7 @@ args_for() {
 			"--queries 40" ;;
 		policy) echo "--iterations 50000 --reps 3" ;;
 		streams) echo "--streams 300 --ramp-ms 2000 --words 60 --reps 1" ;;
+		messages) echo "--requests 500 --warmup 100" ;;
 		esac
 	else
 		case "$1" in
@@ -73,6 +75,7 @@ args_for() {
 		policy) echo "--iterations 200000 --reps 5" ;;
 		streams) echo "--streams 1000 --ramp-ms 5000 --words 150 --chunk-delay-ms 100" \
 			"--reps 3" ;;
+		messages) echo "--requests 2000 --warmup 200" ;;
 		esac
 	fi
 }
