@@ -817,6 +817,12 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 	c.answered_ids = ids.aid;
 	c.nanswered = ids.na;
 	rc = gh_store_run_commit(r->app->store, &c, e);
+	if (rc == GH_E_CONFLICT && c.create_thread && r->rq && r->rq->stateless) {
+		/* a session's thread, made meanwhile by another of its requests
+		 * (a client sends several at once): join it */
+		c.create_thread = 0;
+		rc = gh_store_run_commit(r->app->store, &c, e);
+	}
 	if (rc == GH_OK) {
 		r->is_new = 0;
 		r->new_thread = 0;

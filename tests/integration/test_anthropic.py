@@ -7,7 +7,7 @@ result for a call nobody handed out."""
 import json
 import time
 
-from harness import GatewayTest, config
+from harness import HTTP, GatewayTest, config
 
 AGENTS = {
     "claude": {"provider": "fake_anthropic", "passthrough": True, "models": ["claude-*"],
@@ -168,3 +168,27 @@ class AnthropicTest(GatewayTest):
             headers={"x-api-key": key})
         self.assertEqual(st, 200, body)
         self.assertGreater(body["input_tokens"], 0)
+
+    def test_a_new_sessions_requests_at_once_share_its_thread(self):
+        g, key = self.gw()
+        m = "claude-" + self.model()
+        self.fake.script(m, {"text": "one", "delay_ms": 400}, {"text": "two", "delay_ms": 400})
+        results = []
+
+        def send(text):
+            c = HTTP(g.port)   # a connection of its own
+            results.append(c.request("POST", "/v1/messages", {
+                "model": m, "max_tokens": 20, "messages": [{"role": "user", "content": text}]},
+                headers={"x-api-key": key, "X-Claude-Code-Session-Id": "sess-together"}))
+            c.close()
+
+        import threading
+        ts = [threading.Thread(target=send, args=(t,)) for t in ("first", "second")]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        self.assertEqual(sorted(st for st, _, _ in results), [200, 200], results)
+        self.assertEqual(len(g.query("SELECT id FROM threads WHERE id = 'sess-together'")), 1)
+        runs = g.query("SELECT thread_id FROM runs")
+        self.assertEqual([r["thread_id"] for r in runs], ["sess-together"] * 2)
