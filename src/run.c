@@ -27,6 +27,7 @@
 #include "run_int.h"
 #include "schema.h"
 #include "tools.h"
+#include "upstream.h"
 #include "wire_native.h"
 
 #define RESULT_PREVIEW 512
@@ -1157,6 +1158,7 @@ static void pass_note(struct run *r)
 /* One model call; appends the assistant message and fills r->calls. */
 static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
+	struct gh_upstream_header pass_hdr[4];
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL};
 	struct gh_chat_response resp;
@@ -1185,6 +1187,21 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 		req.npass_headers = rq->npass_headers;
 		req.upstream_error = rq->upstream_error;
 		pass_note(r);
+	} else {
+		/* resumed: what the request that started the run asked for */
+		const cJSON *pass = state_get(r, "pass"), *h;
+
+		if ((!req.model || !*req.model) && gh_json_str(pass, "model"))
+			req.model = gh_json_str(pass, "model");
+		req.passthrough_type = gh_json_str(pass, "type");
+		req.passthrough = cJSON_GetObjectItemCaseSensitive(pass, "fields");
+		cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(pass, "headers")) {
+			if (req.npass_headers >= GH_ARRAY_LEN(pass_hdr) || !cJSON_IsString(h))
+				break;
+			pass_hdr[req.npass_headers].name = h->string;
+			pass_hdr[req.npass_headers++].value = h->valuestring;
+		}
+		req.pass_headers = pass_hdr;
 	}
 	req.messages = r->context;
 	req.tools = r->ts.specs;
@@ -1725,6 +1742,26 @@ static enum gh_code load_history(struct run *r, const struct gh_run_request *rq,
 	return *out ? GH_OK : gh_err_set(e, GH_E_NOMEM, "out of memory");
 }
 
+/* What a client of a provider's own API asked for beyond the messages (its
+ * model, the fields and headers passed through), kept for a run resumed
+ * after an approval, which has no request of its own. */
+static enum gh_code pass_state(struct run *r, const struct gh_run_request *rq)
+{
+	cJSON *p = cJSON_AddObjectToObject(r->state, "pass"), *h;
+	size_t i;
+
+	if (!p || !cJSON_AddStringToObject(p, "type", rq->passthrough_type) ||
+	    (rq->model && !cJSON_AddStringToObject(p, "model", rq->model)) ||
+	    (rq->passthrough && !cJSON_AddItemToObject(p, "fields",
+						       cJSON_Duplicate(rq->passthrough, 1))) ||
+	    !(h = cJSON_AddObjectToObject(p, "headers")))
+		return GH_E_NOMEM;
+	for (i = 0; i < rq->npass_headers; i++)
+		if (!cJSON_AddStringToObject(h, rq->pass_headers[i].name, rq->pass_headers[i].value))
+			return GH_E_NOMEM;
+	return GH_OK;
+}
+
 /* A new run's working state: history, then this request's messages (the
  * first user message titles a new thread). */
 static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJSON *hist,
@@ -1752,6 +1789,8 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 					      : cJSON_CreateArray());
 	cJSON_AddNumberToObject(r->state, "step", 0);
 	cJSON_AddNumberToObject(r->state, "max_steps", max_steps);
+	if (rq->passthrough_type && pass_state(r, rq) != GH_OK)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_AddItemToObject(r->state, "usage", cJSON_CreateObject());
 	cJSON_ArrayForEach(m, rq->messages) {
 		const char *role = gh_json_str(m, "role");

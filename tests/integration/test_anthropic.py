@@ -192,3 +192,45 @@ class AnthropicTest(GatewayTest):
         self.assertEqual(len(g.query("SELECT id FROM threads WHERE id = 'sess-together'")), 1)
         runs = g.query("SELECT thread_id FROM runs")
         self.assertEqual([r["thread_id"] for r in runs], ["sess-together"] * 2)
+
+    def test_a_held_call_denied_meanwhile_is_answered_to_the_model(self):
+        g, key = self.gw(approval_wait_ms=8000)
+        admin = g.create_key("reviewer", admin=True)
+        m = "claude-" + self.model()
+        self.fake.script(m, {"tool_calls": [{"name": "deploy", "arguments": {"env": "prod"}}]},
+                         {"text": "Understood, I will not deploy."})
+        tools = [{"name": "deploy", "input_schema": {"type": "object"}}]
+        out = []
+
+        def send():
+            c = HTTP(g.port)
+            out.append(c.request("POST", "/v1/messages", {
+                "model": m, "max_tokens": 50, "tools": tools,
+                "messages": [{"role": "user", "content": "deploy"}]},
+                headers={"x-api-key": key}))
+            c.close()
+
+        import threading
+        t = threading.Thread(target=send)
+        t.start()
+        apr = []
+        for _ in range(100):
+            apr = g.query("SELECT id FROM approvals WHERE status = 'pending'")
+            if apr:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(apr), 1)
+        st, body, _ = g.post("/api/approvals/%s/deny" % apr[0]["id"], {"reason": "not today"},
+                             key=admin)
+        self.assertEqual(st, 200, body)
+        t.join(30)
+        st, body, _ = out[0]
+        self.assertEqual(st, 200, body)
+        self.assertEqual(body["stop_reason"], "end_turn")
+        self.assertEqual([b["type"] for b in body["content"]], ["text"])
+        self.assertIn("Understood, I will not deploy.", body["content"][0]["text"])
+        sent = self.fake.requests(m)[1]["body"]["messages"]
+        res = sent[-1]["content"][0]
+        self.assertEqual(res["type"], "tool_result")
+        self.assertTrue(res.get("is_error"))
+        self.assertIn("not today", res["content"])
