@@ -21,6 +21,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "policy.h"
 #include "schema.h"
 #include "util.h"
 
@@ -209,7 +210,7 @@ static enum gh_code no_duplicates(struct ctx *c, const cJSON *v)
 
 /* ---- typed readers ---- */
 
-enum ftype { F_STR, F_INT, F_BOOL, F_DOUBLE, F_LIST, F_OBJ };
+enum ftype { F_STR, F_INT, F_BOOL, F_DOUBLE, F_LIST, F_OBJ, F_ARR };
 
 struct field {
 	const char *name;
@@ -373,6 +374,10 @@ static enum gh_code read_fields(struct ctx *c, const cJSON *obj, const struct fi
 			case F_OBJ:
 				if (v && !cJSON_IsObject(v))
 					rc = fail(c, "expected an object, got %s", type_name(v));
+				break;
+			case F_ARR:
+				if (v && !cJSON_IsArray(v))
+					rc = fail(c, "expected an array, got %s", type_name(v));
 				break;
 			}
 		}
@@ -784,6 +789,8 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 		 NULL},
 		{"max_tokens", F_INT, offsetof(struct gh_agent_conf, max_tokens), 0, 0, 1000000, 0,
 		 NULL},
+		{"models", F_LIST, offsetof(struct gh_agent_conf, models), 0, 0, 0, 0, NULL},
+		{"passthrough", F_BOOL, offsetof(struct gh_agent_conf, passthrough), 0, 0, 0, 0, NULL},
 	};
 	static const struct field mf[] = {
 		{"enabled", F_BOOL, offsetof(struct gh_agent_conf, memory_enabled), 0, 0, 0, 0, NULL},
@@ -810,6 +817,17 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 		rc = fail(c, "no provider named \"%s\" in $.providers", a->provider);
 		pop(c, n);
 		return rc;
+	}
+	if (a->passthrough && a->instructions && *a->instructions) {
+		n = push(c, "instructions");
+		rc = fail(c, "a passthrough agent adds no instructions of its own");
+		pop(c, n);
+		return rc;
+	}
+	if (!a->model && a->passthrough && a->prov->type != GH_PROVIDER_MOCK) {
+		/* the model the client asks for */
+		if (!(a->model = strdup("")))
+			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
 	}
 	if (!a->model) {
 		if (a->prov->type != GH_PROVIDER_MOCK) {
@@ -941,6 +959,70 @@ static void policy_version(const cJSON *obj, char out[17])
 	gh_hex(h, sizeof(h), out);
 }
 
+/* "arguments": conditions on a call's arguments. A pattern that cannot be
+ * used stops the start (fail closed), naming the policy and the rule. */
+static enum gh_code read_arg_rules(struct ctx *c, const cJSON *arr, struct gh_policy_conf *p)
+{
+	static const struct field f[] = {
+		{"name", F_STR, offsetof(struct gh_arg_rule, name), 0, 0, 0, 0, NULL},
+		{"tool", F_STR, offsetof(struct gh_arg_rule, tool), 1, 0, 0, 0, NULL},
+		{"pointer", F_STR, offsetof(struct gh_arg_rule, pointer), 1, 0, 0, 0, NULL},
+		{"regex", F_STR, offsetof(struct gh_arg_rule, regex), 0, 0, 0, 0, NULL},
+		{"glob", F_STR, offsetof(struct gh_arg_rule, glob), 0, 0, 0, 0, NULL},
+		{"negate", F_BOOL, offsetof(struct gh_arg_rule, negate), 0, 0, 0, 0, NULL},
+		{"effect", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
+	};
+	const cJSON *it;
+	size_t n, cnt = (size_t)cJSON_GetArraySize(arr);
+	char key[40], why[200];
+	enum gh_code rc = GH_OK;
+
+	if (!cnt)
+		return GH_OK;
+	if (!(p->arg_rules = calloc(cnt, sizeof(*p->arg_rules))))
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	cJSON_ArrayForEach(it, arr) {
+		struct gh_arg_rule *r = &p->arg_rules[p->narg_rules];
+		const char *eff;
+
+		snprintf(key, sizeof(key), "arguments[%zu]", p->narg_rules);
+		r->index = p->narg_rules++;
+		n = push(c, key);
+		if (!cJSON_IsObject(it))
+			rc = fail(c, "expected an object {tool, pointer, regex | glob, effect}");
+		else
+			rc = read_fields(c, it, f, GH_ARRAY_LEN(f), r, NULL);
+		if (rc)
+			goto next;
+		eff = gh_json_str(it, "effect");
+		if (!strcmp(eff, "deny")) {
+			r->effect = GH_ARG_DENY;
+		} else if (!strcmp(eff, "approval")) {
+			r->effect = GH_ARG_APPROVAL;
+		} else {
+			rc = fail(c, "effect: expected \"deny\" or \"approval\", got \"%s\"", eff);
+			goto next;
+		}
+		if (r->pointer[0] && r->pointer[0] != '/') {
+			rc = fail(c, "pointer: expected a JSON pointer (\"/command\"), got \"%s\"",
+				  r->pointer);
+		} else if (!r->regex == !r->glob) {
+			rc = fail(c, "expected one of regex or glob");
+		} else if (gh_policy_arg_rule_compile(r, why, sizeof(why)) != 0) {
+			size_t m = push(c, "regex");
+
+			rc = fail(c, "policy \"%s\" rule %s: the pattern cannot be used: %s", p->name,
+				  r->name ? r->name : key, why);
+			pop(c, m);
+		}
+next:
+		pop(c, n);
+		if (rc)
+			return rc;
+	}
+	return GH_OK;
+}
+
 static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_policy_conf *p)
 {
 	static const struct field f[] = {
@@ -949,6 +1031,7 @@ static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_polic
 		{"client_tools", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 		{"approval", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 		{"rate_limits", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"arguments", F_ARR, NOFIELD, 0, 0, 0, 0, NULL},
 	};
 	static const struct field tf[] = {
 		{"allow", F_LIST, offsetof(struct gh_policy_conf, tools_allow), 0, 0, 0, 0, NULL},
@@ -1037,7 +1120,7 @@ static enum gh_code read_policy(struct ctx *c, const cJSON *obj, struct gh_polic
 		}
 	}
 	pop(c, n);
-	if (rc)
+	if (rc || (rc = read_arg_rules(c, cJSON_GetObjectItemCaseSensitive(obj, "arguments"), p)))
 		return rc;
 	policy_version(obj, p->version);
 	return GH_OK;
@@ -1671,6 +1754,7 @@ void gh_config_free(struct gh_config *c)
 		free(a->instructions);
 		free_list(&a->tools);
 		free_list(&a->require_approval);
+		free_list(&a->models);
 	}
 	free(c->agents);
 	free(c->default_agent);
@@ -1703,6 +1787,17 @@ void gh_config_free(struct gh_config *c)
 		for (j = 0; j < p->ntool_limits; j++)
 			free(p->tool_limits[j].glob);
 		free(p->tool_limits);
+		for (j = 0; j < p->narg_rules; j++) {
+			struct gh_arg_rule *r = &p->arg_rules[j];
+
+			gh_policy_arg_rule_free(r);
+			free(r->name);
+			free(r->tool);
+			free(r->pointer);
+			free(r->regex);
+			free(r->glob);
+		}
+		free(p->arg_rules);
 	}
 	free(c->policies);
 	for (i = 0; i < c->nmcp_servers; i++) {

@@ -130,6 +130,8 @@ struct gh_agent_conf {
 	int has_temperature;
 	double temperature;
 	int64_t max_tokens;          /* 0 = provider default */
+	struct gh_strlist models;    /* model-name globs it answers to on /v1/messages */
+	int passthrough;             /* adds no instructions; model unset: the client's */
 };
 
 struct gh_tool_limit {
@@ -138,6 +140,22 @@ struct gh_tool_limit {
 };
 
 enum gh_approver { GH_APPROVER_ADMIN, GH_APPROVER_CALLER };
+
+/* A policy rule on a tool's arguments (policy.c matches it). */
+enum gh_arg_effect { GH_ARG_DENY, GH_ARG_APPROVAL };
+
+struct gh_arg_rule {
+	char *name;                  /* the rule's name, or NULL: "arguments[i]" */
+	size_t index;
+	char *tool;                  /* glob on the tool name */
+	char *pointer;               /* RFC 6901 JSON pointer into the arguments */
+	char *regex;                 /* one of regex (JavaScript syntax) ... */
+	char *glob;                  /* ... or glob ('*' within a path segment, '**' across) */
+	int negate;                  /* the rule applies when the value does NOT match */
+	enum gh_arg_effect effect;
+	void *re;                    /* the compiled regex (regex_t), owned */
+	long cost;                   /* its size, for bounding a match */
+};
 
 struct gh_policy_conf {
 	char *name;
@@ -159,6 +177,8 @@ struct gh_policy_conf {
 					      * after exact names */
 	size_t ntool_limits;
 	int64_t tokens_per_minute;           /* 0 = unlimited */
+	struct gh_arg_rule *arg_rules;       /* "arguments": conditions on a call's arguments */
+	size_t narg_rules;
 	char version[17];                    /* hex prefix of BLAKE2b(canonical policy JSON) */
 };
 

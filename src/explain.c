@@ -62,7 +62,7 @@ static void explain_mcp(cJSON *to, const struct gh_mcp_tool *mt)
 
 static void explain_tool(cJSON *o, const struct gh_config *cfg, struct gh_mcp *mcp,
 			 const struct gh_principal *p, const struct gh_agent_conf *a,
-			 const char *tool)
+			 const char *tool, const cJSON *args)
 {
 	char norm[GH_TOOL_NAME_MAX + 1];
 	struct gh_tool_verdict v;
@@ -75,7 +75,10 @@ static void explain_tool(cJSON *o, const struct gh_config *cfg, struct gh_mcp *m
 	else
 		gh_tool_normalize(tool, norm);
 	gh_tools_decide(cfg, mt, a, p->policy, norm, NULL, &v);
+	gh_policy_args(p->policy, norm, args, &v.d);
 	cJSON_AddStringToObject(to, "name", norm);
+	if (args)
+		cJSON_AddItemToObject(to, "arguments", cJSON_Duplicate(args, 1));
 	cJSON_AddStringToObject(to, "source", gh_tool_source_name(v.src));
 	if (mt)
 		explain_mcp(to, mt);
@@ -107,6 +110,13 @@ cJSON *gh_explain_json(const struct gh_config *cfg, struct gh_mcp *mcp,
 		       const struct gh_principal *p, const struct gh_agent_conf *a,
 		       const char *tool)
 {
+	return gh_explain_call_json(cfg, mcp, p, a, tool, NULL);
+}
+
+cJSON *gh_explain_call_json(const struct gh_config *cfg, struct gh_mcp *mcp,
+			    const struct gh_principal *p, const struct gh_agent_conf *a,
+			    const char *tool, const cJSON *args)
+{
 	cJSON *o = cJSON_CreateObject();
 
 	if (!o)
@@ -122,6 +132,6 @@ cJSON *gh_explain_json(const struct gh_config *cfg, struct gh_mcp *mcp,
 		cJSON_AddStringToObject(ao, "rule", d.rule);
 	}
 	if (tool && *tool)
-		explain_tool(o, cfg, mcp, p, a, tool);
+		explain_tool(o, cfg, mcp, p, a, tool, args);
 	return o;
 }

@@ -27,4 +27,11 @@ cJSON *gh_explain_json(const struct gh_config *cfg, struct gh_mcp *mcp,
 		       const struct gh_principal *p, const struct gh_agent_conf *a,
 		       const char *tool);
 
+/* The same for a call of tool with sample arguments args (may be NULL):
+ * the policy's argument conditions (gh_policy_args, as the gate applies
+ * them) join the decision, and tool.arguments echoes args. */
+cJSON *gh_explain_call_json(const struct gh_config *cfg, struct gh_mcp *mcp,
+			    const struct gh_principal *p, const struct gh_agent_conf *a,
+			    const char *tool, const cJSON *args);
+
 #endif

@@ -43,6 +43,7 @@
 #include "ratelimit.h"
 #include "upstream.h"
 #include "util.h"
+#include "wire_anthropic.h"
 
 struct gh_http {
 	struct mg_context *ctx;
@@ -64,7 +65,7 @@ static const struct gh_route *const route_tables[] = {
 	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
-	gh_routes_mcp_servers, gh_routes_mcp,
+	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -222,13 +223,19 @@ void gh_http_error(struct gh_req *r, const struct gh_err *e)
 										  : 1);
 		r->extra_headers = ra;
 	}
-	err = cJSON_AddObjectToObject(o, "error");
-	cJSON_AddStringToObject(err, "code", gh_code_name(e->code));
-	cJSON_AddStringToObject(err, "message", e->msg);
-	cJSON_AddStringToObject(err, "requestId", r->id);
-	/* with these two, also the error shape of OpenAI's API */
-	cJSON_AddStringToObject(err, "type", openai_error_type(status));
-	cJSON_AddNullToObject(err, "param");
+	if (!strncmp(r->path, "/v1/messages", 12)) {
+		/* the Anthropic API's own shape: its clients read it */
+		cJSON_Delete(o);
+		o = gh_anthropic_error(gh_anthropic_error_type(status), e->msg);
+	} else {
+		err = cJSON_AddObjectToObject(o, "error");
+		cJSON_AddStringToObject(err, "code", gh_code_name(e->code));
+		cJSON_AddStringToObject(err, "message", e->msg);
+		cJSON_AddStringToObject(err, "requestId", r->id);
+		/* with these two, also the error shape of OpenAI's API */
+		cJSON_AddStringToObject(err, "type", openai_error_type(status));
+		cJSON_AddNullToObject(err, "param");
+	}
 	if (status >= 500)
 		gh_warn("%s %s %s: %d %s", r->id, r->method, r->path, status, e->msg);
 	gh_http_json(r, status, o);
@@ -530,11 +537,40 @@ static GH_NOINLINE int request_allowed(struct gh_req *r, struct gh_err *e)
 	return 1;
 }
 
+static enum gh_code authenticate_key(struct gh_req *r, const char *auth, struct gh_err *e)
+{
+	enum gh_code rc = gh_keys_authenticate(r->app->store, r->app->hashkey, auth, &r->who.key,
+					       e);
+
+	if (rc != GH_OK)
+		return rc;
+	r->authed = 1;
+	r->who.policy = gh_policy_for_key(r->app->cfg, &r->who.key);
+	r->who.admin = r->who.key.admin;
+	snprintf(r->who.actor, sizeof(r->who.actor), "key:%s", r->who.key.id);
+	if (r->who.key.last_used_at < gh_now_ms() - 60000)
+		gh_store_key_touch(r->app->store, r->who.key.id, gh_now_ms());
+	return GH_OK;
+}
+
 static GH_NOINLINE enum gh_code authenticate(struct gh_req *r, enum gh_auth need,
 					  struct gh_err *e)
 {
 	const char *auth = mg_get_header(r->conn, "Authorization");
+	const char *xkey = mg_get_header(r->conn, "x-api-key");
+	char xb[GH_KEY_SECRET_MAX + 8];
 	enum gh_code rc;
+
+	if ((!auth || !*auth) && xkey && *xkey) {
+		/* Anthropic clients send the key as x-api-key */
+		snprintf(xb, sizeof(xb), "Bearer %s", xkey);
+		auth = xb;
+		rc = authenticate_key(r, auth, e);
+		sodium_memzero(xb, sizeof(xb));
+		if (rc != GH_OK)
+			return rc;
+		goto role;
+	}
 
 	if (!auth || !*auth) {
 		/* no key: an admin session cookie, and for a request that changes
@@ -554,17 +590,10 @@ static GH_NOINLINE enum gh_code authenticate(struct gh_req *r, enum gh_auth need
 		sodium_memzero(csrf, sizeof(csrf));
 		if (rc != GH_OK)
 			return rc;
-	} else {
-		rc = gh_keys_authenticate(r->app->store, r->app->hashkey, auth, &r->who.key, e);
-		if (rc != GH_OK)
-			return rc;
-		r->authed = 1;
-		r->who.policy = gh_policy_for_key(r->app->cfg, &r->who.key);
-		r->who.admin = r->who.key.admin;
-		snprintf(r->who.actor, sizeof(r->who.actor), "key:%s", r->who.key.id);
-		if (r->who.key.last_used_at < gh_now_ms() - 60000)
-			gh_store_key_touch(r->app->store, r->who.key.id, gh_now_ms());
+	} else if ((rc = authenticate_key(r, auth, e)) != GH_OK) {
+		return rc;
 	}
+role:
 	if (need == GH_AUTH_ADMIN && !r->who.admin)
 		return gh_err_set(e, GH_E_FORBIDDEN, "this endpoint needs an admin (a key created "
 				  "with --admin, or an admin session)");

@@ -75,6 +75,7 @@ extern const struct gh_route gh_routes_policy[];      /* http_policy.c */
 extern const struct gh_route gh_routes_audit[];       /* http_audit.c */
 extern const struct gh_route gh_routes_openai[];      /* http_openai.c */
 extern const struct gh_route gh_routes_responses[];   /* http_responses.c */
+extern const struct gh_route gh_routes_anthropic[];   /* http_anthropic.c */
 extern const struct gh_route gh_routes_a2a[];         /* http_a2a.c */
 extern const struct gh_route gh_routes_a2a_cards[];   /* http_a2a_card.c */
 extern const struct gh_route gh_routes_admin[];       /* http_admin.c */

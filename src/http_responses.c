@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "answer.h"
+#include "tools.h"
 #include "buf.h"
 #include "http.h"
 #include "json.h"
@@ -524,6 +525,13 @@ static enum gh_code find_agent(struct rsp *q, struct gh_err *e)
 	return rc;
 }
 
+static void tool_removed(void *ud, const char *name, const char *rule)
+{
+	struct rsp *q = ud;
+
+	gh_info("%s /v1/responses: tool %s not offered to the model: %s", q->r->id, name, rule);
+}
+
 static enum gh_code parse_request(struct rsp *q, struct gh_err *e)
 {
 	struct gh_req *r = q->r;
@@ -568,6 +576,9 @@ static enum gh_code parse_request(struct rsp *q, struct gh_err *e)
 	q->rq.stateless = !continuation;
 	q->rq.who = &r->who;
 	q->rq.agent = q->agent;
+	/* coding agents declare their whole tool set: what the policy refuses
+	 * is kept from the model, not a 403 for the request */
+	gh_tools_client_defs_withhold(r->who.policy, q->req.client_defs, tool_removed, q);
 	q->rq.client_defs = q->req.client_defs;
 	q->rq.stream = q->req.stream;
 	q->rq.surface = "responses";

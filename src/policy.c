@@ -3,12 +3,21 @@
  */
 #include "policy.h"
 
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+#include "json.h"
+#include "jsregex.h"
+#include "schema.h"
 #include "tools.h"
 #include "util.h"
+
+/* Longest argument value an argument condition looks at (bytes). */
+#define ARG_VALUE_MAX (1u << 20)
 
 const char *gh_tool_source_name(enum gh_tool_source s)
 {
@@ -273,4 +282,220 @@ void gh_policy_lint(const struct gh_config *c, const struct gh_policy_conf *p,
 	for (i = 0; i < p->ntool_limits; i++)
 		lint_tool(c, p, "rate_limits.tool_calls_per_minute", p->tool_limits[i].glob, 1, fn,
 			  ud);
+}
+
+/* ------------------------------------------------- argument conditions */
+
+int gh_policy_arg_rule_compile(struct gh_arg_rule *rule, char *why, size_t cap)
+{
+	regex_t *re;
+
+	if (!rule->regex)
+		return 0;
+	if (!(re = calloc(1, sizeof(*re)))) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	if (gh_jsregex_compile(rule->regex, re, &rule->cost, why, cap) != 0) {
+		free(re);
+		return -1;
+	}
+	rule->re = re;
+	return 0;
+}
+
+void gh_policy_arg_rule_free(struct gh_arg_rule *rule)
+{
+	if (rule->re) {
+		regfree(rule->re);
+		free(rule->re);
+	}
+	rule->re = NULL;
+}
+
+/* The value at an RFC 6901 pointer, or NULL. */
+static const cJSON *pointer_get(const cJSON *doc, const char *ptr)
+{
+	const cJSON *cur = doc;
+	char tok[256];
+
+	if (!*ptr)
+		return doc;
+	if (*ptr != '/')
+		return NULL;
+	while (cur && *ptr == '/') {
+		size_t n = 0;
+
+		ptr++;
+		while (*ptr && *ptr != '/') {
+			char ch = *ptr++;
+
+			if (ch == '~' && (*ptr == '0' || *ptr == '1'))
+				ch = *ptr++ == '0' ? '~' : '/';
+			if (n + 1 >= sizeof(tok))
+				return NULL;
+			tok[n++] = ch;
+		}
+		tok[n] = '\0';
+		if (cJSON_IsObject(cur)) {
+			cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+		} else if (cJSON_IsArray(cur)) {
+			char *end;
+			long i = strtol(tok, &end, 10);
+
+			if (!n || *end || i < 0 || (n > 1 && tok[0] == '0'))
+				return NULL;
+			cur = cJSON_GetArrayItem(cur, (int)i);
+		} else {
+			return NULL;
+		}
+	}
+	return cur;
+}
+
+/* An absolute path with "." and ".." segments resolved and repeated
+ * slashes folded, so "/workspace/../etc" is judged as "/etc". */
+static void path_clean(const char *in, char *out, size_t cap)
+{
+	size_t o = 0, seg;
+	const char *p = in;
+
+	while (*p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		for (seg = 0; p[seg] && p[seg] != '/'; seg++)
+			;
+		if (seg == 2 && p[0] == '.' && p[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else if (!(seg == 1 && p[0] == '.') && o + 1 + seg < cap) {
+			out[o++] = '/';
+			memcpy(out + o, p, seg);
+			o += seg;
+		}
+		p += seg;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+}
+
+/* '*' and '?' within one path segment, '**' across segments. */
+static int path_glob(const char *p, const char *s)
+{
+	for (; *p; p++, s++) {
+		if (p[0] == '*' && p[1] == '*') {
+			p += 2;
+			for (;; s++) {
+				if (path_glob(p, s))
+					return 1;
+				if (!*s)
+					return 0;
+			}
+		}
+		if (*p == '*') {
+			for (p++;; s++) {
+				if (path_glob(p, s))
+					return 1;
+				if (!*s || *s == '/')
+					return 0;
+			}
+		}
+		if (!*s || (*p == '?' ? *s == '/' : *p != *s))
+			return 0;
+	}
+	return !*s;
+}
+
+/* 1 when the value matches the rule's pattern, 0 when not, -1 when it is
+ * too long to check within bounds. */
+static int value_matches(const struct gh_arg_rule *rule, const char *v)
+{
+	size_t n = strlen(v);
+
+	if (rule->re) {
+		if (n > ARG_VALUE_MAX ||
+		    (rule->cost > 0 && (long)n > GH_SCHEMA_MAX_PATTERN_WORK / rule->cost))
+			return -1;
+		return regexec(rule->re, v, 0, NULL, 0) == 0;
+	}
+	if (rule->glob) {
+		char clean[4096];
+
+		if (v[0] == '/') {
+			if (n >= sizeof(clean))
+				return -1;
+			path_clean(v, clean, sizeof(clean));
+			v = clean;
+		}
+		return path_glob(rule->glob, v);
+	}
+	return 0;
+}
+
+/* Whether rule applies to args. */
+static int rule_applies(const struct gh_arg_rule *rule, const cJSON *args)
+{
+	const cJSON *v = pointer_get(args, rule->pointer);
+	char *text = NULL;
+	int m;
+
+	if (!v)
+		m = 0;
+	else if (cJSON_IsString(v))
+		m = value_matches(rule, v->valuestring);
+	else if (!(text = gh_json_dump(v)))
+		m = -1;
+	else
+		m = value_matches(rule, text);
+	free(text);
+	if (m < 0)
+		return 1;
+	return rule->negate ? !m : m;
+}
+
+static void arg_rule_name(const struct gh_policy_conf *p, const struct gh_arg_rule *rule,
+			  const char *tool, struct gh_decision *d, enum gh_verdict v)
+{
+	char name[96];
+
+	if (rule->name)
+		snprintf(name, sizeof(name), "arguments \"%.60s\"", rule->name);
+	else
+		snprintf(name, sizeof(name), "arguments[%zu]", rule->index);
+	set(d, v, "policy \"%s\": %s (%s %s %s %s \"%.80s\")", p->name, name, tool,
+	    rule->pointer[0] ? rule->pointer : "(the arguments)",
+	    rule->negate ? "does not match" : "matches", rule->regex ? "regex" : "glob",
+	    rule->regex ? rule->regex : rule->glob);
+}
+
+void gh_policy_args(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
+		    struct gh_decision *d)
+{
+	const struct gh_arg_rule *approval = NULL;
+	size_t i;
+
+	if (!p || !args || !tool_name || d->verdict == GH_V_DENY)
+		return;
+	for (i = 0; i < p->narg_rules; i++) {
+		const struct gh_arg_rule *rule = &p->arg_rules[i];
+
+		if (!gh_glob_match(rule->tool, tool_name) || !rule_applies(rule, args))
+			continue;
+		if (rule->effect == GH_ARG_DENY) {
+			arg_rule_name(p, rule, tool_name, d, GH_V_DENY);
+			return;
+		}
+		if (!approval)
+			approval = rule;
+	}
+	if (approval && d->verdict == GH_V_ALLOW) {
+		d->approver = p->approver;
+		d->ttl_s = p->approval_ttl_s;
+		arg_rule_name(p, approval, tool_name, d, GH_V_APPROVAL);
+	}
 }

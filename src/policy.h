@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "config.h"
 #include "store.h"
 
@@ -69,6 +71,23 @@ void gh_policy_tool(const struct gh_policy_conf *p, const struct gh_agent_conf *
  * rule did (a deny, an approval rule, approval.exempt). */
 int gh_policy_tool_annotations(const struct gh_policy_conf *p, const char *tool_name,
 			       int destructive, const char *hint, struct gh_decision *d);
+/* Argument conditions ("arguments" rules): compiles rule's pattern at
+ * start-up (the config fails closed on a pattern that cannot be used: -1
+ * with why). gh_policy_arg_rule_free releases what compiling took. */
+int gh_policy_arg_rule_compile(struct gh_arg_rule *rule, char *why, size_t cap);
+void gh_policy_arg_rule_free(struct gh_arg_rule *rule);
+
+/* Applies p's argument conditions for a call of tool_name with args to the
+ * decision d the gate (and explain) already has for the tool: deny >
+ * approval > allow. A matching deny rule makes d a deny, a matching
+ * approval rule turns an allow into an approval, each naming the rule
+ * ('policy "p": arguments "no-sudo" (Bash /command matches regex ...)').
+ * A value the pointer does not find counts as not matching; a value too
+ * long to check within bounds counts as matching a non-negated rule and as
+ * not matching a negated one (fail closed either way). args NULL: no
+ * change. */
+void gh_policy_args(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
+		    struct gh_decision *d);
 
 /* Tool calls per minute for (policy, tool): an exact entry wins over globs,
  * "*" last; 0 = no limit. rule gets the entry's name. */

@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -45,6 +46,7 @@ void gh_chat_response_clear(struct gh_chat_response *r)
 		free(r->calls[i].raw_args);
 	}
 	free(r->calls);
+	cJSON_Delete(r->reasoning);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -139,6 +141,7 @@ void gh_provider_stream_init(struct gh_provider_stream *st, const struct gh_prov
 	st->type = type;
 	st->detail = req->error_detail_cap ? req->error_detail : NULL;
 	st->detail_cap = st->detail ? req->error_detail_cap : 0;
+	st->uerr = req->upstream_error;
 	st->budget = cap;
 	gh_buf_init(&st->text, cap);
 	st->finish = GH_FINISH_OTHER;
@@ -158,6 +161,26 @@ void gh_provider_stream_free(struct gh_provider_stream *st)
 	free(st->calls);
 	st->calls = NULL;
 	st->ncalls = st->alloc = 0;
+	cJSON_Delete(st->reasoning);
+	st->reasoning = NULL;
+}
+
+void gh_provider_note_error(struct gh_provider_stream *st, int status, const cJSON *body)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(body, "error");
+	const char *type, *msg;
+
+	if (!st->uerr)
+		return;
+	if (!cJSON_IsObject(err))
+		err = body;
+	type = gh_json_str(err, "type");
+	msg = gh_json_str(err, "message");
+	memset(st->uerr, 0, sizeof(*st->uerr));
+	st->uerr->status = status;
+	gh_strlcpy(st->uerr->type, type ? type : "", sizeof(st->uerr->type));
+	gh_strlcpy(st->uerr->message, msg ? msg : "", sizeof(st->uerr->message));
+	scrub_text(st->conf, st->uerr->message, sizeof(st->uerr->message));
 }
 
 int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
@@ -356,6 +379,8 @@ enum gh_code gh_provider_stream_take(struct gh_provider_stream *st, struct gh_ch
 	out->finish = st->finish;
 	if (out->ncalls && out->finish == GH_FINISH_STOP)
 		out->finish = GH_FINISH_TOOL_CALLS;
+	out->reasoning = st->reasoning;
+	st->reasoning = NULL;
 	out->input_tokens = st->input_tokens;
 	out->output_tokens = st->output_tokens;
 	return GH_OK;
@@ -557,6 +582,17 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 		/* so is the upstream's own wording of its error */
 		error_text(&resp.body, what, sizeof(what));
 		detail(st, "provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status, what);
+		if (st->uerr) {
+			cJSON *j = NULL;
+			struct gh_err pe;
+
+			if (resp.body.len && gh_json_parse_opts(resp.body.data, resp.body.len, "error",
+								GH_JSON_UPSTREAM, &j, &pe) == GH_OK)
+				gh_provider_note_error(st, (int)resp.status, j);
+			else
+				gh_provider_note_error(st, (int)resp.status, NULL);
+			cJSON_Delete(j);
+		}
 		rc = gh_err_set(e, resp.status == 429 ? GH_E_RATELIMIT : GH_E_UPSTREAM,
 				"provider %s (%s): HTTP %ld", conf->name, type, resp.status);
 		if (rc == GH_E_RATELIMIT && e && resp.retry_after_ms >= 0)
@@ -637,8 +673,9 @@ enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
 				   struct gh_chat_response *out, struct gh_err *e)
 {
 	static const struct gh_chat_events none;
-	struct gh_upstream_header hdr[3];
+	struct gh_upstream_header hdr[3 + GH_PROVIDER_PASS_HEADERS];
 	struct gh_provider_http h;
+	size_t i, j;
 	struct gh_provider_stream st;
 	struct gh_buf scratch;
 	char *body = NULL;
@@ -657,6 +694,17 @@ enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
 	if ((rc = w->build_body(conf, req, &body, e)) != GH_OK ||
 	    (rc = w->headers(conf, hdr + 1, &h.nheaders, &scratch, e)) != GH_OK)
 		goto out;
+	/* a client of the upstream's own API: its version and beta headers */
+	for (i = 0; req->passthrough_type && !strcmp(req->passthrough_type, w->type) &&
+		    i < req->npass_headers && i < GH_PROVIDER_PASS_HEADERS; i++) {
+		for (j = 1; j < h.nheaders; j++)
+			if (!strcasecmp(hdr[j].name, req->pass_headers[i].name))
+				break;
+		hdr[j].name = req->pass_headers[i].name;
+		hdr[j].value = req->pass_headers[i].value;
+		if (j == h.nheaders)
+			h.nheaders++;
+	}
 	h.path = w->path;
 	h.headers = hdr;
 	h.body = body;

@@ -27,6 +27,17 @@
 #include "config.h"
 #include "err.h"
 
+/* An upstream's own error, as it worded it (for surfaces that speak the
+ * upstream's API and keep its wording): its HTTP status (0 for an error
+ * event inside a stream), its error type and message. Never its address. */
+struct gh_provider_error {
+	int status;
+	char type[64];
+	char message[512];
+};
+
+struct gh_upstream_header;
+
 struct gh_tool_spec {
 	const char *name;
 	const char *description;
@@ -48,6 +59,18 @@ struct gh_chat_request {
 	 * tenants may see. Like curl's error buffer; "" when it succeeded. */
 	char *error_detail;
 	size_t error_detail_cap;
+	/* Optional: what a client of the upstream's own API sent that gatehouse
+	 * does not interpret, for a provider of type passthrough_type only
+	 * ("anthropic"): top-level body fields (an object; the provider's own
+	 * fields win, except "system", which is sent as given with the agent's
+	 * instructions before it) and request headers (anthropic-version and
+	 * anthropic-beta). Other providers drop them (the caller logs it). */
+	const char *passthrough_type;
+	const cJSON *passthrough;
+	const struct gh_upstream_header *pass_headers;
+	size_t npass_headers;
+	/* Optional: filled when the upstream answered with its own error. */
+	struct gh_provider_error *upstream_error;
 };
 
 /* Streaming callbacks (all optional). Return nonzero to abort the request
@@ -66,7 +89,7 @@ struct gh_chat_events {
 	int64_t tick_ms;
 	/* The model's reasoning as it streams (Anthropic thinking blocks):
 	 * text fragments, and the block's signature when it comes (text
-	 * empty). Not kept in the run's messages. */
+	 * empty). The whole blocks come back in gh_chat_response.reasoning. */
 	int (*reasoning_delta)(void *ud, const char *text, size_t len, const char *signature);
 };
 
@@ -92,6 +115,10 @@ struct gh_chat_response {
 	enum gh_finish finish;
 	int64_t input_tokens;
 	int64_t output_tokens;
+	/* The model's reasoning blocks in order, as CoreMessage parts
+	 * {type:"reasoning", text, signature?} or {type:"redacted-reasoning",
+	 * data}, byte for byte; NULL when none. */
+	cJSON *reasoning;
 };
 
 /* Frees everything r owns and zeroes it. */

@@ -10,6 +10,14 @@
  * the system prompt. max_tokens is mandatory there: 4096 when the agent
  * sets none.
  *
+ * Reasoning parts become thinking / redacted_thinking blocks, signature and
+ * all, so a turn that used tools can continue. A client of the Messages API
+ * itself (the /v1/messages surface) is passed through: a CoreMessage
+ * carrying "anthropic" (the message as the client sent it) is sent as it
+ * is, one with "anthropic": false not at all (the system prompt, sent in
+ * the passed-through "system"), and the request's passed-through fields
+ * (thinking, context_management, cache settings, ...) join the body.
+ *
  * Streams are message_start, content_block_start/delta/stop per block,
  * message_delta (stop reason, output tokens) and message_stop; a tool_use
  * block's input arrives as partial_json pieces accumulated per block index.
@@ -114,6 +122,23 @@ static cJSON *tool_input(const cJSON *args)
 	return cJSON_CreateObject();
 }
 
+/* 1 when a tool's result already is tool_result content: text and image
+ * blocks (what a Messages client sends back), so it goes as it is. */
+static int content_blocks(const cJSON *result)
+{
+	const cJSON *b;
+
+	if (!cJSON_IsArray(result) || !result->child)
+		return 0;
+	cJSON_ArrayForEach(b, result) {
+		const char *t = gh_json_str(b, "type");
+
+		if (!t || (strcmp(t, "text") && strcmp(t, "image")))
+			return 0;
+	}
+	return 1;
+}
+
 /* The blocks of one CoreMessage, appended to blocks. */
 static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i,
 				   const char *role, const cJSON *content, cJSON *blocks,
@@ -158,19 +183,38 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 
 			if (!id)
 				return bad_msg(conf, i, "tool-result part needs toolCallId", e);
+			const cJSON *raw = content_blocks(result) ? result : NULL;
+
 			res = gh_provider_result_text(result);
 			if (!res || !(o = add_block(blocks, "tool_result")) ||
 			    !cJSON_AddStringToObject(o, "tool_use_id", id) ||
-			    !cJSON_AddStringToObject(o, "content", res) ||
+			    !(raw ? cJSON_AddItemToObject(o, "content", cJSON_Duplicate(raw, 1))
+				  : cJSON_AddStringToObject(o, "content", res) != NULL) ||
 			    (is_error && !cJSON_AddTrueToObject(o, "is_error"))) {
 				free(res);
 				return oom(conf, e);
 			}
 			free(res);
+		} else if (!strcmp(type, "reasoning") && !strcmp(role, "assistant")) {
+			const char *t = gh_json_str(p, "text"), *sig = gh_json_str(p, "signature");
+
+			/* a thinking block is only valid with its signature */
+			if (!sig)
+				continue;
+			if (!(o = add_block(blocks, "thinking")) ||
+			    !cJSON_AddStringToObject(o, "thinking", t ? t : "") ||
+			    !cJSON_AddStringToObject(o, "signature", sig))
+				return oom(conf, e);
+		} else if (!strcmp(type, "redacted-reasoning") && !strcmp(role, "assistant")) {
+			const char *d = gh_json_str(p, "data");
+
+			if (d && (!(o = add_block(blocks, "redacted_thinking")) ||
+				  !cJSON_AddStringToObject(o, "data", d)))
+				return oom(conf, e);
 		} else if (!strcmp(role, "user")) {
 			return bad_msg(conf, i, "unsupported content part type", e);
 		}
-		/* other assistant parts (reasoning) stay with us */
+		/* other assistant parts stay with us */
 	}
 	return GH_OK;
 }
@@ -192,10 +236,25 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 	cJSON_ArrayForEach(m, req->messages) {
 		const char *role = gh_json_str(m, "role"), *wire;
 		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+		const cJSON *raw = cJSON_GetObjectItemCaseSensitive(m, "anthropic");
 		cJSON *blocks, *o, *b;
 
 		if (!role)
 			return bad_msg(conf, i, "role: expected a string", e);
+		if (cJSON_IsFalse(raw)) {
+			i++;
+			continue;
+		}
+		if (cJSON_IsObject(raw)) {
+			/* as the client sent it: new roles and block types too */
+			if (!(o = cJSON_Duplicate(raw, 1)))
+				return oom(conf, e);
+			cJSON_AddItemToArray(arr, o);
+			last = o;
+			last_role = gh_json_str(o, "role") ? gh_json_str(o, "role") : "";
+			i++;
+			continue;
+		}
 		if (!strcmp(role, "system")) {
 			if ((system->len && gh_buf_puts(system, "\n\n") != GH_BUF_OK) ||
 			    gh_provider_content_text(content, system) != GH_BUF_OK)
@@ -221,7 +280,8 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			cJSON_Delete(blocks);
 			continue;
 		}
-		if (last && !strcmp(last_role, wire)) {
+		if (last && !strcmp(last_role, wire) &&
+		    cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(last, "content"))) {
 			/* same role twice: one turn */
 			cJSON *into = cJSON_GetObjectItemCaseSensitive(last, "content");
 
@@ -248,6 +308,64 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 	return GH_OK;
 }
 
+/* tool_choice naming a tool that is not offered (the policy removed it) is
+ * dropped, and so is any tool_choice when no tool is offered. */
+static int choice_fits(const struct gh_chat_request *req, const cJSON *choice)
+{
+	const char *type = gh_json_str(choice, "type"), *name = gh_json_str(choice, "name");
+	size_t i;
+
+	if (!req->ntools)
+		return 0;
+	if (!type || strcmp(type, "tool"))
+		return 1;
+	for (i = 0; name && i < req->ntools; i++)
+		if (!strcmp(req->tools[i].name, name))
+			return 1;
+	return 0;
+}
+
+/* What the client sent that gatehouse does not interpret joins the body;
+ * "system" is sent as given, the agent's instructions (if any) first. -1
+ * on OOM. */
+static int pass_fields(const struct gh_chat_request *req, cJSON *b)
+{
+	const cJSON *f;
+
+	cJSON_ArrayForEach(f, req->passthrough) {
+		cJSON *v;
+
+		if (!f->string || cJSON_GetObjectItemCaseSensitive(b, f->string) ||
+		    !strcmp(f->string, "stream") || !strcmp(f->string, "tools"))
+			continue;
+		if (!strcmp(f->string, "tool_choice") && !choice_fits(req, f))
+			continue;
+		if (!strcmp(f->string, "system") && req->system && *req->system) {
+			cJSON *arr = cJSON_CreateArray(), *tb;
+
+			if (!arr || add_text(arr, req->system)) {
+				cJSON_Delete(arr);
+				return -1;
+			}
+			if (cJSON_IsString(f) && *f->valuestring) {
+				if (add_text(arr, f->valuestring)) {
+					cJSON_Delete(arr);
+					return -1;
+				}
+			} else if (cJSON_IsArray(f)) {
+				cJSON_ArrayForEach(tb, f)
+					cJSON_AddItemToArray(arr, cJSON_Duplicate(tb, 1));
+			}
+			cJSON_AddItemToObject(b, "system", arr);
+			continue;
+		}
+		if (!(v = cJSON_Duplicate(f, 1)))
+			return -1;
+		cJSON_AddItemToObject(b, f->string, v);
+	}
+	return 0;
+}
+
 static enum gh_code build_body(const struct gh_provider_conf *conf,
 			       const struct gh_chat_request *req, char **out, struct gh_err *e)
 {
@@ -255,6 +373,8 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 	struct gh_buf system;
 	enum gh_code rc = GH_OK;
 	size_t i;
+	int pass_system = req->passthrough_type && !strcmp(req->passthrough_type, TYPE) &&
+			  cJSON_GetObjectItemCaseSensitive(req->passthrough, "system");
 
 	*out = NULL;
 	gh_buf_init(&system, (size_t)-1 / 2);
@@ -270,7 +390,7 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 		cJSON_Delete(msgs);
 		goto out;
 	}
-	if (system.len && !cJSON_AddStringToObject(b, "system", system.data)) {
+	if (system.len && !pass_system && !cJSON_AddStringToObject(b, "system", system.data)) {
 		cJSON_Delete(msgs);
 		goto nomem;
 	}
@@ -300,6 +420,9 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 	if (req->has_temperature && !cJSON_AddNumberToObject(b, "temperature", req->temperature))
 		goto nomem;
 	if (req->stream && !cJSON_AddTrueToObject(b, "stream"))
+		goto nomem;
+	if (req->passthrough_type && !strcmp(req->passthrough_type, TYPE) &&
+	    pass_fields(req, b) != 0)
 		goto nomem;
 	if (!(*out = gh_json_dump(b)))
 		goto nomem;
@@ -339,6 +462,52 @@ static void read_usage(const cJSON *u, int64_t *in, int64_t *out)
 	*out = gh_json_int(u, "output_tokens", *out);
 }
 
+/* A thinking or redacted_thinking block as a reasoning part, appended to
+ * *arr (made when NULL). -1 on OOM. */
+static int reasoning_part(cJSON **arr, const cJSON *block)
+{
+	const char *type = gh_json_str(block, "type");
+	cJSON *p;
+
+	if (!*arr && !(*arr = cJSON_CreateArray()))
+		return -1;
+	if (!(p = cJSON_CreateObject()))
+		return -1;
+	cJSON_AddItemToArray(*arr, p);
+	if (!strcmp(type, "redacted_thinking")) {
+		cJSON_AddStringToObject(p, "type", "redacted-reasoning");
+		return cJSON_AddStringToObject(p, "data", gh_json_str(block, "data") ?
+						  gh_json_str(block, "data") : "") ? 0 : -1;
+	}
+	cJSON_AddStringToObject(p, "type", "reasoning");
+	cJSON_AddStringToObject(p, "text", gh_json_str(block, "thinking") ?
+					   gh_json_str(block, "thinking") : "");
+	if (gh_json_str(block, "signature"))
+		cJSON_AddStringToObject(p, "signature", gh_json_str(block, "signature"));
+	return 0;
+}
+
+/* A streamed thinking fragment or signature, into the newest reasoning
+ * part. -1 on OOM. */
+static int reasoning_add(cJSON *part, const char *key, const char *s)
+{
+	const char *old = gh_json_str(part, key);
+	size_t a = old ? strlen(old) : 0, n = strlen(s);
+	char *v = malloc(a + n + 1);
+
+	if (!v)
+		return -1;
+	memcpy(v, old ? old : "", a);
+	memcpy(v + a, s, n + 1);
+	cJSON_DeleteItemFromObjectCaseSensitive(part, key);
+	if (!cJSON_AddStringToObject(part, key, v)) {
+		free(v);
+		return -1;
+	}
+	free(v);
+	return 0;
+}
+
 static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON *j,
 				struct gh_chat_response *out, struct gh_err *e)
 {
@@ -354,6 +523,9 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 	cJSON_ArrayForEach(b, content) {
 		const char *type = gh_json_str(b, "type");
 
+		if (type && (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) &&
+		    reasoning_part(&out->reasoning, b))
+			goto nomem;
 		if (type && !strcmp(type, "tool_use"))
 			max++;
 		else if (type && !strcmp(type, "text") && gh_json_str(b, "text") &&
@@ -397,6 +569,16 @@ nomem:
 	return oom(conf, e);
 }
 
+/* Reasoning counts against the reply's budget like text. */
+static int spend_text(struct gh_provider_stream *st, size_t n)
+{
+	if (n > st->budget)
+		return gh_provider_stream_fail(st, "reply over %lld bytes",
+					       (long long)st->conf->max_response_bytes);
+	st->budget -= n;
+	return 0;
+}
+
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
 	const cJSON *block, *delta;
@@ -435,6 +617,9 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 			const char *t = gh_json_str(block, "text");
 
 			stop = t ? gh_provider_stream_text(st, t, strlen(t)) : 0;
+		} else if (bt && (!strcmp(bt, "thinking") || !strcmp(bt, "redacted_thinking"))) {
+			if (reasoning_part(&st->reasoning, block))
+				stop = gh_provider_stream_fail(st, "out of memory");
 		} else if (bt && !strcmp(bt, "tool_use")) {
 			const char *id = gh_json_str(block, "id");
 			const char *name = gh_json_str(block, "name");
@@ -453,7 +638,15 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 			const char *t = gh_json_str(delta, "thinking"), *sig = gh_json_str(delta,
 											    "signature");
 
-			if (st->ev && st->ev->reasoning_delta && (t || sig))
+			cJSON *part = st->reasoning ? cJSON_GetArrayItem(st->reasoning,
+					cJSON_GetArraySize(st->reasoning) - 1) : NULL;
+
+			if (t && spend_text(st, strlen(t)))
+				stop = 1;
+			else if (part && ((t && reasoning_add(part, "text", t)) ||
+					  (sig && reasoning_add(part, "signature", sig))))
+				stop = gh_provider_stream_fail(st, "out of memory");
+			else if (st->ev && st->ev->reasoning_delta && (t || sig))
 				stop = st->ev->reasoning_delta(st->ev->ud, t ? t : "", t ? strlen(t) : 0,
 							       sig);
 		} else if (dt && !strcmp(dt, "input_json_delta")) {
@@ -484,6 +677,7 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 		const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
 		const char *m = gh_json_str(err, "message"), *et = gh_json_str(err, "type");
 
+		gh_provider_note_error(st, 0, j);
 		stop = gh_provider_stream_fail_upstream(st, "stream error",
 							"stream error: %s%s%.300s", et ? et : "",
 							et ? ": " : "", m ? m : "(no message)");

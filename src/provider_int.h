@@ -25,6 +25,8 @@
 #define GH_PROVIDER_MAX_LINE (1u << 20)
 /* Most tool calls one reply may carry. */
 #define GH_PROVIDER_MAX_CALLS 128
+/* Most headers a client of the upstream's own API has passed on. */
+#define GH_PROVIDER_PASS_HEADERS 4
 
 /* A tool call being assembled from a stream. */
 struct gh_provider_acc {
@@ -54,6 +56,8 @@ struct gh_provider_stream {
 	struct gh_err err;       /* set (code != GH_OK) when the stream was bad */
 	char *detail;            /* req->error_detail: the whole story of a failure */
 	size_t detail_cap;
+	struct gh_provider_error *uerr; /* req->upstream_error, or NULL */
+	cJSON *reasoning;        /* reasoning parts so far (provider-specific), or NULL */
 };
 
 /* Handles one SSE event; 0 to go on, nonzero to stop after setting
@@ -117,6 +121,10 @@ enum gh_code gh_provider_stream_take(struct gh_provider_stream *st, struct gh_ch
 enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
 				  const struct gh_provider_http *h, struct gh_provider_stream *st,
 				  cJSON **json, struct gh_err *e);
+
+/* Records the upstream's own error (JSON body {"error":{"type","message"}}
+ * or {"type","message"}) into st->uerr, when the caller asked for it. */
+void gh_provider_note_error(struct gh_provider_stream *st, int status, const cJSON *body);
 
 /* Replays a whole reply as stream events (for an upstream that answered a
  * stream request with plain JSON). 0 or nonzero when a callback stopped. */

@@ -28,6 +28,7 @@
 #include "run_int.h"
 #include "schema.h"
 #include "tools.h"
+#include "upstream.h"
 #include "wire_native.h"
 
 #define RESULT_PREVIEW 512
@@ -41,6 +42,7 @@ struct run {
 	const struct gh_policy_conf *policy;
 	const struct gh_run_sink *sink;
 	const char *surface;
+	const struct gh_run_request *rq;   /* this request (NULL when resumed) */
 	struct gh_run_hold hold;           /* in flight here, for gh_run_cancel */
 
 	char run_id[GH_ID_MAX];
@@ -68,6 +70,7 @@ struct run {
 	cJSON *registered;                 /* pending ids handed out in this request */
 	int cancelled;
 	int resumed;                       /* continued after its approvals were decided */
+	int pass_noted;                    /* dropped pass-through fields were logged */
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
 };
@@ -252,6 +255,26 @@ static void audit_row_free(struct audit_row *row)
 
 /* Thread-agnostic: reads r's settled fields and c only (a transaction's
  * function may build a row on the thread that commits it). */
+/* What a client's result was, beyond its preview: its size and SHA-256 (of
+ * its canonical JSON, whole, before any redaction) and whether the client
+ * called it an error. */
+static void result_digest(cJSON *d, const cJSON *result, int is_error)
+{
+	struct gh_buf b;
+	unsigned char h[crypto_hash_sha256_BYTES];
+	char hex[2 * crypto_hash_sha256_BYTES + 1];
+
+	gh_buf_init(&b, GH_JSON_MAX_BYTES);
+	if (gh_json_canonical(result, &b) == GH_BUF_OK) {
+		crypto_hash_sha256(h, (const unsigned char *)(b.data ? b.data : ""), b.len);
+		gh_hex(h, sizeof(h), hex);
+		cJSON_AddNumberToObject(d, "result_bytes", (double)b.len);
+		cJSON_AddStringToObject(d, "result_sha256", hex);
+	}
+	cJSON_AddBoolToObject(d, "is_error", is_error);
+	gh_buf_free(&b);
+}
+
 static enum gh_code audit_row_build(struct run *r, const char *event, const cJSON *c,
 				    const char *outcome, int64_t duration_ms, const char *error,
 				    const char *reason, const cJSON *result, struct audit_row *row,
@@ -284,6 +307,8 @@ static enum gh_code audit_row_build(struct run *r, const char *event, const cJSO
 			if (row->res)
 				cJSON_AddStringToObject(d, "result", row->res);
 		}
+		if (result && !strcmp(event, "client_result"))
+			result_digest(d, result, outcome && !strcmp(outcome, "error"));
 		row->detail = gh_json_dump(d);
 	}
 	cJSON_Delete(d);
@@ -714,6 +739,8 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	enum gh_code rc;
 
 	gh_toolset_decision(&r->ts, name, &d);
+	/* the policy's conditions on this call's arguments: deny > approval > allow */
+	gh_policy_args(r->policy, name, args, &d);
 	if (!t)
 		return refuse(r, c, "denied", "denied", NULL, "unknown tool",
 			      gh_json_error_result("unknown tool \"%s\": not available to this agent", name),
@@ -867,6 +894,12 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 	c.answered_ids = ids.aid;
 	c.nanswered = ids.na;
 	rc = gh_store_run_commit(r->app->store, &c, e);
+	if (rc == GH_E_CONFLICT && c.create_thread && r->rq && r->rq->stateless) {
+		/* a session's thread, made meanwhile by another of its requests
+		 * (a client sends several at once): join it */
+		c.create_thread = 0;
+		rc = gh_store_run_commit(r->app->store, &c, e);
+	}
 	if (rc == GH_OK) {
 		r->is_new = 0;
 		r->new_thread = 0;
@@ -1103,11 +1136,18 @@ static cJSON *assistant_message(const struct gh_chat_response *resp, cJSON *call
 	if (!msg)
 		return NULL;
 	cJSON_AddStringToObject(msg, "role", "assistant");
-	if (resp->ncalls == 0) {
+	if (resp->ncalls == 0 && !resp->reasoning) {
 		cJSON_AddStringToObject(msg, "content", resp->text ? resp->text : "");
 		return msg;
 	}
 	content = cJSON_AddArrayToObject(msg, "content");
+	if (resp->reasoning) {
+		/* kept byte for byte: a provider may need it back with the results */
+		const cJSON *rp;
+
+		cJSON_ArrayForEach(rp, resp->reasoning)
+			cJSON_AddItemToArray(content, cJSON_Duplicate(rp, 1));
+	}
 	if (resp->text && *resp->text) {
 		cJSON *tp = cJSON_CreateObject();
 
@@ -1171,9 +1211,34 @@ static enum gh_code take_response(struct run *r, const struct gh_chat_response *
 	return GH_OK;
 }
 
+/* What a client of another API sent that this provider cannot take is
+ * dropped: said once per request, by name. */
+static void pass_note(struct run *r)
+{
+	const struct gh_run_request *rq = r->rq;
+	const char *ptype = r->agent->prov->type == GH_PROVIDER_ANTHROPIC ? "anthropic" :
+			    r->agent->prov->type == GH_PROVIDER_OPENAI ? "openai" : "mock";
+	const cJSON *f;
+	struct gh_buf b;
+
+	if (r->pass_noted || !rq->passthrough_type || !strcmp(rq->passthrough_type, ptype) ||
+	    (!cJSON_GetArraySize(rq->passthrough) && !rq->npass_headers))
+		return;
+	r->pass_noted = 1;
+	gh_buf_init(&b, 1024);
+	cJSON_ArrayForEach(f, rq->passthrough)
+		if (f->string && strcmp(f->string, "system"))
+			gh_buf_printf(&b, "%s%s", b.len ? ", " : "", f->string);
+	if (b.len)
+		gh_info("run %s: provider %s (%s) takes no %s fields; dropped: %s", r->run_id,
+			r->agent->prov->name, ptype, rq->passthrough_type, b.data);
+	gh_buf_free(&b);
+}
+
 /* One model call; appends the assistant message and fills r->calls. */
 static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
+	struct gh_upstream_header pass_hdr[4];
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL};
 	struct gh_chat_response resp;
@@ -1191,12 +1256,41 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	memset(&req, 0, sizeof(req));
 	req.model = r->agent->model;
 	req.system = sys;
+	if (r->rq) {
+		const struct gh_run_request *rq = r->rq;
+
+		if ((!req.model || !*req.model) && rq->model)
+			req.model = rq->model;
+		req.passthrough_type = rq->passthrough_type;
+		req.passthrough = rq->passthrough;
+		req.pass_headers = rq->pass_headers;
+		req.npass_headers = rq->npass_headers;
+		req.upstream_error = rq->upstream_error;
+		pass_note(r);
+	} else {
+		/* resumed: what the request that started the run asked for */
+		const cJSON *pass = state_get(r, "pass"), *h;
+
+		if ((!req.model || !*req.model) && gh_json_str(pass, "model"))
+			req.model = gh_json_str(pass, "model");
+		req.passthrough_type = gh_json_str(pass, "type");
+		req.passthrough = cJSON_GetObjectItemCaseSensitive(pass, "fields");
+		cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(pass, "headers")) {
+			if (req.npass_headers >= GH_ARRAY_LEN(pass_hdr) || !cJSON_IsString(h))
+				break;
+			pass_hdr[req.npass_headers].name = h->string;
+			pass_hdr[req.npass_headers++].value = h->valuestring;
+		}
+		req.pass_headers = pass_hdr;
+	}
 	req.messages = r->context;
 	req.tools = r->ts.specs;
 	req.ntools = r->ts.nspecs;
 	req.has_temperature = r->agent->has_temperature;
 	req.temperature = r->agent->temperature;
 	req.max_tokens = r->agent->max_tokens;
+	if (!req.max_tokens && r->rq && r->rq->max_tokens > 0)
+		req.max_tokens = r->rq->max_tokens;
 	req.stream = r->stream;
 	if (r->stream) {
 		ev.text_delta = on_text_delta;
@@ -1220,6 +1314,18 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	}
 	add_usage(r, resp.input_tokens, resp.output_tokens);
 	tokens_charge(r, resp.input_tokens + resp.output_tokens);
+	if (!r->stream && resp.reasoning) {
+		const cJSON *rp;
+
+		cJSON_ArrayForEach(rp, resp.reasoning) {
+			const char *t = gh_json_str(rp, "text"), *sig = gh_json_str(rp, "signature");
+
+			if (t && *t)
+				on_reasoning(r, t, strlen(t), NULL);
+			if (sig)
+				on_reasoning(r, "", 0, sig);
+		}
+	}
 	if (!r->stream && resp.text && *resp.text)
 		on_text_delta(r, resp.text, strlen(resp.text));
 	rc = take_response(r, &resp, e);
@@ -1718,7 +1824,11 @@ static enum gh_code load_history(struct run *r, const struct gh_run_request *rq,
 	enum gh_code rc;
 
 	*out = NULL;
-	if (r->memory && !rq->stateless) {
+	if (rq->stateless && rq->thread_id && *rq->thread_id) {
+		/* the client holds the conversation; the thread names it */
+		if ((rc = open_thread(r, rq, e)) != GH_OK)
+			return rc;
+	} else if (r->memory && !rq->stateless) {
 		if (rq->thread_id && *rq->thread_id) {
 			if ((rc = open_thread(r, rq, e)) != GH_OK)
 				return rc;
@@ -1741,6 +1851,26 @@ static enum gh_code load_history(struct run *r, const struct gh_run_request *rq,
 	return *out ? GH_OK : gh_err_set(e, GH_E_NOMEM, "out of memory");
 }
 
+/* What a client of a provider's own API asked for beyond the messages (its
+ * model, the fields and headers passed through), kept for a run resumed
+ * after an approval, which has no request of its own. */
+static enum gh_code pass_state(struct run *r, const struct gh_run_request *rq)
+{
+	cJSON *p = cJSON_AddObjectToObject(r->state, "pass"), *h;
+	size_t i;
+
+	if (!p || !cJSON_AddStringToObject(p, "type", rq->passthrough_type) ||
+	    (rq->model && !cJSON_AddStringToObject(p, "model", rq->model)) ||
+	    (rq->passthrough && !cJSON_AddItemToObject(p, "fields",
+						       cJSON_Duplicate(rq->passthrough, 1))) ||
+	    !(h = cJSON_AddObjectToObject(p, "headers")))
+		return GH_E_NOMEM;
+	for (i = 0; i < rq->npass_headers; i++)
+		if (!cJSON_AddStringToObject(h, rq->pass_headers[i].name, rq->pass_headers[i].value))
+			return GH_E_NOMEM;
+	return GH_OK;
+}
+
 /* A new run's working state: history, then this request's messages (the
  * first user message titles a new thread). */
 static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJSON *hist,
@@ -1759,12 +1889,17 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 	cJSON_AddNumberToObject(r->state, "v", 1);
 	cJSON_AddItemToObject(r->state, "context", hist);
 	r->context = hist;
-	cJSON_AddNumberToObject(r->state, "persisted", cJSON_GetArraySize(hist));
+	cJSON_AddNumberToObject(r->state, "persisted",
+				cJSON_GetArraySize(hist) +
+				(rq->stateless && r->thread_id[0] && rq->history_len > 0
+					 ? rq->history_len : 0));
 	cJSON_AddItemToObject(r->state, "client_tools",
 			      rq->client_defs ? cJSON_Duplicate(rq->client_defs, 1)
 					      : cJSON_CreateArray());
 	cJSON_AddNumberToObject(r->state, "step", 0);
 	cJSON_AddNumberToObject(r->state, "max_steps", max_steps);
+	if (rq->passthrough_type && pass_state(r, rq) != GH_OK)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_AddItemToObject(r->state, "usage", cJSON_CreateObject());
 	cJSON_ArrayForEach(m, rq->messages) {
 		const char *role = gh_json_str(m, "role");
@@ -1860,6 +1995,7 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 	if ((rc = init_run(&r, app, rq->who, rq->agent, sink, e)) != GH_OK)
 		goto out;
 	r.surface = rq->surface;
+	r.rq = rq;
 	r.stream = rq->stream;
 	gh_policy_agent(r.policy, rq->agent->id, &d);
 	if (d.verdict != GH_V_ALLOW) {

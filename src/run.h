@@ -36,6 +36,7 @@
 #include "app.h"
 #include "err.h"
 #include "policy.h"
+#include "provider.h"
 #include "util.h"
 
 /* ---------------------------------------------------------- the types */
@@ -223,6 +224,17 @@ struct gh_run_request {
 	 * (gh_run_call_collect). */
 	const char *call_tool;
 	const cJSON *call_args;
+	/* Surfaces that speak a provider's own API (/v1/messages) also give: */
+	const char *model;           /* the client's model: used when the agent names none */
+	int64_t max_tokens;          /* the client's limit: used when the agent sets none */
+	const char *passthrough_type;   /* what gh_chat_request passes through, as there */
+	const cJSON *passthrough;
+	const struct gh_upstream_header *pass_headers;
+	size_t npass_headers;
+	struct gh_provider_error *upstream_error;  /* optional out: the upstream's own error */
+	int history_len;             /* stateless with a thread_id: the thread is named (audit,
+				      * admin UI) and gets this request's messages from
+				      * index history_len on (the rest it already holds) */
 };
 
 struct gh_run_result {

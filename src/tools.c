@@ -276,6 +276,26 @@ static enum gh_code add_tool(struct gh_toolset *ts, size_t cap, const char *name
 	return GH_OK;
 }
 
+void gh_tools_client_defs_withhold(const struct gh_policy_conf *p, cJSON *client_defs,
+				   void (*removed)(void *ud, const char *name, const char *rule),
+				   void *ud)
+{
+	cJSON *d;
+
+	cJSON_ArrayForEach(d, client_defs) {
+		struct gh_decision dec;
+
+		gh_policy_client_tool(p, gh_json_str(d, "name"), &dec);
+		if (dec.verdict != GH_V_DENY || cJSON_GetObjectItemCaseSensitive(d, "withheld"))
+			continue;
+		cJSON_AddTrueToObject(d, "withheld");
+		if (removed)
+			removed(ud, gh_json_str(d, "origName") ? gh_json_str(d, "origName")
+							      : gh_json_str(d, "name"),
+				dec.rule);
+	}
+}
+
 enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
 			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e)
@@ -343,7 +363,7 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 		const char *name = gh_json_str(d, "name");
 
 		gh_policy_client_tool(p, name, &dec);
-		if (dec.verdict == GH_V_DENY) {
+		if (dec.verdict == GH_V_DENY && !gh_json_bool(d, "withheld", 0)) {
 			rc = gh_err_set(e, GH_E_FORBIDDEN, "client tool \"%s\" refused: %s",
 					gh_json_str(d, "origName"), dec.rule);
 			goto fail;

@@ -72,10 +72,22 @@ void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX]);
 enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, const char *where,
 				  cJSON **out, struct gh_err *e);
 
+/* For surfaces whose clients always declare their whole tool set (coding
+ * agents): marks the client tool definitions policy p does not let the
+ * key declare as withheld ("withheld": true, in place), with a call of
+ * removed(ud, original name, rule) each. gh_toolset_build then keeps them
+ * out of what the model is offered instead of refusing the request, so the
+ * agent keeps working with the tools it may use, and a call the model
+ * makes to one anyway is denied naming the rule. */
+void gh_tools_client_defs_withhold(const struct gh_policy_conf *p, cJSON *client_defs,
+				   void (*removed)(void *ud, const char *name, const char *rule),
+				   void *ud);
+
 /* Builds the run's tool set. client_defs (from gh_tools_client_defs, may be
  * NULL) is borrowed and must outlive the set. mcp (may be NULL) gives the
  * federated tools the agent lists. Client tools the policy does not allow
- * are a GH_E_FORBIDDEN naming the rule. Collisions are GH_E_BADREQ. */
+ * are a GH_E_FORBIDDEN naming the rule, unless withheld (above). Collisions
+ * are GH_E_BADREQ. */
 enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 			      const struct gh_agent_conf *a, const struct gh_policy_conf *p,
 			      const cJSON *client_defs, struct gh_toolset *out, struct gh_err *e);

@@ -4,7 +4,8 @@
 #
 #   tests/bench/run.sh                    all five, full size (about 45 min)
 #   tests/bench/run.sh --quick            smaller runs (a few minutes)
-#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams, mcp)
+#   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams, mcp,
+#                                         messages)
 #
 # Environment:
 #   GH_BENCH_BUILD  build directory (default: build-bench in the repository)
@@ -29,7 +30,7 @@ which=""
 for a in "$@"; do
 	case "$a" in
 	--quick) quick=1 ;;
-	latency | audit | policy | streams | mcp) which="$which $a" ;;
+	latency | audit | policy | streams | mcp | messages) which="$which $a" ;;
 	-h | --help)
 		sed -n '2,20p' "$0"
 		exit 0
@@ -40,7 +41,7 @@ for a in "$@"; do
 		;;
 	esac
 done
-[ -n "$which" ] || which="policy latency mcp streams audit"
+[ -n "$which" ] || which="policy latency mcp streams messages audit"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGH_SANITIZE= >/dev/null
 cmake --build "$build" -j"$jobs" >/dev/null
@@ -65,6 +66,7 @@ args_for() {
 		policy) echo "--iterations 50000 --reps 3" ;;
 		mcp) echo "--requests 500 --reps 3 --warmup 100" ;;
 		streams) echo "--streams 300 --ramp-ms 2000 --words 60 --reps 1" ;;
+		messages) echo "--requests 500 --warmup 100" ;;
 		esac
 	else
 		case "$1" in
@@ -75,6 +77,7 @@ args_for() {
 		mcp) echo "--requests 2000 --reps 5 --warmup 200" ;;
 		streams) echo "--streams 1000 --ramp-ms 5000 --words 150 --chunk-delay-ms 100" \
 			"--reps 3" ;;
+		messages) echo "--requests 2000 --warmup 200" ;;
 		esac
 	fi
 }

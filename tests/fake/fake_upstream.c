@@ -116,6 +116,8 @@ struct call {
 /* What an LLM reply says, with every default filled in. */
 struct plan {
 	char *text; /* owned; NULL = no text (tool calls only) */
+	const char *thinking; /* borrowed from the reply; NULL = no thinking block (Anthropic) */
+	const char *signature; /* its signature */
 	struct call *calls;
 	int ncalls;
 	const char *finish; /* OpenAI's name: stop, tool_calls, length, ... */
@@ -757,6 +759,14 @@ static int plan_build(struct req *r, const cJSON *reply, enum kind kind, struct 
 				return -1;
 		}
 	}
+	{
+		const cJSON *th = cJSON_GetObjectItemCaseSensitive(reply, "thinking");
+
+		p->thinking = cJSON_IsString(th) ? th->valuestring : gh_json_str(th, "text");
+		p->signature = gh_json_str(th, "signature");
+		if (p->thinking && !p->signature)
+			p->signature = "c2lnbmF0dXJl";
+	}
 	if (text)
 		p->text = gh_strdup(text);
 	else if (!p->ncalls)
@@ -994,6 +1004,13 @@ static int anthropic_json(struct req *r, const struct plan *p, const char *model
 	cJSON_AddStringToObject(root, "role", "assistant");
 	cJSON_AddStringToObject(root, "model", model);
 	content = cJSON_AddArrayToObject(root, "content");
+	if (p->thinking) {
+		b = cJSON_CreateObject();
+		cJSON_AddItemToArray(content, b);
+		cJSON_AddStringToObject(b, "type", "thinking");
+		cJSON_AddStringToObject(b, "thinking", p->thinking);
+		cJSON_AddStringToObject(b, "signature", p->signature);
+	}
 	if (p->text || !p->ncalls) {
 		b = cJSON_CreateObject();
 		cJSON_AddItemToArray(content, b);
@@ -1064,13 +1081,40 @@ static int anthropic_stream(struct req *r, const struct plan *p, const char *mod
 	cJSON_AddItemToObject(m, "usage", anthropic_usage(p, 1));
 	if (sse_json(&s, "message_start", v) != 0)
 		goto out;
+	if (p->thinking) {
+		const char *tt = p->thinking;
+
+		v = an_event("content_block_start", idx);
+		b = cJSON_AddObjectToObject(v, "content_block");
+		cJSON_AddStringToObject(b, "type", "thinking");
+		cJSON_AddStringToObject(b, "thinking", "");
+		cJSON_AddStringToObject(b, "signature", "");
+		if (sse_json(&s, "content_block_start", v) != 0 ||
+		    sse_emit(&s, "ping", "{\"type\": \"ping\"}") != 0)
+			goto out;
+		pinged = 1;
+		len = strlen(tt);
+		for (off = 0; off < len; off = end) {
+			end = next_words(tt, len, off, p->words_per_chunk);
+			piece = substr(tt, off, end);
+			v = an_delta(idx, "thinking_delta", "thinking", piece ? piece : "");
+			free(piece);
+			if (sse_json(&s, "content_block_delta", v) != 0)
+				goto out;
+		}
+		if (sse_json(&s, "content_block_delta",
+			     an_delta(idx, "signature_delta", "signature", p->signature)) != 0 ||
+		    sse_json(&s, "content_block_stop", an_event("content_block_stop", idx)) != 0)
+			goto out;
+		idx++;
+	}
 	if (p->text || !p->ncalls) {
 		v = an_event("content_block_start", idx);
 		b = cJSON_AddObjectToObject(v, "content_block");
 		cJSON_AddStringToObject(b, "type", "text");
 		cJSON_AddStringToObject(b, "text", "");
 		if (sse_json(&s, "content_block_start", v) != 0 ||
-		    sse_emit(&s, "ping", "{\"type\": \"ping\"}") != 0)
+		    (!pinged && sse_emit(&s, "ping", "{\"type\": \"ping\"}") != 0))
 			goto out;
 		pinged = 1;
 		len = strlen(text);
@@ -1478,8 +1522,40 @@ static int handle_chat(struct mg_connection *conn, void *cbdata)
 	return handle_llm(conn, KIND_OPENAI);
 }
 
+/* POST /v1/messages/count_tokens: {"input_tokens": words of messages and
+ * system}. */
+static int handle_count_tokens(struct mg_connection *conn)
+{
+	struct req r;
+	cJSON *o;
+	int rc;
+
+	rc = req_open(&r, conn, KIND_ANTHROPIC);
+	if (rc)
+		return rc;
+	log_request(&r, NULL);
+	if (!is_method(&r, "POST") || !cJSON_IsObject(r.json)) {
+		rc = send_error(&r, KIND_ANTHROPIC, 400, "the request body must be a JSON object");
+	} else {
+		o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "input_tokens",
+					(double)(words_in(cJSON_GetObjectItemCaseSensitive(r.json,
+											  "messages"), 0) +
+						 words_in(cJSON_GetObjectItemCaseSensitive(r.json,
+											  "system"), 1)));
+		rc = send_json(&r, 200, o, NULL, NULL);
+		cJSON_Delete(o);
+	}
+	req_close(&r);
+	return rc;
+}
+
 static int handle_messages(struct mg_connection *conn, void *cbdata)
 {
+	const struct mg_request_info *ri = mg_get_request_info(conn);
+
+	if (ri->local_uri && !strcmp(ri->local_uri, "/v1/messages/count_tokens"))
+		return handle_count_tokens(conn);
 	return handle_llm(conn, KIND_ANTHROPIC);
 }
 

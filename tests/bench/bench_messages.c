@@ -1,0 +1,249 @@
+/*
+ * bench_messages.c - the time to first token gatehouse adds to a streamed
+ * Anthropic Messages call (POST /v1/messages, "stream": true) through a
+ * passthrough agent, against calling the fake upstream's /v1/messages
+ * directly with the very same upstream body (captured from the fake's
+ * request log after warm-up), at 1 and at 100 concurrent streams.
+ *
+ * Time to first token is from writing the request to reading the first
+ * text_delta event. Each of C client threads keeps one connection alive
+ * and sends its next request when the previous stream has ended (closed
+ * loop). Direct and gateway blocks alternate, direct first, with the same
+ * number of requests; added TTFT is gateway minus direct at the same
+ * percentile. Every stream must end with message_stop. gatehouse runs with
+ * GH_LOG=warn.
+ *
+ *   bench_messages [--requests N] [--warmup N] [--words N]
+ *
+ * Threading: main sets up; each worker owns its connection and samples.
+ */
+#include <pthread.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+
+#define MODEL "claude-bench"
+#define MAX_CONC 128
+
+struct opts {
+	int64_t requests;       /* per block */
+	int64_t warmup;
+	int64_t words;          /* words of the answer */
+};
+
+struct worker {
+	pthread_t th;
+	int port;
+	const char *head;       /* request head (with Content-Length) */
+	const char *body;
+	size_t blen;
+	int64_t n;              /* requests to make */
+	int64_t *ttft;          /* n samples, ns */
+	int64_t done;
+	int failed;
+};
+
+/* Reads until needle appears in what this request got so far (from).
+ * 0 or -1. */
+static int read_until(struct bconn *c, size_t from, const char *needle)
+{
+	size_t nl = strlen(needle);
+
+	for (;;) {
+		if (c->len - from >= nl && bench_memfind(c->in + from, c->len - from, needle, nl))
+			return 0;
+		if (bconn_fill(c) != 0)
+			return -1;
+	}
+}
+
+/* One streamed request on c: its TTFT in *ttft. 0 or -1. */
+static int one(struct bconn *c, const struct worker *w, int64_t *ttft)
+{
+	int64_t t0;
+	size_t stop;
+
+	if (c->fd < 0 && bconn_connect(c) != 0)
+		return -1;
+	c->off = c->len = 0;
+	t0 = bench_ns();
+	if (write_all(c->fd, w->head, strlen(w->head)) != 0 ||
+	    write_all(c->fd, w->body, w->blen) != 0)
+		return -1;
+	if (read_until(c, 0, "text_delta") != 0)
+		return -1;
+	*ttft = bench_ns() - t0;
+	if (read_until(c, 0, "event: message_stop") != 0)
+		return -1;
+	stop = (size_t)(bench_memfind(c->in, c->len, "event: message_stop", 19) - c->in);
+	/* the chunked body's end */
+	if (read_until(c, stop, "\r\n0\r\n\r\n") != 0)
+		return -1;
+	c->off = c->len = 0;
+	return 0;
+}
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	struct bconn c;
+	int64_t i;
+
+	if (bconn_open(&c, w->port, 30000) != 0) {
+		w->failed = 1;
+		return NULL;
+	}
+	for (i = 0; i < w->n; i++) {
+		if (one(&c, w, &w->ttft[i]) != 0) {
+			w->failed = 1;
+			break;
+		}
+		w->done++;
+	}
+	bconn_close(&c);
+	return NULL;
+}
+
+/* One block: conc workers, total requests; TTFTs (ns) into out. Returns
+ * how many. */
+static size_t block(int port, const char *path, const char *extra, const char *body, int conc,
+		    int64_t total, int64_t *out)
+{
+	static struct worker w[MAX_CONC];
+	char *head = malloc(8192);
+	size_t n = 0;
+	int64_t per = (total + conc - 1) / conc, j;
+	int i;
+
+	if (!head)
+		bench_die("out of memory");
+	bench_fmt(head, 8192, "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+		  "application/json\r\n%sContent-Length: %zu\r\n\r\n", path, port, extra,
+		  strlen(body));
+	for (i = 0; i < conc; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].port = port;
+		w[i].head = head;
+		w[i].body = body;
+		w[i].blen = strlen(body);
+		w[i].n = per;
+		w[i].ttft = calloc((size_t)per, sizeof(int64_t));
+		if (!w[i].ttft || pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
+			bench_die("cannot start worker %d", i);
+	}
+	for (i = 0; i < conc; i++) {
+		pthread_join(w[i].th, NULL);
+		if (w[i].failed)
+			bench_die("%s: a stream failed (worker %d after %lld)", path, i,
+				  (long long)w[i].done);
+		for (j = 0; j < w[i].done; j++)
+			out[n++] = w[i].ttft[j];
+		free(w[i].ttft);
+	}
+	free(head);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {2000, 200, 40};
+	char gh[PATH_MAX], fakebin[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX], key[256];
+	char text[65536], script[70000], auth[400], body[1024], *reqs, *direct;
+	struct bench_proc fake, gw;
+	static const int concs[] = {1, 100};
+	int64_t *samples;
+	size_t k;
+	int i;
+
+	bench_init();
+	for (i = 1; i < argc; i++) {
+		const char *v;
+
+		if ((v = bench_opt(argc, argv, &i, "--requests")))
+			o.requests = bench_num(v, 100, 1000000, "--requests");
+		else if ((v = bench_opt(argc, argv, &i, "--warmup")))
+			o.warmup = bench_num(v, 0, 100000, "--warmup");
+		else if ((v = bench_opt(argc, argv, &i, "--words")))
+			o.words = bench_num(v, 1, 2000, "--words");
+		else
+			bench_die("usage: bench_messages [--requests N] [--warmup N] [--words N]");
+	}
+	bench_nofile(4096);
+	bench_paths(gh, fakebin, sizeof(gh));
+	bench_tmpdir(dir, sizeof(dir), "messages");
+	bench_fake_start(fakebin, dir, 256, &fake);
+	bench_fmt(cfg, sizeof(cfg), "%s/gatehouse.json", dir);
+	{
+		char conf[4096];
+
+		bench_fmt(conf, sizeof(conf),
+			  "{\"server\":{\"listen\":\"127.0.0.1:0\",\"threads\":300,\"max_streams\":200,"
+			  "\"max_connections_per_address\":0},"
+			  "\"database\":{\"path\":\"gatehouse.db\"},"
+			  "\"providers\":{\"up\":{\"type\":\"anthropic\",\"base_url\":"
+			  "\"http://127.0.0.1:%d\",\"api_key\":\"sk-ant-bench\"}},"
+			  "\"agents\":{\"claude\":{\"provider\":\"up\",\"passthrough\":true,"
+			  "\"models\":[\"claude-*\"]}},"
+			  "\"policies\":{\"default\":{\"agents\":[\"*\"],\"client_tools\":{\"allow\":"
+			  "[\"*\"]}}}}", fake.port);
+		bench_write_file(cfg, conf);
+	}
+	bench_key_create(gh, dir, cfg, "bench", 0, key, sizeof(key));
+	bench_gh_start(gh, dir, cfg, "warn", &gw);
+
+	text[0] = '\0';
+	for (i = 0; i < o.words; i++) {
+		size_t l = strlen(text);
+
+		snprintf(text + l, sizeof(text) - l, "%sw%05d", i ? " " : "", i);
+	}
+	bench_fmt(script, sizeof(script), "{\"model\":\"" MODEL "\",\"replies\":[{\"text\":\"%s\","
+		  "\"repeat\":true}]}", text);
+	free(bench_http_ok(fake.port, "POST", "/_script", NULL, script));
+	bench_fmt(body, sizeof(body), "{\"model\":\"" MODEL "\",\"max_tokens\":1024,\"stream\":true,"
+		  "\"messages\":[{\"role\":\"user\",\"content\":\"Say the words.\"}]}");
+	bench_fmt(auth, sizeof(auth), "x-api-key: %s\r\nanthropic-version: 2023-06-01\r\n", key);
+
+	samples = calloc((size_t)(o.requests + o.warmup + MAX_CONC), sizeof(int64_t));
+	if (!samples)
+		bench_die("out of memory");
+	/* warm-up through gatehouse, then the upstream body it sends */
+	block(gw.port, "/v1/messages", auth, body, 4, o.warmup > 0 ? o.warmup : 4, samples);
+	reqs = bench_http_ok(fake.port, "GET", "/_requests?model=" MODEL, NULL, NULL);
+	{
+		cJSON *arr = cJSON_Parse(reqs), *last;
+
+		last = cJSON_GetArrayItem(arr, cJSON_GetArraySize(arr) - 1);
+		direct = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(last, "body"));
+		cJSON_Delete(arr);
+		if (!direct)
+			bench_die("no upstream request recorded");
+	}
+	free(reqs);
+	bench_print_host();
+	printf("\n/v1/messages streamed pass-through: time to first token (first text_delta), "
+	       "%lld requests per block, %lld words per answer\n\n", (long long)o.requests,
+	       (long long)o.words);
+	printf("| streams | direct p50 ms | direct p99 ms | gatehouse p50 ms | gatehouse p99 ms |"
+	       " added p50 ms | added p99 ms |\n|---|---|---|---|---|---|---|\n");
+	for (k = 0; k < sizeof(concs) / sizeof(concs[0]); k++) {
+		struct bench_stats d, g;
+		size_t n;
+
+		n = block(fake.port, "/v1/messages", "anthropic-version: 2023-06-01\r\n", direct,
+			  concs[k], o.requests, samples);
+		d = bench_summary(samples, n, 1e6);
+		n = block(gw.port, "/v1/messages", auth, body, concs[k], o.requests, samples);
+		g = bench_summary(samples, n, 1e6);
+		printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", concs[k], d.p50, d.p99,
+		       g.p50, g.p99, g.p50 - d.p50, g.p99 - d.p99);
+		fflush(stdout);
+	}
+	free(direct);
+	free(samples);
+	bench_stop(gw.pid, 10000);
+	bench_stop(fake.pid, 10000);
+	bench_rmrf(dir);
+	return 0;
+}
