@@ -70,6 +70,7 @@ struct mcp_upstream {
 	int64_t connected_at;
 	int failures;
 	struct mcp_conn *conn;          /* current, referenced; NULL when none */
+	uint64_t conn_gen;              /* connections made so far */
 	struct gh_mcp_init init;
 	struct catalog *cat;            /* current tools, referenced */
 	cJSON *raw_tools;               /* the last tools/list, for republishing */
@@ -801,6 +802,7 @@ static enum gh_code connect_once(struct mcp_upstream *u, struct gh_err *e)
 		goto fail;
 	}
 	pthread_mutex_lock(&u->mu);
+	c->gen = ++u->conn_gen;
 	u->conn = c;
 	u->init = init;
 	cJSON_Delete(u->raw_tools);
@@ -1331,17 +1333,18 @@ static void cancel_call(struct mcp_upstream *u, struct mcp_conn *c, int64_t id,
 }
 
 /* After a 404: waits for the supervisor's new session (at most until
- * deadline_ns). old is only compared, never followed: the caller has let
- * go of it. 1 when there is a new one. */
-static int await_renewal(struct mcp_upstream *u, const struct mcp_conn *old,
-			 int64_t deadline_ns, const struct gh_mcp_call_opts *o)
+ * deadline_ns): a connection newer than old_gen, the generation of the
+ * one that failed (its address is no test: the caller has let go of it,
+ * and the new one may be allocated where it was). 1 when there is one. */
+static int await_renewal(struct mcp_upstream *u, uint64_t old_gen, int64_t deadline_ns,
+			 const struct gh_mcp_call_opts *o)
 {
 	int ok = 0;
 
 	pthread_mutex_lock(&u->mu);
 	pthread_cond_broadcast(&u->cv);
 	while (gh_mono_ns() < deadline_ns && !atomic_load(&u->m->stopping)) {
-		if (u->conn && u->conn != old && u->state == U_CONNECTED) {
+		if (u->conn && u->conn->gen > old_gen && u->state == U_CONNECTED) {
 			ok = 1;
 			break;
 		}
@@ -1433,11 +1436,13 @@ again:
 				     (long long)u->conf->timeout_ms);
 		give_slot(u, c, 1);
 		goto done;
-	case GH_E_NOTFOUND:
+	case GH_E_NOTFOUND: {
 		/* the HTTP session ended: a new one, and the call once more */
+		uint64_t gen = c->gen;
+
 		mcp_conn_fail(c, "the session ended (the server no longer knows it)");
 		give_slot(u, c, 0);
-		if (!renewed && await_renewal(u, c, start + u->conf->timeout_ms * 1000000, o)) {
+		if (!renewed && await_renewal(u, gen, start + u->conf->timeout_ms * 1000000, o)) {
 			renewed = 1;
 			gh_info("mcp %s: session renewed after HTTP 404; calling %s again",
 				u->conf->name, t->upstream_name);
@@ -1445,6 +1450,7 @@ again:
 		}
 		*result = tool_error("%s; no new session could be made in time", ce.msg);
 		goto done;
+	}
 	default:
 		*result = tool_error("the call to %s failed: %s%s", t->name, ce.msg,
 				     atomic_load(&c->dead) ? " (gatehouse reconnects to it)" : "");

@@ -95,6 +95,10 @@ struct mcp_conn {
 	/* the session as audit rows name it: "Mcp-Session-Id <id>" or
 	 * "pid <n>"; written before the connection is shared */
 	char session[300];
+	/* which of its upstream's connections this is (1, 2, ...): set before
+	 * the connection is shared; a renewal waits for a newer one (a new
+	 * connection may reuse a freed one's address) */
+	uint64_t gen;
 	_Atomic int dead;                     /* requests fail at once */
 	_Atomic int failing;                  /* claimed by the one mcp_conn_fail that wins */
 	char why[256];                        /* how it died: written once, before dead is
