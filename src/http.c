@@ -41,6 +41,7 @@
 #include "mcp.h"
 #include "mcp_sessions.h"
 #include "ratelimit.h"
+#include "run.h"
 #include "upstream.h"
 #include "util.h"
 #include "wire_anthropic.h"
@@ -986,6 +987,23 @@ void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms)
 	/* the ticks left are for heartbeats: a quarter of the interval late at
 	 * most */
 	*tick_ms = hb / 4 > 50 ? hb / 4 : 50;
+}
+
+int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
+		      int (*open)(struct gh_http_stream *s, void *ud),
+		      int (*event)(void *ud, const struct gh_run_event *ev),
+		      int (*tick)(void *ud), void *ud, struct gh_run_sink *sink)
+{
+	if (stream && gh_http_stream_start(r, hs) != 0)
+		return -1;
+	hs->open = open;
+	hs->ud = ud;
+	sink->event = event;
+	sink->tick = stream ? tick : NULL;
+	sink->ud = ud;
+	if (stream)
+		gh_http_stream_wake(r, &sink->wake_fd, &sink->tick_ms);
+	return 0;
 }
 
 int gh_http_client_gone(struct gh_req *r)

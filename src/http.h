@@ -191,6 +191,18 @@ void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
  * (a quarter of server.heartbeat_ms, for heartbeats). */
 void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms);
 
+/* The start the surfaces that run the engine share: when stream, takes a
+ * stream slot (-1 after answering 503; nothing is sent yet) whose head
+ * open (NULL: the SSE head) sends; then points sink at the surface's
+ * event and tick (tick only when streamed) with ud, and wakes a streamed
+ * run's ticks on the client's socket (gh_http_stream_wake). */
+struct gh_run_event;
+struct gh_run_sink;
+int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
+		      int (*open)(struct gh_http_stream *s, void *ud),
+		      int (*event)(void *ud, const struct gh_run_event *ev),
+		      int (*tick)(void *ud), void *ud, struct gh_run_sink *sink);
+
 /* ---- chunked downloads (exports) ---- */
 
 /* Takes a stream slot and sends a 200 head with content_type, chunked,

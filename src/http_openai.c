@@ -640,15 +640,9 @@ static void chat_completions(struct gh_req *r)
 	}
 	/* the stream head waits for the first byte worth sending, so a refusal
 	 * before it (policy, conflict, budget) is a plain error with its status */
-	if (q.req.stream && gh_http_stream_start(r, &q.hs) != 0)
+	if (gh_http_run_start(r, q.req.stream, &q.hs, open_stream, sink_event, sink_tick, &q,
+			      &q.sink) != 0)
 		goto out;
-	q.hs.open = open_stream;
-	q.hs.ud = &q;
-	q.sink.event = sink_event;
-	q.sink.tick = q.req.stream ? sink_tick : NULL;
-	q.sink.ud = &q;
-	if (q.req.stream)
-		gh_http_stream_wake(r, &q.sink.wake_fd, &q.sink.tick_ms);
 	if (gh_run_generate(r->app, &q.rq, &q.sink, &res, &e) != GH_OK ||
 	    outcome_of(&q, &res, &oc, &e) != GH_OK) {
 		fail(&q, &e);

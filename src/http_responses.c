@@ -683,15 +683,9 @@ static void create(struct gh_req *r)
 	}
 	/* the head waits for the first byte worth sending, so a refusal before
 	 * it (policy, conflict, budget) is a plain error with its status */
-	if (q.req.stream && gh_http_stream_start(r, &q.hs) != 0)
+	if (gh_http_run_start(r, q.req.stream, &q.hs, open_stream, sink_event, sink_tick, &q,
+			      &q.sink) != 0)
 		goto out;
-	q.hs.open = open_stream;
-	q.hs.ud = &q;
-	q.sink.event = sink_event;
-	q.sink.tick = q.req.stream ? sink_tick : NULL;
-	q.sink.ud = &q;
-	if (q.req.stream)
-		gh_http_stream_wake(r, &q.sink.wake_fd, &q.sink.tick_ms);
 	usage = (struct gh_run_usage){0, 0};
 	finish = GH_RUN_FINISH_STOP;
 	ran = 1;

@@ -309,6 +309,8 @@ class McpHandler(http.server.BaseHTTPRequestHandler):
 def forget_sessions(sig, frame):
     with HttpState.lock:
         HttpState.sessions.clear()
+    # a test waits for this line before it counts on the sessions being gone
+    log({"forgot": "sessions"})
 
 
 def main_http(portfile):

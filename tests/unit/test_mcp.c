@@ -658,9 +658,25 @@ static int start_http_server(const char *dir, pid_t *pid)
 /* Calls over an HTTP upstream's session, then once more after the
  * server forgot it, from a thread that ends as gatehouse's request
  * workers do (its own libcurl handles and their connections go with it). */
+/* Whether the file at path holds needle (0 when it cannot be read). */
+static int file_has(const char *path, const char *needle)
+{
+	static char buf[65536];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
 struct http_calls {
 	struct gh_mcp *m;
 	pid_t srv;
+	const char *log;               /* the server's log (MCP_TEST_LOG) */
 	char first[128], second[128];
 	int ok;
 };
@@ -677,8 +693,11 @@ static void *http_caller(void *arg)
 						   "echo: over http");
 		cJSON_Delete(r);
 	}
-	/* the server forgets its sessions: the next call renews it */
+	/* the server forgets its sessions (once its signal handler has run,
+	 * which it logs): the next call renews it */
 	kill(hc->srv, SIGUSR1);
+	for (i = 0; i < 500 && !file_has(hc->log, "\"forgot\": \"sessions\""); i++)
+		usleep(10000);
 	r = call(hc->m, "t_echo", "{\"text\":\"again\"}", &is_error, hc->second);
 	good += r && !is_error && !strcmp(first_text(r) ? first_text(r) : "", "echo: again");
 	cJSON_Delete(r);
@@ -697,7 +716,7 @@ static void test_http_upstream_leaves_nothing(void)
 	struct gh_mcp *m = NULL;
 	struct http_calls hc;
 	struct gh_err e;
-	char text[1024];
+	char text[1024], logp[300];
 	int port, fds0, threads0, children0, threads_up;
 	pthread_t th;
 	pid_t srv;
@@ -720,6 +739,8 @@ static void test_http_upstream_leaves_nothing(void)
 	memset(&hc, 0, sizeof(hc));
 	hc.m = m;
 	hc.srv = srv;
+	snprintf(logp, sizeof(logp), "%s/log", t.dir);
+	hc.log = logp;
 	T_EQ_INT(pthread_create(&th, NULL, http_caller, &hc), 0);
 	pthread_join(th, NULL);
 	T_ASSERT(hc.ok);
