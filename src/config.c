@@ -1198,6 +1198,58 @@ static int valid_prefix(const char *s)
 	return 1;
 }
 
+/* A stdio server's args: strings, empty ones allowed (unlike other
+ * lists). */
+static enum gh_code read_mcp_args(struct ctx *c, const cJSON *args,
+				  struct gh_mcp_server_conf *m)
+{
+	const cJSON *it;
+	enum gh_code rc = GH_OK;
+	size_t n, k = 0;
+
+	if (!args || cJSON_IsNull(args))
+		return GH_OK;
+	n = push(c, "args");
+	if (!cJSON_IsArray(args)) {
+		rc = fail(c, "expected an array of strings");
+	} else {
+		for (it = args->child; it && !rc; it = it->next)
+			if (!cJSON_IsString(it))
+				rc = fail(c, "item %zu: expected a string", k);
+			else
+				k++;
+		if (!rc && !(m->args.v = calloc(k ? k : 1, sizeof(char *))))
+			rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		for (it = args->child; it && !rc; it = it->next) {
+			if (!(m->args.v[m->args.n] = strdup(it->valuestring)))
+				rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+			else
+				m->args.n++;
+		}
+	}
+	pop(c, n);
+	return rc;
+}
+
+/* The prefix of a server without one: its name, other characters as '_',
+ * then '_'. */
+static enum gh_code default_prefix(struct ctx *c, struct gh_mcp_server_conf *m)
+{
+	size_t i, len = strlen(m->name);
+
+	if (!(m->prefix = malloc(len + 2)))
+		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	for (i = 0; i < len; i++) {
+		char ch = m->name[i];
+
+		m->prefix[i] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+				(ch >= '0' && ch <= '9') || ch == '-') ? ch : '_';
+	}
+	m->prefix[len] = '_';
+	m->prefix[len + 1] = '\0';
+	return GH_OK;
+}
+
 static enum gh_code read_mcp_server(struct ctx *c, const cJSON *obj,
 				    struct gh_mcp_server_conf *m)
 {
@@ -1271,34 +1323,8 @@ static enum gh_code read_mcp_server(struct ctx *c, const cJSON *obj,
 			pop(c, n);
 			return rc;
 		}
-		if (args && !cJSON_IsNull(args)) {
-			const cJSON *it;
-
-			n = push(c, "args");
-			/* arguments may be empty strings, unlike other lists */
-			if (!cJSON_IsArray(args)) {
-				rc = fail(c, "expected an array of strings");
-			} else {
-				size_t k = 0;
-
-				for (it = args->child; it && !rc; it = it->next)
-					if (!cJSON_IsString(it))
-						rc = fail(c, "item %zu: expected a string", k);
-					else
-						k++;
-				if (!rc && !(m->args.v = calloc(k ? k : 1, sizeof(char *))))
-					rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
-				for (it = args->child; it && !rc; it = it->next) {
-					if (!(m->args.v[m->args.n] = strdup(it->valuestring)))
-						rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
-					else
-						m->args.n++;
-				}
-			}
-			pop(c, n);
-			if (rc)
-				return rc;
-		}
+		if ((rc = read_mcp_args(c, args, m)))
+			return rc;
 		if ((rc = read_pairs(c, cJSON_GetObjectItemCaseSensitive(obj, "env"), "env", 1,
 				     &m->env, &m->nenv)))
 			return rc;
@@ -1319,20 +1345,8 @@ static enum gh_code read_mcp_server(struct ctx *c, const cJSON *obj,
 		pop(c, n);
 		return rc;
 	}
-	if (!m->prefix) {
-		size_t i, len = strlen(m->name);
-
-		if (!(m->prefix = malloc(len + 2)))
-			return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
-		for (i = 0; i < len; i++) {
-			char ch = m->name[i];
-
-			m->prefix[i] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-					(ch >= '0' && ch <= '9') || ch == '-') ? ch : '_';
-		}
-		m->prefix[len] = '_';
-		m->prefix[len + 1] = '\0';
-	}
+	if (!m->prefix && (rc = default_prefix(c, m)))
+		return rc;
 	if (!valid_prefix(m->prefix)) {
 		n = push(c, "prefix");
 		rc = fail(c, "expected up to 48 of [A-Za-z0-9_-], starting with a letter or '_' "
