@@ -65,6 +65,24 @@ static int dups_in_tree(const cJSON *v)
 	return 0;
 }
 
+/* 1 when some number in v is not finite: cJSON reads a literal beyond
+ * double's range (1e999) as infinity, which it would print back as null,
+ * so the value could not reach a tool, a client or the audit log as it
+ * was sent. Bounded recursion, as dups_in_tree. */
+static int nonfinite_in_tree(const cJSON *v)
+{
+	const cJSON *c;
+
+	if (cJSON_IsNumber(v))
+		return !isfinite(v->valuedouble);
+	if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+		return 0;
+	for (c = v->child; c; c = c->next)
+		if (nonfinite_in_tree(c))
+			return 1;
+	return 0;
+}
+
 /* ---- the pre-scan: size, depth and NUL before cJSON recurses ---- */
 
 /* One open container on the way to the byte being scanned: its kind, the
@@ -287,6 +305,12 @@ enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsig
 				cJSON_Delete(v);
 				rc = gh_err_set(e, GH_E_BADREQ, "%s has an object with a member name "
 						"given twice", what);
+				goto out;
+			}
+			if (nonfinite_in_tree(v)) {
+				cJSON_Delete(v);
+				rc = gh_err_set(e, GH_E_BADREQ, "%s has a number too large to "
+						"represent (beyond about 1.8e308)", what);
 				goto out;
 			}
 			*out = v;

@@ -55,6 +55,9 @@ static void test_parse_errors(void)
 		{"[1, 2]\n\n  x", "request body is not valid JSON (line 3, column 3)"},
 		{"{\"a\":1} {\"b\":2}", "request body is not valid JSON (line 1, column 9)"},
 		{"[1]]", "request body is not valid JSON (line 1, column 4)"},
+		/* beyond double: read as infinity, printed back as null */
+		{"{\"t\": 1e999}", "request body has a number too large to represent"},
+		{"[[-2e400]]", "request body has a number too large to represent"},
 		{"\"unterminated", "request body is not valid JSON"},
 		{"{\n'a': 1}", "request body is not valid JSON (line 2, column"},
 		{"   ", "request body is not valid JSON"},
