@@ -90,6 +90,9 @@ void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
 	for (i = 0; i < n; i++) {
 		if (args[i].kind == STORE_ARG_INT)
 			sqlite3_bind_int64(st, i + 1, args[i].num);
+		else if (args[i].kind == STORE_ARG_BLOB)
+			sqlite3_bind_blob(st, i + 1, args[i].text, (int)args[i].num,
+					  SQLITE_TRANSIENT);
 		else
 			store_bind_text(st, i + 1, args[i].text);
 	}
@@ -135,6 +138,20 @@ enum gh_code store_rows(struct store_conn *c, const char *sql, const struct stor
 	if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
 		return store_fail(c, what, e);
 	return GH_OK;
+}
+
+int store_row_text(sqlite3_stmt *st, void *ud)
+{
+	struct store_buf *b = ud;
+
+	store_col_copy(st, 0, b->buf, b->cap);
+	return 0;
+}
+
+int store_row_int(sqlite3_stmt *st, void *ud)
+{
+	*(int64_t *)ud = sqlite3_column_int64(st, 0);
+	return 0;
 }
 
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,

@@ -135,15 +135,16 @@ enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e
 
 /* Binds text or NULL. */
 int store_bind_text(sqlite3_stmt *st, int i, const char *s);
-/* A statement parameter: text (NULL binds NULL) or an integer. Parameters
- * bind in order, from 1. */
+/* A statement parameter: text (NULL binds NULL), an integer, or a blob
+ * (text the bytes, num their length). Parameters bind in order, from 1. */
 struct store_arg {
-	enum { STORE_ARG_TEXT, STORE_ARG_INT } kind;
-	const char *text;
+	enum { STORE_ARG_TEXT, STORE_ARG_INT, STORE_ARG_BLOB } kind;
+	const void *text;
 	int64_t num;
 };
 #define STORE_TEXT(x) ((struct store_arg){STORE_ARG_TEXT, (x), 0})
 #define STORE_INT(x) ((struct store_arg){STORE_ARG_INT, NULL, (int64_t)(x)})
+#define STORE_BLOB(p, n) ((struct store_arg){STORE_ARG_BLOB, (p), (int64_t)(n)})
 #define STORE_ARGS(...) (const struct store_arg[]){__VA_ARGS__}, \
 	(int)(sizeof((const struct store_arg[]){__VA_ARGS__}) / sizeof(struct store_arg))
 
@@ -166,6 +167,16 @@ typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
 enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
 			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e);
+/* A row callback that copies the first column's text into the store_buf
+ * ud ("" when NULL). */
+struct store_buf {
+	char *buf;
+	size_t cap;
+};
+int store_row_text(sqlite3_stmt *st, void *ud);
+/* A row callback that stores the first column as an integer in the
+ * int64_t ud. */
+int store_row_int(sqlite3_stmt *st, void *ud);
 /* The same on a reader borrowed for the call. */
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,
