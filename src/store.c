@@ -133,6 +133,8 @@ enum gh_code store_rows(struct store_conn *c, const char *sql, const struct stor
 	sqlite3_reset(st);
 	if (nrows)
 		*nrows = seen;
+	if (r == STORE_ROW_NOMEM)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	if (r < 0)
 		return gh_err_set(e, GH_E_IO, "database: %s: a damaged row", what);
 	if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)

@@ -157,8 +157,10 @@ enum gh_code store_exec(struct store_conn *w, const char *sql, const struct stor
 			int n, const char *what, int *changes, struct gh_err *e);
 
 /* Called for each row read: 0 goes on, 1 stops (not an error), -1 says
- * the row is damaged (the read fails with GH_E_IO; the callback has freed
- * what it took from that row). */
+ * the row is damaged (the read fails with GH_E_IO), STORE_ROW_NOMEM that
+ * memory ran out (GH_E_NOMEM); on a failure the callback has freed what it
+ * took from that row. */
+#define STORE_ROW_NOMEM (-2)
 typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
 
 /* Steps sql with args on c, handing each row to row, at most max rows
