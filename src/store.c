@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,15 +168,22 @@ enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_
 	return rc;
 }
 
-enum gh_code store_read_one(struct gh_store *s, const char *sql, const struct store_arg *args,
-			    int n, store_row_fn row, void *ud, const char *what, struct gh_err *e)
+enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
+		       store_row_fn row, void *out, size_t out_size, const char *what,
+		       struct gh_err *e, const char *notfound, ...)
 {
 	int seen = 0;
-	enum gh_code rc = store_read(s, sql, args, n, 1, row, ud, &seen, what, e);
+	enum gh_code rc;
+	va_list ap;
 
-	if (rc == GH_OK && seen == 0)
-		return GH_E_NOTFOUND;
-	return rc;
+	memset(out, 0, out_size);
+	rc = store_read(s, sql, args, n, 1, row, out, &seen, what, e);
+	if (rc != GH_OK || seen)
+		return rc;
+	va_start(ap, notfound);
+	gh_err_vset(e, GH_E_NOTFOUND, notfound, ap);
+	va_end(ap);
+	return GH_E_NOTFOUND;
 }
 
 cJSON *store_col_json(sqlite3_stmt *st, int i)

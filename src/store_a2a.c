@@ -126,17 +126,12 @@ static int task_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_a2a_task_get(struct gh_store *s, const char *owner, const char *agent_id,
 				   const char *id, struct gh_a2a_task *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, "SELECT id, context_id, agent_id, owner, key_id, run_id, state, "
-			       "status_message, history, artifacts, created_at, updated_at "
-			       "FROM a2a_tasks WHERE id = ? AND owner = ? AND agent_id = ?",
-			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner), STORE_TEXT(agent_id)),
-			    task_row, out, "reading an a2a task", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "task %s not found", id);
-	return rc;
+	return store_get(s, "SELECT id, context_id, agent_id, owner, key_id, run_id, state, "
+			    "status_message, history, artifacts, created_at, updated_at "
+			    "FROM a2a_tasks WHERE id = ? AND owner = ? AND agent_id = ?",
+			 STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner), STORE_TEXT(agent_id)),
+			 task_row, out, sizeof(*out), "reading an a2a task", e,
+			 "task %s not found", id);
 }
 
 /* ------------------------------------------------------------------ save */

@@ -105,38 +105,23 @@ static int user_from(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_admin_get(struct gh_store *s, const char *name, struct gh_admin_user *out,
 				struct gh_err *e)
 {
-	enum gh_code rc = store_read_one(s, "SELECT " USER_COLS " FROM admin_users WHERE name = ?",
-					 STORE_ARGS(STORE_TEXT(name)), user_from, out,
-					 "reading an admin", e);
-
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no admin \"%s\"", name);
-	return rc;
+	return store_get(s, "SELECT " USER_COLS " FROM admin_users WHERE name = ?",
+			 STORE_ARGS(STORE_TEXT(name)), user_from, out, sizeof(*out),
+			 "reading an admin", e, "no admin \"%s\"", name);
 }
 
-struct user_each {
-	int (*fn)(void *ud, const struct gh_admin_user *u);
-	void *ud;
-};
-
-static int user_each_row(sqlite3_stmt *st, void *ud)
-{
-	struct user_each *ue = ud;
-	struct gh_admin_user u;
-
-	user_from(st, &u);
-	memset(u.password_hash, 0, sizeof(u.password_hash));
-	return ue->fn(ue->ud, &u) ? 1 : 0;
-}
+STORE_EACH(user, struct gh_admin_user, user_from, STORE_NO_CLEAR, 0)
 
 enum gh_code gh_store_admin_list(struct gh_store *s,
 				 int (*fn)(void *ud, const struct gh_admin_user *u), void *ud,
 				 struct gh_err *e)
 {
-	struct user_each ue = {fn, ud};
+	struct user_each x = {fn, ud};
 
-	return store_read(s, "SELECT " USER_COLS " FROM admin_users ORDER BY name", NULL, 0, 0,
-			  user_each_row, &ue, NULL, "listing admins", e);
+	/* the password hashes stay in the database */
+	return store_read(s, "SELECT name, '', created_at, coalesce(disabled_at, 0), "
+			     "coalesce(last_login_at, 0) FROM admin_users ORDER BY name",
+			  NULL, 0, 0, user_each_row, &x, NULL, "listing admins", e);
 }
 
 static enum gh_code disable_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -291,17 +276,11 @@ static int session_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_session_peek(struct gh_store *s, const unsigned char token_hash[32],
 				   struct gh_admin_session *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, "
-			       "s.expires_at FROM admin_sessions s JOIN admin_users u "
-			       "ON u.name = s.user WHERE s.token_hash = ? AND u.disabled_at IS NULL",
-			    STORE_ARGS(STORE_BLOB(token_hash, 32)), session_row, out,
-			    "reading a session", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no session");
-	return rc;
+	return store_get(s, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, s.expires_at "
+			    "FROM admin_sessions s JOIN admin_users u ON u.name = s.user "
+			    "WHERE s.token_hash = ? AND u.disabled_at IS NULL",
+			 STORE_ARGS(STORE_BLOB(token_hash, 32)), session_row, out, sizeof(*out),
+			 "reading a session", e, "no session");
 }
 
 enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_hash[32],

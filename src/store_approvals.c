@@ -117,44 +117,23 @@ static int approval_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const char *id,
 				   int by_call, struct gh_approval *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, by_call
-			    ? "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
-			      "AND (?2 IS NULL OR owner = ?2)"
-			    : "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
-			      "AND (?2 IS NULL OR owner = ?2)",
-			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner)), approval_row, out,
-			    "reading an approval", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no approval %s", id);
-	return rc;
+	return store_get(s, by_call
+			 ? "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
+			   "AND (?2 IS NULL OR owner = ?2)"
+			 : "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
+			   "AND (?2 IS NULL OR owner = ?2)",
+			 STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner)), approval_row, out,
+			 sizeof(*out), "reading an approval", e, "no approval %s", id);
 }
 
-struct approval_each {
-	int (*fn)(void *ud, const struct gh_approval *a);
-	void *ud;
-};
-
-static int approval_each_row(sqlite3_stmt *st, void *ud)
-{
-	struct approval_each *ae = ud;
-	struct gh_approval a;
-	int stop;
-
-	if (approval_from(st, &a) != 0)
-		return 0;       /* a damaged row is left out of a list */
-	stop = ae->fn(ae->ud, &a);
-	gh_approval_clear(&a);
-	return stop ? 1 : 0;
-}
+/* a damaged row is left out of a list */
+STORE_EACH(approval, struct gh_approval, approval_from, gh_approval_clear, 1)
 
 enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, const char *owner,
 				    int limit, int (*fn)(void *ud, const struct gh_approval *a),
 				    void *ud, struct gh_err *e)
 {
-	struct approval_each ae = {fn, ud};
+	struct approval_each x = {fn, ud};
 	int oldest_first = status && !strcmp(status, "pending");
 
 	return store_read(s, oldest_first
@@ -164,7 +143,7 @@ enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, cons
 			    "status = ?1) AND (?2 IS NULL OR owner = ?2) "
 			    "ORDER BY created_at DESC, id DESC LIMIT ?3",
 			  STORE_ARGS(STORE_TEXT(status), STORE_TEXT(owner), STORE_INT(limit)), 0,
-			  approval_each_row, &ae, NULL, "listing approvals", e);
+			  approval_each_row, &x, NULL, "listing approvals", e);
 }
 
 struct decide_arg {

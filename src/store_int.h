@@ -183,10 +183,37 @@ int store_row_int(sqlite3_stmt *st, void *ud);
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e);
-/* The first row only: GH_E_NOTFOUND, with e left for the caller to fill,
- * when there is none. */
-enum gh_code store_read_one(struct gh_store *s, const char *sql, const struct store_arg *args,
-			    int n, store_row_fn row, void *ud, const char *what, struct gh_err *e);
+/* One row, read into out (out_size bytes, zeroed first) by row:
+ * GH_E_NOTFOUND with e formatted from notfound when there is none. */
+enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
+		       store_row_fn row, void *out, size_t out_size, const char *what,
+		       struct gh_err *e, const char *notfound, ...)
+	__attribute__((format(printf, 10, 11)));
+
+/* Defines NAME_each (a list's callback and its argument) and NAME_each_row, a
+ * store_row_fn that reads a row into a TYPE with FROM(st, &row) (0, or -1
+ * for a damaged row: skipped when SKIP, else the read fails), hands it to
+ * the callback (nonzero stops the list) and clears it with CLEAR. */
+#define STORE_EACH(NAME, TYPE, FROM, CLEAR, SKIP)                                       \
+	struct NAME##_each {                                                            \
+		int (*fn)(void *ud, const TYPE *row);                                   \
+		void *ud;                                                               \
+	};                                                                              \
+	static int NAME##_each_row(sqlite3_stmt *st, void *ud)                          \
+	{                                                                               \
+		struct NAME##_each *x = ud;                                             \
+		TYPE row;                                                               \
+		int stop;                                                               \
+                                                                                        \
+		if (FROM(st, &row) != 0)                                                \
+			return (SKIP) ? 0 : -1;                                         \
+		stop = x->fn(x->ud, &row);                                              \
+		CLEAR(&row);                                                            \
+		return stop ? 1 : 0;                                                    \
+	}
+
+/* A CLEAR for rows that own nothing. */
+#define STORE_NO_CLEAR(row) ((void)(row))
 
 /* Column text copied into dst (cap bytes); "" when NULL. */
 void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);

@@ -64,11 +64,8 @@ static int key_from(sqlite3_stmt *st, void *ud)
 static enum gh_code key_lookup(struct gh_store *s, const char *sql, struct store_arg by,
 			       struct gh_key *out, struct gh_err *e)
 {
-	enum gh_code rc = store_read_one(s, sql, &by, 1, key_from, out, "looking up a key", e);
-
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no such key");
-	return rc;
+	return store_get(s, sql, &by, 1, key_from, out, sizeof(*out), "looking up a key", e,
+			 "no such key");
 }
 
 enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[32],
@@ -89,27 +86,15 @@ enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_ke
 	return rc;
 }
 
-struct key_each {
-	int (*fn)(void *ud, const struct gh_key *k);
-	void *ud;
-};
-
-static int key_each_row(sqlite3_stmt *st, void *ud)
-{
-	struct key_each *ke = ud;
-	struct gh_key k;
-
-	key_from(st, &k);
-	return ke->fn(ke->ud, &k) ? 1 : 0;
-}
+STORE_EACH(key, struct gh_key, key_from, STORE_NO_CLEAR, 0)
 
 enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const struct gh_key *k),
 			       void *ud, struct gh_err *e)
 {
-	struct key_each ke = {fn, ud};
+	struct key_each x = {fn, ud};
 
 	return store_read(s, "SELECT " KEY_COLS " FROM api_keys ORDER BY created_at DESC, id",
-			  NULL, 0, 0, key_each_row, &ke, NULL, "listing keys", e);
+			  NULL, 0, 0, key_each_row, &x, NULL, "listing keys", e);
 }
 
 static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *arg,

@@ -55,45 +55,23 @@ static int pin_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_mcp_pin_get(struct gh_store *s, const char *server, const char *tool,
 				  struct gh_mcp_pin *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, "SELECT " PIN_COLS " FROM mcp_tool_pins WHERE server = ? AND tool = ?",
-			    STORE_ARGS(STORE_TEXT(server), STORE_TEXT(tool)), pin_row, out,
-			    "reading a tool pin", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "MCP server \"%s\" has no pinned tool \"%s\"",
-				server, tool);
-	return rc;
+	return store_get(s, "SELECT " PIN_COLS " FROM mcp_tool_pins WHERE server = ? AND tool = ?",
+			 STORE_ARGS(STORE_TEXT(server), STORE_TEXT(tool)), pin_row, out,
+			 sizeof(*out), "reading a tool pin", e,
+			 "MCP server \"%s\" has no pinned tool \"%s\"", server, tool);
 }
 
-struct pin_each {
-	int (*fn)(void *ud, const struct gh_mcp_pin *p);
-	void *ud;
-};
-
-static int pin_each_row(sqlite3_stmt *st, void *ud)
-{
-	struct pin_each *pe = ud;
-	struct gh_mcp_pin p;
-	int stop;
-
-	if (pin_from(st, &p) != 0)
-		return -1;
-	stop = pe->fn(pe->ud, &p);
-	gh_mcp_pin_clear(&p);
-	return stop ? 1 : 0;
-}
+STORE_EACH(pin, struct gh_mcp_pin, pin_from, gh_mcp_pin_clear, 0)
 
 enum gh_code gh_store_mcp_pin_list(struct gh_store *s, const char *server,
 				   int (*fn)(void *ud, const struct gh_mcp_pin *p), void *ud,
 				   struct gh_err *e)
 {
-	struct pin_each pe = {fn, ud};
+	struct pin_each x = {fn, ud};
 
 	return store_read(s, "SELECT " PIN_COLS " FROM mcp_tool_pins "
 			     "WHERE ?1 IS NULL OR server = ?1 ORDER BY server, tool",
-			  STORE_ARGS(STORE_TEXT(server)), 0, pin_each_row, &pe, NULL,
+			  STORE_ARGS(STORE_TEXT(server)), 0, pin_each_row, &x, NULL,
 			  "listing tool pins", e);
 }
 
@@ -296,41 +274,35 @@ void gh_store_mcp_server_put(struct gh_store *s, const struct gh_mcp_server_row 
 	store_write_async(s, server_put_job, copy, free);
 }
 
-struct server_each {
-	int (*fn)(void *ud, const struct gh_mcp_server_row *r);
-	void *ud;
-};
-
-static int server_row(sqlite3_stmt *st, void *ud)
+static int server_from(sqlite3_stmt *st, struct gh_mcp_server_row *r)
 {
-	struct server_each *se = ud;
-	struct gh_mcp_server_row r;
-
-	memset(&r, 0, sizeof(r));
-	store_col_copy(st, 0, r.name, sizeof(r.name));
-	store_col_copy(st, 1, r.transport, sizeof(r.transport));
-	store_col_copy(st, 2, r.state, sizeof(r.state));
-	store_col_copy(st, 3, r.last_error, sizeof(r.last_error));
-	r.next_retry_at = sqlite3_column_int64(st, 4);
-	store_col_copy(st, 5, r.session, sizeof(r.session));
-	store_col_copy(st, 6, r.protocol_version, sizeof(r.protocol_version));
-	store_col_copy(st, 7, r.server_info, sizeof(r.server_info));
-	r.tools = sqlite3_column_int64(st, 8);
-	r.connected_at = sqlite3_column_int64(st, 9);
-	r.updated_at = sqlite3_column_int64(st, 10);
-	return se->fn(se->ud, &r) ? 1 : 0;
+	memset(r, 0, sizeof(*r));
+	store_col_copy(st, 0, r->name, sizeof(r->name));
+	store_col_copy(st, 1, r->transport, sizeof(r->transport));
+	store_col_copy(st, 2, r->state, sizeof(r->state));
+	store_col_copy(st, 3, r->last_error, sizeof(r->last_error));
+	r->next_retry_at = sqlite3_column_int64(st, 4);
+	store_col_copy(st, 5, r->session, sizeof(r->session));
+	store_col_copy(st, 6, r->protocol_version, sizeof(r->protocol_version));
+	store_col_copy(st, 7, r->server_info, sizeof(r->server_info));
+	r->tools = sqlite3_column_int64(st, 8);
+	r->connected_at = sqlite3_column_int64(st, 9);
+	r->updated_at = sqlite3_column_int64(st, 10);
+	return 0;
 }
+
+STORE_EACH(server, struct gh_mcp_server_row, server_from, STORE_NO_CLEAR, 0)
 
 enum gh_code gh_store_mcp_server_list(struct gh_store *s,
 				      int (*fn)(void *ud, const struct gh_mcp_server_row *r),
 				      void *ud, struct gh_err *e)
 {
-	struct server_each se = {fn, ud};
+	struct server_each x = {fn, ud};
 
 	return store_read(s, "SELECT name, transport, state, coalesce(last_error, ''), "
 			     "coalesce(next_retry_at, 0), coalesce(session, ''), "
 			     "coalesce(protocol_version, ''), coalesce(server_info, ''), "
 			     "tools, coalesce(connected_at, 0), updated_at "
 			     "FROM mcp_servers ORDER BY name",
-			  NULL, 0, 0, server_row, &se, NULL, "listing MCP servers", e);
+			  NULL, 0, 0, server_each_row, &x, NULL, "listing MCP servers", e);
 }

@@ -236,12 +236,9 @@ static int text_dup_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
 					 const char *resource, char **out, struct gh_err *e)
 {
-	enum gh_code rc;
-
 	*out = NULL;
-	rc = store_read_one(s, "SELECT content FROM working_memory WHERE owner = ? "
-			       "AND resource_id = ?",
-			    STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource)), text_dup_row, out,
-			    "reading working memory", e);
-	return rc == GH_E_NOTFOUND ? GH_OK : rc;
+	return store_read(s, "SELECT content FROM working_memory WHERE owner = ? "
+			     "AND resource_id = ?",
+			  STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource)), 1, text_dup_row, out,
+			  NULL, "reading working memory", e);
 }

@@ -96,14 +96,8 @@ static int response_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_response_get(struct gh_store *s, const char *key_id, const char *id,
 				   struct gh_stored_response *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, "SELECT id, owner, key_id, agent_id, run_id, previous_id, body, "
-			       "conversation, created_at FROM responses WHERE id = ? AND key_id = ?",
-			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(key_id)), response_row, out,
-			    "reading a response", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "response %s not found", id);
-	return rc;
+	return store_get(s, "SELECT id, owner, key_id, agent_id, run_id, previous_id, body, "
+			    "conversation, created_at FROM responses WHERE id = ? AND key_id = ?",
+			 STORE_ARGS(STORE_TEXT(id), STORE_TEXT(key_id)), response_row, out,
+			 sizeof(*out), "reading a response", e, "response %s not found", id);
 }

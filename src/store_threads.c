@@ -119,6 +119,22 @@ enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const ch
 	return rc;
 }
 
+struct thread_rows {
+	cJSON *arr;
+	enum store_view v;
+};
+
+static int thread_row(sqlite3_stmt *st, void *ud)
+{
+	struct thread_rows *tr = ud;
+	cJSON *t = thread_json(st, tr->v);
+
+	if (!t)
+		return STORE_ROW_NOMEM;
+	cJSON_AddItemToArray(tr->arr, t);
+	return 0;
+}
+
 enum gh_code store_thread_list(struct gh_store *s, enum store_view v, const char *owner,
 			       const char *agent_id, const char *resource_id, int page,
 			       int per_page, cJSON **out, struct gh_err *e)
@@ -136,53 +152,28 @@ enum gh_code store_thread_list(struct gh_store *s, enum store_view v, const char
 				     OWNER_ANY(1) " AND " THREAD_FILTER THREAD_ORDER,
 	};
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st;
-	cJSON *res = NULL, *arr;
-	enum gh_code rc = GH_OK;
-	int64_t total;
-	int src;
+	struct thread_rows tr = {NULL, v};
+	cJSON *res = NULL;
+	enum gh_code rc;
+	int64_t total = 0;
 
 	*out = NULL;
-	if (!(st = store_stmt(c, sql_count[v], e))) {
-		rc = GH_E_IO;
+	rc = store_rows(c, sql_count[v], STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(agent_id),
+						     STORE_TEXT(resource_id)),
+			1, store_row_int, &total, NULL, "counting threads", e);
+	if (rc != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, owner);
-	store_bind_text(st, 2, agent_id);
-	store_bind_text(st, 3, resource_id);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		rc = store_fail(c, "counting threads", e);
-		goto out;
-	}
-	total = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
 	res = cJSON_CreateObject();
-	if (!res || !(arr = cJSON_AddArrayToObject(res, "threads"))) {
+	if (!res || !(tr.arr = cJSON_AddArrayToObject(res, "threads"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if (!(st = store_stmt(c, sql_page[v], e))) {
-		rc = GH_E_IO;
+	rc = store_rows(c, sql_page[v], STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(agent_id),
+						    STORE_TEXT(resource_id), STORE_INT(per_page),
+						    STORE_INT((int64_t)page * per_page)),
+			0, thread_row, &tr, NULL, "listing threads", e);
+	if (rc != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, owner);
-	store_bind_text(st, 2, agent_id);
-	store_bind_text(st, 3, resource_id);
-	sqlite3_bind_int(st, 4, per_page);
-	sqlite3_bind_int64(st, 5, (int64_t)page * per_page);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *t = thread_json(st, v);
-
-		if (!t) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			goto out;
-		}
-		cJSON_AddItemToArray(arr, t);
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "listing threads", e);
-		goto out;
-	}
 	page_fields(res, total, page, per_page);
 	*out = res;
 	res = NULL;
@@ -741,29 +732,23 @@ static int run_row(sqlite3_stmt *st, void *ud)
 enum gh_code gh_store_run_get(struct gh_store *s, const char *owner, const char *run_id,
 			      struct gh_run_row *out, struct gh_err *e)
 {
-	enum gh_code rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_read_one(s, "SELECT id, owner, key_id, agent_id, coalesce(thread_id, ''), "
-			       "coalesce(resource_id, ''), status, state, output, error, created_at, "
-			       "updated_at FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
-			    STORE_ARGS(STORE_TEXT(run_id), STORE_TEXT(owner)), run_row, out,
-			    "reading a run", e);
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
-	return rc;
+	return store_get(s, "SELECT id, owner, key_id, agent_id, coalesce(thread_id, ''), "
+			    "coalesce(resource_id, ''), status, state, output, error, created_at, "
+			    "updated_at FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
+			 STORE_ARGS(STORE_TEXT(run_id), STORE_TEXT(owner)), run_row, out,
+			 sizeof(*out), "reading a run", e, "no run %s", run_id);
 }
 
 struct call_row {
-	char *run_id, *status;
+	char run_id[48], status[16];
 };
 
 static int call_row(sqlite3_stmt *st, void *ud)
 {
 	struct call_row *r = ud;
 
-	store_col_copy(st, 0, r->run_id, 48);
-	store_col_copy(st, 1, r->status, 16);
+	store_col_copy(st, 0, r->run_id, sizeof(r->run_id));
+	store_col_copy(st, 1, r->status, sizeof(r->status));
 	return 0;
 }
 
@@ -771,14 +756,17 @@ enum gh_code gh_store_tool_call_find(struct gh_store *s, const char *owner,
 				     const char *tool_call_id, char run_id[48],
 				     char status_out[16], struct gh_err *e)
 {
-	struct call_row r = {run_id, status_out};
-	enum gh_code rc = store_read_one(s, "SELECT run_id, status FROM run_tool_calls "
-					    "WHERE tool_call_id = ? AND owner = ?",
-					 STORE_ARGS(STORE_TEXT(tool_call_id), STORE_TEXT(owner)),
-					 call_row, &r, "finding a tool call", e);
+	struct call_row r;
+	enum gh_code rc = store_get(s, "SELECT run_id, status FROM run_tool_calls "
+				       "WHERE tool_call_id = ? AND owner = ?",
+				    STORE_ARGS(STORE_TEXT(tool_call_id), STORE_TEXT(owner)), call_row,
+				    &r, sizeof(r), "finding a tool call", e,
+				    "unknown toolCallId %s", tool_call_id);
 
-	if (rc == GH_E_NOTFOUND)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "unknown toolCallId %s", tool_call_id);
+	if (rc == GH_OK) {
+		gh_strlcpy(run_id, r.run_id, 48);
+		gh_strlcpy(status_out, r.status, 16);
+	}
 	return rc;
 }
 
@@ -816,19 +804,19 @@ struct id_each {
 
 static int id_each_row(sqlite3_stmt *st, void *ud)
 {
-	struct id_each *ie = ud;
+	struct id_each *x = ud;
 	const unsigned char *id = sqlite3_column_text(st, 0);
 
-	return ie->fn(ie->ud, id ? (const char *)id : "") ? 1 : 0;
+	return x->fn(x->ud, id ? (const char *)id : "") ? 1 : 0;
 }
 
 enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
 				       int (*fn)(void *ud, const char *run_id), void *ud,
 				       struct gh_err *e)
 {
-	struct id_each ie = {fn, ud};
+	struct id_each x = {fn, ud};
 
 	return store_read(s, "SELECT id FROM runs WHERE status = ? ORDER BY updated_at",
-			  STORE_ARGS(STORE_TEXT(status)), 0, id_each_row, &ie, NULL,
+			  STORE_ARGS(STORE_TEXT(status)), 0, id_each_row, &x, NULL,
 			  "listing runs", e);
 }
