@@ -479,6 +479,16 @@ static void hand_out(struct ag *q, const cJSON *call)
 	emit(q, ev);
 }
 
+static int is_client(const struct ag *q, const char *name)
+{
+	const cJSON *d;
+
+	cJSON_ArrayForEach(d, q->req.client_defs)
+		if (!strcmp(gh_json_str(d, "name") ? gh_json_str(d, "name") : "", name))
+			return 1;
+	return 0;
+}
+
 static int sink_tick(void *ud)
 {
 	struct ag *q = ud;
@@ -503,11 +513,14 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
 		text_close(q);
 		break;
 	case GH_EV_TOOL_CALL:
-		if (c && c->id && c->source && strcmp(c->source, "client"))
-			show_call(q, c->id, c->name ? c->name : "", c->args);
+		/* before the gate: a name the client declared is its own tool */
+		if (c && c->id && c->name && !is_client(q, c->name))
+			show_call(q, c->id, c->name, c->args);
 		break;
 	case GH_EV_TOOL_RESULT:
-		if (c && c->id && shown(q, c->id))
+		/* a server call shown by an earlier request (approved or denied
+		 * since) gets its result here */
+		if (c && c->id && (shown(q, c->id) || (c->source && strcmp(c->source, "client"))))
 			show_result(q, c);
 		break;
 	default:
