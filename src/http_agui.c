@@ -745,6 +745,7 @@ static enum gh_code answer_all(struct ag *q, struct gh_run_result *res, int *ran
 		ta.approval_id = en->interrupt_id;
 		ta.approve = en->approve;
 		ta.reason = en->reason ? en->reason : en->cancelled ? "cancelled by the user" : NULL;
+		ta.edited_args = en->edited_args;
 		ta.mode = GH_ANSWER_CONTINUE;
 		ta.wait_ms = q->r->app->cfg->server.approval_wait_ms;
 		ta.gone = wait_gone;

@@ -10,6 +10,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { HttpAgent } from '@ag-ui/client';
 import { EventSchemas } from '@ag-ui/core/schemas';
 import { ChatClient, fetchServerSentEvents } from '@tanstack/ai-client';
@@ -276,6 +277,43 @@ test('HttpAgent: a denial with a reason reaches the model; the tool never runs',
     body: JSON.stringify({ threadId: 'th-deny', runId: 'run-deny-3', messages: [],
       resume: [{ interruptId: it.id, status: 'resolved', payload: { approved: true } }] }) });
   assert.equal(again.status, 409);
+});
+
+// SHA-256 of canonical JSON (sorted keys, no spaces), as approvals bind.
+function canonSha(v) {
+  const canon = (x) => (Array.isArray(x) ? `[${x.map(canon).join(',')}]`
+    : x && typeof x === 'object' ? `{${Object.keys(x).sort()
+      .map((k) => `${JSON.stringify(k)}:${canon(x[k])}`).join(',')}}` : JSON.stringify(x));
+  return createHash('sha256').update(canon(v)).digest('hex');
+}
+
+test('ChatClient: approved with edited arguments: the tool runs once with them, the audit ' +
+  'log keeps both digests', async () => {
+  const asked = { to: 'bob@example.com', body: 'hi' };
+  const edited = { to: 'carol@example.com', body: 'hi, from the editor' };
+  await fake.script('ag-edit',
+    { tool_calls: [{ id: 'e1', name: 'send_email', arguments: asked }] },
+    { text: 'Sent to Carol.' });
+  const { client } = chat('ag-edit', 'th-edit');
+  await client.sendMessage('Mail Bob');
+  const it = await interrupted(client);
+  assert.equal(it.metadata.argsDigest, canonSha(asked));
+  assert.equal(it.responseSchema.properties.editedArgs.type, 'object');
+  it.resolveInterrupt({ approved: true, editedArgs: edited });
+  await until('the answer', () => !client.getIsLoading() && /Carol/.test(texts(client)));
+  const sends = (await fake.requests()).filter((r) => r.path === '/tools/send-email' &&
+    [asked.to, edited.to].includes(r.body.to));
+  assert.deepEqual(sends.map((r) => r.body), [edited], 'ran once, with the edited arguments');
+  const audit = await (await fetch(`${gw.url}/api/audit?tool=send_email&limit=100`,
+    { headers: auth(admin) })).json();
+  const rows = (audit.events ?? audit.rows ?? audit).filter((r) => r.approvalId === it.interruptId ||
+    JSON.stringify(r).includes(it.interruptId));
+  const det = (r) => (typeof r.detail === 'string' ? JSON.parse(r.detail) : r.detail) ?? {};
+  const ran = rows.find((r) => r.event === 'executed');
+  assert.ok(ran, JSON.stringify(rows).slice(0, 2000));
+  assert.equal(det(ran).args_edited.original_sha256, canonSha(asked));
+  assert.equal(det(ran).args_edited.edited_sha256, canonSha(edited));
+  assert.match(det(ran).args_edited.edited_by, /^key:/);
 });
 
 test('an admin\'s approval is waited for, then reported pending with its id', async () => {
