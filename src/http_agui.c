@@ -611,9 +611,9 @@ static cJSON *interrupts(struct ag *q, const struct gh_run_view *v, int *callers
 	for (i = 0; i < v->ncalls; i++) {
 		const struct gh_run_call *c = &v->calls[i];
 		struct gh_agui_pending p;
+		int caller;
 
-		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id || !c->approval ||
-		    strcmp(c->approval->status, "pending"))
+		if (!gh_run_call_awaits_decision(c, &caller))
 			continue;
 		memset(&p, 0, sizeof(p));
 		p.approval_id = c->approval_id;
@@ -626,7 +626,7 @@ static cJSON *interrupts(struct ag *q, const struct gh_run_view *v, int *callers
 		p.approver = c->approval->approver;
 		p.rule = c->approval->rule;
 		p.expires_at = c->approval_expires_at;
-		*callers += !strcmp(c->approval->approver, "caller");
+		*callers += caller;
 		if (!arr)
 			arr = cJSON_CreateArray();
 		cJSON_AddItemToArray(arr, gh_agui_interrupt(&p));
