@@ -374,8 +374,13 @@ enum gh_code gh_agui_parse(const cJSON *body, struct gh_agui_req *out, struct gh
 		goto out;
 	out->client_defs = oq.client_defs;
 	oq.client_defs = NULL;
-	if (out->nresume || !oq.messages)
+	if (out->nresume)
 		goto out;
+	if (!oq.messages) {
+		rc = gh_err_set(e, GH_E_BADREQ, "messages: none the model reads (only reasoning or "
+				"activity messages)");
+		goto out;
+	}
 	if ((trail = gh_openai_trailing_results(oq.messages))) {
 		out->messages = trail;
 		out->continuation = 1;
@@ -385,6 +390,8 @@ enum gh_code gh_agui_parse(const cJSON *body, struct gh_agui_req *out, struct gh
 out:
 	free(ctx);
 	gh_openai_req_free(&oq);
+	if (rc != GH_OK)
+		gh_agui_req_free(out);
 	return rc;
 }
 
