@@ -29,8 +29,8 @@
  *
  * A client that leaves does not stop the run: its turn goes on to the end
  * so that a reconnect gets every event, once and in order. The events of
- * each run are kept in this process (bounded: LOG_BYTES a run, LOG_RUNS
- * runs, LOG_KEEP_MS after the end); the registry is guarded by one mutex,
+ * each run are kept in this process (bounded: LOG_BYTES a run, LOG_TOTAL
+ * in all, LOG_RUNS runs, LOG_KEEP_MS after the end); the registry is guarded by one mutex,
  * everything else is per request, on the worker thread that serves it.
  */
 #include <pthread.h>
@@ -52,6 +52,7 @@
 
 #define LOG_BYTES (8u << 20)        /* events kept for a run; later ones are not */
 #define LOG_RUNS 1024               /* runs whose events are kept at once */
+#define LOG_TOTAL (256u << 20)      /* events kept for all runs together */
 #define LOG_KEEP_MS 60000           /* how long a finished run's events stay */
 
 /* ------------------------------------------------------- the event logs */
@@ -77,7 +78,7 @@ struct evlog {
 static pthread_mutex_t logs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t logs_cv = PTHREAD_COND_INITIALIZER;
 static struct evlog *logs;
-static size_t nlogs;
+static size_t nlogs, total_bytes;
 
 static void log_free(struct evlog *l)
 {
@@ -85,6 +86,7 @@ static void log_free(struct evlog *l)
 
 	for (i = 0; i < l->n; i++)
 		free(l->ev[i].data);
+	total_bytes -= l->bytes;
 	free(l->ev);
 	free(l);
 }
@@ -163,7 +165,8 @@ static void log_put(struct evlog *l, int done)
 	pthread_mutex_unlock(&logs_mu);
 }
 
-/* Keeps one event (a copy). Past LOG_BYTES only the run's end is kept. */
+/* Keeps one event (a copy). Past LOG_BYTES (or LOG_TOTAL for all runs)
+ * only the run's end is kept: a client joining later misses the middle. */
 static void log_append(struct evlog *l, int64_t off, const char *data, size_t len, int last)
 {
 	struct entry *ev;
@@ -172,7 +175,8 @@ static void log_append(struct evlog *l, int64_t off, const char *data, size_t le
 	if (!l)
 		return;
 	pthread_mutex_lock(&logs_mu);
-	if ((last || l->bytes + len <= LOG_BYTES) && (d = malloc(len + 1))) {
+	if ((last || (l->bytes + len <= LOG_BYTES && total_bytes + len <= LOG_TOTAL)) &&
+	    (d = malloc(len + 1))) {
 		memcpy(d, data, len);
 		d[len] = '\0';
 		if (l->n == l->cap) {
@@ -187,6 +191,7 @@ static void log_append(struct evlog *l, int64_t off, const char *data, size_t le
 		if (l->n < l->cap) {
 			l->ev[l->n++] = (struct entry){off, d, len};
 			l->bytes += len;
+			total_bytes += len;
 		} else {
 			free(d);
 		}
@@ -678,7 +683,13 @@ static void settled(struct ag *q, const struct gh_run_view *v, int timed_out)
 			   v->error ? v->error : "no reason recorded");
 		fail(q, &e);
 	} else {
-		/* carried out elsewhere, not yet done: say so as a pending end */
+		/* decided, and being carried out elsewhere still: say where the
+		 * answer will be */
+		char note[256];
+
+		snprintf(note, sizeof(note), "The approval was decided and run %s is carrying it "
+			 "out; its answer will be at GET /api/runs/%s.", v->id, v->id);
+		text_delta(q, note, strlen(note));
 		finish_success(q, NULL);
 	}
 }
