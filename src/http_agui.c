@@ -317,6 +317,7 @@ struct ag {
 	int started, ended;
 	char named[GH_ID_MAX];            /* a new run's id (from runId) */
 	char msg_id[GH_ID_MAX];           /* the text message open, "" none */
+	char rs_id[GH_ID_MAX];            /* the reasoning message open, "" none */
 	char parent[GH_ID_MAX];           /* the last assistant message, for tool calls */
 	cJSON *shown;                     /* owned: ids of calls shown as TOOL_CALL_* */
 	struct gh_run_usage usage;
@@ -370,10 +371,63 @@ static cJSON *event(const char *type)
 	return gh_agui_event(type, gh_now_ms());
 }
 
+/* Ends the reasoning message open, and its span. */
+static void reasoning_close(struct ag *q)
+{
+	cJSON *ev;
+
+	if (!q->rs_id[0])
+		return;
+	if ((ev = event("REASONING_MESSAGE_END")))
+		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
+	emit(q, ev);
+	if ((ev = event("REASONING_END")))
+		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
+	emit(q, ev);
+	q->rs_id[0] = '\0';
+}
+
+/* The model's reasoning, as a reasoning message of its own. */
+static void reasoning_delta(struct ag *q, const char *t, size_t len)
+{
+	cJSON *ev;
+	char *s;
+
+	if (!t || !len || !(s = malloc(len + 1)))
+		return;
+	memcpy(s, t, len);
+	s[len] = '\0';
+	if (q->msg_id[0]) {
+		if ((ev = event("TEXT_MESSAGE_END")))
+			cJSON_AddStringToObject(ev, "messageId", q->msg_id);
+		emit(q, ev);
+		q->msg_id[0] = '\0';
+	}
+	if (!q->rs_id[0]) {
+		gh_id_new("rsn_", q->rs_id, sizeof(q->rs_id));
+		if ((ev = event("REASONING_START")))
+			cJSON_AddStringToObject(ev, "messageId", q->rs_id);
+		emit(q, ev);
+		if ((ev = event("REASONING_MESSAGE_START"))) {
+			cJSON_AddStringToObject(ev, "messageId", q->rs_id);
+			cJSON_AddStringToObject(ev, "role", "reasoning");
+		}
+		emit(q, ev);
+	}
+	if ((ev = event("REASONING_MESSAGE_CONTENT"))) {
+		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
+		cJSON_AddStringToObject(ev, "delta", s);
+	}
+	emit(q, ev);
+	free(s);
+}
+
+/* Ends whatever message is open (text or reasoning). */
 static void text_close(struct ag *q)
 {
 	cJSON *ev;
 
+	reasoning_close(q);
 	if (!q->msg_id[0])
 		return;
 	if ((ev = event("TEXT_MESSAGE_END")))
@@ -391,6 +445,7 @@ static void text_delta(struct ag *q, const char *t, size_t len)
 		return;
 	memcpy(s, t, len);
 	s[len] = '\0';
+	reasoning_close(q);
 	if (!q->msg_id[0]) {
 		gh_id_new("msg_", q->msg_id, sizeof(q->msg_id));
 		gh_strlcpy(q->parent, q->msg_id, sizeof(q->parent));
@@ -513,6 +568,10 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
 	switch (ev->kind) {
 	case GH_EV_TEXT_DELTA:
 		text_delta(q, ev->text, ev->len);
+		break;
+	case GH_EV_REASONING_DELTA:
+		/* a signature alone shows nothing */
+		reasoning_delta(q, ev->text, ev->len);
 		break;
 	case GH_EV_STEP_START:
 		text_close(q);

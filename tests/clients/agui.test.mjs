@@ -1,10 +1,10 @@
 // Browser agent UIs against gatehouse's AG-UI surface (POST /ag-ui/:agentId),
 // with the real clients, unchanged: @ag-ui/client's HttpAgent.runAgent (the
 // AG-UI reference client, CopilotKit's transport) and @tanstack/ai-client's
-// ChatClient with fetchServerSentEvents. Text streaming; a server tool and a
+// ChatClient with fetchServerSentEvents. Text and reasoning streaming; a server tool and a
 // client tool in one run, continued by the client's tool message; caller
 // approvals as interrupts answered from the client (approved, denied with a
-// reason the model sees, approved with edited arguments); an admin's
+// reason the model sees, approved with edited arguments); reasoning; an admin's
 // approval waited for; a stream broken mid-run and resumed, and a second
 // client joining a run, each receiving every event once and in order.
 
@@ -52,6 +52,7 @@ before(async () => {
       input_schema: { type: 'object', properties: { to: { type: 'string' },
         body: { type: 'string' } }, required: ['to'] } },
   };
+  agents['ag-think'] = { provider: 'fake_anthropic', model: 'ag-think', max_steps: 2 };
   gw = await startGateway(config(fake, {
     server: { approval_wait_ms: 1500 },
     agents,
@@ -152,6 +153,22 @@ test('HttpAgent: text streams as TEXT_MESSAGE events between RUN_STARTED and RUN
     const other = await fetch(`${gw.url}/api/memory/threads/th-text/messages`,
       { headers: auth(reviewed) });
     assert.equal(other.status, 404, 'another owner does not see the thread');
+  });
+
+test('HttpAgent: the model\'s reasoning streams as a reasoning message before the text',
+  async () => {
+    await fake.script('ag-think', { thinking: 'The user greets me.', text: 'Hello.' });
+    const a = agent('ag-think', 'th-think');
+    a.addMessage({ id: 'u1', role: 'user', content: 'Hi' });
+    const { events, types } = await run(a, { runId: 'run-think-1' });
+    const r = types.indexOf('REASONING_START');
+    assert.ok(r > 0, types.join());
+    assert.deepEqual(types.slice(r, r + 2), ['REASONING_START', 'REASONING_MESSAGE_START']);
+    assert.ok(types.indexOf('REASONING_END') < types.indexOf('TEXT_MESSAGE_START'), types.join());
+    assert.equal(events.filter((e) => e.type === 'REASONING_MESSAGE_CONTENT')
+      .map((e) => e.delta).join(''), 'The user greets me.');
+    assert.equal(a.messages.find((m) => m.role === 'reasoning').content, 'The user greets me.');
+    assert.equal(a.messages.at(-1).content, 'Hello.');
   });
 
 test('HttpAgent: a server tool runs inside, a client tool ends the run, the tool message ' +
