@@ -24,7 +24,7 @@ let reviewed;   // its approvals are an admin's (policy "reviewed")
 let admin;
 
 const MODELS = ['ag-text', 'ag-tools', 'ag-tan', 'ag-approve', 'ag-deny', 'ag-edit',
-  'ag-slow', 'ag-admin'];
+  'ag-slow', 'ag-admin', 'ag-sms'];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function until(what, fn, ms = 20000) {
@@ -266,6 +266,27 @@ test('ChatClient: an approval the caller gives with addToolApprovalResponse', as
   const ap = await (await fetch(`${gw.url}/api/approvals/${it.interruptId}`,
     { headers: auth() })).json();
   assert.equal(ap.status, 'approved');
+});
+
+test('ChatClient: a client tool that needs the caller\'s approval runs in the page once ' +
+  'approved', async () => {
+  await fake.script('ag-sms',
+    { tool_calls: [{ id: 's1', name: 'send_sms', arguments: { to: '+100' } }] },
+    { text: 'Texted.' });
+  const sent = [];
+  const { client } = chat('ag-sms', 'th-sms', { tools: [{
+    name: 'send_sms', description: 'Sends a text message',
+    inputSchema: { type: 'object', properties: { to: { type: 'string' } } },
+    execute: async (input) => { sent.push(input); return { ok: true }; },
+  }] });
+  await client.sendMessage('Text +100');
+  const it = await interrupted(client);
+  assert.equal(it.metadata.toolName, 'send_sms');
+  assert.deepEqual(sent, [], 'not run before the approval');
+  await client.addToolApprovalResponse({ id: it.interruptId, approved: true });
+  await until('the answer', () => !client.getIsLoading() && /Texted/.test(texts(client)));
+  assert.deepEqual(sent, [{ to: '+100' }]);
+  assert.deepEqual(await lastToolResults('ag-sms'), [JSON.stringify({ ok: true })]);
 });
 
 test('HttpAgent: a denial with a reason reaches the model; the tool never runs', async () => {
