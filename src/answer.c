@@ -7,6 +7,9 @@
 
 #include "approvals.h"
 #include "background.h"
+#include "schema.h"
+#include "store.h"
+#include "tools.h"
 
 void gh_answer_out_clear(struct gh_answer_out *o)
 {
@@ -16,6 +19,101 @@ void gh_answer_out_clear(struct gh_answer_out *o)
 	gh_run_result_clear(&o->result);
 	gh_run_view_clear(&o->view);
 	memset(o, 0, sizeof(*o));
+}
+
+enum gh_code gh_answer_check_args(const struct gh_toolset *ts, const struct gh_policy_conf *p,
+				  const char *name, const cJSON *args, struct gh_err *e)
+{
+	const struct gh_tool *t = gh_toolset_find(ts, name);
+	struct gh_decision d;
+	char msg[512];
+
+	if (!cJSON_IsObject(args))
+		return gh_err_set(e, GH_E_BADREQ, "args: expected the tool's arguments as an "
+				  "object");
+	if (!t)
+		return gh_err_set(e, GH_E_FORBIDDEN, "tool %s is no longer offered to this run",
+				  name);
+	if (t->schema && gh_schema_validate(t->schema, args, msg, sizeof(msg)) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "args: invalid arguments for %s: %s", name, msg);
+	gh_toolset_decision(ts, name, &d);
+	gh_policy_args(p, name, args, &d);
+	if (d.verdict == GH_V_DENY)
+		return gh_err_set(e, GH_E_FORBIDDEN, "args: the edited arguments are denied by %s",
+				  d.rule);
+	return GH_OK;
+}
+
+/* The tool set of the run approval a belongs to, under the policy of the
+ * key that started it (as a resumption builds it). */
+static enum gh_code run_tools(struct gh_app *app, const struct gh_approval *a,
+			      struct gh_toolset *ts, const struct gh_policy_conf **p,
+			      struct gh_err *e)
+{
+	struct gh_run_row row;
+	struct gh_key key;
+	const struct gh_agent_conf *agent;
+	enum gh_code rc;
+
+	memset(ts, 0, sizeof(*ts));
+	if ((rc = gh_store_run_get(app->store, NULL, a->run_id, &row, e)) != GH_OK)
+		return rc;
+	rc = gh_store_key_by_id(app->store, a->key_id, &key, e);
+	if (rc != GH_OK)
+		goto out;
+	*p = gh_policy_for_key(app->cfg, &key);
+	if (strcmp(a->policy_version, *p ? (*p)->version : "")) {
+		rc = gh_err_set(e, GH_E_CONFLICT, "approval %s no longer applies: the policy "
+				"changed since it was asked", a->id);
+		goto out;
+	}
+	agent = gh_config_agent(app->cfg, row.agent_id);
+	if (!agent) {
+		rc = gh_err_set(e, GH_E_CONFLICT, "run %s belongs to agent %s, which is no "
+				"longer configured", a->run_id, row.agent_id);
+		goto out;
+	}
+	rc = gh_toolset_build(app->cfg, app->mcp, agent, *p,
+			      cJSON_GetObjectItemCaseSensitive(row.state, "client_tools"), ts, e);
+out:
+	gh_run_row_clear(&row);
+	return rc;
+}
+
+enum gh_code gh_answer_tool_schema(struct gh_app *app, const struct gh_approval *a,
+				   cJSON **out, struct gh_err *e)
+{
+	struct gh_toolset ts;
+	const struct gh_policy_conf *p = NULL;
+	const struct gh_tool *t;
+	enum gh_code rc;
+
+	*out = NULL;
+	if ((rc = run_tools(app, a, &ts, &p, e)) != GH_OK)
+		return rc;
+	t = gh_toolset_find(&ts, a->tool_name);
+	if (t && t->schema && !(*out = cJSON_Duplicate(t->schema, 1)))
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	gh_toolset_free(&ts);
+	return rc;
+}
+
+/* Edited arguments for approval a: checked as the gate checks a call. */
+static enum gh_code check_edit(struct gh_app *app, const struct gh_approval *a,
+			       const cJSON *args, struct gh_err *e)
+{
+	struct gh_toolset ts;
+	const struct gh_policy_conf *p = NULL;
+	enum gh_code rc;
+
+	if (!cJSON_IsObject(args))
+		return gh_err_set(e, GH_E_BADREQ, "args: expected the tool's arguments as an "
+				  "object");
+	if ((rc = run_tools(app, a, &ts, &p, e)) != GH_OK)
+		return rc;
+	rc = gh_answer_check_args(&ts, p, a->tool_name, args, e);
+	gh_toolset_free(&ts);
+	return rc;
 }
 
 /* The approval a names, as who may see it. */
@@ -81,10 +179,21 @@ enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *
 		return rc;
 	pending = !strcmp(out->approval.status, "pending");
 	may_decide = who->admin || !strcmp(out->approval.approver, "caller");
+	if (a->edited_args && !(pending && may_decide))
+		/* only who decides may edit, and only before deciding */
+		return gh_err_set(e, pending ? GH_E_FORBIDDEN : GH_E_CONFLICT,
+				  pending ? "approval %s must be decided by an admin (%s); only "
+					    "its approver may edit the arguments"
+					  : "approval %s was already %s; its arguments can no longer "
+					    "be edited",
+				  out->approval.id, pending ? out->approval.rule : out->approval.status);
+	if (a->edited_args && a->approve &&
+	    (rc = check_edit(app, &out->approval, a->edited_args, e)) != GH_OK)
+		return rc;
 	if (a->mode == GH_ANSWER_BACKGROUND || (pending && may_decide)) {
 		memset(&decided, 0, sizeof(decided));
-		rc = gh_approval_decide(app, who, out->approval.id, a->approve, a->reason, &decided,
-					e);
+		rc = gh_approval_decide(app, who, out->approval.id, a->approve, a->reason,
+					a->edited_args, &decided, e);
 		if (rc != GH_OK)
 			return rc;
 		gh_approval_clear(&out->approval);

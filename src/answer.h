@@ -37,6 +37,11 @@ struct gh_tool_answer {
 	int approve;                  /* 1 approve, 0 decline */
 	const char *reason;           /* optional (at most 2000 characters); a decline's
 				       * reason reaches the model */
+	const cJSON *edited_args;     /* NULL: as asked. Approve with these arguments
+				       * instead: checked against the tool's input schema
+				       * and the run's policy (a deny rule still wins),
+				       * the approval binds to their digest and the tool
+				       * runs once with them. Borrowed. */
 	enum gh_answer_mode mode;
 	int64_t wait_ms;              /* CONTINUE: how long to wait for someone else */
 	int (*gone)(void *ud);        /* CONTINUE: asked while waiting; nonzero stops */
@@ -56,8 +61,11 @@ struct gh_answer_out {
 void gh_answer_out_clear(struct gh_answer_out *o);
 
 /* Answers the call. Errors: GH_E_NOTFOUND (no such approval for who),
- * GH_E_CONFLICT (another run's call; a caller's approval already decided),
- * GH_E_FORBIDDEN (who may not decide it), GH_E_BADREQ (reason too long),
+ * GH_E_CONFLICT (another run's call; a caller's approval already decided;
+ * edited arguments for a call someone else decides), GH_E_FORBIDDEN (who
+ * may not decide it; edited arguments a policy rule denies), GH_E_BADREQ
+ * (reason too long; edited arguments not an object, not valid for the
+ * tool's schema, or given with a decline),
  * and, with CONTINUE, the continuation's own errors (out->decided_here then
  * says the decision stands). out is cleared first; clear it after. */
 enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *who,
@@ -91,5 +99,20 @@ enum gh_code gh_answer_await(struct gh_app *app, const char *owner, const char *
  * gh_run_wait's): GH_OK, GH_E_UPSTREAM or GH_E_CANCELLED as above. */
 enum gh_code gh_answer_settled(const struct gh_run_view *v, enum gh_code wait_rc,
 			       struct gh_err *e);
+
+struct gh_toolset;
+
+/* Checks arguments for tool name of a run's tool set ts under policy p as
+ * the gate would: the tool is offered, they are valid for its input schema
+ * (GH_E_BADREQ naming the field), and no policy rule denies them
+ * (GH_E_FORBIDDEN naming the rule). */
+enum gh_code gh_answer_check_args(const struct gh_toolset *ts, const struct gh_policy_conf *p,
+				  const char *name, const cJSON *args, struct gh_err *e);
+
+/* The input schema of the tool approval a waits on, as the run offers it
+ * (for an approver editing the arguments). *out: caller frees; NULL when
+ * the tool has none (or is no longer offered). */
+enum gh_code gh_answer_tool_schema(struct gh_app *app, const struct gh_approval *a,
+				   cJSON **out, struct gh_err *e);
 
 #endif

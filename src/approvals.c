@@ -113,6 +113,14 @@ cJSON *gh_approval_json(const struct gh_approval *a)
 		cJSON_AddNullToObject(o, "executedAt");
 	}
 	cJSON_AddItemToObject(o, "execution", execution_json(a));
+	/* approved with edited arguments: what ran, redacted, and its digest */
+	if (a->edited_sha256[0]) {
+		cJSON_AddItemToObject(o, "editedArgs", cJSON_Duplicate(a->edited_args, 1));
+		cJSON_AddStringToObject(o, "editedArgsSha256", a->edited_sha256);
+	} else {
+		cJSON_AddNullToObject(o, "editedArgs");
+		cJSON_AddNullToObject(o, "editedArgsSha256");
+	}
 	return o;
 }
 
@@ -244,15 +252,81 @@ enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char
 	return GH_OK;
 }
 
+/* The decision's audit detail: who decided and, for edited arguments, both
+ * digests and who edited. Caller frees. */
+static char *decide_detail(const struct gh_approval *a, const struct gh_principal *who,
+			   const struct gh_approval_edit *edit)
+{
+	cJSON *d = cJSON_CreateObject();
+	char *s;
+
+	if (!d)
+		return NULL;
+	cJSON_AddStringToObject(d, "approval_id", a->id);
+	cJSON_AddStringToObject(d, "decided_by", who->actor);
+	if (edit) {
+		cJSON *x = cJSON_AddObjectToObject(d, "args_edited");
+
+		cJSON_AddStringToObject(x, "original_sha256", a->args_sha256);
+		cJSON_AddStringToObject(x, "edited_sha256", edit->sha256);
+		cJSON_AddStringToObject(x, "edited_by", who->actor);
+	}
+	s = gh_json_dump(d);
+	cJSON_Delete(d);
+	return s;
+}
+
+/* Edited arguments, owned: canonical JSON exact and redacted, and the
+ * digest of the exact one. */
+struct edit {
+	char *exact, *redacted;
+	char sha[65];
+	struct gh_approval_edit view;  /* borrows the above */
+};
+
+static void edit_free(struct edit *x)
+{
+	free(x->exact);
+	free(x->redacted);
+	memset(x, 0, sizeof(*x));
+}
+
+static enum gh_code edit_prepare(struct gh_app *app, const cJSON *edited, struct edit *x,
+				 struct gh_err *e)
+{
+	struct gh_buf b;
+
+	memset(x, 0, sizeof(*x));
+	gh_buf_init(&b, GH_JSON_MAX_BYTES);
+	if (gh_json_canonical(edited, &b) != GH_BUF_OK || !b.data) {
+		gh_buf_free(&b);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	x->exact = b.data; /* taken from b (NUL-terminated) */
+	gh_approval_args_hash(edited, x->sha);
+	x->redacted = gh_audit_args_json(edited, &app->cfg->audit.redact,
+					 (size_t)app->cfg->audit.max_args_bytes);
+	if (!x->redacted || !x->sha[0]) {
+		edit_free(x);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	x->view.exact = x->exact;
+	x->view.redacted = x->redacted;
+	x->view.sha256 = x->sha;
+	return GH_OK;
+}
+
 enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *who,
 				const char *id, int approve, const char *reason,
-				struct gh_approval *out, struct gh_err *e)
+				const cJSON *edited, struct gh_approval *out, struct gh_err *e)
 {
 	struct gh_approval a;
 	struct gh_audit_event ev;
-	char detail[512], *args = NULL;
+	struct edit ed;
+	char *detail = NULL, *args = NULL;
 	enum gh_code rc;
 
+	memset(&ed, 0, sizeof(ed));
 	rc = gh_approval_get(app, who->admin ? NULL : who->key.owner, id, &a, e);
 	if (rc != GH_OK)
 		return rc;
@@ -265,17 +339,22 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 		rc = gh_err_set(e, GH_E_BADREQ, "reason: at most 2000 characters");
 		goto out;
 	}
-	args = gh_json_dump(a.args);
-	{
-		cJSON *d = cJSON_CreateObject();
-		char *s;
-
-		cJSON_AddStringToObject(d, "approval_id", a.id);
-		cJSON_AddStringToObject(d, "decided_by", who->actor);
-		s = gh_json_dump(d);
-		gh_strlcpy(detail, s ? s : "{}", sizeof(detail));
-		free(s);
-		cJSON_Delete(d);
+	if (edited && !approve) {
+		rc = gh_err_set(e, GH_E_BADREQ, "args: only an approval can edit the arguments");
+		goto out;
+	}
+	if (edited && (rc = edit_prepare(app, edited, &ed, e)) != GH_OK)
+		goto out;
+	if (edited && !strcmp(ed.sha, a.args_sha256)) {
+		/* the same arguments: approved as asked */
+		edit_free(&ed);
+		edited = NULL;
+	}
+	args = edited ? gh_strdup(ed.redacted) : gh_json_dump(a.args);
+	detail = decide_detail(&a, who, edited ? &ed.view : NULL);
+	if (!args || !detail) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
 	}
 	memset(&ev, 0, sizeof(ev));
 	ev.event = approve ? "approved" : "denied";
@@ -294,14 +373,16 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 	ev.reason = reason && *reason ? reason : (approve ? "approved" : "denied");
 	ev.detail = detail;
 	rc = gh_store_approval_decide(app->store, id, approve ? "approved" : "denied", who->actor,
-				      reason && *reason ? reason : NULL, &ev, e);
+				      reason && *reason ? reason : NULL, edited ? &ed.view : NULL, &ev,
+				      e);
 	if (rc != GH_OK)
 		goto out;
 	gh_approval_clear(&a);
 	rc = gh_approval_get(app, NULL, id, &a, e);
 	if (rc != GH_OK)
 		goto out;
-	gh_info("approval %s %s by %s", id, a.status, who->actor);
+	gh_info("approval %s %s%s by %s", id, a.status, edited ? " with edited arguments" : "",
+		who->actor);
 	publish(app, "approval-decided", &a);
 	if (out) {
 		*out = a;
@@ -309,6 +390,8 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 	}
 out:
 	free(args);
+	free(detail);
+	edit_free(&ed);
 	gh_approval_clear(&a);
 	return rc;
 }

@@ -59,11 +59,15 @@ enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char
 /* Decides approval id. Admins may decide any; a key may decide only an
  * approval of its own owner whose approver is "caller". GH_E_CONFLICT when
  * already decided (message names who and how), GH_E_FORBIDDEN when the
- * principal may not decide it. The caller sees to the run's continuation
- * (gh_answer_tool_call does). out (may be NULL) gets the decided row. */
+ * principal may not decide it. edited (may be NULL; borrowed): approve
+ * with these arguments instead; the approval then binds to their digest
+ * and its audit row keeps both digests and who edited (edited arguments
+ * equal to the asked ones are no edit). The caller checks them first
+ * (gh_answer_tool_call does), and sees to the run's continuation. out
+ * (may be NULL) gets the decided row. */
 enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *who,
 				const char *id, int approve, const char *reason,
-				struct gh_approval *out, struct gh_err *e);
+				const cJSON *edited, struct gh_approval *out, struct gh_err *e);
 
 /* Claims the single execution of an approved call. GH_E_CONFLICT when it
  * was already claimed (then the tool must not run). call (may be NULL)

@@ -66,7 +66,7 @@ static const struct gh_route *const route_tables[] = {
 	routes_core,       gh_routes_native, gh_routes_memory, gh_routes_login, gh_routes_admin,
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
-	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic,
+	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic, gh_routes_agui,
 };
 
 /* ------------------------------------------------------------ errors */
@@ -745,9 +745,20 @@ static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 
 int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len)
 {
-	struct part v[6];
+	return gh_http_sse_send_id(r, NULL, type, data, len);
+}
+
+int gh_http_sse_send_id(struct gh_req *r, const char *id, const char *type, const char *data,
+			size_t len)
+{
+	struct part v[9];
 	int n = 0;
 
+	if (id) {
+		v[n++] = (struct part){"id: ", 4};
+		v[n++] = (struct part){id, strlen(id)};
+		v[n++] = (struct part){"\n", 1};
+	}
 	if (type) {
 		v[n++] = (struct part){"event: ", 7};
 		v[n++] = (struct part){type, strlen(type)};
@@ -798,6 +809,17 @@ int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *
 	if (gh_http_stream_begin(s) != 0)
 		return -1;
 	if (gh_http_sse_send(s->r, type, data, len) != 0)
+		s->gone = 1;
+	s->last_write_ns = gh_mono_ns();
+	return s->gone ? -1 : 0;
+}
+
+int gh_http_stream_send_id(struct gh_http_stream *s, const char *id, const char *data,
+			   size_t len)
+{
+	if (gh_http_stream_begin(s) != 0)
+		return -1;
+	if (gh_http_sse_send_id(s->r, id, NULL, data, len) != 0)
 		s->gone = 1;
 	s->last_write_ns = gh_mono_ns();
 	return s->gone ? -1 : 0;

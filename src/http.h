@@ -82,6 +82,7 @@ extern const struct gh_route gh_routes_admin[];       /* http_admin.c */
 extern const struct gh_route gh_routes_login[];       /* http_login.c */
 extern const struct gh_route gh_routes_mcp_servers[]; /* http_mcp_servers.c */
 extern const struct gh_route gh_routes_mcp[];         /* http_mcp.c */
+extern const struct gh_route gh_routes_agui[];        /* http_agui.c */
 
 /* Where A2A agent cards say gatehouse is: server.public_url, else the
  * address it listens on with port (a wildcard address is announced as
@@ -126,6 +127,10 @@ int gh_http_sse_begin(struct gh_req *r);
 /* One event: "data: <data>\n\n" (event type line when type is set), in one
  * write. data must hold no newline (JSON text). */
 int gh_http_sse_send(struct gh_req *r, const char *type, const char *data, size_t len);
+/* The same with an "id: <id>" line first (id holds no newline; NULL: none),
+ * the offset a client resumes from (Last-Event-ID). */
+int gh_http_sse_send_id(struct gh_req *r, const char *id, const char *type, const char *data,
+			size_t len);
 /* A comment line (heartbeat); text is one line. */
 int gh_http_sse_comment(struct gh_req *r, const char *text);
 /* Ends the chunked body. */
@@ -163,6 +168,10 @@ int gh_http_stream_begin(struct gh_http_stream *s);
  * client is gone. */
 int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
 			size_t len);
+/* One SSE event with an "id:" line (gh_http_sse_send_id). -1 when the
+ * client is gone. */
+int gh_http_stream_send_id(struct gh_http_stream *s, const char *id, const char *data,
+			   size_t len);
 /* One SSE event holding o as JSON text; takes o. -1 when the client is
  * gone (or out of memory). */
 int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o);

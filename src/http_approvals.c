@@ -1,7 +1,10 @@
 /*
  * http_approvals.c - approvals over HTTP, for reviewers and callers:
  *   GET  /api/approvals[?status=&limit=]      GET /api/approvals/:id
- *   POST /api/approvals/:id/approve|deny      {reason}
+ *   POST /api/approvals/:id/approve           {reason?, args?}
+ *   POST /api/approvals/:id/deny              {reason?}
+ * GET /api/approvals/:id adds the tool's inputSchema (for an approver
+ * editing the arguments); approve's args approves with edited arguments.
  * A key sees its owner's approvals; an admin sees all. Deciding goes
  * through gh_answer_tool_call; the run goes on in the background. (The
  * live list, GET /api/approvals/events, is the admin UI's: http_admin.c.)
@@ -57,6 +60,14 @@ static void get_approval(struct gh_req *r)
 		return;
 	}
 	o = gh_approval_json(&a);
+	if (o && !strcmp(a.status, "pending")) {
+		cJSON *schema = NULL;
+
+		/* best effort: a run that can no longer be read has no schema to show */
+		if (gh_answer_tool_schema(r->app, &a, &schema, &e) != GH_OK)
+			schema = NULL;
+		cJSON_AddItemToObject(o, "inputSchema", schema ? schema : cJSON_CreateNull());
+	}
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 	gh_approval_clear(&a);
@@ -76,6 +87,15 @@ static void decide(struct gh_req *r, int approve)
 			return;
 		}
 		ta.reason = gh_json_str(body, "reason");
+		ta.edited_args = cJSON_GetObjectItemCaseSensitive(body, "args");
+		if (ta.edited_args && cJSON_IsNull(ta.edited_args))
+			ta.edited_args = NULL;
+		if (ta.edited_args && !approve) {
+			gh_http_errorf(r, GH_E_BADREQ, "args: only an approval can edit the "
+				       "arguments");
+			cJSON_Delete(body);
+			return;
+		}
 	}
 	ta.approval_id = r->params[0];
 	ta.approve = approve;

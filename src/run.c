@@ -15,6 +15,7 @@
 
 #include <sodium.h>
 
+#include "answer.h"
 #include "approvals.h"
 #include "audit.h"
 #include "mcp.h"
@@ -275,6 +276,18 @@ static void result_digest(cJSON *d, const cJSON *result, int is_error)
 	gh_buf_free(&b);
 }
 
+/* A call approved with edited arguments: both digests and who edited. */
+static void args_edited(cJSON *d, const cJSON *c)
+{
+	cJSON *x = cJSON_AddObjectToObject(d, "args_edited");
+	char hash[65];
+
+	gh_approval_args_hash(cJSON_GetObjectItemCaseSensitive(c, "args"), hash);
+	gh_json_add_str(x, "original_sha256", gh_json_str(c, "askedArgsSha256"));
+	cJSON_AddStringToObject(x, "edited_sha256", hash);
+	gh_json_add_str(x, "edited_by", gh_json_str(c, "editedBy"));
+}
+
 static enum gh_code audit_row_build(struct run *r, const char *event, const cJSON *c,
 				    const char *outcome, int64_t duration_ms, const char *error,
 				    const char *reason, const cJSON *result, struct audit_row *row,
@@ -292,6 +305,8 @@ static enum gh_code audit_row_build(struct run *r, const char *event, const cJSO
 			cJSON_AddStringToObject(d, "surface", r->surface);
 		if (gh_json_str(c, "approvalId"))
 			cJSON_AddStringToObject(d, "approval_id", gh_json_str(c, "approvalId"));
+		if (gh_json_str(c, "askedArgsSha256"))
+			args_edited(d, c);
 		if (gh_json_str(c, "mcpServer")) {
 			/* a federated tool's call: which server, its own name for
 			 * the tool, and the upstream session it went over */
@@ -2024,6 +2039,41 @@ out:
 
 /* --------------------------------------------------- approval resumption */
 
+/* Approved with edited arguments: the call goes on with them, checked
+ * once more as the gate would (a deny rule still wins), their digest the
+ * one the approval binds to; the call keeps the asked arguments' digest
+ * and who edited, for its audit rows. GH_E_BADREQ: refused (the model has
+ * its error result). */
+static enum gh_code take_edit(struct run *r, cJSON *c, const struct gh_approval *a,
+			      struct gh_err *e)
+{
+	cJSON *ed = cJSON_Duplicate(a->edited_exact, 1);
+	char hash[65];
+	struct gh_err ce;
+	enum gh_code rc;
+
+	if (!ed)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	gh_approval_args_hash(ed, hash);
+	gh_err_clear(&ce);
+	if (strcmp(hash, a->edited_sha256))
+		gh_err_set(&ce, GH_E_CONFLICT, "the edited arguments changed since they were "
+			   "approved");
+	else
+		gh_answer_check_args(&r->ts, r->policy, a->tool_name, ed, &ce);
+	if (ce.code != GH_OK) {
+		cJSON_Delete(ed);
+		rc = refuse(r, c, "denied", "denied", NULL, ce.msg,
+			    gh_json_error_result("approval %s with edited arguments does not apply: %s",
+					 a->id, ce.msg), e);
+		return rc == GH_OK ? GH_E_BADREQ : rc;
+	}
+	cJSON_ReplaceItemInObjectCaseSensitive(c, "args", ed);
+	cJSON_AddStringToObject(c, "askedArgsSha256", a->args_sha256);
+	cJSON_AddStringToObject(c, "editedBy", a->decided_by);
+	return GH_OK;
+}
+
 /* An approved call: a client call is released, a server call runs exactly
  * once (its execution claimed first), unless the arguments or the policy
  * changed since (the approval is then void). */
@@ -2042,6 +2092,8 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 			      "policy changed since it was granted",
 			      gh_json_error_result("approval %s no longer applies (the arguments or the "
 					   "policy changed)", a->id), e);
+	if (a->edited_sha256[0] && (rc = take_edit(r, c, a, e)) != GH_OK)
+		return rc == GH_E_BADREQ ? GH_OK : rc;
 	if (t->src == GH_SRC_CLIENT) {
 		call_set_state(c, GH_CALL_RELEASED);
 		cJSON_AddItemToArray(r->registered, cJSON_CreateString(gh_json_str(c, "toolCallId")));

@@ -138,6 +138,10 @@ size_t gh_run_view_count(const struct gh_run_view *v, enum gh_call_state s);
 /* The calls the client owes (pending or released), in the engine's
  * tool-call shape [{toolCallId, toolName, args}]. Caller frees. */
 cJSON *gh_run_view_pending_json(const struct gh_run_view *v);
+/* 1 when call c of a view waits on a person's decision not taken yet (its
+ * approval pending); *caller is then 1 when the key that started the run
+ * may decide it, 0 when an administrator must. */
+int gh_run_call_awaits_decision(const struct gh_run_call *c, int *caller);
 
 /* ------------------------------------------------------------- events */
 

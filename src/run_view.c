@@ -275,6 +275,16 @@ size_t gh_run_view_count(const struct gh_run_view *v, enum gh_call_state s)
 	return n;
 }
 
+int gh_run_call_awaits_decision(const struct gh_run_call *c, int *caller)
+{
+	*caller = 0;
+	if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id || !c->approval ||
+	    strcmp(c->approval->status, "pending"))
+		return 0;
+	*caller = !strcmp(c->approval->approver, "caller");
+	return 1;
+}
+
 cJSON *gh_run_view_pending_json(const struct gh_run_view *v)
 {
 	cJSON *arr = cJSON_CreateArray();

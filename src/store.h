@@ -445,6 +445,11 @@ struct gh_approval {
 	char exec_outcome[8];
 	char *exec_error;
 	int64_t exec_finished_at, exec_audit_seq;
+	/* Approved with edited arguments: edited_sha256 non-empty, edited_args
+	 * redacted for reviewers, edited_exact what the tool runs with (both
+	 * owned); NULL/"" when approved as asked. */
+	char edited_sha256[65];
+	cJSON *edited_args, *edited_exact;
 };
 /* Frees what a owns and zeroes it. */
 void gh_approval_clear(struct gh_approval *a);
@@ -462,11 +467,18 @@ enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const 
 enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, const char *owner,
 				    int limit, int (*fn)(void *ud, const struct gh_approval *a),
 				    void *ud, struct gh_err *e);
+/* Arguments an approver edited: canonical JSON, redacted and exact, and
+ * the SHA-256 of the exact one. */
+struct gh_approval_edit {
+	const char *redacted, *exact, *sha256;
+};
 /* Decides a pending, unexpired approval (status "approved"/"denied") and
- * appends ev in the same transaction. GH_E_CONFLICT (message says who
- * decided, or that it expired) when not pending. */
+ * appends ev in the same transaction; edit (may be NULL) records edited
+ * arguments. GH_E_CONFLICT (message says who decided, or that it expired)
+ * when not pending. */
 enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const char *status,
 				      const char *decided_by, const char *reason,
+				      const struct gh_approval_edit *edit,
 				      const struct gh_audit_event *ev, struct gh_err *e);
 /* Sets executed_at once; GH_E_CONFLICT when already set. With call (the
  * identity of the call: key, agent, thread, run, tool call, tool, source,

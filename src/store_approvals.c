@@ -16,7 +16,8 @@
 		      "approver, rule, status, created_at, expires_at, coalesce(decided_at, 0), " \
 		      "coalesce(decided_by, ''), reason, coalesce(executed_at, 0), " \
 		      "coalesce(policy_name, ''), coalesce(exec_outcome, ''), exec_error, " \
-		      "coalesce(exec_finished_at, 0), coalesce(exec_audit_seq, 0)"
+		      "coalesce(exec_finished_at, 0), coalesce(exec_audit_seq, 0), " \
+		      "coalesce(edited_args_sha256, ''), edited_args, edited_args_exact"
 
 void gh_approval_clear(struct gh_approval *a)
 {
@@ -26,6 +27,8 @@ void gh_approval_clear(struct gh_approval *a)
 	free(a->reason);
 	free(a->exec_error);
 	cJSON_Delete(a->args);
+	cJSON_Delete(a->edited_args);
+	cJSON_Delete(a->edited_exact);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -60,7 +63,13 @@ static int approval_from(sqlite3_stmt *st, struct gh_approval *a)
 		a->exec_error = gh_strdup((const char *)sqlite3_column_text(st, 23));
 	a->exec_finished_at = sqlite3_column_int64(st, 24);
 	a->exec_audit_seq = sqlite3_column_int64(st, 25);
-	if (!a->args || !a->rule) {
+	store_col_copy(st, 26, a->edited_sha256, sizeof(a->edited_sha256));
+	if (a->edited_sha256[0]) {
+		a->edited_args = store_col_json(st, 27);
+		a->edited_exact = store_col_json(st, 28);
+	}
+	if (!a->args || !a->rule ||
+	    (a->edited_sha256[0] && (!a->edited_args || !a->edited_exact))) {
 		gh_approval_clear(a);
 		return -1;
 	}
@@ -148,6 +157,7 @@ enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, cons
 
 struct decide_arg {
 	const char *id, *status, *decided_by, *reason;
+	const struct gh_approval_edit *edit;
 	const struct gh_audit_event *ev;
 	int64_t now;
 };
@@ -187,14 +197,18 @@ static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *a
 	}
 	sqlite3_reset(st);
 	st = store_stmt(w, "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, "
-			   "reason = ? WHERE id = ? AND status = 'pending'", e);
+			   "reason = ?, edited_args = ?, edited_args_exact = ?, "
+			   "edited_args_sha256 = ? WHERE id = ? AND status = 'pending'", e);
 	if (!st)
 		return GH_E_IO;
 	store_bind_text(st, 1, a->status);
 	sqlite3_bind_int64(st, 2, a->now);
 	store_bind_text(st, 3, a->decided_by);
 	store_bind_text(st, 4, a->reason);
-	store_bind_text(st, 5, a->id);
+	store_bind_text(st, 5, a->edit ? a->edit->redacted : NULL);
+	store_bind_text(st, 6, a->edit ? a->edit->exact : NULL);
+	store_bind_text(st, 7, a->edit ? a->edit->sha256 : NULL);
+	store_bind_text(st, 8, a->id);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_fail(w, "deciding an approval", e);
 	return store_audit_append_in(s, w, a->ev, NULL, e);
@@ -202,9 +216,10 @@ static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *a
 
 enum gh_code gh_store_approval_decide(struct gh_store *s, const char *id, const char *status,
 				      const char *decided_by, const char *reason,
+				      const struct gh_approval_edit *edit,
 				      const struct gh_audit_event *ev, struct gh_err *e)
 {
-	struct decide_arg a = {id, status, decided_by, reason, ev, gh_now_ms()};
+	struct decide_arg a = {id, status, decided_by, reason, edit, ev, gh_now_ms()};
 
 	return store_write(s, decide_job, &a, e);
 }

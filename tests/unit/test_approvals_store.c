@@ -75,7 +75,7 @@ static enum gh_code decide(struct t_store *t, const char *id, const char *status
 	ev.outcome = status;
 	ev.duration_ms = -1;
 	gh_err_clear(e);
-	return gh_store_approval_decide(t->s, id, status, by, "looks fine", &ev, e);
+	return gh_store_approval_decide(t->s, id, status, by, "looks fine", NULL, &ev, e);
 }
 
 static void test_insert_get(void)

@@ -6,6 +6,7 @@ import { api, withQuery } from './api.js';
 import {
   ago, argsView, fmtTime, h, message, replace, routeQuery, shortId, tablist, threadRoute, toast, until,
 } from './dom.js';
+import { checkArgs } from './schema.js';
 
 const FOLLOW_MS = 60000;
 const POLL_MS = 700;
@@ -178,6 +179,60 @@ function contextView(a, open) {
   return details;
 }
 
+// "Edit arguments": a JSON editor for the call's arguments, checked
+// against the tool's input schema (fetched with the approval) as one
+// types. changed() is told when editing starts or stops and when the
+// text's validity changes. Redacted values show as the audit log keeps
+// them: an approver who edits must give them again.
+function argsEditor(a, changed) {
+  const id = `edit-${a.id}`;
+  let schema = null;
+  let open = false;
+  let last = { error: 'not checked' };
+  const text = h('textarea', { id, class: 'mono', rows: '6', spellcheck: 'false', 'aria-describedby': `${id}-check` });
+  const check = h('p', { id: `${id}-check`, class: 'sub', 'aria-live': 'polite' });
+  const box = h('div', { class: 'field args-editor', hidden: true },
+    h('label', { for: id }, 'Edited arguments (JSON)'), text, check);
+  const toggle = h('button', { type: 'button', class: 'small' }, 'Edit arguments');
+  const recheck = () => {
+    last = checkArgs(schema, text.value);
+    check.textContent = last.error ? last.error : schema ? 'Valid for the tool’s input schema.' : 'Valid JSON (the tool declares no schema).';
+    check.className = `sub ${last.error ? 'bad' : 'ok'}`;
+    text.setAttribute('aria-invalid', String(!!last.error));
+    changed();
+  };
+  text.addEventListener('input', recheck);
+  toggle.addEventListener('click', async () => {
+    if (open) {
+      open = false;
+      box.hidden = true;
+      toggle.textContent = 'Edit arguments';
+      changed();
+      return;
+    }
+    toggle.disabled = true;
+    try {
+      const cur = await api(`/api/approvals/${encodeURIComponent(a.id)}`);
+      schema = cur.inputSchema || null;
+    } catch (err) {
+      check.textContent = `Could not read the tool's schema: ${err.message}`;
+    }
+    toggle.disabled = false;
+    open = true;
+    box.hidden = false;
+    toggle.textContent = 'Cancel edits';
+    if (!text.value) text.value = JSON.stringify(a.args ?? {}, null, 2);
+    recheck();
+    text.focus();
+  });
+  return {
+    el: h('div', { class: 'args-edit' }, toggle, box),
+    editing: () => open,
+    valid: () => !last.error,
+    check: () => (open ? checkArgs(schema, text.value) : { error: 'not editing' }),
+  };
+}
+
 function approvalCard(a, ctx, openContext) {
   const id = a.id;
   const reasonId = `reason-${id}`;
@@ -189,6 +244,10 @@ function approvalCard(a, ctx, openContext) {
     h('div', { class: 'field' }, h('label', { for: reasonId }, 'Reason (optional)'), reason),
     h('div', { class: 'buttons' }, approveBtn, denyBtn));
   const outcome = h('div', { class: 'outcome', hidden: true, role: 'status', 'aria-live': 'polite' });
+  const editor = argsEditor(a, () => {
+    approveBtn.textContent = editor.editing() ? 'Approve with edits' : 'Approve';
+    approveBtn.disabled = editor.editing() && !editor.valid();
+  });
   const keyLabel = ctx.keyLabel(a.keyId);
   const card = h('article', { class: 'card approval', dataset: { approvalId: id }, 'aria-label': `Approval for ${a.toolName}` },
     h('div', { class: 'approval-head' },
@@ -206,7 +265,8 @@ function approvalCard(a, ctx, openContext) {
         h('h4', null, 'Arguments'),
         argsView(a.args, a.toolName),
         h('p', { class: 'sub mono', title: 'SHA-256 of the exact arguments the tool will get' },
-          `sha256 ${String(a.argsSha256 || '').slice(0, 16)}…`)),
+          `sha256 ${String(a.argsSha256 || '').slice(0, 16)}…`),
+        editor.el),
       h('section', { 'aria-label': 'Context' },
         h('h4', null, 'Context'),
         h('dl', { class: 'kv' },
@@ -260,7 +320,12 @@ function approvalCard(a, ctx, openContext) {
       h('div', { class: `notice ${ap.status === 'approved' ? 'ok' : 'bad'}` },
         h('strong', null, headline),
         note ? h('p', null, note) : null,
-        ap.reason ? h('p', null, 'Reason: ', ap.reason) : null),
+        ap.reason ? h('p', null, 'Reason: ', ap.reason) : null,
+        ap.editedArgs ? h('div', { class: 'edited' },
+          h('p', null, 'Approved with edited arguments (the tool gets these):'),
+          argsView(ap.editedArgs, ap.toolName),
+          h('p', { class: 'sub mono', title: 'SHA-256 of the edited arguments the approval binds to' },
+            `sha256 ${String(ap.editedArgsSha256 || '').slice(0, 16)}…`)) : null),
       list,
       h('p', { class: 'toolbar' },
         h('a', { href: routeQuery('audit', { run: ap.runId }) }, 'See the audit rows of this run'),
@@ -319,6 +384,16 @@ function approvalCard(a, ctx, openContext) {
     denyBtn.disabled = true;
     error.hidden = true;
     const body = reason.value.trim() ? { reason: reason.value.trim() } : {};
+    if (approve && editor.editing()) {
+      const checked = editor.check();
+      if (checked.error) {
+        error.textContent = `The edited arguments are not valid: ${checked.error}`;
+        error.hidden = false;
+        denyBtn.disabled = false;
+        return;
+      }
+      body.args = checked.value;
+    }
     try {
       const ap = await api(`/api/approvals/${encodeURIComponent(id)}/${approve ? 'approve' : 'deny'}`, { method: 'POST', body });
       showOutcome(ap, { mine: true });
@@ -334,7 +409,7 @@ function approvalCard(a, ctx, openContext) {
       }
       error.textContent = err.message;
       error.hidden = false;
-      approveBtn.disabled = false;
+      approveBtn.disabled = editor.editing() && !editor.valid();
       denyBtn.disabled = false;
     }
   };
