@@ -372,18 +372,22 @@ static cJSON *event(const char *type)
 }
 
 /* Ends the reasoning message open, and its span. */
+/* An event that names only its message. */
+static void emit_id(struct ag *q, const char *type, const char *msg_id)
+{
+	cJSON *ev = event(type);
+
+	if (ev)
+		cJSON_AddStringToObject(ev, "messageId", msg_id);
+	emit(q, ev);
+}
+
 static void reasoning_close(struct ag *q)
 {
-	cJSON *ev;
-
 	if (!q->rs_id[0])
 		return;
-	if ((ev = event("REASONING_MESSAGE_END")))
-		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
-	emit(q, ev);
-	if ((ev = event("REASONING_END")))
-		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
-	emit(q, ev);
+	emit_id(q, "REASONING_MESSAGE_END", q->rs_id);
+	emit_id(q, "REASONING_END", q->rs_id);
 	q->rs_id[0] = '\0';
 }
 
@@ -398,16 +402,12 @@ static void reasoning_delta(struct ag *q, const char *t, size_t len)
 	memcpy(s, t, len);
 	s[len] = '\0';
 	if (q->msg_id[0]) {
-		if ((ev = event("TEXT_MESSAGE_END")))
-			cJSON_AddStringToObject(ev, "messageId", q->msg_id);
-		emit(q, ev);
+		emit_id(q, "TEXT_MESSAGE_END", q->msg_id);
 		q->msg_id[0] = '\0';
 	}
 	if (!q->rs_id[0]) {
 		gh_id_new("rsn_", q->rs_id, sizeof(q->rs_id));
-		if ((ev = event("REASONING_START")))
-			cJSON_AddStringToObject(ev, "messageId", q->rs_id);
-		emit(q, ev);
+		emit_id(q, "REASONING_START", q->rs_id);
 		if ((ev = event("REASONING_MESSAGE_START"))) {
 			cJSON_AddStringToObject(ev, "messageId", q->rs_id);
 			cJSON_AddStringToObject(ev, "role", "reasoning");
@@ -425,14 +425,10 @@ static void reasoning_delta(struct ag *q, const char *t, size_t len)
 /* Ends whatever message is open (text or reasoning). */
 static void text_close(struct ag *q)
 {
-	cJSON *ev;
-
 	reasoning_close(q);
 	if (!q->msg_id[0])
 		return;
-	if ((ev = event("TEXT_MESSAGE_END")))
-		cJSON_AddStringToObject(ev, "messageId", q->msg_id);
-	emit(q, ev);
+	emit_id(q, "TEXT_MESSAGE_END", q->msg_id);
 	q->msg_id[0] = '\0';
 }
 
