@@ -14,6 +14,8 @@
 #include "util.h"
 
 #define FOLLOW_TICK_MS 100
+#define BUCKETS 1024            /* journals by run id */
+#define PRUNE_EVERY_MS 1000
 
 struct entry {
 	char *type, *data;
@@ -34,8 +36,18 @@ struct journal {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct journal *all;
+static struct journal *buckets[BUCKETS];
 static size_t all_bytes;
+static int64_t pruned_at;
+
+static size_t bucket_of(const char *run_id)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (; *run_id; run_id++)
+		h = (h ^ (unsigned char)*run_id) * 16777619u;
+	return h % BUCKETS;
+}
 
 static void journal_free(struct journal *j)
 {
@@ -49,39 +61,44 @@ static void journal_free(struct journal *j)
 	free(j);
 }
 
+static void unlink_free(struct journal **pp)
+{
+	struct journal *j = *pp;
+
+	*pp = j->next;
+	all_bytes -= j->bytes;
+	journal_free(j);
+}
+
 /* Drops ended journals past their keep time (and, while over the global
- * budget, the oldest ended ones), unless someone reads them. Under mu. */
+ * budget, the oldest ended ones), unless someone reads them; at most once
+ * a second. Under mu. */
 static void prune(int64_t now)
 {
-	struct journal **pp;
+	struct journal **pp, **oldest;
+	size_t i;
 
-	for (pp = &all; *pp;) {
-		struct journal *j = *pp;
-
-		if (!j->live && !j->readers && now - j->ended_at > GH_JOURNAL_KEEP_MS) {
-			*pp = j->next;
-			all_bytes -= j->bytes;
-			journal_free(j);
-		} else {
-			pp = &j->next;
-		}
-	}
-	while (all_bytes > GH_JOURNAL_ALL_BYTES) {
-		struct journal **oldest = NULL;
-
-		for (pp = &all; *pp; pp = &(*pp)->next)
+	if (now - pruned_at < PRUNE_EVERY_MS && all_bytes <= GH_JOURNAL_ALL_BYTES)
+		return;
+	pruned_at = now;
+	for (i = 0; i < BUCKETS; i++)
+		for (pp = &buckets[i]; *pp;) {
 			if (!(*pp)->live && !(*pp)->readers &&
-			    (!oldest || (*pp)->ended_at < (*oldest)->ended_at))
-				oldest = pp;
+			    now - (*pp)->ended_at > GH_JOURNAL_KEEP_MS)
+				unlink_free(pp);
+			else
+				pp = &(*pp)->next;
+		}
+	while (all_bytes > GH_JOURNAL_ALL_BYTES) {
+		oldest = NULL;
+		for (i = 0; i < BUCKETS; i++)
+			for (pp = &buckets[i]; *pp; pp = &(*pp)->next)
+				if (!(*pp)->live && !(*pp)->readers &&
+				    (!oldest || (*pp)->ended_at < (*oldest)->ended_at))
+					oldest = pp;
 		if (!oldest)
 			break;
-		{
-			struct journal *j = *oldest;
-
-			*oldest = j->next;
-			all_bytes -= j->bytes;
-			journal_free(j);
-		}
+		unlink_free(oldest);
 	}
 }
 
@@ -89,7 +106,7 @@ static struct journal *find(const char *owner, const char *run_id)
 {
 	struct journal *j;
 
-	for (j = all; j; j = j->next)
+	for (j = buckets[bucket_of(run_id)]; j; j = j->next)
 		if (!strcmp(j->run_id, run_id) && (!owner || !strcmp(j->owner, owner)))
 			return j;
 	return NULL;
@@ -141,8 +158,8 @@ void gh_run_journal_add(const char *owner, const char *run_id, const char *type,
 		gh_strlcpy(j->owner, owner ? owner : "", sizeof(j->owner));
 		gh_strlcpy(j->run_id, run_id, sizeof(j->run_id));
 		j->dropped_from = -1;
-		j->next = all;
-		all = j;
+		j->next = buckets[bucket_of(run_id)];
+		buckets[bucket_of(run_id)] = j;
 	}
 	if (j) {
 		if (append(j, type, data, len) != 0 && j->dropped_from < 0)
@@ -225,13 +242,12 @@ out:
 
 void gh_run_journal_reset(void)
 {
-	pthread_mutex_lock(&mu);
-	while (all) {
-		struct journal *j = all;
+	size_t i;
 
-		all = j->next;
-		journal_free(j);
-	}
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++)
+		while (buckets[i])
+			unlink_free(&buckets[i]);
 	all_bytes = 0;
 	pthread_mutex_unlock(&mu);
 }
