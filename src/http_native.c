@@ -559,9 +559,6 @@ static int resume_answer(const cJSON *rd, struct gh_tool_answer *ta)
 {
 	const cJSON *ok = cJSON_IsObject(rd) ? cJSON_GetObjectItemCaseSensitive(rd, "approved") : rd;
 
-	if (!cJSON_IsBool(ok))
-		return -1;
-	ta->approve = cJSON_IsTrue(ok);
 	if (cJSON_IsObject(rd)) {
 		if (gh_json_str(rd, "reason"))
 			ta->reason = gh_json_str(rd, "reason");
@@ -569,6 +566,9 @@ static int resume_answer(const cJSON *rd, struct gh_tool_answer *ta)
 		if (cJSON_IsNull(ta->edited_args))
 			ta->edited_args = NULL;
 	}
+	if (!cJSON_IsBool(ok))
+		return -1;
+	ta->approve = cJSON_IsTrue(ok);
 	return 0;
 }
 
@@ -601,9 +601,9 @@ static void send_tool_approval(struct gh_req *r)
 		gh_http_errorf(r, GH_E_BADREQ, "approved: expected true or false");
 		goto out;
 	}
-	ta.approve = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "approved"));
 	if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(body, "resumeData")))
 		resume_answer(cJSON_GetObjectItemCaseSensitive(body, "resumeData"), &ta);
+	ta.approve = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "approved"));
 	/* the call must be of this agent (and thread, when named) */
 	if (gh_approval_by_call(r->app, r->who.admin ? NULL : r->who.key.owner, ta.tool_call_id,
 				&apr, &e) != GH_OK) {

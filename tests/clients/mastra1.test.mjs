@@ -174,6 +174,25 @@ test('sendToolApproval decides the call; the run goes on in the background', asy
   assert.equal((await toolCalls('send_email')).length, before + 1);
 });
 
+test('sendToolApproval declines with the reason in resumeData; the model reads it', async () => {
+  const before = (await toolCalls('send_email')).length;
+  const { runId } = await suspendedMail('sender', 'm1-send', 'th-send-no', { to: 'dan@example.com' });
+  const agent = client().getAgent('sender');
+  const call = (await agent.listSuspendedRuns({ threadId: 'th-send-no' })).runs[0].toolCalls[0];
+  const res = await agent.sendToolApproval({ threadId: 'th-send-no', resourceId: 'user-1',
+    toolCallId: call.toolCallId, approved: false, resumeData: { reason: 'dan left the company' } });
+  assert.equal(res.accepted, true);
+  for (let i = 0; i < 100; i++) {
+    const r = await (await fetch(`${gw.url}/api/runs/${runId}`, { headers: { Authorization: `Bearer ${key}` } })).json();
+    if (r.status === 'completed') break;
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+  assert.equal((await toolCalls('send_email')).length, before);
+  const tool = (await fake.requests('m1-send')).at(-1).body.messages.at(-1);
+  assert.equal(tool.role, 'tool');
+  assert.match(tool.content, /dan left the company/);
+});
+
 test('a client tool left to the UI: listed as suspended, resumeStream sends its result', async () => {
   await fake.script('m1-client', { tool_calls: [{ name: 'pick_date', arguments: { month: 'May' } }] },
     { text: 'You picked the 4th.' });
