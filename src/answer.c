@@ -45,10 +45,11 @@ enum gh_code gh_answer_check_args(const struct gh_toolset *ts, const struct gh_p
 }
 
 /* The tool set of the run approval a belongs to, under the policy of the
- * key that started it (as a resumption builds it). */
+ * key that started it (as a resumption builds it). The client tools'
+ * schemas are borrowed from *row: clear it after freeing ts. */
 static enum gh_code run_tools(struct gh_app *app, const struct gh_approval *a,
 			      struct gh_toolset *ts, const struct gh_policy_conf **p,
-			      struct gh_err *e)
+			      struct gh_run_row *row_out, struct gh_err *e)
 {
 	struct gh_run_row row;
 	struct gh_key key;
@@ -56,6 +57,7 @@ static enum gh_code run_tools(struct gh_app *app, const struct gh_approval *a,
 	enum gh_code rc;
 
 	memset(ts, 0, sizeof(*ts));
+	memset(row_out, 0, sizeof(*row_out));
 	if ((rc = gh_store_run_get(app->store, NULL, a->run_id, &row, e)) != GH_OK)
 		return rc;
 	rc = gh_store_key_by_id(app->store, a->key_id, &key, e);
@@ -76,7 +78,10 @@ static enum gh_code run_tools(struct gh_app *app, const struct gh_approval *a,
 	rc = gh_toolset_build(app->cfg, app->mcp, agent, *p,
 			      cJSON_GetObjectItemCaseSensitive(row.state, "client_tools"), ts, e);
 out:
-	gh_run_row_clear(&row);
+	if (rc == GH_OK)
+		*row_out = row;
+	else
+		gh_run_row_clear(&row);
 	return rc;
 }
 
@@ -84,17 +89,19 @@ enum gh_code gh_answer_tool_schema(struct gh_app *app, const struct gh_approval 
 				   cJSON **out, struct gh_err *e)
 {
 	struct gh_toolset ts;
+	struct gh_run_row row;
 	const struct gh_policy_conf *p = NULL;
 	const struct gh_tool *t;
 	enum gh_code rc;
 
 	*out = NULL;
-	if ((rc = run_tools(app, a, &ts, &p, e)) != GH_OK)
+	if ((rc = run_tools(app, a, &ts, &p, &row, e)) != GH_OK)
 		return rc;
 	t = gh_toolset_find(&ts, a->tool_name);
 	if (t && t->schema && !(*out = cJSON_Duplicate(t->schema, 1)))
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 	gh_toolset_free(&ts);
+	gh_run_row_clear(&row);
 	return rc;
 }
 
@@ -103,16 +110,18 @@ static enum gh_code check_edit(struct gh_app *app, const struct gh_approval *a,
 			       const cJSON *args, struct gh_err *e)
 {
 	struct gh_toolset ts;
+	struct gh_run_row row;
 	const struct gh_policy_conf *p = NULL;
 	enum gh_code rc;
 
 	if (!cJSON_IsObject(args))
 		return gh_err_set(e, GH_E_BADREQ, "args: expected the tool's arguments as an "
 				  "object");
-	if ((rc = run_tools(app, a, &ts, &p, e)) != GH_OK)
+	if ((rc = run_tools(app, a, &ts, &p, &row, e)) != GH_OK)
 		return rc;
 	rc = gh_answer_check_args(&ts, p, a->tool_name, args, e);
 	gh_toolset_free(&ts);
+	gh_run_row_clear(&row);
 	return rc;
 }
 

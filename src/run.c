@@ -27,6 +27,7 @@
 #include "provider.h"
 #include "ratelimit.h"
 #include "run_int.h"
+#include "run_journal.h"
 #include "schema.h"
 #include "tools.h"
 #include "upstream.h"
@@ -78,18 +79,24 @@ struct run {
 
 /* ------------------------------------------------------------- events */
 
-/* The run's live topic (GET /api/runs/:id/events) gets every event the
- * native API streams, in its vocabulary, when anyone watches. */
+/* The run's journal (run_journal.h) and its live topic (GET
+ * /api/runs/:id/events, when anyone watches) get every event the native
+ * API streams, in its vocabulary. */
 static void publish(struct run *r, const struct gh_run_event *ev)
 {
 	const char *type = gh_wire_native_type(ev->kind);
 	struct gh_buf b;
 
-	if (!type || !gh_hub_active(r->app->hub))
+	if (!type)
 		return;
 	gh_buf_init(&b, (size_t)1 << 30);
-	if (gh_wire_native_payload(ev, &b) == GH_BUF_OK)
-		gh_hub_publish_raw(r->app->hub, r->run_id, type, b.data, b.len);
+	if (gh_wire_native_payload(ev, &b) == GH_BUF_OK) {
+		gh_run_journal_add(r->who && r->who->key.owner[0] ? r->who->key.owner : "",
+				   r->run_id, type, b.data ? b.data : "", b.len,
+				   ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR);
+		if (gh_hub_active(r->app->hub))
+			gh_hub_publish_raw(r->app->hub, r->run_id, type, b.data, b.len);
+	}
 	gh_buf_free(&b);
 }
 

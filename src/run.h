@@ -350,6 +350,26 @@ void gh_run_release(struct gh_app *app, struct gh_run_hold *h);
 /* 1 when the hold's run was asked to stop (gh_run_cancel). */
 int gh_run_hold_cancelled(const struct gh_run_hold *h);
 
+/* ------------------------------------------------- runs a caller picks up */
+
+/* At most this many runs are listed by gh_run_list_waiting. */
+#define GH_RUN_WAITING_MAX 1000
+
+struct gh_run_waiting_filter {
+	const char *agent_id;                 /* required */
+	const char *thread_id, *resource_id;  /* NULL = any */
+	int64_t from_ms, to_ms;               /* last changed within; to_ms 0 = now */
+};
+
+/* The runs of who's key on an agent that wait on someone: suspended on an
+ * approval (GH_RUN_SUSPENDED) or waiting for client tool results
+ * (GH_RUN_WAITING), newest first, each as a view to fn (borrowed for the
+ * call; nonzero stops). */
+enum gh_code gh_run_list_waiting(struct gh_app *app, const struct gh_principal *who,
+				 const struct gh_run_waiting_filter *f,
+				 int (*fn)(void *ud, const struct gh_run_view *v), void *ud,
+				 struct gh_err *e);
+
 /* ------------------------------------------- calls a caller makes itself */
 
 /* The run of an earlier call by who's key to tool with exactly these

@@ -211,6 +211,19 @@ enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
 				       int (*fn)(void *ud, const char *run_id), void *ud,
 				       struct gh_err *e);
 
+/* Which waiting runs gh_store_runs_waiting lists: of owner and key_id on
+ * agent_id, suspended or waiting; thread_id and resource_id NULL = any;
+ * last changed within [from_ms, to_ms] (to_ms 0 = no bound); at most
+ * limit, newest first. */
+struct gh_store_runs_filter {
+	const char *owner, *key_id, *agent_id, *thread_id, *resource_id;
+	int64_t from_ms, to_ms;
+	int limit;
+};
+enum gh_code gh_store_runs_waiting(struct gh_store *s, const struct gh_store_runs_filter *f,
+				   int (*fn)(void *ud, const char *run_id), void *ud,
+				   struct gh_err *e);
+
 struct gh_run_row {
 	char id[48];
 	char owner[GH_NAME_MAX + 1];

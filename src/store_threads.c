@@ -820,3 +820,38 @@ enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
 			  STORE_ARGS(STORE_TEXT(status)), 0, id_each_row, &x, NULL,
 			  "listing runs", e);
 }
+
+enum gh_code gh_store_runs_waiting(struct gh_store *s, const struct gh_store_runs_filter *f,
+				   int (*fn)(void *ud, const char *run_id), void *ud,
+				   struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	sqlite3_stmt *st = store_stmt(c, "SELECT id FROM runs WHERE owner = ?1 AND key_id = ?2 "
+					 "AND agent_id = ?3 AND status IN ('suspended', 'waiting') "
+					 "AND (?4 IS NULL OR thread_id = ?4) "
+					 "AND (?5 IS NULL OR resource_id = ?5) "
+					 "AND updated_at >= ?6 AND updated_at <= ?7 "
+					 "ORDER BY updated_at DESC, id DESC LIMIT ?8", e);
+	enum gh_code rc = GH_OK;
+	int src;
+
+	if (!st) {
+		store_reader_put(s, c);
+		return GH_E_IO;
+	}
+	store_bind_text(st, 1, f->owner);
+	store_bind_text(st, 2, f->key_id);
+	store_bind_text(st, 3, f->agent_id);
+	store_bind_text(st, 4, f->thread_id);
+	store_bind_text(st, 5, f->resource_id);
+	sqlite3_bind_int64(st, 6, f->from_ms);
+	sqlite3_bind_int64(st, 7, f->to_ms > 0 ? f->to_ms : INT64_MAX);
+	sqlite3_bind_int(st, 8, f->limit);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn(ud, (const char *)sqlite3_column_text(st, 0)))
+			break;
+	if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, "listing waiting runs", e);
+	store_reader_put(s, c);
+	return rc;
+}

@@ -458,3 +458,66 @@ cJSON *gh_wire_native_run(const struct gh_run_view *v)
 	cJSON_AddNumberToObject(u, "output", (double)v->usage.output_tokens);
 	return o;
 }
+
+/* ------------------------------------------------------ suspended runs */
+
+/* What a waiting call waits on, as Mastra's suspendPayload: an approval
+ * (its id, who approves, expiry, the digest it binds to) or the client. */
+static cJSON *suspend_payload(const struct gh_run_call *c)
+{
+	cJSON *o = cJSON_CreateObject();
+	char ts[GH_ISO8601_MAX];
+
+	if (!o)
+		return NULL;
+	if (c->state != GH_CALL_PENDING_APPROVAL) {
+		cJSON_AddStringToObject(o, "waitingOn", "client");
+		return o;
+	}
+	cJSON_AddStringToObject(o, "waitingOn", "approval");
+	gh_json_add_str(o, "approvalId", c->approval_id);
+	if (c->approval) {
+		cJSON_AddStringToObject(o, "approver", c->approval->approver);
+		cJSON_AddStringToObject(o, "argsSha256", c->approval->args_sha256);
+	}
+	if (c->approval_expires_at > 0) {
+		gh_iso8601(c->approval_expires_at, ts, sizeof(ts));
+		cJSON_AddStringToObject(o, "expiresAt", ts);
+	}
+	return o;
+}
+
+cJSON *gh_wire_native_suspended_run(const struct gh_run_view *v)
+{
+	cJSON *o = cJSON_CreateObject(), *calls;
+	char ts[GH_ISO8601_MAX];
+	size_t i;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "runId", v->id);
+	cJSON_AddStringToObject(o, "status", "suspended");
+	gh_json_add_str(o, "threadId", v->thread_id[0] ? v->thread_id : NULL);
+	gh_json_add_str(o, "resourceId", v->resource_id[0] ? v->resource_id : NULL);
+	gh_iso8601(v->updated_at, ts, sizeof(ts));
+	cJSON_AddStringToObject(o, "suspendedAt", ts);
+	calls = cJSON_AddArrayToObject(o, "toolCalls");
+	for (i = 0; calls && i < v->ncalls; i++) {
+		const struct gh_run_call *c = &v->calls[i];
+		cJSON *t;
+
+		if (c->state != GH_CALL_PENDING_APPROVAL && !gh_call_state_client(c->state))
+			continue;
+		t = cJSON_CreateObject();
+		if (!t)
+			break;
+		cJSON_AddStringToObject(t, "toolCallId", c->id);
+		cJSON_AddStringToObject(t, "toolName", c->name);
+		cJSON_AddItemToObject(t, "args", c->args ? cJSON_Duplicate(c->args, 1)
+							 : cJSON_CreateObject());
+		cJSON_AddBoolToObject(t, "requiresApproval", c->state == GH_CALL_PENDING_APPROVAL);
+		cJSON_AddItemToObject(t, "suspendPayload", suspend_payload(c));
+		cJSON_AddItemToArray(calls, t);
+	}
+	return o;
+}

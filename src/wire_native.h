@@ -68,4 +68,11 @@ cJSON *gh_wire_native_view_result(const struct gh_run_view *v);
  * error, usage}. Caller frees. */
 cJSON *gh_wire_native_run(const struct gh_run_view *v);
 
+/* A run that waits on someone, as Mastra 1.x's listSuspendedRuns shows it:
+ * {runId, status "suspended", threadId, resourceId, suspendedAt,
+ * toolCalls:[{toolCallId, toolName, args, requiresApproval,
+ * suspendPayload:{waitingOn "approval"|"client", approvalId, approver,
+ * argsSha256, expiresAt}}]}. Caller frees. */
+cJSON *gh_wire_native_suspended_run(const struct gh_run_view *v);
+
 #endif

@@ -167,6 +167,34 @@ class ApprovalEditsTest(GatewayTest):
         det = json.loads(self.audit(gw)[1]["detail"])["args_edited"]
         self.assertEqual(det["edited_by"], d["decidedBy"])
 
+    def test_client_tool_is_released_with_the_edited_arguments(self):
+        gw, key, admin = self.start()
+        self.fake.script(self.m, {"tool_calls": [{"id": "s1", "name": "send_sms",
+                                                  "arguments": {"to": "+100", "text": "hi"}}]})
+        schema = {"type": "object", "properties": {"to": {"type": "string"},
+                                                   "text": {"type": "string"}},
+                  "required": ["to", "text"]}
+        st, b, _ = gw.post("/api/agents/assistant/generate", {
+            "messages": "text them",
+            "clientTools": {"send_sms": {"description": "Send a text",
+                                         "inputSchema": schema}}}, key=key)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["status"], "suspended")
+        apr = b["approvals"][0]
+        # the client tool's own schema is the one edits are checked against
+        st, one, _ = gw.get("/api/approvals/" + apr["id"], key=admin)
+        self.assertEqual(one["inputSchema"]["required"], ["to", "text"])
+        st, e, _ = gw.post("/api/approvals/%s/approve" % apr["id"],
+                           {"args": {"to": "+200"}}, key=admin)
+        self.assertEqual(st, 400, e)
+        self.assertIn("text", e["error"]["message"])
+        st, d, _ = gw.post("/api/approvals/%s/approve" % apr["id"],
+                           {"args": {"to": "+200", "text": "hi"}}, key=admin)
+        self.assertEqual(st, 200, d)
+        r = self.wait_run(gw, key, b["runId"], "waiting")
+        self.assertEqual([(p["toolName"], p["args"]) for p in r["pending"]],
+                         [("send_sms", {"to": "+200", "text": "hi"})])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,253 @@
+/*
+ * run_journal.c - the events of runs in flight, for reconnecting readers;
+ * see run_journal.h.
+ */
+#include "run_journal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run.h"
+#include "util.h"
+
+#define FOLLOW_TICK_MS 100
+#define BUCKETS 1024            /* journals by run id */
+#define PRUNE_EVERY_MS 1000
+
+struct entry {
+	char *type, *data;
+	size_t len;
+};
+
+struct journal {
+	struct journal *next;
+	char owner[GH_NAME_MAX + 1];
+	char run_id[GH_ID_MAX];
+	struct entry *v;
+	size_t n, cap, bytes;
+	int64_t dropped_from;   /* first seq dropped (-1: none) */
+	int live;               /* a turn is going on */
+	int64_t ended_at;       /* Unix ms the last turn ended */
+	int readers;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct journal *buckets[BUCKETS];
+static size_t all_bytes;
+static int64_t pruned_at;
+
+static size_t bucket_of(const char *run_id)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (; *run_id; run_id++)
+		h = (h ^ (unsigned char)*run_id) * 16777619u;
+	return h % BUCKETS;
+}
+
+static void journal_free(struct journal *j)
+{
+	size_t i;
+
+	for (i = 0; i < j->n; i++) {
+		free(j->v[i].type);
+		free(j->v[i].data);
+	}
+	free(j->v);
+	free(j);
+}
+
+static void unlink_free(struct journal **pp)
+{
+	struct journal *j = *pp;
+
+	*pp = j->next;
+	all_bytes -= j->bytes;
+	journal_free(j);
+}
+
+/* Drops ended journals past their keep time (and, while over the global
+ * budget, the oldest ended ones), unless someone reads them; at most once
+ * a second. Under mu. */
+static void prune(int64_t now)
+{
+	struct journal **pp, **oldest;
+	size_t i;
+
+	if (now - pruned_at < PRUNE_EVERY_MS && all_bytes <= GH_JOURNAL_ALL_BYTES)
+		return;
+	pruned_at = now;
+	for (i = 0; i < BUCKETS; i++)
+		for (pp = &buckets[i]; *pp;) {
+			if (!(*pp)->live && !(*pp)->readers &&
+			    now - (*pp)->ended_at > GH_JOURNAL_KEEP_MS)
+				unlink_free(pp);
+			else
+				pp = &(*pp)->next;
+		}
+	while (all_bytes > GH_JOURNAL_ALL_BYTES) {
+		oldest = NULL;
+		for (i = 0; i < BUCKETS; i++)
+			for (pp = &buckets[i]; *pp; pp = &(*pp)->next)
+				if (!(*pp)->live && !(*pp)->readers &&
+				    (!oldest || (*pp)->ended_at < (*oldest)->ended_at))
+					oldest = pp;
+		if (!oldest)
+			break;
+		unlink_free(oldest);
+	}
+}
+
+static struct journal *find(const char *owner, const char *run_id)
+{
+	struct journal *j;
+
+	for (j = buckets[bucket_of(run_id)]; j; j = j->next)
+		if (!strcmp(j->run_id, run_id) && (!owner || !strcmp(j->owner, owner)))
+			return j;
+	return NULL;
+}
+
+/* Appends under mu; -1 when the event could not be kept. */
+static int append(struct journal *j, const char *type, const char *data, size_t len)
+{
+	struct entry *en;
+
+	if (j->dropped_from >= 0 || j->bytes + len > GH_JOURNAL_RUN_BYTES)
+		return -1;
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 64;
+		struct entry *v = realloc(j->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		j->v = v;
+		j->cap = cap;
+	}
+	en = &j->v[j->n];
+	en->type = gh_strdup(type);
+	en->data = malloc(len + 1);
+	if (!en->type || !en->data) {
+		free(en->type);
+		free(en->data);
+		return -1;
+	}
+	memcpy(en->data, data, len);
+	en->data[len] = '\0';
+	en->len = len;
+	j->n++;
+	j->bytes += len + strlen(type);
+	all_bytes += len + strlen(type);
+	return 0;
+}
+
+void gh_run_journal_add(const char *owner, const char *run_id, const char *type,
+			const char *data, size_t len, int ends)
+{
+	struct journal *j;
+	int64_t now = gh_now_ms();
+
+	pthread_mutex_lock(&mu);
+	prune(now);
+	j = find(NULL, run_id);
+	if (!j && (j = calloc(1, sizeof(*j)))) {
+		gh_strlcpy(j->owner, owner ? owner : "", sizeof(j->owner));
+		gh_strlcpy(j->run_id, run_id, sizeof(j->run_id));
+		j->dropped_from = -1;
+		j->next = buckets[bucket_of(run_id)];
+		buckets[bucket_of(run_id)] = j;
+	}
+	if (j) {
+		if (append(j, type, data, len) != 0 && j->dropped_from < 0)
+			j->dropped_from = (int64_t)j->n;
+		j->live = !ends;
+		if (ends)
+			j->ended_at = now;
+	}
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void wait_tick(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += FOLLOW_TICK_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&cv, &mu, &ts);
+}
+
+enum gh_code gh_run_journal_follow(const char *owner, const char *run_id, int64_t offset,
+				   int (*fn)(void *ud, int64_t seq, const char *type,
+					     const char *data, size_t len),
+				   int (*idle)(void *ud), void *ud, struct gh_err *e)
+{
+	struct journal *j;
+	enum gh_code rc = GH_OK;
+	size_t next = offset > 0 ? (size_t)offset : 0;
+
+	pthread_mutex_lock(&mu);
+	j = find(owner, run_id);
+	if (!j) {
+		pthread_mutex_unlock(&mu);
+		return gh_err_set(e, GH_E_NOTFOUND, "run %s has no stream to observe here (none "
+				  "in the last %d minutes)", run_id, GH_JOURNAL_KEEP_MS / 60000);
+	}
+	j->readers++;
+	for (;;) {
+		/* entries are never moved out while a reader holds the journal,
+		 * but the array may grow: read each under mu */
+		while (next < j->n) {
+			struct entry en = j->v[next];
+			int stop;
+
+			pthread_mutex_unlock(&mu);
+			stop = fn(ud, (int64_t)next, en.type, en.data, en.len);
+			pthread_mutex_lock(&mu);
+			next++;
+			if (stop)
+				goto out;
+		}
+		if (j->dropped_from >= 0 && next >= (size_t)j->dropped_from) {
+			rc = gh_err_set(e, GH_E_CONFLICT, "run %s: events from %zu on were too many "
+					"to keep", run_id, next);
+			goto out;
+		}
+		if (!j->live || !gh_run_in_flight(NULL, run_id))
+			break;
+		wait_tick();
+		if (next >= j->n && idle) {
+			int stop;
+
+			pthread_mutex_unlock(&mu);
+			stop = idle(ud);
+			pthread_mutex_lock(&mu);
+			if (stop)
+				goto out;
+		}
+	}
+out:
+	j->readers--;
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+void gh_run_journal_reset(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++)
+		while (buckets[i])
+			unlink_free(&buckets[i]);
+	all_bytes = 0;
+	pthread_mutex_unlock(&mu);
+}
