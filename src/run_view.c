@@ -41,6 +41,7 @@ static const struct {
 	{N_STATUS, GH_RUN_COMPLETED, "completed"},
 	{N_STATUS, GH_RUN_FAILED, "failed"},
 	{N_STATUS, GH_RUN_CANCELLED, "cancelled"},
+	{N_STATUS, GH_RUN_EXPIRED, "expired"},
 	{N_FINISH, GH_RUN_FINISH_STOP, "stop"},
 	{N_FINISH, GH_RUN_FINISH_LENGTH, "length"},
 	{N_FINISH, GH_RUN_FINISH_TOOL_CALLS, "tool-calls"},
@@ -92,7 +93,8 @@ int gh_run_status_parse(const char *name, enum gh_run_status *out)
 
 int gh_run_status_final(enum gh_run_status s)
 {
-	return s == GH_RUN_COMPLETED || s == GH_RUN_FAILED || s == GH_RUN_CANCELLED;
+	return s == GH_RUN_COMPLETED || s == GH_RUN_FAILED || s == GH_RUN_CANCELLED ||
+	       s == GH_RUN_EXPIRED;
 }
 
 const char *gh_run_finish_name(enum gh_run_finish f)
