@@ -101,6 +101,8 @@ struct gh_run_call {
 	enum gh_call_state state;
 	const char *approval_id;        /* NULL unless an approval was asked */
 	int64_t approval_expires_at;    /* Unix ms, 0 when none */
+	int64_t due_at;                 /* a call handed to the client: when its result is
+					 * due (Unix ms; agents.ID.client_tool_timeout_s) */
 	const cJSON *result;            /* GH_CALL_DONE */
 	int is_error;
 	/* Pending-approval calls in a view: the approval as stored (owned by
@@ -138,7 +140,7 @@ void gh_run_view_clear(struct gh_run_view *v);
 /* Calls in a given state. */
 size_t gh_run_view_count(const struct gh_run_view *v, enum gh_call_state s);
 /* The calls the client owes (pending or released), in the engine's
- * tool-call shape [{toolCallId, toolName, args}]. Caller frees. */
+ * tool-call shape [{toolCallId, toolName, args, dueAt?}]. Caller frees. */
 cJSON *gh_run_view_pending_json(const struct gh_run_view *v);
 
 /* ------------------------------------------------------------- events */

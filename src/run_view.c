@@ -133,6 +133,7 @@ void gh_run_call_read(const cJSON *c, struct gh_run_call *out)
 	out->state = gh_call_state_of(c);
 	out->approval_id = gh_json_str(c, "approvalId");
 	out->approval_expires_at = gh_json_int(c, "expiresAt", 0);
+	out->due_at = gh_json_int(c, "dueAt", 0);
 	out->result = cJSON_GetObjectItemCaseSensitive(c, "result");
 	out->is_error = gh_json_bool(c, "isError", 0);
 }
@@ -292,6 +293,8 @@ cJSON *gh_run_view_pending_json(const struct gh_run_view *v)
 		gh_json_add_str(o, "toolName", c->name);
 		if (c->args)
 			cJSON_AddItemToObject(o, "args", cJSON_Duplicate(c->args, 1));
+		if (c->due_at > 0)
+			gh_json_add_time(o, "dueAt", c->due_at);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;

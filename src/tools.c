@@ -91,6 +91,14 @@ const cJSON *gh_tools_memory_output_schema(const char *name)
 	return NULL;
 }
 
+/* 1 when s starts (after white space) like a JSON object or array. */
+static int json_text(const char *s)
+{
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	return *s == '{' || *s == '[';
+}
+
 int gh_tools_output_check(const cJSON *schema, const cJSON *result, cJSON **structured,
 			  char *msg, size_t cap)
 {
@@ -104,8 +112,9 @@ int gh_tools_output_check(const cJSON *schema, const cJSON *result, cJSON **stru
 	if (!schema || gh_schema_validate(schema, result, why, sizeof(why)) == 0)
 		return 0;
 	/* surfaces whose results are text (AG-UI, OpenAI-style tool messages)
-	 * carry a structured result as its JSON */
-	if (cJSON_IsString(result) &&
+	 * carry a structured result as its JSON: an object or an array (a
+	 * text "5" stays a text) */
+	if (cJSON_IsString(result) && json_text(result->valuestring) &&
 	    gh_json_parse(result->valuestring, strlen(result->valuestring), "result", &parsed,
 			  &pe) == GH_OK) {
 		char why2[GH_SCHEMA_MSG_MAX];

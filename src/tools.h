@@ -145,9 +145,10 @@ const cJSON *gh_tools_memory_output_schema(const char *name);
 
 /* Holds a tool's result to the tool's output schema (NULL: any result
  * conforms), with the same validator and bounds as arguments. 0 when it
- * conforms. A text result that the schema refuses but whose JSON it
- * accepts (surfaces whose tool results are text) conforms too: *structured
- * then gets that JSON (caller frees), else NULL. -1 when it does not
+ * conforms. A text result that the schema refuses but that is the JSON of
+ * an object or array it accepts (surfaces whose tool results are text)
+ * conforms too: *structured then gets that JSON (caller frees), else NULL;
+ * when that JSON does not conform either, msg says what is wrong with it. -1 when it does not
  * conform, with "the result does not match the output schema: $.path:
  * expectation" in msg (cap bytes; GH_SCHEMA_MSG_MAX + 64 never cuts the
  * validator's message). Both are borrowed. */
