@@ -229,6 +229,10 @@ class ExpiryTest(GatewayTest):
         self.assertEqual(run["status"], "waiting")
         # the deadline is stored with the run: 2 s after the calls were handed out
         self.assertLess(abs(run["wait_until"] - run["updated_at"] - 2000), 1000)
+        st, view, _ = gw.get("/api/runs/" + b["runId"], key=key)
+        self.assertEqual(st, 200, view)
+        self.assertEqual(len(view["pending"]), 2)
+        self.assertTrue(all(p["dueAt"].endswith("Z") for p in view["pending"]), view)
         gw.stop()
         while time.time() * 1000 < run["wait_until"] + 200:
             time.sleep(0.1)
