@@ -102,3 +102,85 @@ enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *
 				  out->approval.id, out->approval.status, out->approval.decided_by);
 	return await(app, a, out, e);
 }
+
+const struct gh_run_call *gh_answer_next_waiting(const struct gh_run_view *v, size_t *i,
+						 int *caller)
+{
+	for (; *i < v->ncalls; (*i)++) {
+		const struct gh_run_call *c = &v->calls[*i];
+
+		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id ||
+		    (c->approval && strcmp(c->approval->status, "pending")))
+			continue;
+		if (caller)
+			*caller = c->approval && !strcmp(c->approval->approver, "caller");
+		(*i)++;
+		return c;
+	}
+	return NULL;
+}
+
+char *gh_answer_waiting_note(const struct gh_run_view *v, struct gh_buf *ids)
+{
+	const struct gh_run_call *c;
+	const char *one = NULL;
+	struct gh_buf b;
+	int admin = 0, n = 0, caller;
+	size_t i = 0;
+
+	gh_buf_init(&b, 1 << 16);
+	while ((c = gh_answer_next_waiting(v, &i, &caller))) {
+		admin |= !caller;
+		gh_buf_printf(&b, "%sWaiting for approval %s (tool %s needs %s).", n ? " " : "",
+			      c->approval_id, c->name ? c->name : "?",
+			      caller ? "your approval" : "an admin's approval");
+		if (ids) {
+			if (ids->len)
+				gh_buf_putc(ids, ',');
+			gh_buf_puts(ids, c->approval_id);
+		}
+		if (!one)
+			one = c->approval_id;
+		n++;
+	}
+	if (admin)
+		gh_buf_printf(&b, " Ask an administrator to review %s, then send your message "
+			      "again.", n > 1 ? "them" : "it");
+	else if (n)
+		gh_buf_printf(&b, " Approve or deny %s with POST /api/approvals/%s/approve (or "
+			      "/deny), then send your message again.", n > 1 ? "each" : "it",
+			      n > 1 ? "<id>" : one);
+	else
+		/* decided just now: the background resumer is carrying it out */
+		gh_buf_printf(&b, "The approval was decided and run %s is carrying it out; its "
+			      "answer will be at GET /api/runs/%s.", v->id, v->id);
+	return gh_buf_detach(&b);
+}
+
+enum gh_code gh_answer_settled(const struct gh_run_view *v, enum gh_code wait_rc,
+			       struct gh_err *e)
+{
+	if (wait_rc == GH_E_CANCELLED)
+		return gh_err_set(e, GH_E_CANCELLED, "the client left");
+	if (wait_rc != GH_OK && wait_rc != GH_E_TIMEOUT)
+		return gh_err_set(e, wait_rc, "run %s: the wait for its approval failed", v->id);
+	if (v->status == GH_RUN_COMPLETED || v->status == GH_RUN_WAITING ||
+	    v->status == GH_RUN_SUSPENDED)
+		return GH_OK;
+	return gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v->id,
+			  gh_run_status_name(v->status), v->error ? v->error : "no reason recorded");
+}
+
+enum gh_code gh_answer_await(struct gh_app *app, const char *owner, const char *run_id,
+			     int (*gone)(void *ud), void *ud, struct gh_run_view *out,
+			     struct gh_err *e)
+{
+	enum gh_code rc = gh_run_wait(app, owner, run_id, GH_UNTIL_SETTLED,
+				      app->cfg->server.approval_wait_ms, gone, ud, out, e);
+
+	if (rc == GH_E_TIMEOUT)
+		gh_err_clear(e);
+	if (rc != GH_OK && rc != GH_E_TIMEOUT && rc != GH_E_CANCELLED)
+		return rc;
+	return gh_answer_settled(out, rc, e);
+}

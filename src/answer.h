@@ -23,6 +23,7 @@
 #define GH_ANSWER_H
 
 #include "app.h"
+#include "buf.h"
 #include "err.h"
 #include "policy.h"
 #include "run.h"
@@ -62,5 +63,33 @@ void gh_answer_out_clear(struct gh_answer_out *o);
 enum gh_code gh_answer_tool_call(struct gh_app *app, const struct gh_principal *who,
 				 const struct gh_tool_answer *a, const struct gh_run_sink *sink,
 				 struct gh_answer_out *out, struct gh_err *e);
+
+/* The calls of v waiting on a decision that is still pending, in order:
+ * start with *i = 0; NULL after the last. *caller (may be NULL) is 1 when
+ * the caller may decide the call (approver "caller"), 0 when an admin must. */
+const struct gh_run_call *gh_answer_next_waiting(const struct gh_run_view *v, size_t *i,
+						 int *caller);
+
+/* Text for a client that has no other way to show a pending approval:
+ * "Waiting for approval apr_… (tool T needs an admin's approval). …" and
+ * what to do, or, when none waits any more, where the run's answer will
+ * be. ids (may be NULL) gets the ids, comma-separated. Caller frees; NULL
+ * when out of memory. */
+char *gh_answer_waiting_note(const struct gh_run_view *v, struct gh_buf *ids);
+
+/* Waits (bounded by server.approval_wait_ms, woken by the hub) for the
+ * decision on run_id's approvals to be carried out. GH_OK with *out the
+ * run as it stands: completed, waiting for client tools, or still
+ * suspended when the wait ended first; GH_E_UPSTREAM when it ended any
+ * other way (the message says how); GH_E_CANCELLED when gone(ud) said the
+ * client left. Clear *out after, whatever the result. */
+enum gh_code gh_answer_await(struct gh_app *app, const char *owner, const char *run_id,
+			     int (*gone)(void *ud), void *ud, struct gh_run_view *out,
+			     struct gh_err *e);
+
+/* The same check on a run a wait already returned (wait_rc as
+ * gh_run_wait's): GH_OK, GH_E_UPSTREAM or GH_E_CANCELLED as above. */
+enum gh_code gh_answer_settled(const struct gh_run_view *v, enum gh_code wait_rc,
+			       struct gh_err *e);
 
 #endif

@@ -1870,55 +1870,52 @@ void gh_config_free(struct gh_config *c)
 	free(c);
 }
 
-const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const char *id)
+/* The element of arr (n elements of size bytes each, each starting with
+ * its char * name) named name, or NULL. */
+static const void *find_named(const void *arr, size_t n, size_t size, const char *name)
 {
+	const char *p = arr;
 	size_t i;
 
-	for (i = 0; id && i < c->nagents; i++)
-		if (!strcmp(c->agents[i].id, id))
-			return &c->agents[i];
+	for (i = 0; name && i < n; i++, p += size) {
+		const char *const *elt_name = (const char *const *)(const void *)p;
+
+		if (*elt_name && !strcmp(*elt_name, name))
+			return p;
+	}
 	return NULL;
+}
+
+_Static_assert(offsetof(struct gh_agent_conf, id) == 0, "an agent starts with its id");
+_Static_assert(offsetof(struct gh_provider_conf, name) == 0, "a provider starts with its name");
+_Static_assert(offsetof(struct gh_tool_conf, name) == 0, "a tool starts with its name");
+_Static_assert(offsetof(struct gh_policy_conf, name) == 0, "a policy starts with its name");
+_Static_assert(offsetof(struct gh_mcp_server_conf, name) == 0, "a server starts with its name");
+
+const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const char *id)
+{
+	return find_named(c->agents, c->nagents, sizeof(*c->agents), id);
 }
 
 const struct gh_provider_conf *gh_config_provider(const struct gh_config *c, const char *name)
 {
-	size_t i;
-
-	for (i = 0; name && i < c->nproviders; i++)
-		if (!strcmp(c->providers[i].name, name))
-			return &c->providers[i];
-	return NULL;
+	return find_named(c->providers, c->nproviders, sizeof(*c->providers), name);
 }
 
 const struct gh_tool_conf *gh_config_tool(const struct gh_config *c, const char *name)
 {
-	size_t i;
-
-	for (i = 0; name && i < c->ntools; i++)
-		if (!strcmp(c->tools[i].name, name))
-			return &c->tools[i];
-	return NULL;
+	return find_named(c->tools, c->ntools, sizeof(*c->tools), name);
 }
 
 const struct gh_policy_conf *gh_config_policy(const struct gh_config *c, const char *name)
 {
-	size_t i;
-
-	for (i = 0; name && i < c->npolicies; i++)
-		if (!strcmp(c->policies[i].name, name))
-			return &c->policies[i];
-	return NULL;
+	return find_named(c->policies, c->npolicies, sizeof(*c->policies), name);
 }
 
 const struct gh_mcp_server_conf *gh_config_mcp_server(const struct gh_config *c,
 						      const char *name)
 {
-	size_t i;
-
-	for (i = 0; name && i < c->nmcp_servers; i++)
-		if (!strcmp(c->mcp_servers[i].name, name))
-			return &c->mcp_servers[i];
-	return NULL;
+	return find_named(c->mcp_servers, c->nmcp_servers, sizeof(*c->mcp_servers), name);
 }
 
 int gh_strlist_match(const struct gh_strlist *l, const char *s)

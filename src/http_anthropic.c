@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "buf.h"
 #include "http.h"
 #include "json.h"
@@ -411,22 +412,17 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
  * the turn ended. */
 static char *pending_note(const struct an *q, const struct gh_run_view *v)
 {
+	const struct gh_run_call *c;
 	struct gh_buf b;
-	int n = 0;
-	size_t i;
+	int n = 0, caller;
+	size_t i = 0;
 
 	gh_buf_init(&b, 1 << 16);
-	for (i = 0; i < v->ncalls; i++) {
-		const struct gh_run_call *c = &v->calls[i];
-		int mine = c->approval && !strcmp(c->approval->approver, "caller");
-
-		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id ||
-		    (c->approval && strcmp(c->approval->status, "pending")))
-			continue;
+	while ((c = gh_answer_next_waiting(v, &i, &caller))) {
 		gh_buf_printf(&b, "%sgatehouse: the %s call is waiting for approval %s (%s).",
 			      n ? " " : "", c->name ? c->name : "?", c->approval_id,
-			      mine ? "approve it with POST /api/approvals/<id>/approve"
-				   : "an administrator must approve it");
+			      caller ? "approve it with POST /api/approvals/<id>/approve"
+				     : "an administrator must approve it");
 		n++;
 	}
 	if (n)
@@ -465,32 +461,21 @@ static enum gh_code await_approval(struct an *q, const struct gh_run_result *res
 				   struct outcome *oc, struct gh_err *e)
 {
 	struct gh_run_view v;
-	enum gh_code rc;
+	enum gh_code rc = gh_answer_await(q->r->app, q->r->who.key.owner, res->run_id, wait_gone,
+					  q, &v, e);
 
-	rc = gh_run_wait(q->r->app, q->r->who.key.owner, res->run_id, GH_UNTIL_SETTLED,
-			 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &v, e);
-	if (rc == GH_E_TIMEOUT) {
-		gh_err_clear(e);
+	if (rc == GH_OK && v.status == GH_RUN_SUSPENDED) {
 		oc->tail = pending_note(q, &v);
 		oc->stop = "end_turn";
-		gh_run_view_clear(&v);
-		return GH_OK;
-	}
-	if (rc != GH_OK) {
-		gh_run_view_clear(&v);
-		return rc;
-	}
-	oc->usage = v.usage;
-	if (v.status == GH_RUN_COMPLETED) {
-		oc->tail = gh_strdup(v.text);
-		oc->stop = gh_anthropic_stop_reason(v.finish);
-	} else if (v.status == GH_RUN_WAITING) {
-		oc->calls = gh_run_view_pending_json(&v);
-		oc->stop = "tool_use";
-	} else {
-		rc = gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v.id,
-				gh_run_status_name(v.status),
-				v.error ? v.error : "no reason recorded");
+	} else if (rc == GH_OK) {
+		oc->usage = v.usage;
+		if (v.status == GH_RUN_COMPLETED) {
+			oc->tail = gh_strdup(v.text);
+			oc->stop = gh_anthropic_stop_reason(v.finish);
+		} else {
+			oc->calls = gh_run_view_pending_json(&v);
+			oc->stop = "tool_use";
+		}
 	}
 	gh_run_view_clear(&v);
 	return rc;

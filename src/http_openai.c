@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "buf.h"
 #include "http.h"
 #include "json.h"
@@ -401,49 +402,15 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
 
 /* The assistant message that says which approvals still wait, so an
  * unmodified client shows something sensible. */
-static void pending_note(struct oai *q, const struct gh_run_view *v, struct outcome *oc)
+static void pending_note(const struct gh_run_view *v, struct outcome *oc)
 {
-	struct gh_buf b, ids;
-	int admin = 0, n = 0;
-	const char *one = NULL;
-	size_t i;
+	struct gh_buf ids;
 
-	gh_buf_init(&b, 1 << 16);
 	gh_buf_init(&ids, sizeof(oc->approvals) - 1);
-	for (i = 0; i < v->ncalls; i++) {
-		const struct gh_run_call *c = &v->calls[i];
-		int mine = c->approval && !strcmp(c->approval->approver, "caller");
-
-		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id ||
-		    (c->approval && strcmp(c->approval->status, "pending")))
-			continue;
-		admin |= !mine;
-		gh_buf_printf(&b, "%sWaiting for approval %s (tool %s needs %s).", n ? " " : "",
-			      c->approval_id, c->name ? c->name : "?",
-			      mine ? "your approval" : "an admin's approval");
-		if (ids.len)
-			gh_buf_putc(&ids, ',');
-		gh_buf_puts(&ids, c->approval_id);
-		if (!one)
-			one = c->approval_id;
-		n++;
-	}
-	if (admin)
-		gh_buf_printf(&b, " Ask an administrator to review %s, then send your message "
-			      "again.", n > 1 ? "them" : "it");
-	else if (n)
-		gh_buf_printf(&b, " Approve or deny %s with POST /api/approvals/%s/approve (or "
-			      "/deny), then send your message again.", n > 1 ? "each" : "it",
-			      n > 1 ? "<id>" : one);
-	else
-		/* decided just now: the background resumer is carrying it out */
-		gh_buf_printf(&b, "The approval was decided and run %s is carrying it out; its "
-			      "answer will be at GET /api/runs/%s.", q->run_id, q->run_id);
+	oc->tail = gh_answer_waiting_note(v, &ids);
 	gh_strlcpy(oc->approvals, ids.data ? ids.data : "", sizeof(oc->approvals));
-	oc->tail = gh_buf_detach(&b);
 	oc->finish = "stop";
 	gh_buf_free(&ids);
-	gh_buf_free(&b);
 }
 
 /* Whether the client left while an approval waits; a stream's head goes
@@ -464,32 +431,21 @@ static enum gh_code await_approval(struct oai *q, const struct gh_run_result *re
 				   struct outcome *oc, struct gh_err *e)
 {
 	struct gh_run_view v;
-	enum gh_code rc;
+	enum gh_code rc = gh_answer_await(q->r->app, q->r->who.key.owner, res->run_id, wait_gone,
+					  q, &v, e);
 
-	rc = gh_run_wait(q->r->app, q->r->who.key.owner, res->run_id, GH_UNTIL_SETTLED,
-			 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &v, e);
-	if (rc == GH_E_TIMEOUT) {
-		gh_err_clear(e);
-		pending_note(q, &v, oc);
-		gh_run_view_clear(&v);
-		return GH_OK;
-	}
-	if (rc != GH_OK) {
-		gh_run_view_clear(&v);
-		return rc;
-	}
-	/* decided and carried out: the stored run tells the outcome */
-	oc->usage = v.usage;
-	if (v.status == GH_RUN_COMPLETED) {
-		oc->tail = gh_strdup(v.text);
-		oc->finish = gh_openai_finish(v.finish);
-	} else if (v.status == GH_RUN_WAITING) {
-		oc->calls = gh_run_view_pending_json(&v);
-		oc->finish = "tool_calls";
-	} else {
-		rc = gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v.id,
-				gh_run_status_name(v.status),
-				v.error ? v.error : "no reason recorded");
+	if (rc == GH_OK && v.status == GH_RUN_SUSPENDED) {
+		pending_note(&v, oc);
+	} else if (rc == GH_OK) {
+		/* decided and carried out: the stored run tells the outcome */
+		oc->usage = v.usage;
+		if (v.status == GH_RUN_COMPLETED) {
+			oc->tail = gh_strdup(v.text);
+			oc->finish = gh_openai_finish(v.finish);
+		} else {
+			oc->calls = gh_run_view_pending_json(&v);
+			oc->finish = "tool_calls";
+		}
 	}
 	gh_run_view_clear(&v);
 	return rc;

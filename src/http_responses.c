@@ -374,46 +374,19 @@ static int sink_event(void *ud, const struct gh_run_event *ev)
  * message an unmodified client shows. */
 static void pending_note(struct rsp *q, const struct gh_run_view *v)
 {
-	struct gh_buf b, ids;
-	int admin = 0, n = 0;
-	const char *one = NULL;
-	size_t i;
+	const struct gh_run_call *c;
+	struct gh_buf ids;
+	char *note;
+	size_t i = 0;
 
-	gh_buf_init(&b, 1 << 16);
-	gh_buf_init(&ids, sizeof(q->approvals) - 1);
-	for (i = 0; i < v->ncalls; i++) {
-		const struct gh_run_call *c = &v->calls[i];
-		int mine = c->approval && !strcmp(c->approval->approver, "caller");
-
-		if (c->state != GH_CALL_PENDING_APPROVAL || !c->approval_id ||
-		    (c->approval && strcmp(c->approval->status, "pending")))
-			continue;
-		admin |= !mine;
+	while ((c = gh_answer_next_waiting(v, &i, NULL)))
 		add_approval(q, c->approval_id, c->name, c->args);
-		gh_buf_printf(&b, "%sWaiting for approval %s (tool %s needs %s).", n ? " " : "",
-			      c->approval_id, c->name ? c->name : "?",
-			      mine ? "your approval" : "an admin's approval");
-		if (ids.len)
-			gh_buf_putc(&ids, ',');
-		gh_buf_puts(&ids, c->approval_id);
-		if (!one)
-			one = c->approval_id;
-		n++;
-	}
-	if (admin)
-		gh_buf_printf(&b, " Ask an administrator to review %s, then send your message "
-			      "again.", n > 1 ? "them" : "it");
-	else if (n)
-		gh_buf_printf(&b, " Approve or deny %s with POST /api/approvals/%s/approve (or "
-			      "/deny), then send your message again.", n > 1 ? "each" : "it",
-			      n > 1 ? "<id>" : one);
-	else
-		gh_buf_printf(&b, "The approval was decided and run %s is carrying it out; its "
-			      "answer will be at GET /api/runs/%s.", q->run_id, q->run_id);
+	gh_buf_init(&ids, sizeof(q->approvals) - 1);
+	note = gh_answer_waiting_note(v, &ids);
 	gh_strlcpy(q->approvals, ids.data ? ids.data : "", sizeof(q->approvals));
-	add_message(q, b.data);
+	add_message(q, note);
+	free(note);
 	gh_buf_free(&ids);
-	gh_buf_free(&b);
 }
 
 static int wait_gone(void *ud)
@@ -429,7 +402,11 @@ static enum gh_code settled(struct rsp *q, const struct gh_run_view *v, enum gh_
 			    enum gh_run_finish *finish, struct gh_run_usage *usage,
 			    struct gh_err *e)
 {
-	if (wait_rc == GH_E_TIMEOUT) {
+	enum gh_code rc = gh_answer_settled(v, wait_rc, e);
+
+	if (rc != GH_OK)
+		return rc;
+	if (v->status == GH_RUN_SUSPENDED) {
 		pending_note(q, v);
 		return GH_OK;
 	}
@@ -437,18 +414,12 @@ static enum gh_code settled(struct rsp *q, const struct gh_run_view *v, enum gh_
 	if (v->status == GH_RUN_COMPLETED) {
 		add_message(q, v->text);
 		*finish = v->finish;
-	} else if (v->status == GH_RUN_WAITING) {
+	} else {
 		cJSON *calls = gh_run_view_pending_json(v), *c;
 
 		cJSON_ArrayForEach(c, calls)
 			add_call(q, c);
 		cJSON_Delete(calls);
-	} else if (v->status == GH_RUN_SUSPENDED) {
-		pending_note(q, v);
-	} else {
-		return gh_err_set(e, GH_E_UPSTREAM, "run %s %s after the approval: %s", v->id,
-				  gh_run_status_name(v->status),
-				  v->error ? v->error : "no reason recorded");
 	}
 	return GH_OK;
 }
@@ -461,14 +432,11 @@ static enum gh_code await_approval(struct rsp *q, const struct gh_run_result *re
 				   struct gh_err *e)
 {
 	struct gh_run_view v;
-	enum gh_code rc;
+	enum gh_code rc = gh_answer_await(q->r->app, q->r->who.key.owner, res->run_id, wait_gone,
+					  q, &v, e);
 
-	rc = gh_run_wait(q->r->app, q->r->who.key.owner, res->run_id, GH_UNTIL_SETTLED,
-			 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &v, e);
-	if (rc == GH_OK || rc == GH_E_TIMEOUT) {
-		gh_err_clear(e);
-		rc = settled(q, &v, rc, finish, usage, e);
-	}
+	if (rc == GH_OK)
+		rc = settled(q, &v, GH_OK, finish, usage, e);
 	gh_run_view_clear(&v);
 	return rc;
 }
@@ -501,11 +469,8 @@ static enum gh_code answer_approval(struct rsp *q, struct gh_run_result *res, in
 		*res = out.result;
 		memset(&out.result, 0, sizeof(out.result));
 		*ran = 1;
-	} else if (rc == GH_OK && out.waited && out.wait_rc == GH_E_CANCELLED) {
-		rc = gh_err_set(e, GH_E_CANCELLED, "the client left");
 	} else if (rc == GH_OK && out.waited) {
-		rc = settled(q, &out.view, out.wait_rc == GH_E_TIMEOUT ? GH_E_TIMEOUT : GH_OK,
-			     finish, usage, e);
+		rc = settled(q, &out.view, out.wait_rc, finish, usage, e);
 	}
 	gh_answer_out_clear(&out);
 	return rc;

@@ -81,7 +81,6 @@ static int on_msg(void *ud, struct gh_mcp_msg *m)
 {
 	struct exchange *x = ud;
 	struct http_conn *c = x->c;
-	char line[300];
 
 	switch (m->kind) {
 	case GH_MCP_RESPONSE:
@@ -104,17 +103,11 @@ static int on_msg(void *ud, struct gh_mcp_msg *m)
 				x->o->progress(x->o->ud, &pr);
 			break;
 		}
-		if (c->ev.notify)
-			c->ev.notify(c->ev.ud, m);
+		mcp_msg_other(c->conf, &c->ev, m, "something");
 		break;
 	case GH_MCP_REQUEST:
-		if (c->ev.request)
-			c->ev.request(c->ev.ud, m);
-		break;
 	case GH_MCP_INVALID:
-		mcp_log_safe(m->error, strlen(m->error), line, sizeof(line));
-		gh_warn("mcp %s: ignored something that is not a JSON-RPC message: %s",
-			c->conf->name, line);
+		mcp_msg_other(c->conf, &c->ev, m, "something");
 		break;
 	}
 	return 0;

@@ -146,4 +146,11 @@ enum gh_code mcp_http_open(const struct gh_mcp_server_conf *conf, const struct m
  * characters become spaces, at most cap - 1 bytes. */
 void mcp_log_safe(const char *in, size_t n, char *out, size_t cap);
 
+/* What either transport does with a message that is neither an answer
+ * to one of its requests nor a progress notification: notifications and
+ * server requests go to ev, anything else is logged as not JSON-RPC
+ * (what: "something", "a line on stdout"). */
+void mcp_msg_other(const struct gh_mcp_server_conf *conf, const struct mcp_events *ev,
+		   struct gh_mcp_msg *m, const char *what);
+
 #endif

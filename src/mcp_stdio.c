@@ -97,6 +97,22 @@ void mcp_log_safe(const char *in, size_t n, char *out, size_t cap)
 	out[o] = '\0';
 }
 
+void mcp_msg_other(const struct gh_mcp_server_conf *conf, const struct mcp_events *ev,
+		   struct gh_mcp_msg *m, const char *what)
+{
+	char line[300];
+
+	if (m->kind == GH_MCP_NOTIFICATION && ev->notify) {
+		ev->notify(ev->ud, m);
+	} else if (m->kind == GH_MCP_REQUEST && ev->request) {
+		ev->request(ev->ud, m);
+	} else if (m->kind == GH_MCP_INVALID) {
+		mcp_log_safe(m->error, strlen(m->error), line, sizeof(line));
+		gh_warn("mcp %s: ignored %s that is not a JSON-RPC message: %s", conf->name, what,
+			line);
+	}
+}
+
 static void status_text(int st, char *out, size_t cap)
 {
 	if (WIFEXITED(st))
@@ -151,7 +167,6 @@ static void fail_all(struct stdio_conn *c, const char *why)
 static int on_msg(void *ud, struct gh_mcp_msg *m)
 {
 	struct stdio_conn *c = ud;
-	char line[300];
 
 	switch (m->kind) {
 	case GH_MCP_RESPONSE:
@@ -193,17 +208,11 @@ static int on_msg(void *ud, struct gh_mcp_msg *m)
 			pthread_mutex_unlock(&c->mu);
 			break;
 		}
-		if (c->ev.notify)
-			c->ev.notify(c->ev.ud, m);
+		mcp_msg_other(c->conf, &c->ev, m, "a line on stdout");
 		break;
 	case GH_MCP_REQUEST:
-		if (c->ev.request)
-			c->ev.request(c->ev.ud, m);
-		break;
 	case GH_MCP_INVALID:
-		mcp_log_safe(m->error, strlen(m->error), line, sizeof(line));
-		gh_warn("mcp %s: ignored a line on stdout that is not a JSON-RPC message: %s",
-			c->conf->name, line);
+		mcp_msg_other(c->conf, &c->ev, m, "a line on stdout");
 		break;
 	}
 	return 0;

@@ -625,6 +625,22 @@ out:
 
 /* ---- CoreMessage readers ---- */
 
+int gh_provider_tool_fields(cJSON *o, const struct gh_tool_spec *t, const char *schema_key)
+{
+	cJSON *schema;
+
+	if (!cJSON_AddStringToObject(o, "name", t->name))
+		return -1;
+	if (t->description && !cJSON_AddStringToObject(o, "description", t->description))
+		return -1;
+	schema = t->schema ? cJSON_Duplicate(t->schema, 1)
+			   : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
+	if (!schema)
+		return -1;
+	cJSON_AddItemToObject(o, schema_key, schema);
+	return 0;
+}
+
 int gh_provider_content_text(const cJSON *content, struct gh_buf *b)
 {
 	const cJSON *p;

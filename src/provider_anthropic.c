@@ -400,21 +400,13 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			goto nomem;
 		for (i = 0; i < req->ntools; i++) {
 			const struct gh_tool_spec *t = &req->tools[i];
-			cJSON *o = cJSON_CreateObject(), *schema;
+			cJSON *o = cJSON_CreateObject();
 
 			if (!o)
 				goto nomem;
 			cJSON_AddItemToArray(tools, o);
-			if (!cJSON_AddStringToObject(o, "name", t->name))
+			if (gh_provider_tool_fields(o, t, "input_schema") != 0)
 				goto nomem;
-			if (t->description &&
-			    !cJSON_AddStringToObject(o, "description", t->description))
-				goto nomem;
-			schema = t->schema ? cJSON_Duplicate(t->schema, 1)
-					   : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
-			if (!schema)
-				goto nomem;
-			cJSON_AddItemToObject(o, "input_schema", schema);
 		}
 	}
 	if (req->has_temperature && !cJSON_AddNumberToObject(b, "temperature", req->temperature))

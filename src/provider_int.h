@@ -183,4 +183,9 @@ char *gh_provider_result_text(const cJSON *result);
  * anything else compact. Caller frees; NULL on OOM. */
 char *gh_provider_args_text(const cJSON *args);
 
+/* Adds a tool's "name", "description" (when it has one) and its input
+ * schema under schema_key (an empty object schema when it has none) to o,
+ * as both wire formats describe a tool. -1 when out of memory. */
+int gh_provider_tool_fields(cJSON *o, const struct gh_tool_spec *t, const char *schema_key);
+
 #endif

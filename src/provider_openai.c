@@ -286,23 +286,15 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 			goto nomem;
 		for (i = 0; i < req->ntools; i++) {
 			const struct gh_tool_spec *t = &req->tools[i];
-			cJSON *o = cJSON_CreateObject(), *fn, *params;
+			cJSON *o = cJSON_CreateObject(), *fn;
 
 			if (!o)
 				goto nomem;
 			cJSON_AddItemToArray(tools, o);
 			if (!cJSON_AddStringToObject(o, "type", "function") ||
 			    !(fn = cJSON_AddObjectToObject(o, "function")) ||
-			    !cJSON_AddStringToObject(fn, "name", t->name))
+			    gh_provider_tool_fields(fn, t, "parameters") != 0)
 				goto nomem;
-			if (t->description &&
-			    !cJSON_AddStringToObject(fn, "description", t->description))
-				goto nomem;
-			params = t->schema ? cJSON_Duplicate(t->schema, 1)
-					   : gh_json_parse_stored("{\"type\":\"object\",\"properties\":{}}");
-			if (!params)
-				goto nomem;
-			cJSON_AddItemToObject(fn, "parameters", params);
 		}
 	}
 	if (req->has_temperature && !cJSON_AddNumberToObject(b, "temperature", req->temperature))

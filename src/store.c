@@ -83,6 +83,101 @@ void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
 	gh_strlcpy(dst, t ? (const char *)t : "", cap);
 }
 
+void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (args[i].kind == STORE_ARG_INT)
+			sqlite3_bind_int64(st, i + 1, args[i].num);
+		else if (args[i].kind == STORE_ARG_BLOB)
+			sqlite3_bind_blob(st, i + 1, args[i].text, (int)args[i].num,
+					  SQLITE_TRANSIENT);
+		else
+			store_bind_text(st, i + 1, args[i].text);
+	}
+}
+
+enum gh_code store_exec(struct store_conn *w, const char *sql, const struct store_arg *args,
+			int n, const char *what, int *changes, struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(w, sql, e);
+
+	if (!st)
+		return GH_E_IO;
+	store_bind_args(st, args, n);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_fail(w, what, e);
+	if (changes)
+		*changes = sqlite3_changes(w->db);
+	return GH_OK;
+}
+
+enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
+			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
+			struct gh_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, sql, e);
+	int src = SQLITE_DONE, seen = 0, r = 0;
+
+	if (nrows)
+		*nrows = 0;
+	if (!st)
+		return GH_E_IO;
+	store_bind_args(st, args, n);
+	while ((max <= 0 || seen < max) && (src = sqlite3_step(st)) == SQLITE_ROW) {
+		seen++;
+		if ((r = row(st, ud)) != 0)
+			break;
+	}
+	sqlite3_reset(st);
+	if (nrows)
+		*nrows = seen;
+	if (r == STORE_ROW_NOMEM)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (r < 0)
+		return gh_err_set(e, GH_E_IO, "database: %s: a damaged row", what);
+	if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
+		return store_fail(c, what, e);
+	return GH_OK;
+}
+
+int store_row_text(sqlite3_stmt *st, void *ud)
+{
+	struct store_buf *b = ud;
+
+	store_col_copy(st, 0, b->buf, b->cap);
+	return 0;
+}
+
+int store_row_int(sqlite3_stmt *st, void *ud)
+{
+	*(int64_t *)ud = sqlite3_column_int64(st, 0);
+	return 0;
+}
+
+enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
+			int max, store_row_fn row, void *ud, int *nrows, const char *what,
+			struct gh_err *e)
+{
+	struct store_conn *c = store_reader(s);
+	enum gh_code rc = store_rows(c, sql, args, n, max, row, ud, nrows, what, e);
+
+	store_reader_put(s, c);
+	return rc;
+}
+
+enum gh_code store_read_one(struct gh_store *s, const char *sql, const struct store_arg *args,
+			    int n, store_row_fn row, void *ud, const char *what, struct gh_err *e)
+{
+	int seen = 0;
+	enum gh_code rc = store_read(s, sql, args, n, 1, row, ud, &seen, what, e);
+
+	if (rc == GH_OK && seen == 0)
+		return GH_E_NOTFOUND;
+	return rc;
+}
+
 cJSON *store_col_json(sqlite3_stmt *st, int i)
 {
 	const char *t = (const char *)sqlite3_column_text(st, i);

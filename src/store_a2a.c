@@ -65,33 +65,22 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 {
 	const struct insert_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO a2a_tasks (id, context_id, agent_id, owner, "
-					 "key_id, run_id, state, status_message, history, "
-					 "artifacts, created_at, updated_at) "
-					 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", e);
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, t->id);
-	store_bind_text(st, 2, t->context_id);
-	store_bind_text(st, 3, t->agent_id);
-	store_bind_text(st, 4, t->owner);
-	store_bind_text(st, 5, t->key_id);
-	store_bind_text(st, 6, t->run_id);
-	store_bind_text(st, 7, t->state);
-	store_bind_text(st, 8, a->j->status_message);
-	store_bind_text(st, 9, a->j->history);
-	store_bind_text(st, 10, a->j->artifacts);
-	sqlite3_bind_int64(st, 11, t->created_at);
-	sqlite3_bind_int64(st, 12, t->updated_at);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		enum gh_code rc = store_fail(w, "saving an a2a task", e);
-
-		if (rc == GH_E_CONFLICT)
-			gh_err_set(e, GH_E_CONFLICT, "a2a task %s already exists", t->id);
-		return rc;
-	}
-	return GH_OK;
+	(void)s;
+	rc = store_exec(w, "INSERT INTO a2a_tasks (id, context_id, agent_id, owner, key_id, "
+			   "run_id, state, status_message, history, artifacts, created_at, "
+			   "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+			STORE_ARGS(STORE_TEXT(t->id), STORE_TEXT(t->context_id),
+				   STORE_TEXT(t->agent_id), STORE_TEXT(t->owner),
+				   STORE_TEXT(t->key_id), STORE_TEXT(t->run_id),
+				   STORE_TEXT(t->state), STORE_TEXT(a->j->status_message),
+				   STORE_TEXT(a->j->history), STORE_TEXT(a->j->artifacts),
+				   STORE_INT(t->created_at), STORE_INT(t->updated_at)),
+			"saving an a2a task", NULL, e);
+	if (rc == GH_E_CONFLICT)
+		gh_err_set(e, GH_E_CONFLICT, "a2a task %s already exists", t->id);
+	return rc;
 }
 
 enum gh_code gh_store_a2a_task_insert(struct gh_store *s, const struct gh_a2a_task *t,
@@ -110,50 +99,43 @@ enum gh_code gh_store_a2a_task_insert(struct gh_store *s, const struct gh_a2a_ta
 
 /* ------------------------------------------------------------------- get */
 
+static int task_row(sqlite3_stmt *st, void *ud)
+{
+	struct gh_a2a_task *out = ud;
+
+	store_col_copy(st, 0, out->id, sizeof(out->id));
+	store_col_copy(st, 1, out->context_id, sizeof(out->context_id));
+	store_col_copy(st, 2, out->agent_id, sizeof(out->agent_id));
+	store_col_copy(st, 3, out->owner, sizeof(out->owner));
+	store_col_copy(st, 4, out->key_id, sizeof(out->key_id));
+	store_col_copy(st, 5, out->run_id, sizeof(out->run_id));
+	store_col_copy(st, 6, out->state, sizeof(out->state));
+	out->status_message = store_col_json(st, 7);
+	out->history = store_col_json(st, 8);
+	out->artifacts = store_col_json(st, 9);
+	out->created_at = sqlite3_column_int64(st, 10);
+	out->updated_at = sqlite3_column_int64(st, 11);
+	if (!cJSON_IsArray(out->history) || !cJSON_IsArray(out->artifacts) ||
+	    (sqlite3_column_type(st, 7) != SQLITE_NULL && !out->status_message)) {
+		gh_a2a_task_clear(out);
+		return -1;
+	}
+	return 0;
+}
+
 enum gh_code gh_store_a2a_task_get(struct gh_store *s, const char *owner, const char *agent_id,
 				   const char *id, struct gh_a2a_task *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id, context_id, agent_id, owner, key_id, run_id, "
-					 "state, status_message, history, artifacts, created_at, "
-					 "updated_at FROM a2a_tasks "
-					 "WHERE id = ? AND owner = ? AND agent_id = ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, owner);
-	store_bind_text(st, 3, agent_id);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		store_col_copy(st, 0, out->id, sizeof(out->id));
-		store_col_copy(st, 1, out->context_id, sizeof(out->context_id));
-		store_col_copy(st, 2, out->agent_id, sizeof(out->agent_id));
-		store_col_copy(st, 3, out->owner, sizeof(out->owner));
-		store_col_copy(st, 4, out->key_id, sizeof(out->key_id));
-		store_col_copy(st, 5, out->run_id, sizeof(out->run_id));
-		store_col_copy(st, 6, out->state, sizeof(out->state));
-		out->status_message = store_col_json(st, 7);
-		out->history = store_col_json(st, 8);
-		out->artifacts = store_col_json(st, 9);
-		out->created_at = sqlite3_column_int64(st, 10);
-		out->updated_at = sqlite3_column_int64(st, 11);
-		if (!cJSON_IsArray(out->history) || !cJSON_IsArray(out->artifacts) ||
-		    (sqlite3_column_type(st, 7) != SQLITE_NULL && !out->status_message)) {
-			gh_a2a_task_clear(out);
-			rc = gh_err_set(e, GH_E_IO, "database: a2a task %s is damaged", id);
-		}
-	} else if (src == SQLITE_DONE) {
+	rc = store_read_one(s, "SELECT id, context_id, agent_id, owner, key_id, run_id, state, "
+			       "status_message, history, artifacts, created_at, updated_at "
+			       "FROM a2a_tasks WHERE id = ? AND owner = ? AND agent_id = ?",
+			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner), STORE_TEXT(agent_id)),
+			    task_row, out, "reading an a2a task", e);
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "task %s not found", id);
-	} else {
-		rc = store_fail(c, "reading an a2a task", e);
-	}
-	store_reader_put(s, c);
 	return rc;
 }
 
@@ -170,43 +152,29 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 {
 	const struct save_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
-	sqlite3_stmt *st;
 	char state[16];
-	int src;
+	struct store_buf b = {state, sizeof(state)};
+	int seen = 0;
+	enum gh_code rc;
 
-	st = store_stmt(w, "SELECT state FROM a2a_tasks WHERE id = ? AND owner = ?", e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, t->id);
-	store_bind_text(st, 2, t->owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		sqlite3_reset(st);
+	(void)s;
+	rc = store_rows(w, "SELECT state FROM a2a_tasks WHERE id = ? AND owner = ?",
+			STORE_ARGS(STORE_TEXT(t->id), STORE_TEXT(t->owner)), 1, store_row_text, &b,
+			&seen, "reading an a2a task", e);
+	if (rc != GH_OK)
+		return rc;
+	if (seen == 0)
 		return gh_err_set(e, GH_E_NOTFOUND, "task %s not found", t->id);
-	}
-	if (src != SQLITE_ROW)
-		return store_fail(w, "reading an a2a task", e);
-	store_col_copy(st, 0, state, sizeof(state));
-	sqlite3_reset(st);
 	if (a->expect && strcmp(state, a->expect))
 		return gh_err_set(e, GH_E_CONFLICT, "task %s is %s, not %s", t->id, state,
 				  a->expect);
-	st = store_stmt(w, "UPDATE a2a_tasks SET state = ?, run_id = ?, status_message = ?, "
-			   "history = ?, artifacts = ?, updated_at = ? WHERE id = ? AND owner = ?",
-			e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, t->state);
-	store_bind_text(st, 2, t->run_id);
-	store_bind_text(st, 3, a->j->status_message);
-	store_bind_text(st, 4, a->j->history);
-	store_bind_text(st, 5, a->j->artifacts);
-	sqlite3_bind_int64(st, 6, t->updated_at);
-	store_bind_text(st, 7, t->id);
-	store_bind_text(st, 8, t->owner);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "saving an a2a task", e);
-	return GH_OK;
+	return store_exec(w, "UPDATE a2a_tasks SET state = ?, run_id = ?, status_message = ?, "
+			     "history = ?, artifacts = ?, updated_at = ? WHERE id = ? AND owner = ?",
+			  STORE_ARGS(STORE_TEXT(t->state), STORE_TEXT(t->run_id),
+				     STORE_TEXT(a->j->status_message), STORE_TEXT(a->j->history),
+				     STORE_TEXT(a->j->artifacts), STORE_INT(t->updated_at),
+				     STORE_TEXT(t->id), STORE_TEXT(t->owner)),
+			  "saving an a2a task", NULL, e);
 }
 
 enum gh_code gh_store_a2a_task_save(struct gh_store *s, const struct gh_a2a_task *t,

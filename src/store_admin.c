@@ -27,40 +27,37 @@ static enum gh_code audit_in(struct gh_store *s, struct store_conn *w, const str
 /* Ends the sessions of a->name, all of them or all but a->token_hash. */
 static enum gh_code end_sessions(struct store_conn *w, struct admin_arg *a, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, a->token_hash
-					 ? "DELETE FROM admin_sessions WHERE user = ? AND "
-					   "token_hash IS NOT ?"
-					 : "DELETE FROM admin_sessions WHERE user = ?", e);
-
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->name);
 	if (a->token_hash)
-		sqlite3_bind_blob(st, 2, a->token_hash, 32, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "ending sessions", e);
-	a->ended = sqlite3_changes(w->db);
-	return GH_OK;
+		return store_exec(w, "DELETE FROM admin_sessions WHERE user = ? AND "
+				     "token_hash IS NOT ?",
+				  STORE_ARGS(STORE_TEXT(a->name), STORE_BLOB(a->token_hash, 32)),
+				  "ending sessions", &a->ended, e);
+	return store_exec(w, "DELETE FROM admin_sessions WHERE user = ?",
+			  STORE_ARGS(STORE_TEXT(a->name)), "ending sessions", &a->ended, e);
 }
 
 /* After an UPDATE of a->name that changed nothing: GH_E_NOTFOUND when
  * there is no such admin, else GH_E_CONFLICT with msg. */
+static int row_seen(sqlite3_stmt *st, void *ud)
+{
+	(void)st;
+	(void)ud;
+	return 0;
+}
+
 static enum gh_code unchanged(struct store_conn *w, const struct admin_arg *a, const char *msg,
 			      struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "SELECT 1 FROM admin_users WHERE name = ?", e);
-	int src;
+	int seen = 0;
+	enum gh_code rc = store_rows(w, "SELECT 1 FROM admin_users WHERE name = ?",
+				     STORE_ARGS(STORE_TEXT(a->name)), 1, row_seen, NULL, &seen,
+				     "reading an admin", e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->name);
-	src = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (src == SQLITE_DONE)
+	if (rc != GH_OK)
+		return rc;
+	if (seen == 0)
 		return gh_err_set(e, GH_E_NOTFOUND, "no admin \"%s\" (gatehouse admin list shows "
 				  "them)", a->name);
-	if (src != SQLITE_ROW)
-		return store_fail(w, "reading an admin", e);
 	return gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" %s", a->name, msg);
 }
 
@@ -68,21 +65,16 @@ static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct admin_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO admin_users (name, password_hash, created_at) "
-					 "VALUES (?, ?, ?)", e);
-	enum gh_code rc;
+	enum gh_code rc = store_exec(w, "INSERT INTO admin_users (name, password_hash, created_at) "
+					"VALUES (?, ?, ?)",
+				     STORE_ARGS(STORE_TEXT(a->name), STORE_TEXT(a->pwhash),
+						STORE_INT(a->now)),
+				     "creating an admin", NULL, e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->name);
-	store_bind_text(st, 2, a->pwhash);
-	sqlite3_bind_int64(st, 3, a->now);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = store_fail(w, "creating an admin", e);
-		if (rc == GH_E_CONFLICT)
-			gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" already exists", a->name);
+	if (rc == GH_E_CONFLICT)
+		return gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" already exists", a->name);
+	if (rc != GH_OK)
 		return rc;
-	}
 	return audit_in(s, w, a, e);
 }
 
@@ -94,14 +86,17 @@ enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const c
 	return store_write(s, create_job, &a, e);
 }
 
-static void user_from(sqlite3_stmt *st, struct gh_admin_user *u)
+static int user_from(sqlite3_stmt *st, void *ud)
 {
+	struct gh_admin_user *u = ud;
+
 	memset(u, 0, sizeof(*u));
 	store_col_copy(st, 0, u->name, sizeof(u->name));
 	store_col_copy(st, 1, u->password_hash, sizeof(u->password_hash));
 	u->created_at = sqlite3_column_int64(st, 2);
 	u->disabled_at = sqlite3_column_int64(st, 3);
 	u->last_login_at = sqlite3_column_int64(st, 4);
+	return 0;
 }
 
 #define USER_COLS "name, password_hash, created_at, coalesce(disabled_at, 0), " \
@@ -110,70 +105,53 @@ static void user_from(sqlite3_stmt *st, struct gh_admin_user *u)
 enum gh_code gh_store_admin_get(struct gh_store *s, const char *name, struct gh_admin_user *out,
 				struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT " USER_COLS " FROM admin_users WHERE name = ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc = store_read_one(s, "SELECT " USER_COLS " FROM admin_users WHERE name = ?",
+					 STORE_ARGS(STORE_TEXT(name)), user_from, out,
+					 "reading an admin", e);
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, name);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		user_from(st, out);
-	else if (src == SQLITE_DONE)
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no admin \"%s\"", name);
-	else
-		rc = store_fail(c, "reading an admin", e);
-	store_reader_put(s, c);
 	return rc;
+}
+
+struct user_each {
+	int (*fn)(void *ud, const struct gh_admin_user *u);
+	void *ud;
+};
+
+static int user_each_row(sqlite3_stmt *st, void *ud)
+{
+	struct user_each *ue = ud;
+	struct gh_admin_user u;
+
+	user_from(st, &u);
+	memset(u.password_hash, 0, sizeof(u.password_hash));
+	return ue->fn(ue->ud, &u) ? 1 : 0;
 }
 
 enum gh_code gh_store_admin_list(struct gh_store *s,
 				 int (*fn)(void *ud, const struct gh_admin_user *u), void *ud,
 				 struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT " USER_COLS " FROM admin_users ORDER BY name", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct user_each ue = {fn, ud};
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_admin_user u;
-
-		user_from(st, &u);
-		memset(u.password_hash, 0, sizeof(u.password_hash));
-		if (fn(ud, &u))
-			break;
-	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "listing admins", e);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, "SELECT " USER_COLS " FROM admin_users ORDER BY name", NULL, 0, 0,
+			  user_each_row, &ue, NULL, "listing admins", e);
 }
 
 static enum gh_code disable_job(struct gh_store *s, struct store_conn *w, void *arg,
 				struct gh_err *e)
 {
 	struct admin_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_users SET disabled_at = ? WHERE name = ? "
-					 "AND disabled_at IS NULL", e);
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "UPDATE admin_users SET disabled_at = ? WHERE name = ? "
+					"AND disabled_at IS NULL",
+				     STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->name)),
+				     "disabling an admin", &changed, e);
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->now);
-	store_bind_text(st, 2, a->name);
-	enum gh_code rc;
-
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "disabling an admin", e);
-	if (sqlite3_changes(w->db) == 0)
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
 		return unchanged(w, a, "is disabled already", e);
 	if ((rc = end_sessions(w, a, e)) != GH_OK)
 		return rc;
@@ -195,15 +173,15 @@ static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct admin_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_users SET disabled_at = NULL WHERE "
-					 "name = ? AND disabled_at IS NOT NULL", e);
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "UPDATE admin_users SET disabled_at = NULL WHERE "
+					"name = ? AND disabled_at IS NOT NULL",
+				     STORE_ARGS(STORE_TEXT(a->name)), "enabling an admin", &changed,
+				     e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->name);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "enabling an admin", e);
-	if (sqlite3_changes(w->db) == 0)
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
 		return unchanged(w, a, "is not disabled", e);
 	return audit_in(s, w, a, e);
 }
@@ -220,17 +198,14 @@ static enum gh_code password_job(struct gh_store *s, struct store_conn *w, void 
 				 struct gh_err *e)
 {
 	struct admin_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_users SET password_hash = ? "
-					 "WHERE name = ?", e);
-	enum gh_code rc;
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "UPDATE admin_users SET password_hash = ? WHERE name = ?",
+				     STORE_ARGS(STORE_TEXT(a->pwhash), STORE_TEXT(a->name)),
+				     "changing a password", &changed, e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->pwhash);
-	store_bind_text(st, 2, a->name);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "changing a password", e);
-	if (sqlite3_changes(w->db) == 0)
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
 		return unchanged(w, a, "was not changed", e);
 	if ((rc = end_sessions(w, a, e)) != GH_OK)
 		return rc;
@@ -255,36 +230,24 @@ static enum gh_code session_create_job(struct gh_store *s, struct store_conn *w,
 				       struct gh_err *e)
 {
 	struct admin_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO admin_sessions (token_hash, user, csrf, "
-					 "created_at, last_seen_at, expires_at, remote_addr) "
-					 "VALUES (?, ?, ?, ?, ?, ?, ?)", e);
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_blob(st, 1, a->token_hash, 32, SQLITE_TRANSIENT);
-	store_bind_text(st, 2, a->name);
-	store_bind_text(st, 3, a->csrf);
-	sqlite3_bind_int64(st, 4, a->now);
-	sqlite3_bind_int64(st, 5, a->now);
-	sqlite3_bind_int64(st, 6, a->expires);
-	store_bind_text(st, 7, a->remote);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "creating a session", e);
-	st = store_stmt(w, "UPDATE admin_users SET last_login_at = ? WHERE name = ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->now);
-	store_bind_text(st, 2, a->name);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "recording a login", e);
+	(void)s;
+	rc = store_exec(w, "INSERT INTO admin_sessions (token_hash, user, csrf, created_at, "
+			   "last_seen_at, expires_at, remote_addr) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			STORE_ARGS(STORE_BLOB(a->token_hash, 32), STORE_TEXT(a->name),
+				   STORE_TEXT(a->csrf), STORE_INT(a->now), STORE_INT(a->now),
+				   STORE_INT(a->expires), STORE_TEXT(a->remote)),
+			"creating a session", NULL, e);
+	if (rc == GH_OK)
+		rc = store_exec(w, "UPDATE admin_users SET last_login_at = ? WHERE name = ?",
+				STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->name)),
+				"recording a login", NULL, e);
 	/* expired sessions go as new ones come */
-	st = store_stmt(w, "DELETE FROM admin_sessions WHERE expires_at < ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->now);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "pruning sessions", e);
-	return GH_OK;
+	if (rc == GH_OK)
+		rc = store_exec(w, "DELETE FROM admin_sessions WHERE expires_at < ?",
+				STORE_ARGS(STORE_INT(a->now)), "pruning sessions", NULL, e);
+	return rc;
 }
 
 enum gh_code gh_store_session_create(struct gh_store *s, const unsigned char token_hash[32],
@@ -306,48 +269,38 @@ static enum gh_code touch_job(struct gh_store *s, struct store_conn *w, void *ar
 			      struct gh_err *e)
 {
 	struct touch_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE admin_sessions SET last_seen_at = ? "
-					 "WHERE token_hash = ?", e);
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->now);
-	sqlite3_bind_blob(st, 2, a->hash, 32, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "touching a session", e);
-	return GH_OK;
+	(void)s;
+	return store_exec(w, "UPDATE admin_sessions SET last_seen_at = ? WHERE token_hash = ?",
+			  STORE_ARGS(STORE_INT(a->now), STORE_BLOB(a->hash, 32)),
+			  "touching a session", NULL, e);
+}
+
+static int session_row(sqlite3_stmt *st, void *ud)
+{
+	struct gh_admin_session *out = ud;
+
+	store_col_copy(st, 0, out->user, sizeof(out->user));
+	store_col_copy(st, 1, out->csrf, sizeof(out->csrf));
+	out->created_at = sqlite3_column_int64(st, 2);
+	out->last_seen_at = sqlite3_column_int64(st, 3);
+	out->expires_at = sqlite3_column_int64(st, 4);
+	return 0;
 }
 
 enum gh_code gh_store_session_peek(struct gh_store *s, const unsigned char token_hash[32],
 				   struct gh_admin_session *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, "
-					 "s.expires_at FROM admin_sessions s JOIN admin_users u "
-					 "ON u.name = s.user WHERE s.token_hash = ? AND "
-					 "u.disabled_at IS NULL", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	sqlite3_bind_blob(st, 1, token_hash, 32, SQLITE_TRANSIENT);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		store_col_copy(st, 0, out->user, sizeof(out->user));
-		store_col_copy(st, 1, out->csrf, sizeof(out->csrf));
-		out->created_at = sqlite3_column_int64(st, 2);
-		out->last_seen_at = sqlite3_column_int64(st, 3);
-		out->expires_at = sqlite3_column_int64(st, 4);
-	} else if (src == SQLITE_DONE) {
+	rc = store_read_one(s, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, "
+			       "s.expires_at FROM admin_sessions s JOIN admin_users u "
+			       "ON u.name = s.user WHERE s.token_hash = ? AND u.disabled_at IS NULL",
+			    STORE_ARGS(STORE_BLOB(token_hash, 32)), session_row, out,
+			    "reading a session", e);
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no session");
-	} else {
-		rc = store_fail(c, "reading a session", e);
-	}
-	store_reader_put(s, c);
 	return rc;
 }
 
@@ -377,14 +330,9 @@ enum gh_code gh_store_session_get(struct gh_store *s, const unsigned char token_
 static enum gh_code session_delete_job(struct gh_store *s, struct store_conn *w, void *arg,
 				       struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "DELETE FROM admin_sessions WHERE token_hash = ?", e);
-
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_blob(st, 1, arg, 32, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "ending a session", e);
-	return GH_OK;
+	(void)s;
+	return store_exec(w, "DELETE FROM admin_sessions WHERE token_hash = ?",
+			  STORE_ARGS(STORE_BLOB(arg, 32)), "ending a session", NULL, e);
 }
 
 enum gh_code gh_store_session_delete(struct gh_store *s, const unsigned char token_hash[32],

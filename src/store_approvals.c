@@ -78,33 +78,25 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 {
 	struct insert_arg *ia = arg;
 	const struct gh_approval *a = ia->a;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO approvals (id, key_id, owner, agent_id, "
-					 "thread_id, run_id, tool_call_id, tool_name, source, args, "
-					 "args_sha256, policy_name, policy_version, approver, rule, "
-					 "status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,"
-					 "?,?,?,?,?,'pending',?,?)", e);
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->id);
-	store_bind_text(st, 2, a->key_id);
-	store_bind_text(st, 3, a->owner);
-	store_bind_text(st, 4, a->agent_id);
-	store_bind_text(st, 5, a->thread_id[0] ? a->thread_id : NULL);
-	store_bind_text(st, 6, a->run_id);
-	store_bind_text(st, 7, a->tool_call_id);
-	store_bind_text(st, 8, a->tool_name);
-	store_bind_text(st, 9, a->source);
-	store_bind_text(st, 10, ia->args_json);
-	store_bind_text(st, 11, a->args_sha256);
-	store_bind_text(st, 12, a->policy_name[0] ? a->policy_name : NULL);
-	store_bind_text(st, 13, a->policy_version);
-	store_bind_text(st, 14, a->approver);
-	store_bind_text(st, 15, a->rule);
-	sqlite3_bind_int64(st, 16, a->created_at);
-	sqlite3_bind_int64(st, 17, a->expires_at);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "recording an approval", e);
+	rc = store_exec(w, "INSERT INTO approvals (id, key_id, owner, agent_id, thread_id, run_id, "
+			   "tool_call_id, tool_name, source, args, args_sha256, policy_name, "
+			   "policy_version, approver, rule, status, created_at, expires_at) "
+			   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'pending',?,?)",
+			STORE_ARGS(STORE_TEXT(a->id), STORE_TEXT(a->key_id), STORE_TEXT(a->owner),
+				   STORE_TEXT(a->agent_id),
+				   STORE_TEXT(a->thread_id[0] ? a->thread_id : NULL),
+				   STORE_TEXT(a->run_id), STORE_TEXT(a->tool_call_id),
+				   STORE_TEXT(a->tool_name), STORE_TEXT(a->source),
+				   STORE_TEXT(ia->args_json), STORE_TEXT(a->args_sha256),
+				   STORE_TEXT(a->policy_name[0] ? a->policy_name : NULL),
+				   STORE_TEXT(a->policy_version), STORE_TEXT(a->approver),
+				   STORE_TEXT(a->rule), STORE_INT(a->created_at),
+				   STORE_INT(a->expires_at)),
+			"recording an approval", NULL, e);
+	if (rc != GH_OK)
+		return rc;
 	return store_audit_append_in(s, w, ia->ev, NULL, e);
 }
 
@@ -117,75 +109,62 @@ enum gh_code gh_store_approval_insert(struct gh_store *s, const struct gh_approv
 	return store_write(s, insert_job, &ia, e);
 }
 
+static int approval_row(sqlite3_stmt *st, void *ud)
+{
+	return approval_from(st, ud) != 0 ? -1 : 0;
+}
+
 enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const char *id,
 				   int by_call, struct gh_approval *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = by_call
-		? store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
-				"AND (?2 IS NULL OR owner = ?2)", e)
-		: store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
-				"AND (?2 IS NULL OR owner = ?2)", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		if (approval_from(st, out) != 0)
-			rc = gh_err_set(e, GH_E_IO, "database: approval %s is damaged", id);
-	} else if (src == SQLITE_DONE) {
+	rc = store_read_one(s, by_call
+			    ? "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
+			      "AND (?2 IS NULL OR owner = ?2)"
+			    : "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
+			      "AND (?2 IS NULL OR owner = ?2)",
+			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner)), approval_row, out,
+			    "reading an approval", e);
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no approval %s", id);
-	} else {
-		rc = store_fail(c, "reading an approval", e);
-	}
-	store_reader_put(s, c);
 	return rc;
+}
+
+struct approval_each {
+	int (*fn)(void *ud, const struct gh_approval *a);
+	void *ud;
+};
+
+static int approval_each_row(sqlite3_stmt *st, void *ud)
+{
+	struct approval_each *ae = ud;
+	struct gh_approval a;
+	int stop;
+
+	if (approval_from(st, &a) != 0)
+		return 0;       /* a damaged row is left out of a list */
+	stop = ae->fn(ae->ud, &a);
+	gh_approval_clear(&a);
+	return stop ? 1 : 0;
 }
 
 enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, const char *owner,
 				    int limit, int (*fn)(void *ud, const struct gh_approval *a),
 				    void *ud, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
+	struct approval_each ae = {fn, ud};
 	int oldest_first = status && !strcmp(status, "pending");
-	sqlite3_stmt *st = oldest_first
-		? store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE status = ?1 "
-				"AND (?2 IS NULL OR owner = ?2) ORDER BY created_at, id LIMIT ?3", e)
-		: store_stmt(c, "SELECT " APPROVAL_COLS " FROM approvals WHERE (?1 IS NULL OR "
-				"status = ?1) AND (?2 IS NULL OR owner = ?2) "
-				"ORDER BY created_at DESC, id DESC LIMIT ?3", e);
-	enum gh_code rc = GH_OK;
-	int src;
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, status);
-	store_bind_text(st, 2, owner);
-	sqlite3_bind_int(st, 3, limit);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_approval a;
-		int stop;
-
-		if (approval_from(st, &a) != 0)
-			continue;
-		stop = fn(ud, &a);
-		gh_approval_clear(&a);
-		if (stop)
-			break;
-	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "listing approvals", e);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, oldest_first
+			  ? "SELECT " APPROVAL_COLS " FROM approvals WHERE status = ?1 "
+			    "AND (?2 IS NULL OR owner = ?2) ORDER BY created_at, id LIMIT ?3"
+			  : "SELECT " APPROVAL_COLS " FROM approvals WHERE (?1 IS NULL OR "
+			    "status = ?1) AND (?2 IS NULL OR owner = ?2) "
+			    "ORDER BY created_at DESC, id DESC LIMIT ?3",
+			  STORE_ARGS(STORE_TEXT(status), STORE_TEXT(owner), STORE_INT(limit)), 0,
+			  approval_each_row, &ae, NULL, "listing approvals", e);
 }
 
 struct decide_arg {
@@ -261,17 +240,16 @@ static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *ar
 			      struct gh_err *e)
 {
 	struct claim_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE approvals SET executed_at = ? WHERE id = ? "
-					 "AND status = 'approved' AND executed_at IS NULL", e);
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "UPDATE approvals SET executed_at = ? WHERE id = ? "
+					"AND status = 'approved' AND executed_at IS NULL",
+				     STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(a->id)),
+				     "claiming an approved execution", &changed, e);
 
 	(void)s;
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, gh_now_ms());
-	store_bind_text(st, 2, a->id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "claiming an approved execution", e);
-	if (sqlite3_changes(w->db) == 0)
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
 		return gh_err_set(e, GH_E_CONFLICT, "approval %s was already executed", a->id);
 	/* from here the call is open: a crash before its end is recorded
 	 * leaves it to be closed as interrupted */
@@ -301,25 +279,17 @@ static enum gh_code finish_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct finish_arg *a = arg;
-	sqlite3_stmt *st;
 	int64_t seq = 0;
 	enum gh_code rc = store_audit_append_in(s, w, a->ev, &seq, e);
 
 	if (rc != GH_OK)
 		return rc;
-	st = store_stmt(w, "UPDATE approvals SET exec_outcome = ?, exec_error = ?, "
-			   "exec_finished_at = ?, exec_audit_seq = ? WHERE id = ? "
-			   "AND exec_outcome IS NULL", e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->outcome);
-	store_bind_text(st, 2, a->error);
-	sqlite3_bind_int64(st, 3, gh_now_ms());
-	sqlite3_bind_int64(st, 4, seq);
-	store_bind_text(st, 5, a->id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "recording an approved call's outcome", e);
-	return GH_OK;
+	return store_exec(w, "UPDATE approvals SET exec_outcome = ?, exec_error = ?, "
+			     "exec_finished_at = ?, exec_audit_seq = ? WHERE id = ? "
+			     "AND exec_outcome IS NULL",
+			  STORE_ARGS(STORE_TEXT(a->outcome), STORE_TEXT(a->error),
+				     STORE_INT(gh_now_ms()), STORE_INT(seq), STORE_TEXT(a->id)),
+			  "recording an approved call's outcome", NULL, e);
 }
 
 enum gh_code gh_store_approval_finish_exec(struct gh_store *s, const char *id,

@@ -135,6 +135,59 @@ enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e
 
 /* Binds text or NULL. */
 int store_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* A statement parameter: text (NULL binds NULL), an integer, or a blob
+ * (text the bytes, num their length). Parameters bind in order, from 1. */
+struct store_arg {
+	enum { STORE_ARG_TEXT, STORE_ARG_INT, STORE_ARG_BLOB } kind;
+	const void *text;
+	int64_t num;
+};
+#define STORE_TEXT(x) ((struct store_arg){STORE_ARG_TEXT, (x), 0})
+#define STORE_INT(x) ((struct store_arg){STORE_ARG_INT, NULL, (int64_t)(x)})
+#define STORE_BLOB(p, n) ((struct store_arg){STORE_ARG_BLOB, (p), (int64_t)(n)})
+#define STORE_ARGS(...) (const struct store_arg[]){__VA_ARGS__}, \
+	(int)(sizeof((const struct store_arg[]){__VA_ARGS__}) / sizeof(struct store_arg))
+
+void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
+
+/* Runs the cached statement sql (a string literal) with args on a write
+ * connection: GH_OK when it ran to completion, else GH_E_IO "database:
+ * <what>: ...". *changes (may be NULL) gets the rows it changed. */
+enum gh_code store_exec(struct store_conn *w, const char *sql, const struct store_arg *args,
+			int n, const char *what, int *changes, struct gh_err *e);
+
+/* Called for each row read: 0 goes on, 1 stops (not an error), -1 says
+ * the row is damaged (the read fails with GH_E_IO), STORE_ROW_NOMEM that
+ * memory ran out (GH_E_NOMEM); on a failure the callback has freed what it
+ * took from that row. */
+#define STORE_ROW_NOMEM (-2)
+typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
+
+/* Steps sql with args on c, handing each row to row, at most max rows
+ * (max <= 0: every row). *nrows (may be NULL) gets how many were read.
+ * GH_E_IO "database: <what>: ..." on a database error or a damaged row. */
+enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
+			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
+			struct gh_err *e);
+/* A row callback that copies the first column's text into the store_buf
+ * ud ("" when NULL). */
+struct store_buf {
+	char *buf;
+	size_t cap;
+};
+int store_row_text(sqlite3_stmt *st, void *ud);
+/* A row callback that stores the first column as an integer in the
+ * int64_t ud. */
+int store_row_int(sqlite3_stmt *st, void *ud);
+/* The same on a reader borrowed for the call. */
+enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
+			int max, store_row_fn row, void *ud, int *nrows, const char *what,
+			struct gh_err *e);
+/* The first row only: GH_E_NOTFOUND, with e left for the caller to fill,
+ * when there is none. */
+enum gh_code store_read_one(struct gh_store *s, const char *sql, const struct store_arg *args,
+			    int n, store_row_fn row, void *ud, const char *what, struct gh_err *e);
+
 /* Column text copied into dst (cap bytes); "" when NULL. */
 void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
 /* Column text parsed as JSON, or NULL when NULL/unparsable. Caller frees. */

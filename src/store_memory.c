@@ -21,20 +21,18 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 			     struct gh_err *e)
 {
 	struct mem_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO memories (owner, resource_id, content, tags, "
-					 "created_at) VALUES (?,?,?,?,?)", e);
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->owner);
-	store_bind_text(st, 2, a->resource);
-	store_bind_text(st, 3, a->content);
-	store_bind_text(st, 4, a->tags ? a->tags : "");
-	sqlite3_bind_int64(st, 5, a->now);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "saving a memory", e);
-	a->id = sqlite3_last_insert_rowid(w->db);
-	return GH_OK;
+	(void)s;
+	rc = store_exec(w, "INSERT INTO memories (owner, resource_id, content, tags, created_at) "
+			   "VALUES (?,?,?,?,?)",
+			STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
+				   STORE_TEXT(a->content), STORE_TEXT(a->tags ? a->tags : ""),
+				   STORE_INT(a->now)),
+			"saving a memory", NULL, e);
+	if (rc == GH_OK)
+		a->id = sqlite3_last_insert_rowid(w->db);
+	return rc;
 }
 
 enum gh_code gh_store_memory_save(struct gh_store *s, const char *owner, const char *resource,
@@ -166,19 +164,17 @@ static enum gh_code delete_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct mem_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "DELETE FROM memories WHERE id = ? AND owner = ? "
-					 "AND resource_id = ?", e);
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "DELETE FROM memories WHERE id = ? AND owner = ? "
+					"AND resource_id = ?",
+				     STORE_ARGS(STORE_INT(a->id), STORE_TEXT(a->owner),
+						STORE_TEXT(a->resource)),
+				     "deleting a memory", &changed, e);
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->id);
-	store_bind_text(st, 2, a->owner);
-	store_bind_text(st, 3, a->resource);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "deleting a memory", e);
-	if (sqlite3_changes(w->db) == 0)
+	(void)s;
+	if (rc == GH_OK && changed == 0)
 		return gh_err_set(e, GH_E_NOTFOUND, "no memory %lld", (long long)a->id);
-	return GH_OK;
+	return rc;
 }
 
 enum gh_code gh_store_memory_delete(struct gh_store *s, const char *owner, const char *resource,
@@ -200,20 +196,14 @@ enum gh_code gh_store_memory_delete_tx(struct gh_store_tx *tx, const char *owner
 static enum gh_code wm_job(struct gh_store *s, struct store_conn *w, void *arg, struct gh_err *e)
 {
 	struct mem_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO working_memory (owner, resource_id, content, "
-					 "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
-					 "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
-				      e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->owner);
-	store_bind_text(st, 2, a->resource);
-	store_bind_text(st, 3, a->content);
-	sqlite3_bind_int64(st, 4, a->now);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "saving working memory", e);
-	return GH_OK;
+	(void)s;
+	return store_exec(w, "INSERT INTO working_memory (owner, resource_id, content, "
+			     "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
+			     "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
+			  STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
+				     STORE_TEXT(a->content), STORE_INT(a->now)),
+			  "saving working memory", NULL, e);
 }
 
 enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
@@ -234,29 +224,24 @@ enum gh_code gh_store_working_memory_set_tx(struct gh_store_tx *tx, const char *
 	return wm_job(tx->s, tx->w, &a, e);
 }
 
+static int text_dup_row(sqlite3_stmt *st, void *ud)
+{
+	char **out = ud;
+	const unsigned char *t = sqlite3_column_text(st, 0);
+
+	*out = gh_strdup(t ? (const char *)t : "");
+	return *out ? 0 : STORE_ROW_NOMEM;
+}
+
 enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
 					 const char *resource, char **out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT content FROM working_memory WHERE owner = ? "
-					 "AND resource_id = ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	*out = NULL;
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, owner);
-	store_bind_text(st, 2, resource);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		if (!(*out = gh_strdup((const char *)sqlite3_column_text(st, 0))))
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-	} else if (src != SQLITE_DONE) {
-		rc = store_fail(c, "reading working memory", e);
-	}
-	store_reader_put(s, c);
-	return rc;
+	rc = store_read_one(s, "SELECT content FROM working_memory WHERE owner = ? "
+			       "AND resource_id = ?",
+			    STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource)), text_dup_row, out,
+			    "reading working memory", e);
+	return rc == GH_E_NOTFOUND ? GH_OK : rc;
 }

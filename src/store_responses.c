@@ -32,29 +32,20 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 {
 	const struct insert_arg *a = arg;
 	const struct gh_stored_response *r = a->r;
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO responses (id, owner, key_id, agent_id, "
-					 "run_id, previous_id, body, conversation, created_at) "
-					 "VALUES (?,?,?,?,?,?,?,?,?)", e);
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, r->id);
-	store_bind_text(st, 2, r->owner);
-	store_bind_text(st, 3, r->key_id);
-	store_bind_text(st, 4, r->agent_id);
-	store_bind_text(st, 5, r->run_id);
-	store_bind_text(st, 6, r->previous_id[0] ? r->previous_id : NULL);
-	store_bind_text(st, 7, a->body);
-	store_bind_text(st, 8, a->conversation);
-	sqlite3_bind_int64(st, 9, r->created_at);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		enum gh_code rc = store_fail(w, "saving a response", e);
-
-		if (rc == GH_E_CONFLICT)
-			gh_err_set(e, GH_E_CONFLICT, "response %s already exists", r->id);
-		return rc;
-	}
-	return GH_OK;
+	(void)s;
+	rc = store_exec(w, "INSERT INTO responses (id, owner, key_id, agent_id, run_id, "
+			   "previous_id, body, conversation, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+			STORE_ARGS(STORE_TEXT(r->id), STORE_TEXT(r->owner), STORE_TEXT(r->key_id),
+				   STORE_TEXT(r->agent_id), STORE_TEXT(r->run_id),
+				   STORE_TEXT(r->previous_id[0] ? r->previous_id : NULL),
+				   STORE_TEXT(a->body), STORE_TEXT(a->conversation),
+				   STORE_INT(r->created_at)),
+			"saving a response", NULL, e);
+	if (rc == GH_E_CONFLICT)
+		gh_err_set(e, GH_E_CONFLICT, "response %s already exists", r->id);
+	return rc;
 }
 
 enum gh_code gh_store_response_insert(struct gh_store *s, const struct gh_stored_response *r,
@@ -82,43 +73,37 @@ out:
 	return rc;
 }
 
+static int response_row(sqlite3_stmt *st, void *ud)
+{
+	struct gh_stored_response *out = ud;
+
+	store_col_copy(st, 0, out->id, sizeof(out->id));
+	store_col_copy(st, 1, out->owner, sizeof(out->owner));
+	store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
+	store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
+	store_col_copy(st, 4, out->run_id, sizeof(out->run_id));
+	store_col_copy(st, 5, out->previous_id, sizeof(out->previous_id));
+	out->body = store_col_json(st, 6);
+	out->conversation = store_col_json(st, 7);
+	out->created_at = sqlite3_column_int64(st, 8);
+	if (!cJSON_IsObject(out->body) || !cJSON_IsArray(out->conversation)) {
+		gh_stored_response_clear(out);
+		return -1;
+	}
+	return 0;
+}
+
 enum gh_code gh_store_response_get(struct gh_store *s, const char *key_id, const char *id,
 				   struct gh_stored_response *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id, owner, key_id, agent_id, run_id, "
-					 "previous_id, body, conversation, created_at "
-					 "FROM responses WHERE id = ? AND key_id = ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, key_id);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		store_col_copy(st, 0, out->id, sizeof(out->id));
-		store_col_copy(st, 1, out->owner, sizeof(out->owner));
-		store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
-		store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
-		store_col_copy(st, 4, out->run_id, sizeof(out->run_id));
-		store_col_copy(st, 5, out->previous_id, sizeof(out->previous_id));
-		out->body = store_col_json(st, 6);
-		out->conversation = store_col_json(st, 7);
-		out->created_at = sqlite3_column_int64(st, 8);
-		if (!cJSON_IsObject(out->body) || !cJSON_IsArray(out->conversation)) {
-			gh_stored_response_clear(out);
-			rc = gh_err_set(e, GH_E_IO, "database: response %s is damaged", id);
-		}
-	} else if (src == SQLITE_DONE) {
+	rc = store_read_one(s, "SELECT id, owner, key_id, agent_id, run_id, previous_id, body, "
+			       "conversation, created_at FROM responses WHERE id = ? AND key_id = ?",
+			    STORE_ARGS(STORE_TEXT(id), STORE_TEXT(key_id)), response_row, out,
+			    "reading a response", e);
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "response %s not found", id);
-	} else {
-		rc = store_fail(c, "reading a response", e);
-	}
-	store_reader_put(s, c);
 	return rc;
 }

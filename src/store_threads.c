@@ -209,34 +209,22 @@ struct thread_arg {
 static enum gh_code insert_thread(struct store_conn *w, const struct thread_arg *a,
 				  struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO threads (id, owner, resource_id, agent_id, "
-					 "title, metadata, created_at, updated_at) "
-					 "VALUES (?,?,?,?,?,?,?,?)", e);
 	char *md = NULL;
-	int src;
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
 	if (a->metadata && !(md = gh_json_dump(a->metadata)))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	store_bind_text(st, 1, a->id);
-	store_bind_text(st, 2, a->owner);
-	store_bind_text(st, 3, a->resource_id);
-	store_bind_text(st, 4, a->agent_id);
-	store_bind_text(st, 5, a->title);
-	store_bind_text(st, 6, md);
-	sqlite3_bind_int64(st, 7, a->now);
-	sqlite3_bind_int64(st, 8, a->now);
-	src = sqlite3_step(st);
+	rc = store_exec(w, "INSERT INTO threads (id, owner, resource_id, agent_id, title, "
+			   "metadata, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)",
+			STORE_ARGS(STORE_TEXT(a->id), STORE_TEXT(a->owner),
+				   STORE_TEXT(a->resource_id), STORE_TEXT(a->agent_id),
+				   STORE_TEXT(a->title), STORE_TEXT(md), STORE_INT(a->now),
+				   STORE_INT(a->now)),
+			"creating a thread", NULL, e);
 	free(md);
-	if (src != SQLITE_DONE) {
-		enum gh_code rc = store_fail(w, "creating a thread", e);
-
-		if (rc == GH_E_CONFLICT)
-			gh_err_set(e, GH_E_CONFLICT, "thread %s already exists", a->id);
-		return rc;
-	}
-	return GH_OK;
+	if (rc == GH_E_CONFLICT)
+		gh_err_set(e, GH_E_CONFLICT, "thread %s already exists", a->id);
+	return rc;
 }
 
 static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -258,30 +246,24 @@ static enum gh_code update_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct thread_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE threads SET title = coalesce(?1, title), "
-					 "metadata = coalesce(?2, metadata), "
-					 "resource_id = coalesce(?3, resource_id), updated_at = ?4 "
-					 "WHERE id = ?5 AND owner = ?6", e);
 	char *md = NULL;
-	int src;
+	int changed = 0;
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
+	(void)s;
 	if (a->metadata && !(md = gh_json_dump(a->metadata)))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	store_bind_text(st, 1, a->title);
-	store_bind_text(st, 2, md);
-	store_bind_text(st, 3, a->resource_id);
-	sqlite3_bind_int64(st, 4, a->now);
-	store_bind_text(st, 5, a->id);
-	store_bind_text(st, 6, a->owner);
-	src = sqlite3_step(st);
+	rc = store_exec(w, "UPDATE threads SET title = coalesce(?1, title), "
+			   "metadata = coalesce(?2, metadata), "
+			   "resource_id = coalesce(?3, resource_id), updated_at = ?4 "
+			   "WHERE id = ?5 AND owner = ?6",
+			STORE_ARGS(STORE_TEXT(a->title), STORE_TEXT(md), STORE_TEXT(a->resource_id),
+				   STORE_INT(a->now), STORE_TEXT(a->id), STORE_TEXT(a->owner)),
+			"updating a thread", &changed, e);
 	free(md);
-	if (src != SQLITE_DONE)
-		return store_fail(w, "updating a thread", e);
-	if (sqlite3_changes(w->db) == 0)
+	if (rc == GH_OK && changed == 0)
 		return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", a->id);
-	return GH_OK;
+	return rc;
 }
 
 enum gh_code gh_store_thread_update(struct gh_store *s, const char *owner, const char *id,
@@ -297,17 +279,15 @@ static enum gh_code delete_job(struct gh_store *s, struct store_conn *w, void *a
 			       struct gh_err *e)
 {
 	struct thread_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "DELETE FROM threads WHERE id = ? AND owner = ?", e);
+	int changed = 0;
+	enum gh_code rc = store_exec(w, "DELETE FROM threads WHERE id = ? AND owner = ?",
+				     STORE_ARGS(STORE_TEXT(a->id), STORE_TEXT(a->owner)),
+				     "deleting a thread", &changed, e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->id);
-	store_bind_text(st, 2, a->owner);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "deleting a thread", e);
-	if (sqlite3_changes(w->db) == 0)
+	(void)s;
+	if (rc == GH_OK && changed == 0)
 		return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", a->id);
-	return GH_OK;
+	return rc;
 }
 
 enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const char *id,
@@ -504,27 +484,19 @@ enum gh_code gh_store_messages_page(struct gh_store *s, const char *owner, const
 static enum gh_code check_status(struct store_conn *w, const char *run_id, const char *want,
 				 struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "SELECT status FROM runs WHERE id = ?", e);
-	int src;
+	char status[16];
+	struct store_buf b = {status, sizeof(status)};
+	int seen = 0;
+	enum gh_code rc = store_rows(w, "SELECT status FROM runs WHERE id = ?",
+				     STORE_ARGS(STORE_TEXT(run_id)), 1, store_row_text, &b, &seen,
+				     "reading a run", e);
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, run_id);
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		sqlite3_reset(st);
-		return gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
-	}
-	if (src != SQLITE_ROW)
-		return store_fail(w, "reading a run", e);
-	if (strcmp((const char *)sqlite3_column_text(st, 0), want) != 0) {
-		enum gh_code rc = gh_err_set(e, GH_E_CONFLICT, "run %s is %s, not %s", run_id,
-					     (const char *)sqlite3_column_text(st, 0), want);
-
-		sqlite3_reset(st);
+	if (rc != GH_OK)
 		return rc;
-	}
-	sqlite3_reset(st);
+	if (seen == 0)
+		return gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
+	if (strcmp(status, want) != 0)
+		return gh_err_set(e, GH_E_CONFLICT, "run %s is %s, not %s", run_id, status, want);
 	return GH_OK;
 }
 
@@ -717,22 +689,16 @@ static enum gh_code transition_job(struct gh_store *s, struct store_conn *w, voi
 				   struct gh_err *e)
 {
 	struct transition_arg *a = arg;
-	sqlite3_stmt *st;
 	enum gh_code rc;
 
+	(void)s;
 	if ((rc = check_status(w, a->run_id, a->from, e)) != GH_OK)
 		return rc;
-	st = store_stmt(w, "UPDATE runs SET status = ?, prev_status = ?, updated_at = ? "
-			   "WHERE id = ?", e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->to);
-	store_bind_text(st, 2, a->from);
-	sqlite3_bind_int64(st, 3, gh_now_ms());
-	store_bind_text(st, 4, a->run_id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "updating a run", e);
-	return GH_OK;
+	return store_exec(w, "UPDATE runs SET status = ?, prev_status = ?, updated_at = ? "
+			     "WHERE id = ?",
+			  STORE_ARGS(STORE_TEXT(a->to), STORE_TEXT(a->from),
+				     STORE_INT(gh_now_ms()), STORE_TEXT(a->run_id)),
+			  "updating a run", NULL, e);
 }
 
 enum gh_code gh_store_run_transition(struct gh_store *s, const char *run_id, const char *from,
@@ -753,79 +719,71 @@ void gh_run_row_clear(struct gh_run_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
+static int run_row(sqlite3_stmt *st, void *ud)
+{
+	struct gh_run_row *out = ud;
+
+	store_col_copy(st, 0, out->id, sizeof(out->id));
+	store_col_copy(st, 1, out->owner, sizeof(out->owner));
+	store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
+	store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
+	store_col_copy(st, 4, out->thread_id, sizeof(out->thread_id));
+	store_col_copy(st, 5, out->resource_id, sizeof(out->resource_id));
+	store_col_copy(st, 6, out->status, sizeof(out->status));
+	out->state = store_col_json(st, 7);
+	out->output = store_col_json(st, 8);
+	if (sqlite3_column_type(st, 9) != SQLITE_NULL)
+		out->error = gh_strdup((const char *)sqlite3_column_text(st, 9));
+	out->created_at = sqlite3_column_int64(st, 10);
+	out->updated_at = sqlite3_column_int64(st, 11);
+	if (!out->state) {
+		gh_run_row_clear(out);
+		return -1;
+	}
+	return 0;
+}
+
 enum gh_code gh_store_run_get(struct gh_store *s, const char *owner, const char *run_id,
 			      struct gh_run_row *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id, owner, key_id, agent_id, "
-					 "coalesce(thread_id, ''), coalesce(resource_id, ''), "
-					 "status, state, output, error, created_at, updated_at "
-					 "FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
-				      e);
-	enum gh_code rc = GH_OK;
-	int src;
+	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, run_id);
-	store_bind_text(st, 2, owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		store_col_copy(st, 0, out->id, sizeof(out->id));
-		store_col_copy(st, 1, out->owner, sizeof(out->owner));
-		store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
-		store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
-		store_col_copy(st, 4, out->thread_id, sizeof(out->thread_id));
-		store_col_copy(st, 5, out->resource_id, sizeof(out->resource_id));
-		store_col_copy(st, 6, out->status, sizeof(out->status));
-		out->state = store_col_json(st, 7);
-		out->output = store_col_json(st, 8);
-		if (sqlite3_column_type(st, 9) != SQLITE_NULL)
-			out->error = gh_strdup((const char *)sqlite3_column_text(st, 9));
-		out->created_at = sqlite3_column_int64(st, 10);
-		out->updated_at = sqlite3_column_int64(st, 11);
-		if (!out->state) {
-			gh_run_row_clear(out);
-			rc = gh_err_set(e, GH_E_IO, "database: run %s has damaged state", run_id);
-		}
-	} else if (src == SQLITE_DONE) {
+	rc = store_read_one(s, "SELECT id, owner, key_id, agent_id, coalesce(thread_id, ''), "
+			       "coalesce(resource_id, ''), status, state, output, error, created_at, "
+			       "updated_at FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
+			    STORE_ARGS(STORE_TEXT(run_id), STORE_TEXT(owner)), run_row, out,
+			    "reading a run", e);
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", run_id);
-	} else {
-		rc = store_fail(c, "reading a run", e);
-	}
-	store_reader_put(s, c);
 	return rc;
+}
+
+struct call_row {
+	char *run_id, *status;
+};
+
+static int call_row(sqlite3_stmt *st, void *ud)
+{
+	struct call_row *r = ud;
+
+	store_col_copy(st, 0, r->run_id, 48);
+	store_col_copy(st, 1, r->status, 16);
+	return 0;
 }
 
 enum gh_code gh_store_tool_call_find(struct gh_store *s, const char *owner,
 				     const char *tool_call_id, char run_id[48],
 				     char status_out[16], struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT run_id, status FROM run_tool_calls "
-					 "WHERE tool_call_id = ? AND owner = ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct call_row r = {run_id, status_out};
+	enum gh_code rc = store_read_one(s, "SELECT run_id, status FROM run_tool_calls "
+					    "WHERE tool_call_id = ? AND owner = ?",
+					 STORE_ARGS(STORE_TEXT(tool_call_id), STORE_TEXT(owner)),
+					 call_row, &r, "finding a tool call", e);
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, tool_call_id);
-	store_bind_text(st, 2, owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		store_col_copy(st, 0, run_id, 48);
-		store_col_copy(st, 1, status_out, 16);
-	} else if (src == SQLITE_DONE) {
+	if (rc == GH_E_NOTFOUND)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "unknown toolCallId %s", tool_call_id);
-	} else {
-		rc = store_fail(c, "finding a tool call", e);
-	}
-	store_reader_put(s, c);
 	return rc;
 }
 
@@ -837,17 +795,13 @@ static enum gh_code recover_job(struct gh_store *s, struct store_conn *w, void *
 				struct gh_err *e)
 {
 	struct recover_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
-					 "error = CASE WHEN prev_status IS NULL THEN "
-					 "'interrupted by a restart' ELSE error END, "
-					 "prev_status = NULL WHERE status = 'running'", e);
 
-	if (!st)
-		return GH_E_IO;
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "recovering runs", e);
-	a->n = sqlite3_changes(w->db);
-	return GH_OK;
+	(void)s;
+	return store_exec(w, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
+			     "error = CASE WHEN prev_status IS NULL THEN "
+			     "'interrupted by a restart' ELSE error END, "
+			     "prev_status = NULL WHERE status = 'running'",
+			  NULL, 0, "recovering runs", &a->n, e);
 }
 
 enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e)
@@ -860,50 +814,55 @@ enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e)
 	return rc;
 }
 
+struct due_ids {
+	char (*ids)[48];
+	size_t cap, n;
+};
+
+static int due_row(sqlite3_stmt *st, void *ud)
+{
+	struct due_ids *d = ud;
+
+	if (d->n >= d->cap)
+		return 1;
+	store_col_copy(st, 0, d->ids[d->n++], 48);
+	return 0;
+}
+
 enum gh_code gh_store_runs_due(struct gh_store *s, int64_t now_ms, char (*ids)[48], size_t cap,
 			       size_t *n, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id FROM runs WHERE status = 'waiting' AND "
-					 "wait_until <= ? ORDER BY wait_until LIMIT ?", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct due_ids d = {ids, cap, 0};
+	enum gh_code rc;
 
-	*n = 0;
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	sqlite3_bind_int64(st, 1, now_ms);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)cap);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW && *n < cap)
-		store_col_copy(st, 0, ids[(*n)++], 48);
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "listing runs past their deadline", e);
-	store_reader_put(s, c);
+	rc = store_read(s, "SELECT id FROM runs WHERE status = 'waiting' AND wait_until <= ? "
+			   "ORDER BY wait_until",
+			STORE_ARGS(STORE_INT(now_ms)), (int)cap, due_row, &d, NULL,
+			"listing runs past their deadline", e);
+	*n = d.n;
 	return rc;
+}
+
+struct id_each {
+	int (*fn)(void *ud, const char *id);
+	void *ud;
+};
+
+static int id_each_row(sqlite3_stmt *st, void *ud)
+{
+	struct id_each *ie = ud;
+	const unsigned char *id = sqlite3_column_text(st, 0);
+
+	return ie->fn(ie->ud, id ? (const char *)id : "") ? 1 : 0;
 }
 
 enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
 				       int (*fn)(void *ud, const char *run_id), void *ud,
 				       struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id FROM runs WHERE status = ? "
-					 "ORDER BY updated_at", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct id_each ie = {fn, ud};
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, status);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW)
-		if (fn(ud, (const char *)sqlite3_column_text(st, 0)))
-			break;
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "listing runs", e);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, "SELECT id FROM runs WHERE status = ? ORDER BY updated_at",
+			  STORE_ARGS(STORE_TEXT(status)), 0, id_each_row, &ie, NULL,
+			  "listing runs", e);
 }
