@@ -2353,7 +2353,7 @@ enum gh_code gh_run_expire(struct gh_app *app, const char *run_id, struct gh_err
 	if ((rc = gh_run_hold_as(app, row.owner, run_id, 0, &r.hold, e)) != GH_OK ||
 	    (rc = load_run(&r, row.owner, run_id, e)) != GH_OK)
 		goto fail;
-	snprintf(why, sizeof(why), "expired: no client tool result within %lld s "
+	snprintf(why, sizeof(why), "no client tool result within %lld s "
 		 "(agents.%s.client_tool_timeout_s)", (long long)client_timeout_s(&r),
 		 r.agent->id);
 	if ((rc = expire_calls(&r, why, e)) != GH_OK)

@@ -251,8 +251,9 @@ class ExpiryTest(GatewayTest):
                                             "toolName": "ask", "result": "yes"}]}
         st, late, _ = gw.post("/api/agents/assistant/generate", {"messages": [msg]}, key=key)
         self.assertEqual(st, 409, late)
-        self.assertIn(b["runId"], late["error"]["message"])
-        self.assertIn("expired", late["error"]["message"])
+        self.assertIn("run %s expired: no client tool result within 2 s "
+                      "(agents.assistant.client_tool_timeout_s)" % b["runId"],
+                      late["error"]["message"])
         # the model was asked once: nothing went on after the expiry
         self.assertEqual(len(self.fake.requests(model=self.m)), 1)
 
