@@ -226,6 +226,24 @@ static void resume_cb(void *ud, const char *run_id)
 	gh_bg_resume(ud, run_id);
 }
 
+/* Runs whose client tool results are overdue end as expired, on the same
+ * one-second beat as approvals (a deadline is stored with its run, so it
+ * holds across restarts). */
+static void expire_runs(struct gh_app *app)
+{
+	char ids[64][48];
+	size_t n = 0, i;
+	struct gh_err e;
+
+	if (gh_store_runs_due(app->store, gh_now_ms(), ids, GH_ARRAY_LEN(ids), &n, &e) != GH_OK) {
+		gh_warn("runs: expiry failed: %s", e.msg);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (gh_run_expire(app, ids[i], &e) != GH_OK && e.code != GH_E_CONFLICT)
+			gh_warn("runs: run %s could not be expired: %s", ids[i], e.msg);
+}
+
 static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
@@ -250,6 +268,7 @@ static void *maint_main(void *p)
 		now = gh_now_ms();
 		if (gh_approvals_expire(app, resume_cb, bg, &n, &e) != GH_OK)
 			gh_warn("approvals: expiry failed: %s", e.msg);
+		expire_runs(app);
 		if (now - last_snap >= 30000) {
 			gh_bg_snapshot_ratelimits(app);
 			last_snap = now;

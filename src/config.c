@@ -791,6 +791,8 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 		 NULL},
 		{"models", F_LIST, offsetof(struct gh_agent_conf, models), 0, 0, 0, 0, NULL},
 		{"passthrough", F_BOOL, offsetof(struct gh_agent_conf, passthrough), 0, 0, 0, 0, NULL},
+		{"client_tool_timeout_s", F_INT, offsetof(struct gh_agent_conf, client_tool_timeout_s),
+		 0, 1, 30 * 86400, 3600, NULL},
 	};
 	static const struct field mf[] = {
 		{"enabled", F_BOOL, offsetof(struct gh_agent_conf, memory_enabled), 0, 0, 0, 0, NULL},
@@ -842,12 +844,32 @@ static enum gh_code read_agent(struct ctx *c, const struct gh_config *cfg, const
 	return GH_OK;
 }
 
+/* A tool's output_schema: optional, checked like input_schema. */
+static enum gh_code read_output_schema(struct ctx *c, const cJSON *obj, struct gh_tool_conf *t)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "output_schema");
+	char msg[256];
+	enum gh_code rc = GH_OK;
+	size_t n;
+
+	if (!v)
+		return GH_OK;
+	n = push(c, "output_schema");
+	if (gh_schema_check(v, msg, sizeof(msg)) != 0)
+		rc = fail(c, "%s", msg);
+	pop(c, n);
+	if (rc == GH_OK && !(t->output_schema = cJSON_Duplicate(v, 1)))
+		rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	return rc;
+}
+
 static enum gh_code read_tool(struct ctx *c, const cJSON *obj, struct gh_tool_conf *t)
 {
 	static const struct field f[] = {
 		{"type", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
 		{"description", F_STR, offsetof(struct gh_tool_conf, description), 1, 0, 0, 0, NULL},
 		{"input_schema", F_OBJ, NOFIELD, 1, 0, 0, 0, NULL},
+		{"output_schema", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 		{"annotations", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
 		{"url", F_STR, offsetof(struct gh_tool_conf, url), 1, 0, 0, 0, NULL},
 		{"headers", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
@@ -892,6 +914,8 @@ static enum gh_code read_tool(struct ctx *c, const cJSON *obj, struct gh_tool_co
 	pop(c, n);
 	if (!(t->input_schema = cJSON_Duplicate(v, 1)))
 		return gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+	if ((rc = read_output_schema(c, obj, t)) != GH_OK)
+		return rc;
 	v = cJSON_GetObjectItemCaseSensitive(obj, "annotations");
 	if (v) {
 		for (it = v->child; it; it = it->next) {
@@ -1778,6 +1802,7 @@ void gh_config_free(struct gh_config *c)
 		free(t->name);
 		free(t->description);
 		cJSON_Delete(t->input_schema);
+		cJSON_Delete(t->output_schema);
 		cJSON_Delete(t->annotations);
 		free(t->url);
 		for (j = 0; j < t->nheaders; j++) {

@@ -77,6 +77,7 @@ struct gh_tool_conf {
 	enum gh_tool_type type;
 	char *description;
 	cJSON *input_schema;         /* owned */
+	cJSON *output_schema;        /* owned: JSON Schema of its results, or NULL */
 	cJSON *annotations;          /* owned; MCP-style hints or NULL */
 	char *url;                   /* the only URL this tool ever calls */
 	struct gh_header_conf *headers;
@@ -132,6 +133,7 @@ struct gh_agent_conf {
 	int64_t max_tokens;          /* 0 = provider default */
 	struct gh_strlist models;    /* model-name globs it answers to on /v1/messages */
 	int passthrough;             /* adds no instructions; model unset: the client's */
+	int64_t client_tool_timeout_s; /* a client tool's result is awaited this long */
 };
 
 struct gh_tool_limit {

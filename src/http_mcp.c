@@ -304,7 +304,9 @@ static enum gh_code tools_json(struct mcp *m, cJSON **out, struct gh_err *e)
 		cJSON_AddItemToObject(o, "inputSchema",
 				      t->schema ? cJSON_Duplicate(t->schema, 1)
 						: gh_json_parse_stored("{\"type\":\"object\"}"));
-		if (t->output_schema)
+		/* MCP's outputSchema describes structuredContent, an object */
+		if (t->output_schema && gh_json_str(t->output_schema, "type") &&
+		    !strcmp(gh_json_str(t->output_schema, "type"), "object"))
 			cJSON_AddItemToObject(o, "outputSchema", cJSON_Duplicate(t->output_schema, 1));
 		cJSON_AddItemToObject(o, "annotations", gh_tool_annotations(t));
 		/* what gatehouse will do with a call: run it, or ask whom first */

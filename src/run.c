@@ -496,6 +496,31 @@ static void audit_model_failed(struct run *r, const char *shown, const char *det
 
 /* --------------------------------------------------------- tool calls */
 
+/* Holds a result gatehouse got from tool t to t's output schema: one that
+ * does not match becomes a tool error naming the JSON path and what was
+ * expected (also in why, for the audit row; "" when it matched). Errors
+ * are left as they are; a federated tool's result was held to its
+ * outputSchema on arrival (mcp_proto.c). */
+static void hold_to_output(const struct gh_tool *t, cJSON **result, int *is_error, char *why,
+			   size_t cap)
+{
+	cJSON *structured = NULL;
+
+	why[0] = '\0';
+	if (*is_error || !*result || !t->output_schema || t->mcp)
+		return;
+	if (gh_tools_output_check(t->output_schema, *result, &structured, why, cap) == 0) {
+		if (structured) {
+			cJSON_Delete(*result);
+			*result = structured;
+		}
+		return;
+	}
+	cJSON_Delete(*result);
+	*result = gh_json_error_result("%s: %s", t->name, why);
+	*is_error = 1;
+}
+
 /* A memory tool that writes, run inside a store transaction with the row
  * that ends its call: the effect and its "executed" row commit together. */
 struct mem_tx {
@@ -517,6 +542,7 @@ static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e
 	struct audit_row row;
 	int64_t t0 = gh_mono_ns();
 	enum gh_code rc;
+	char why[GH_SCHEMA_MSG_MAX + 64];
 
 	rc = gh_tool_memory_exec(r->app->store, tx, r->who->key.owner, r->resource_id, m->t->name,
 				 cJSON_GetObjectItemCaseSensitive(m->c, "args"), &m->result,
@@ -527,10 +553,13 @@ static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e
 		*e = m->te;
 		return rc;
 	}
+	hold_to_output(m->t, &m->result, &m->is_error, why, sizeof(why));
+	if (!m->result)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_row_build(r, m->is_error ? "failed" : "executed", m->c,
 			     m->is_error ? "error" : "ok", m->dur,
-			     m->is_error ? gh_json_str(m->result, "error") : NULL, NULL, m->result,
-			     &row, e);
+			     why[0] ? why : m->is_error ? gh_json_str(m->result, "error") : NULL,
+			     why[0] ? "invalid result" : NULL, m->result, &row, e);
 	if (rc == GH_OK)
 		rc = end_in_tx(tx, m->c, m->call_id, &row, m->result, e);
 	audit_row_free(&row);
@@ -569,20 +598,21 @@ static void on_mcp_progress(void *ud, double progress, double total, const char 
 	emit(pc->r, &ev);
 }
 
-/* The text a failed tool result shows: its "error", or the first text
- * block of an MCP result's content. Borrowed from result. */
+/* The text a failed tool result shows: its "error", or the last text
+ * block of an MCP result's content (where gatehouse adds why it refused a
+ * result, after the tool's own words). Borrowed from result. */
 static const char *result_error(const cJSON *result)
 {
-	const char *s = gh_json_str(result, "error");
+	const char *s = gh_json_str(result, "error"), *last = NULL;
 	const cJSON *b;
 
 	if (s)
 		return s;
 	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(result, "content")) {
 		if ((s = gh_json_str(b, "text")))
-			return s;
+			last = s;
 	}
-	return "the tool reported an error";
+	return last ? last : "the tool reported an error";
 }
 
 /* Runs an allowed server or memory tool, opened as call_id, with its
@@ -598,7 +628,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 	int64_t t0 = gh_mono_ns(), dur;
 	enum gh_code rc;
 	struct gh_err te;
-	char detail[GH_ERR_MSG_MAX];
+	char detail[GH_ERR_MSG_MAX], why[GH_SCHEMA_MSG_MAX + 64];
 
 	gh_err_clear(&te);
 	detail[0] = '\0';
@@ -660,12 +690,13 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		result = gh_json_error_result("tool %s failed: %s", t->name, te.msg);
 		gh_warn("tool %s in run %s failed: %s", t->name, r->run_id, te.msg);
 	}
+	hold_to_output(t, &result, &is_error, why, sizeof(why));
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
 			 is_error ? "error" : "ok", dur,
-			 !is_error ? NULL : detail[0] ? detail : result_error(result), NULL,
-			 result, e);
+			 !is_error ? NULL : why[0] ? why : detail[0] ? detail : result_error(result),
+			 why[0] ? "invalid result" : NULL, result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -877,6 +908,39 @@ static void commit_ids_free(struct commit_ids *ids)
 	free(ids->aid);
 }
 
+/* How long the client has for a call's result: the agent's bound, or
+ * less when the request that started the run asked for less. */
+static int64_t client_timeout_s(struct run *r)
+{
+	int64_t asked = state_int(r, "clientToolTimeoutS");
+
+	return asked > 0 && asked < r->agent->client_tool_timeout_s ? asked
+								     : r->agent->client_tool_timeout_s;
+}
+
+/* Gives each call the client now owes its deadline ("dueAt", set once,
+ * when it is handed out) and returns the soonest (0: none owed). */
+static int64_t client_due(struct run *r)
+{
+	int64_t now = gh_now_ms(), soonest = 0;
+	cJSON *c;
+
+	cJSON_ArrayForEach(c, r->calls) {
+		int64_t due;
+
+		if (!gh_call_state_client(gh_call_state_of(c)))
+			continue;
+		due = gh_json_int(c, "dueAt", 0);
+		if (due <= 0) {
+			due = now + client_timeout_s(r) * 1000;
+			cJSON_AddNumberToObject(c, "dueAt", (double)due);
+		}
+		if (!soonest || due < soonest)
+			soonest = due;
+	}
+	return soonest;
+}
+
 static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_err *e)
 {
 	struct gh_run_commit c;
@@ -915,6 +979,9 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 	c.npending = ids.np;
 	c.answered_ids = ids.aid;
 	c.nanswered = ids.na;
+	c.wait_until = client_due(r);
+	if (status != GH_RUN_WAITING)
+		c.wait_until = 0;
 	rc = gh_store_run_commit(r->app->store, &c, e);
 	if (rc == GH_E_CONFLICT && c.create_thread && r->rq && r->rq->stateless) {
 		/* a session's thread, made meanwhile by another of its requests
@@ -1674,6 +1741,26 @@ static enum gh_code load_run(struct run *r, const char *owner, const char *run_i
 	return GH_OK;
 }
 
+/* 1 when run_id has ended (expired, cancelled, failed, completed): e then
+ * names the run, how it ended and why, for a result that came too late. */
+static int run_ended(struct run *r, const char *owner, const char *run_id, struct gh_err *e)
+{
+	struct gh_run_row row;
+	enum gh_run_status st;
+	struct gh_err ge;
+	int ended;
+
+	if (gh_store_run_get(r->app->store, owner, run_id, &row, &ge) != GH_OK)
+		return 0;
+	ended = gh_run_status_parse(row.status, &st) == 0 && gh_run_status_final(st) &&
+		st != GH_RUN_COMPLETED;
+	if (ended)
+		gh_err_set(e, GH_E_CONFLICT, "run %s %s%s%s", run_id, row.status,
+			   row.error ? ": " : "", row.error ? row.error : "");
+	gh_run_row_clear(&row);
+	return ended;
+}
+
 /* Finds the one run the results answer and claims it. */
 static enum gh_code claim_for_results(struct run *r, const char *owner, const cJSON *results,
 				      char run_id[GH_ID_MAX], struct gh_err *e)
@@ -1700,16 +1787,64 @@ static enum gh_code claim_for_results(struct run *r, const char *owner, const cJ
 		gh_strlcpy(run_id, rid, GH_ID_MAX);
 		any_pending |= !answered;
 	}
+	if (run_ended(r, owner, run_id, e))
+		return GH_E_CONFLICT;
 	if (!any_pending)
 		return gh_err_set(e, GH_E_CONFLICT, "toolCallId \"%s\" was already answered",
 				  gh_json_str(cJSON_GetArrayItem(results, 0), "toolCallId"));
 	rc = claim(r, run_id, GH_RUN_WAITING, e);
 	if (rc == GH_E_CONFLICT) {
 		rc = claim(r, run_id, GH_RUN_SUSPENDED, e);
+		if (rc == GH_E_CONFLICT && run_ended(r, owner, run_id, e))
+			return GH_E_CONFLICT;
 		if (rc == GH_E_CONFLICT)
 			return gh_err_set(e, GH_E_CONFLICT, "run %s is busy with another request; "
 					  "send the results again when it is waiting", run_id);
 	}
+	return rc;
+}
+
+/* The output schema the client declared for its tool name, or NULL. */
+static const cJSON *client_output_schema(struct run *r, const char *name)
+{
+	const cJSON *d;
+
+	cJSON_ArrayForEach(d, state_get(r, "client_tools")) {
+		const char *n = gh_json_str(d, "name");
+
+		if (n && name && !strcmp(n, name))
+			return cJSON_GetObjectItemCaseSensitive(d, "outputSchema");
+	}
+	return NULL;
+}
+
+/* Records a client's result for call c (val NULL: none given) and marks the
+ * call done: held to the tool's declared output schema first, a result
+ * that does not match is a "failed" row and a tool error for the model. */
+static enum gh_code take_client_result(struct run *r, cJSON *c, const cJSON *val, int is_err,
+				       struct gh_err *e)
+{
+	cJSON *nul = val ? NULL : cJSON_CreateNull(), *structured = NULL;
+	const char *name = gh_json_str(c, "toolName");
+	char why[GH_SCHEMA_MSG_MAX + 64];
+	enum gh_code rc;
+
+	if (!val && !(val = nul))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (!is_err && gh_tools_output_check(client_output_schema(r, name), val, &structured, why,
+					     sizeof(why)) != 0) {
+		rc = audit_call(r, "failed", c, "error", -1, why, "invalid result", val, e);
+		if (rc == GH_OK)
+			call_done(c, gh_json_error_result("%s: %s", name, why), 1);
+	} else {
+		rc = audit_call(r, "client_result", c, is_err ? "error" : "ok", -1, NULL, NULL, val,
+				e);
+		if (rc == GH_OK)
+			call_done(c, structured ? structured : cJSON_Duplicate(val, 1), is_err);
+		else
+			cJSON_Delete(structured);
+	}
+	cJSON_Delete(nul);
 	return rc;
 }
 
@@ -1721,8 +1856,6 @@ static enum gh_code apply_results(struct run *r, const cJSON *results, struct gh
 
 	cJSON_ArrayForEach(res, results) {
 		const char *id = gh_json_str(res, "toolCallId");
-		const cJSON *val = cJSON_GetObjectItemCaseSensitive(res, "result");
-		int is_err = gh_json_bool(res, "isError", 0);
 		cJSON *c;
 
 		cJSON_ArrayForEach(c, r->calls)
@@ -1731,11 +1864,10 @@ static enum gh_code apply_results(struct run *r, const cJSON *results, struct gh
 		/* a call not waiting is echoed history of one already answered */
 		if (!c || !gh_call_state_client(gh_call_state_of(c)))
 			continue;
-		rc = audit_call(r, "client_result", c, is_err ? "error" : "ok", -1, NULL, NULL, val,
-				e);
+		rc = take_client_result(r, c, cJSON_GetObjectItemCaseSensitive(res, "result"),
+					gh_json_bool(res, "isError", 0), e);
 		if (rc != GH_OK)
 			return rc;
-		call_done(c, val ? cJSON_Duplicate(val, 1) : cJSON_CreateNull(), is_err);
 		cJSON_AddItemToArray(r->answered, cJSON_CreateString(id));
 	}
 	return GH_OK;
@@ -1920,6 +2052,9 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 					      : cJSON_CreateArray());
 	cJSON_AddNumberToObject(r->state, "step", 0);
 	cJSON_AddNumberToObject(r->state, "max_steps", max_steps);
+	if (rq->client_tool_timeout_s > 0)
+		cJSON_AddNumberToObject(r->state, "clientToolTimeoutS",
+					(double)rq->client_tool_timeout_s);
 	if (rq->passthrough_type && pass_state(r, rq) != GH_OK)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_AddItemToObject(r->state, "usage", cJSON_CreateObject());
@@ -2232,6 +2367,64 @@ enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 out:
 	if (rc != GH_OK)
 		gh_run_result_clear(out);
+	gh_run_row_clear(&row);
+	run_free(&r);
+	return rc;
+}
+
+/* Each call the client still owes: an "expired" row, and a tool error
+ * in its place (the run's last state says what happened to it). */
+static enum gh_code expire_calls(struct run *r, const char *why, struct gh_err *e)
+{
+	cJSON *c;
+	enum gh_code rc;
+
+	cJSON_ArrayForEach(c, r->calls) {
+		if (!gh_call_state_client(gh_call_state_of(c)))
+			continue;
+		rc = audit_call(r, "expired", c, "expired", -1, NULL, why, NULL, e);
+		if (rc != GH_OK)
+			return rc;
+		call_done(c, gh_json_error_result("%s", why), 1);
+		cJSON_AddItemToArray(r->answered, cJSON_CreateString(gh_json_str(c, "toolCallId")));
+	}
+	return GH_OK;
+}
+
+enum gh_code gh_run_expire(struct gh_app *app, const char *run_id, struct gh_err *e)
+{
+	struct run r;
+	struct gh_run_row row;
+	char why[160];
+	enum gh_code rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = gh_store_run_get(app->store, NULL, run_id, &row, e);
+	if (rc != GH_OK)
+		return rc;
+	if ((rc = init_run(&r, app, NULL, NULL, NULL, e)) != GH_OK ||
+	    (rc = act_as_owner(&r, row.key_id, e)) != GH_OK)
+		goto out;
+	r.surface = "expiry";
+	/* a result that came meanwhile claimed it first: nothing to do */
+	if ((rc = claim(&r, run_id, GH_RUN_WAITING, e)) != GH_OK)
+		goto out;
+	if ((rc = gh_run_hold_as(app, row.owner, run_id, 0, &r.hold, e)) != GH_OK ||
+	    (rc = load_run(&r, row.owner, run_id, e)) != GH_OK)
+		goto fail;
+	snprintf(why, sizeof(why), "no client tool result within %lld s "
+		 "(agents.%s.client_tool_timeout_s)", (long long)client_timeout_s(&r),
+		 r.agent->id);
+	if ((rc = expire_calls(&r, why, e)) != GH_OK)
+		goto fail;
+	r.error = why;
+	if ((rc = commit(&r, GH_RUN_EXPIRED, e)) != GH_OK)
+		goto fail;
+	gh_info("run %s %s", run_id, why);
+	goto out;
+fail:
+	release_claim(&r);
+out:
 	gh_run_row_clear(&row);
 	run_free(&r);
 	return rc;

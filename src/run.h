@@ -48,13 +48,15 @@ enum gh_run_status {
 	GH_RUN_SUSPENDED,     /* for a person's decision on an approval */
 	GH_RUN_COMPLETED,
 	GH_RUN_FAILED,
-	GH_RUN_CANCELLED
+	GH_RUN_CANCELLED,
+	GH_RUN_EXPIRED        /* a client tool's result did not come in time */
 };
 
 const char *gh_run_status_name(enum gh_run_status s);
 /* -1 when name is no status. */
 int gh_run_status_parse(const char *name, enum gh_run_status *out);
-/* 1 for completed, failed and cancelled: nothing more happens to the run. */
+/* 1 for completed, failed, cancelled and expired: nothing more happens to
+ * the run. */
 int gh_run_status_final(enum gh_run_status s);
 
 /* Why a turn ended. */
@@ -99,6 +101,8 @@ struct gh_run_call {
 	enum gh_call_state state;
 	const char *approval_id;        /* NULL unless an approval was asked */
 	int64_t approval_expires_at;    /* Unix ms, 0 when none */
+	int64_t due_at;                 /* a call handed to the client: when its result is
+					 * due (Unix ms; agents.ID.client_tool_timeout_s) */
 	const cJSON *result;            /* GH_CALL_DONE */
 	int is_error;
 	/* Pending-approval calls in a view: the approval as stored (owned by
@@ -136,7 +140,7 @@ void gh_run_view_clear(struct gh_run_view *v);
 /* Calls in a given state. */
 size_t gh_run_view_count(const struct gh_run_view *v, enum gh_call_state s);
 /* The calls the client owes (pending or released), in the engine's
- * tool-call shape [{toolCallId, toolName, args}]. Caller frees. */
+ * tool-call shape [{toolCallId, toolName, args, dueAt?}]. Caller frees. */
 cJSON *gh_run_view_pending_json(const struct gh_run_view *v);
 /* 1 when call c of a view waits on a person's decision not taken yet (its
  * approval pending); *caller is then 1 when the key that started the run
@@ -239,6 +243,8 @@ struct gh_run_request {
 	int history_len;             /* stateless with a thread_id: the thread is named (audit,
 				      * admin UI) and gets this request's messages from
 				      * index history_len on (the rest it already holds) */
+	int64_t client_tool_timeout_s;  /* 0: the agent's client_tool_timeout_s; never
+					 * above it (a new run keeps what it asked) */
 };
 
 struct gh_run_result {
@@ -274,6 +280,14 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 			   const struct gh_run_sink *sink, struct gh_run_result *out,
 			   struct gh_err *e);
+
+/* Ends a run that waits for client tool results past their deadline (a
+ * call's result is due client_tool_timeout_s after it was handed out): each
+ * call still owed gets an "expired" audit row and the run becomes
+ * GH_RUN_EXPIRED, so a result sent later is refused naming the run and why.
+ * GH_E_CONFLICT when the run is not waiting (a result came meanwhile). Used
+ * by the background thread that also expires approvals. */
+enum gh_code gh_run_expire(struct gh_app *app, const char *run_id, struct gh_err *e);
 
 /* The agent named id, when who may use it. GH_E_NOTFOUND (no such agent;
  * *out NULL) or GH_E_FORBIDDEN (the rule that refused it in e). */

@@ -41,6 +41,7 @@ static const struct {
 	{N_STATUS, GH_RUN_COMPLETED, "completed"},
 	{N_STATUS, GH_RUN_FAILED, "failed"},
 	{N_STATUS, GH_RUN_CANCELLED, "cancelled"},
+	{N_STATUS, GH_RUN_EXPIRED, "expired"},
 	{N_FINISH, GH_RUN_FINISH_STOP, "stop"},
 	{N_FINISH, GH_RUN_FINISH_LENGTH, "length"},
 	{N_FINISH, GH_RUN_FINISH_TOOL_CALLS, "tool-calls"},
@@ -92,7 +93,8 @@ int gh_run_status_parse(const char *name, enum gh_run_status *out)
 
 int gh_run_status_final(enum gh_run_status s)
 {
-	return s == GH_RUN_COMPLETED || s == GH_RUN_FAILED || s == GH_RUN_CANCELLED;
+	return s == GH_RUN_COMPLETED || s == GH_RUN_FAILED || s == GH_RUN_CANCELLED ||
+	       s == GH_RUN_EXPIRED;
 }
 
 const char *gh_run_finish_name(enum gh_run_finish f)
@@ -131,6 +133,7 @@ void gh_run_call_read(const cJSON *c, struct gh_run_call *out)
 	out->state = gh_call_state_of(c);
 	out->approval_id = gh_json_str(c, "approvalId");
 	out->approval_expires_at = gh_json_int(c, "expiresAt", 0);
+	out->due_at = gh_json_int(c, "dueAt", 0);
 	out->result = cJSON_GetObjectItemCaseSensitive(c, "result");
 	out->is_error = gh_json_bool(c, "isError", 0);
 }
@@ -300,6 +303,8 @@ cJSON *gh_run_view_pending_json(const struct gh_run_view *v)
 		gh_json_add_str(o, "toolName", c->name);
 		if (c->args)
 			cJSON_AddItemToObject(o, "args", cJSON_Duplicate(c->args, 1));
+		if (c->due_at > 0)
+			gh_json_add_time(o, "dueAt", c->due_at);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;

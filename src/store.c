@@ -740,6 +740,28 @@ static int read_version(struct store_conn *c, int *out, struct gh_err *e)
 	return 0;
 }
 
+/* 0 when no row breaks a foreign key; -1 with e naming the table. */
+static int fk_check(struct store_conn *c, struct gh_err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1, src;
+
+	if (sqlite3_prepare_v2(c->db, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK) {
+		gh_err_set(e, GH_E_IO, "foreign key check: %s", sqlite3_errmsg(c->db));
+		return -1;
+	}
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		gh_err_set(e, GH_E_IO, "a row of %s breaks a foreign key",
+			   (const char *)sqlite3_column_text(st, 0));
+	else if (src != SQLITE_DONE)
+		gh_err_set(e, GH_E_IO, "foreign key check: %s", sqlite3_errmsg(c->db));
+	else
+		rc = 0;
+	sqlite3_finalize(st);
+	return rc;
+}
+
 /* Applies pending migrations in order, each in its own transaction, under
  * the writer lock. */
 static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
@@ -785,7 +807,11 @@ static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
 					v);
 			goto out;
 		}
-		if (exec(&s->w, "BEGIN IMMEDIATE", e) != 0) {
+		/* a migration may rebuild a table others reference (SQLite's way
+		 * to change a constraint): foreign keys off meanwhile (a no-op
+		 * inside a transaction), checked before the commit */
+		if (exec(&s->w, "PRAGMA foreign_keys = OFF", e) != 0 ||
+		    exec(&s->w, "BEGIN IMMEDIATE", e) != 0) {
 			rc = GH_E_IO;
 			goto out;
 		}
@@ -793,7 +819,8 @@ static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
 			 "INSERT INTO schema_migrations (version, name, applied_at) "
 			 "VALUES (%d, '%.*s', %lld)",
 			 v, 200, found->name, (long long)gh_now_ms());
-		if (exec(&s->w, (const char *)found->data, e) != 0 || exec(&s->w, ins, e) != 0) {
+		if (exec(&s->w, (const char *)found->data, e) != 0 || exec(&s->w, ins, e) != 0 ||
+		    fk_check(&s->w, e) != 0) {
 			struct gh_err ignore;
 			char why[GH_ERR_MSG_MAX];
 
@@ -809,11 +836,20 @@ static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
 			rc = GH_E_IO;
 			goto out;
 		}
+		if (exec(&s->w, "PRAGMA foreign_keys = ON", e) != 0) {
+			rc = GH_E_IO;
+			goto out;
+		}
 		gh_info("database: applied migration %s", found->name);
 		n++;
 	}
 	s->schema_version = latest;
 out:
+	if (rc != GH_OK) {
+		struct gh_err ignore;
+
+		exec(&s->w, "PRAGMA foreign_keys = ON", &ignore);
+	}
 	unlock_writer(s);
 	if (applied)
 		*applied = n;

@@ -191,6 +191,7 @@ struct gh_run_commit {
 	size_t npending;
 	const char *const *answered_ids;
 	size_t nanswered;
+	int64_t wait_until;            /* Unix ms a waiting run expires at; 0: never */
 };
 enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit *c,
 				 struct gh_err *e);
@@ -223,6 +224,12 @@ struct gh_store_runs_filter {
 enum gh_code gh_store_runs_waiting(struct gh_store *s, const struct gh_store_runs_filter *f,
 				   int (*fn)(void *ud, const char *run_id), void *ud,
 				   struct gh_err *e);
+
+/* The ids of up to cap runs waiting (status "waiting") whose wait_until
+ * has passed at now_ms, soonest first, into ids; *n gets how many. Reads
+ * only (called every second). */
+enum gh_code gh_store_runs_due(struct gh_store *s, int64_t now_ms, char (*ids)[48], size_t cap,
+			       size_t *n, struct gh_err *e);
 
 struct gh_run_row {
 	char id[48];

@@ -580,11 +580,12 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 	}
 	if (!c->expect_status)
 		st = store_stmt(w, "INSERT INTO runs (id, owner, key_id, agent_id, thread_id, "
-				   "resource_id, status, state, output, error, created_at, updated_at) "
-				   "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11)", e);
+				   "resource_id, status, state, output, error, created_at, updated_at, "
+				   "wait_until) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11,?12)",
+				e);
 	else
 		st = store_stmt(w, "UPDATE runs SET status = ?7, state = ?8, output = ?9, "
-				   "error = ?10, updated_at = ?11, prev_status = NULL, "
+				   "error = ?10, updated_at = ?11, prev_status = NULL, wait_until = ?12, "
 				   "thread_id = coalesce(?5, thread_id) WHERE id = ?1 AND owner = ?2 "
 				   "AND agent_id = ?4", e);
 	if (!st) {
@@ -602,6 +603,10 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 	store_bind_text(st, 9, output);
 	store_bind_text(st, 10, c->error);
 	sqlite3_bind_int64(st, 11, now);
+	if (c->wait_until > 0)
+		sqlite3_bind_int64(st, 12, c->wait_until);
+	else
+		sqlite3_bind_null(st, 12);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = store_fail(w, "saving the run", e);
 		if (rc == GH_E_CONFLICT)
@@ -794,6 +799,35 @@ enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e)
 
 	if (n)
 		*n = a.n;
+	return rc;
+}
+
+struct due_ids {
+	char (*ids)[48];
+	size_t cap, n;
+};
+
+static int due_row(sqlite3_stmt *st, void *ud)
+{
+	struct due_ids *d = ud;
+
+	if (d->n >= d->cap)
+		return 1;
+	store_col_copy(st, 0, d->ids[d->n++], 48);
+	return 0;
+}
+
+enum gh_code gh_store_runs_due(struct gh_store *s, int64_t now_ms, char (*ids)[48], size_t cap,
+			       size_t *n, struct gh_err *e)
+{
+	struct due_ids d = {ids, cap, 0};
+	enum gh_code rc;
+
+	rc = store_read(s, "SELECT id FROM runs WHERE status = 'waiting' AND wait_until <= ? "
+			   "ORDER BY wait_until",
+			STORE_ARGS(STORE_INT(now_ms)), (int)cap, due_row, &d, NULL,
+			"listing runs past their deadline", e);
+	*n = d.n;
 	return rc;
 }
 

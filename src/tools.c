@@ -39,15 +39,34 @@ static const char *const memory_schemas[] = {
 	"\"required\":[\"content\"],\"additionalProperties\":false}",
 };
 
-static cJSON *memory_parsed[4];
+/* What each memory tool answers (tool_memory.c), held to it like any
+ * other tool's result. */
+static const char *const memory_output_schemas[] = {
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+	"\"content\":{\"type\":\"string\"},\"saved\":{\"const\":true}},"
+	"\"required\":[\"id\",\"content\",\"saved\"]}",
+	"{\"type\":\"object\",\"properties\":{\"memories\":{\"type\":\"array\",\"items\":{"
+	"\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+	"\"content\":{\"type\":\"string\"},\"tags\":{\"type\":[\"string\",\"null\"]},"
+	"\"createdAt\":{\"type\":\"string\"},\"score\":{\"type\":\"number\"}},"
+	"\"required\":[\"id\",\"content\"]}}},\"required\":[\"memories\"]}",
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+	"\"deleted\":{\"const\":true}},\"required\":[\"id\",\"deleted\"]}",
+	"{\"type\":\"object\",\"properties\":{\"updated\":{\"const\":true}},"
+	"\"required\":[\"updated\"]}",
+};
+
+static cJSON *memory_parsed[4], *memory_output_parsed[4];
 static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
 
 static void parse_memory_schemas(void)
 {
 	size_t i;
 
-	for (i = 0; i < GH_ARRAY_LEN(memory_schemas); i++)
+	for (i = 0; i < GH_ARRAY_LEN(memory_schemas); i++) {
 		memory_parsed[i] = gh_json_parse_stored(memory_schemas[i]);
+		memory_output_parsed[i] = gh_json_parse_stored(memory_output_schemas[i]);
+	}
 }
 
 const cJSON *gh_tools_memory_schema(const char *name)
@@ -59,6 +78,59 @@ const cJSON *gh_tools_memory_schema(const char *name)
 		if (!strcmp(gh_memory_tool_names[i], name))
 			return memory_parsed[i];
 	return NULL;
+}
+
+const cJSON *gh_tools_memory_output_schema(const char *name)
+{
+	size_t i;
+
+	pthread_once(&memory_once, parse_memory_schemas);
+	for (i = 0; gh_memory_tool_names[i]; i++)
+		if (!strcmp(gh_memory_tool_names[i], name))
+			return memory_output_parsed[i];
+	return NULL;
+}
+
+/* 1 when s starts (after white space) like a JSON object or array. */
+static int json_text(const char *s)
+{
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	return *s == '{' || *s == '[';
+}
+
+int gh_tools_output_check(const cJSON *schema, const cJSON *result, cJSON **structured,
+			  char *msg, size_t cap)
+{
+	char why[GH_SCHEMA_MSG_MAX];
+	cJSON *parsed = NULL;
+	struct gh_err pe;
+
+	*structured = NULL;
+	if (cap)
+		msg[0] = '\0';
+	if (!schema || gh_schema_validate(schema, result, why, sizeof(why)) == 0)
+		return 0;
+	/* surfaces whose results are text (AG-UI, OpenAI-style tool messages)
+	 * carry a structured result as its JSON: an object or an array (a
+	 * text "5" stays a text) */
+	if (cJSON_IsString(result) && json_text(result->valuestring) &&
+	    gh_json_parse(result->valuestring, strlen(result->valuestring), "result", &parsed,
+			  &pe) == GH_OK) {
+		char why2[GH_SCHEMA_MSG_MAX];
+
+		if (gh_schema_validate(schema, parsed, why2, sizeof(why2)) == 0) {
+			*structured = parsed;
+			return 0;
+		}
+		/* what was wrong with the structure says more than "expected
+		 * object, got string" */
+		gh_strlcpy(why, why2, sizeof(why));
+		cJSON_Delete(parsed);
+	}
+	if (cap)
+		snprintf(msg, cap, "the result does not match the output schema: %s", why);
+	return -1;
 }
 
 /* Length of the UTF-8 sequence at p and how many UTF-16 code units it is
@@ -121,6 +193,31 @@ void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX])
 		}
 	}
 	out[o] = '\0';
+}
+
+/* A client tool's declared output schema (NULL: none), checked like its
+ * input schema, kept as the definition's "outputSchema". */
+static enum gh_code add_output_schema(cJSON *d, const cJSON *schema, const char *where,
+				      const char *name, struct gh_err *e)
+{
+	char msg[256];
+	cJSON *sc;
+
+	if (!schema || cJSON_IsNull(schema))
+		return GH_OK;
+	/* zod-to-json-schema output may arrive wrapped as {jsonSchema: ...} */
+	if (cJSON_GetObjectItemCaseSensitive(schema, "jsonSchema"))
+		schema = cJSON_GetObjectItemCaseSensitive(schema, "jsonSchema");
+	if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+		return gh_err_set(e, GH_E_BADREQ, "%s.%s: the output schema must be a JSON Schema "
+						  "object", where, name);
+	if (gh_schema_check(schema, msg, sizeof(msg)) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "%s.%s: invalid output schema: %s", where, name,
+				  msg);
+	if (!(sc = cJSON_Duplicate(schema, 1)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	cJSON_AddItemToObject(d, "outputSchema", sc);
+	return GH_OK;
 }
 
 static enum gh_code add_def(cJSON *arr, const char *name, const char *desc, const cJSON *schema,
@@ -194,7 +291,10 @@ enum gh_code gh_tools_client_defs(const cJSON *mastra, const cJSON *openai, cons
 			approval = gh_json_bool(it, "requireApproval", 0) ||
 				   gh_json_bool(it, "needsApproval", 0);
 			if ((rc = add_def(arr, it->string, gh_json_str(it, "description"), schema,
-					  approval, where, e)) != GH_OK)
+					  approval, where, e)) != GH_OK ||
+			    (rc = add_output_schema(cJSON_GetArrayItem(arr, n),
+						    cJSON_GetObjectItemCaseSensitive(it, "outputSchema"),
+						    where, it->string, e)) != GH_OK)
 				goto out;
 			if (++n > 128) {
 				rc = gh_err_set(e, GH_E_BADREQ, "%s: more than 128 tools", where);
@@ -327,6 +427,7 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 				goto fail;
 			t->description = memory_descriptions[i];
 			t->schema = memory_parsed[i];
+			t->output_schema = memory_output_parsed[i];
 		}
 	}
 	for (i = 0; i < cfg->ntools; i++) {
@@ -341,6 +442,7 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 		t->conf = tc;
 		t->require_approval = tc->require_approval;
 		t->annotations = tc->annotations;
+		t->output_schema = tc->output_schema;
 	}
 	for (k = 0; k < nfed; k++) {
 		struct gh_mcp_tool *mt = fed[k];
@@ -374,6 +476,7 @@ enum gh_code gh_toolset_build(const struct gh_config *cfg, struct gh_mcp *mcp,
 		t->description = gh_json_str(d, "description");
 		t->schema = cJSON_GetObjectItemCaseSensitive(d, "parameters");
 		t->require_approval = gh_json_bool(d, "requireApproval", 0);
+		t->output_schema = cJSON_GetObjectItemCaseSensitive(d, "outputSchema");
 	}
 	for (i = 0; i < out->n; i++) {
 		struct gh_tool_verdict v;

@@ -45,7 +45,9 @@ struct gh_tool {
 	int require_approval;             /* the tool's own flag */
 	struct gh_mcp_tool *mcp;          /* a federated MCP tool (referenced), or NULL */
 	const cJSON *annotations;         /* borrowed: MCP-style hints or NULL */
-	const cJSON *output_schema;       /* borrowed: federated tools' or NULL */
+	const cJSON *output_schema;       /* borrowed: what its results must match, or NULL
+					   * (config, a client's declaration, the built-in
+					   * memory tools, a federated tool's outputSchema) */
 	int offered;                      /* sent to the model (policy allows it) */
 	struct gh_decision decision;      /* the allowlist verdict for offered */
 };
@@ -61,9 +63,12 @@ struct gh_toolset {
 void gh_tool_normalize(const char *in, char out[GH_TOOL_NAME_MAX]);
 
 /* Turns what a client sent into gatehouse's client tool definitions: an
- * array of {name, origName, description, parameters, requireApproval}.
+ * array of {name, origName, description, parameters, requireApproval,
+ * outputSchema?}.
  *  - Mastra clientTools: object name -> {id?, description, inputSchema |
- *    parameters, requireApproval?, needsApproval?}
+ *    parameters, outputSchema?, requireApproval?, needsApproval?} (a surface
+ *    whose clients declare output schemas otherwise, such as TanStack AI's
+ *    outputSchema, passes its tools in this shape)
  *  - OpenAI tools: array of {type:"function", function:{name, description,
  *    parameters}}
  * Checks every schema; GH_E_BADREQ naming the tool and field. *out owned by
@@ -135,6 +140,20 @@ cJSON *gh_tool_annotations(const struct gh_tool *t);
 
 /* The built-in memory tools: names and schemas, for listing. */
 const cJSON *gh_tools_memory_schema(const char *name);
+/* What a memory tool's result looks like (its output schema). */
+const cJSON *gh_tools_memory_output_schema(const char *name);
+
+/* Holds a tool's result to the tool's output schema (NULL: any result
+ * conforms), with the same validator and bounds as arguments. 0 when it
+ * conforms. A text result that the schema refuses but that is the JSON of
+ * an object or array it accepts (surfaces whose tool results are text)
+ * conforms too: *structured then gets that JSON (caller frees), else NULL;
+ * when that JSON does not conform either, msg says what is wrong with it. -1 when it does not
+ * conform, with "the result does not match the output schema: $.path:
+ * expectation" in msg (cap bytes; GH_SCHEMA_MSG_MAX + 64 never cuts the
+ * validator's message). Both are borrowed. */
+int gh_tools_output_check(const cJSON *schema, const cJSON *result, cJSON **structured,
+			  char *msg, size_t cap);
 extern const char *const gh_memory_tool_names[];
 
 /* Running tools. Both return GH_OK with *result set (owned by the caller)

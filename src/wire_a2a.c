@@ -307,7 +307,8 @@ const char *gh_a2a_state_of_run(enum gh_run_status s)
 	case GH_RUN_COMPLETED: return GH_A2A_COMPLETED;
 	case GH_RUN_WAITING:
 	case GH_RUN_SUSPENDED: return GH_A2A_INPUT_REQUIRED;
-	case GH_RUN_FAILED: return GH_A2A_FAILED;
+	case GH_RUN_FAILED:
+	case GH_RUN_EXPIRED: return GH_A2A_FAILED;
 	case GH_RUN_CANCELLED: return GH_A2A_CANCELED;
 	case GH_RUN_RUNNING: break;
 	}

@@ -82,6 +82,14 @@ enum gh_code gh_native_parse(const cJSON *body, const struct gh_principal *who,
 			return gh_err_set(e, GH_E_BADREQ, "maxSteps: expected an integer in 1..100");
 		out->max_steps = (int)v->valuedouble;
 	}
+	/* a client that waits less for its own tools than the agent allows */
+	v = cJSON_GetObjectItemCaseSensitive(body, "clientToolTimeoutS");
+	if (v && !cJSON_IsNull(v)) {
+		if (!gh_json_is_int(v) || v->valuedouble < 1 || v->valuedouble > 30 * 86400)
+			return gh_err_set(e, GH_E_BADREQ, "clientToolTimeoutS: expected an integer "
+					  "in 1..2592000 (seconds)");
+		out->rq.client_tool_timeout_s = (int64_t)v->valuedouble;
+	}
 	out->rq.who = who;
 	out->rq.agent = a;
 	out->rq.thread_id = out->thread_id;

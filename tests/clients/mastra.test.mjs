@@ -115,6 +115,58 @@ test('stream with a client tool, processDataStream sees every chunk', async () =
   assert.equal(reqs[1].body.messages.at(-1).role, 'tool');
 });
 
+test('a client tool result that does not match its outputSchema is a tool error', async () => {
+  await fake.script('mastra-gen',
+    { tool_calls: [{ id: 'o1', name: 'count_rows', arguments: { table: 'users' } }] },
+    { text: 'The tool failed.' });
+  const ran = [];
+  const countTool = {
+    id: 'count_rows',
+    description: 'Count the rows of a table',
+    inputSchema: z.object({ table: z.string() }),
+    outputSchema: z.object({ rows: z.number().int(), table: z.string() }),
+    // the wrong shape: rows as a string
+    execute: async (args) => {
+      ran.push(args?.table ?? args?.context?.table);
+      return { rows: 'many', table: 'users' };
+    },
+  };
+  const agent = client().getAgent('assistant');
+  const res = await agent.generate([{ role: 'user', content: 'How many users?' }], {
+    clientTools: { count_rows: countTool },
+  });
+  assert.deepEqual(ran, ['users']);
+  assert.equal(res.text, 'The tool failed.');
+  assert.equal(res.finishReason, 'stop');
+  const reqs = await fake.requests('mastra-gen');
+  const last = reqs.at(-1).body.messages.at(-1);
+  assert.equal(last.role, 'tool');
+  const seen = JSON.parse(last.content);
+  assert.match(seen.error, /does not match the output schema: \$\.rows: expected integer, got string/);
+  assert.ok(!last.content.includes('many'), 'the wrong result is not passed on');
+  // the output schema reached gatehouse as JSON Schema (zod converted by the client)
+  const admin = gw.createKey('mastra-admin', { admin: true });
+  const r = await fetch(`${gw.url}/api/audit?tool=count_rows&limit=10`,
+    { headers: { Authorization: `Bearer ${admin}` } });
+  assert.equal(r.status, 200);
+  const rows = (await r.json()).rows;
+  const failed = rows.find((x) => x.event === 'failed');
+  assert.ok(failed, JSON.stringify(rows));
+  assert.equal(failed.reason, 'invalid result');
+  assert.match(failed.error, /\$\.rows: expected integer, got string/);
+  // a conforming result goes on as the structured value it is
+  await fake.script('mastra-gen',
+    { tool_calls: [{ id: 'o2', name: 'count_rows', arguments: { table: 'users' } }] },
+    { text: 'There are 3 users.' });
+  countTool.execute = async () => ({ rows: 3, table: 'users' });
+  const ok = await agent.generate([{ role: 'user', content: 'How many users?' }], {
+    clientTools: { count_rows: countTool },
+  });
+  assert.equal(ok.text, 'There are 3 users.');
+  const again = (await fake.requests('mastra-gen')).at(-1).body.messages.at(-1);
+  assert.deepEqual(JSON.parse(again.content), { rows: 3, table: 'users' });
+});
+
 test('errors reach the client with their status', async () => {
   const agent = client().getAgent('no-such-agent');
   await assert.rejects(() => agent.generate('hi'), (err) => {

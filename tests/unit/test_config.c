@@ -94,6 +94,12 @@ static void test_bad_configs(void)
 		 "$.agents.a.max_steps: expected an integer in 1..100"},
 		{"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','temperature':2.5}}}",
 		 "$.agents.a.temperature: expected a number in 0..2"},
+		{"{" MIN_PROVIDERS ",'agents':{'a':{'provider':'m','client_tool_timeout_s':0}}}",
+		 "$.agents.a.client_tool_timeout_s: expected an integer in 1..2592000"},
+		{"{" MIN ",'tools':{" TOOL("t", ",'output_schema':{'type':'strng'}") "}}",
+		 "$.tools.t.output_schema: type: unknown type"},
+		{"{" MIN ",'tools':{" TOOL("t", ",'output_schema':'object'") "}}",
+		 "$.tools.t.output_schema: expected an object"},
 		/* server.listen: a whole HOST:PORT, checked before anything starts */
 		{"{'server':{'listen':'127.0.0.1'}," MIN "}",
 		 "t.json: $.server.listen: expected HOST:PORT (e.g. 127.0.0.1:8080): '127.0.0.1' "
@@ -578,6 +584,7 @@ static void test_defaults(void)
 	T_EQ_STR(a->model, "mock");
 	T_ASSERT(a->prov == gh_config_provider(cfg, "m"));
 	T_EQ_INT(a->max_steps, 8);
+	T_EQ_INT(a->client_tool_timeout_s, 3600);
 	T_EQ_INT(a->memory_enabled, 0);
 	T_EQ_INT(a->last_messages, 20);
 	T_EQ_INT(a->has_temperature, 0);
@@ -591,6 +598,7 @@ static void test_defaults(void)
 	T_ASSERT(t && t->type == GH_TOOL_HTTP);
 	T_EQ_INT(t->timeout_ms, 10000);
 	T_EQ_INT(t->max_response_bytes, 1 << 20);
+	T_ASSERT(t->output_schema == NULL);
 	T_EQ_INT(t->require_approval, 0);
 	T_EQ_INT(t->nheaders, 0);
 	T_ASSERT(t->annotations == NULL);

@@ -2,13 +2,16 @@
  * test_schema.c - tool-argument schemas: what gh_schema_check refuses
  * (with the schema path), what gh_schema_validate refuses (with the JSON
  * path and the exact message the model will read), and the limits that
- * keep hostile schemas and values cheap.
+ * keep hostile schemas and values cheap. A tool's result is held to its
+ * output schema by the same validator: every validation case here runs
+ * through gh_tools_output_check too (test_output_check).
  */
 #include <locale.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "schema.h"
+#include "tools.h"
 #include "util.h"
 #include "t.h"
 
@@ -1087,6 +1090,120 @@ static void *work(void *arg)
 	return NULL;
 }
 
+/* ---- results: the output check over the same cases ---- */
+
+#define OUT_PREFIX "the result does not match the output schema: "
+
+/* Runs an argument case as a tool result: the same verdict and message as
+ * for arguments, after the output check's prefix. */
+static int run_ocase(const struct vcase *c, char *why, size_t cap)
+{
+	cJSON *s = cJSON_Parse(c->schema), *v = cJSON_Parse(c->value), *st = NULL;
+	char msg[GH_SCHEMA_MSG_MAX + 64] = "unset", want[GH_SCHEMA_MSG_MAX + 64];
+	int rc = -1, got;
+
+	if (!s || !v) {
+		snprintf(why, cap, "test case does not parse");
+		goto out;
+	}
+	got = gh_tools_output_check(s, v, &st, msg, sizeof(msg));
+	snprintf(want, sizeof(want), OUT_PREFIX "%s", c->msg ? c->msg : "");
+	if (st)
+		snprintf(why, cap, "a JSON value came back structured");
+	else if (!c->msg && (got != 0 || msg[0]))
+		snprintf(why, cap, "expected conforming, got %d \"%s\"", got, msg);
+	else if (c->msg && (got != -1 || strcmp(msg, want)))
+		snprintf(why, cap, "expected \"%s\", got %d \"%s\"", want, got, msg);
+	else
+		rc = 0;
+out:
+	cJSON_Delete(s);
+	cJSON_Delete(v);
+	cJSON_Delete(st);
+	return rc;
+}
+
+#define RUN_OCASES(table)                                                                  \
+	do {                                                                               \
+		size_t t_i;                                                                \
+		char t_why[800];                                                           \
+		for (t_i = 0; t_i < sizeof(table) / sizeof(table[0]); t_i++)               \
+			if (run_ocase(&table[t_i], t_why, sizeof(t_why)))                  \
+				T_FAIL("output case %zu: schema %s value %s: %s", t_i,     \
+				       table[t_i].schema, table[t_i].value, t_why);        \
+	} while (0)
+
+static void test_output_check(void)
+{
+	RUN_OCASES(type_cases);
+	RUN_OCASES(object_cases);
+	RUN_OCASES(array_cases);
+	RUN_OCASES(enum_cases);
+	RUN_OCASES(number_cases);
+	RUN_OCASES(string_cases);
+	RUN_OCASES(combinator_cases);
+	RUN_OCASES(ref_cases);
+	RUN_OCASES(zod_cases);
+	RUN_OCASES(openai_cases);
+}
+
+/* What only results have: no schema takes anything; a text result that
+ * is the JSON of an object or array is judged by that JSON (and given back
+ * structured when it conforms); the same depth bound; bounded messages. */
+static void test_output_text_and_bounds(void)
+{
+	cJSON *s = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"n\":"
+			       "{\"type\":\"integer\"}},\"required\":[\"n\"]}");
+	cJSON *v, *st = NULL;
+	char msg[GH_SCHEMA_MSG_MAX + 64], small[24], deep[300];
+	size_t i;
+
+	T_ASSERT(s);
+	v = cJSON_CreateString("anything");
+	T_EQ_INT(gh_tools_output_check(NULL, v, &st, msg, sizeof(msg)), 0);
+	T_ASSERT(!st);
+	T_EQ_INT(gh_tools_output_check(s, v, &st, msg, sizeof(msg)), -1);
+	T_EQ_STR(msg, OUT_PREFIX "$: expected object, got string");
+	cJSON_Delete(v);
+	v = cJSON_CreateString(" {\"n\": 4}");
+	T_EQ_INT(gh_tools_output_check(s, v, &st, msg, sizeof(msg)), 0);
+	T_ASSERT(st && cJSON_GetObjectItem(st, "n") && cJSON_GetObjectItem(st, "n")->valueint == 4);
+	cJSON_Delete(st);
+	st = NULL;
+	cJSON_Delete(v);
+	v = cJSON_CreateString("{\"n\": 4.5}");
+	T_EQ_INT(gh_tools_output_check(s, v, &st, msg, sizeof(msg)), -1);
+	T_EQ_STR(msg, OUT_PREFIX "$.n: expected integer, got number");
+	T_ASSERT(!st);
+	/* cut to the caller's buffer, NUL-terminated */
+	T_EQ_INT(gh_tools_output_check(s, v, &st, small, sizeof(small)), -1);
+	T_EQ_INT(strlen(small), sizeof(small) - 1);
+	cJSON_Delete(v);
+	cJSON_Delete(s);
+	/* a text "5" stays a text */
+	s = cJSON_Parse("{\"type\":\"number\"}");
+	v = cJSON_CreateString("5");
+	T_EQ_INT(gh_tools_output_check(s, v, &st, msg, sizeof(msg)), -1);
+	T_EQ_STR(msg, OUT_PREFIX "$: expected number, got string");
+	cJSON_Delete(v);
+	cJSON_Delete(s);
+	/* the depth bounds hold for results as for arguments */
+	for (i = 0; i < 100; i++)
+		deep[i] = '[';
+	for (i = 0; i < 100; i++)
+		deep[100 + i] = ']';
+	deep[200] = '\0';
+	s = cJSON_Parse("{\"$ref\":\"#/definitions/t\",\"definitions\":{\"t\":{\"type\":"
+			"\"array\",\"items\":{\"$ref\":\"#/definitions/t\"}}}}");
+	v = cJSON_Parse(deep);
+	T_ASSERT(s && v);
+	T_EQ_INT(gh_tools_output_check(s, v, &st, msg, sizeof(msg)), -1);
+	T_CONTAINS(msg, OUT_PREFIX "$[0][0][0]");
+	T_CONTAINS(msg, "schema too deep");
+	cJSON_Delete(v);
+	cJSON_Delete(s);
+}
+
 static void test_threads(void)
 {
 	cJSON *s = cJSON_Parse("{\"properties\":{\"code\":{\"pattern\":\"^[a-z]+-\\\\d+$\"},"
@@ -1116,4 +1233,5 @@ T_MAIN(T(test_type), T(test_object), T(test_array), T(test_enum_const), T(test_n
        T(test_ref_cycle_terminates), T(test_exponential_anyof), T(test_deep_value),
        T(test_megabyte_string), T(test_pattern_blowup),
        T(test_pattern_property_name_limit), T(test_unique_large), T(test_message_bounds),
-       T(test_locale_independent), T(test_threads))
+       T(test_locale_independent), T(test_output_check), T(test_output_text_and_bounds),
+       T(test_threads))

@@ -22,6 +22,7 @@
 
 #include "audit.h"
 #include "audit_verify.h"
+#include "embed.h"
 #include "json.h"
 #include "log.h"
 #include "t.h"
@@ -58,6 +59,16 @@ static int sql_exec(const char *path, const char *sql)
 }
 
 /* ---- migrations ---- */
+
+/* The version number a migration's file name starts with. */
+static int atoi_prefix(const char *name)
+{
+	int v = 0;
+
+	while (*name >= '0' && *name <= '9')
+		v = v * 10 + (*name++ - '0');
+	return v;
+}
 
 static void test_migrations(void)
 {
@@ -106,6 +117,57 @@ static void test_migrations(void)
 		sqlite3_finalize(st);
 		sqlite3_close(db);
 	}
+	t_store_close(&t);
+}
+
+/* A database of the version before run deadlines, with a waiting run and
+ * its pending tool call: the rebuild of runs keeps both, the tool call
+ * still belongs to its run (foreign keys hold, deleting the run takes it
+ * along), and a run may now end "expired". */
+static void test_run_deadlines_migration(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	const struct gh_embedded *m;
+	char sql[256];
+
+	T_EQ_INT(t_store_dir(&t), 0);
+	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
+		 0);
+	for (m = gh_embedded_migrations; m->name; m++) {
+		int v = atoi_prefix(m->name);
+
+		if (v >= 11)
+			continue;
+		T_EQ_INT(sql_exec(t.path, (const char *)m->data), 0);
+		snprintf(sql, sizeof(sql), "INSERT INTO schema_migrations VALUES (%d, '%s', 1)", v,
+			 m->name);
+		T_EQ_INT(sql_exec(t.path, sql), 0);
+	}
+	T_EQ_INT(sql_exec(t.path,
+			  "INSERT INTO runs (id, owner, key_id, agent_id, status, state, "
+			  "created_at, updated_at) VALUES ('run_1', 'o', 'k', 'a', 'waiting', "
+			  "'{\"v\":1}', 5, 6);"
+			  "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, tool_name, "
+			  "source, status, created_at) VALUES ('call_1', 'run_1', 'o', 't', "
+			  "'client', 'pending', 5)"),
+		 0);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(t.s), gh_store_schema_latest());
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM runs WHERE id = 'run_1' AND "
+				 "status = 'waiting' AND state = '{\"v\":1}' AND created_at = 5 AND "
+				 "updated_at = 6 AND wait_until IS NULL"),
+		 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM run_tool_calls WHERE run_id = 'run_1'"), 1);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	T_EQ_INT(sql_exec(t.path, "UPDATE runs SET status = 'expired' WHERE id = 'run_1'"), 0);
+	T_ASSERT(sql_exec(t.path, "UPDATE runs SET status = 'gone' WHERE id = 'run_1'") != 0);
+	T_EQ_INT(sql_exec(t.path, "PRAGMA foreign_keys = ON; DELETE FROM runs WHERE id = 'run_1'"),
+		 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM run_tool_calls"), 0);
 	t_store_close(&t);
 }
 
@@ -1367,7 +1429,8 @@ static void test_tx_commits_effect_and_row_together(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
+T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
+       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))

@@ -6,6 +6,7 @@
  * both, client tools the policy refuses a 403 naming the rule, and server
  * tools the policy denies never offered to the model.
  */
+#include "schema.h"
 #include "tools.h"
 
 #include "json.h"
@@ -174,6 +175,18 @@ static void test_client_defs_mastra(void)
 	T_ASSERT(d != NULL);
 	T_EQ_STR(gh_json_str(d, "origName"), "ask.user");
 	T_EQ_INT(gh_json_bool(d, "requireApproval", -1), 1);
+	T_ASSERT(cJSON_GetObjectItem(d, "outputSchema") == NULL);
+	cJSON_Delete(defs);
+
+	/* an output schema is kept (zod's wrapper unwrapped), null is none */
+	defs = defs_of("{\"count\":{\"outputSchema\":{\"jsonSchema\":{\"type\":\"object\","
+		       "\"required\":[\"n\"]}}},\"plain\":{\"outputSchema\":null}}",
+		       NULL, &rc, &e);
+	T_EQ_INT(rc, GH_OK);
+	d = def_named(defs, "count");
+	T_ASSERT(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "outputSchema"), "required") != NULL);
+	T_ASSERT(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "outputSchema"), "jsonSchema") == NULL);
+	T_ASSERT(cJSON_GetObjectItem(def_named(defs, "plain"), "outputSchema") == NULL);
 	cJSON_Delete(defs);
 
 	/* nothing sent: an empty list */
@@ -246,6 +259,10 @@ static void test_client_defs_refused(void)
 		{"{\"s\":{\"parameters\":[1]}}", NULL,
 		 "clientTools.s: the input schema must be a JSON Schema object"},
 		{"{\"t\":true}", NULL, "clientTools.t: expected an object"},
+		{"{\"o\":{\"outputSchema\":{\"type\":\"strng\"}}}", NULL,
+		 "clientTools.o: invalid output schema: type: unknown type"},
+		{"{\"o\":{\"outputSchema\":[1]}}", NULL,
+		 "clientTools.o: the output schema must be a JSON Schema object"},
 		{"[]", NULL, "clientTools: expected an object of name -> tool"},
 		{NULL, "{}", "tools: expected an array of tools"},
 		{NULL, "[{\"type\":\"function\",\"function\":{\"name\":\"x\",\"parameters\":"
@@ -415,6 +432,20 @@ static void test_toolset_server(void)
 	T_EQ_INT(ts.nspecs, 0);
 	gh_toolset_free(&ts);
 	T_ASSERT(gh_tools_memory_schema("no_such_tool") == NULL);
+	/* every memory tool declares what it answers, and it is one gatehouse
+	 * can enforce */
+	{
+		size_t i;
+		char msg[GH_SCHEMA_MSG_MAX];
+
+		for (i = 0; gh_memory_tool_names[i]; i++) {
+			const cJSON *os = gh_tools_memory_output_schema(gh_memory_tool_names[i]);
+
+			T_ASSERT(cJSON_IsObject(os));
+			T_EQ_INT(gh_schema_check(os, msg, sizeof(msg)), 0);
+		}
+		T_ASSERT(gh_tools_memory_output_schema("no_such_tool") == NULL);
+	}
 	T_ASSERT(cJSON_IsObject(gh_tools_memory_schema("working_memory_update")));
 	gh_config_free(c);
 }

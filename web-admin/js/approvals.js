@@ -364,7 +364,7 @@ function approvalCard(a, ctx, openContext) {
       if (st === 'completed') {
         const text = run.output && typeof run.output.text === 'string' ? run.output.text : '';
         step('run', text ? `Run completed; the model answered: “${text.length > 200 ? `${text.slice(0, 200)}…` : text}”` : 'Run completed', 'done');
-      } else if (st === 'failed' || st === 'cancelled') {
+      } else if (st === 'failed' || st === 'cancelled' || st === 'expired') {
         step('run', `Run ${st}${run.error ? `: ${run.error}` : ''}`, 'failed');
       } else if (st === 'waiting') {
         step('run', 'Run continued; waiting for the client to run its tools', 'done');
