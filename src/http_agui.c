@@ -8,7 +8,7 @@
  *   GET  /ag-ui/:agentId?runId=R&offset=N
  *                           the events of the client's run R from after
  *                           offset N (-1: from the start) while it runs and
- *                           for a minute after; Last-Event-ID does the same,
+ *                           for 5 minutes after; Last-Event-ID does the same,
  *                           also on a POST repeated after a broken stream
  *
  * threadId names a thread of the key's owner: the client holds the
@@ -29,218 +29,25 @@
  *
  * A client that leaves does not stop the run: its turn goes on to the end
  * so that a reconnect gets every event, once and in order. The events of
- * each run are kept in this process (bounded: LOG_BYTES a run, LOG_TOTAL
- * in all, LOG_RUNS runs, LOG_KEEP_MS after the end); the registry is guarded by one mutex,
+ * each request are kept in the engine's run journal (run_journal.h), as
+ * its GH_JOURNAL_AGUI stream of (owner, runId), with the journal's bounds;
  * everything else is per request, on the worker thread that serves it.
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "answer.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
 #include "run.h"
+#include "run_journal.h"
 #include "tools.h"
 #include "util.h"
 #include "wire_agui.h"
-
-#define LOG_BYTES (8u << 20)        /* events kept for a run; later ones are not */
-#define LOG_RUNS 1024               /* runs whose events are kept at once */
-#define LOG_TOTAL (256u << 20)      /* events kept for all runs together */
-#define LOG_KEEP_MS 60000           /* how long a finished run's events stay */
-
-/* ------------------------------------------------------- the event logs */
-
-struct entry {
-	int64_t off;
-	char *data;
-	size_t len;
-};
-
-/* The events of one client run, in order. Guarded by logs_mu. */
-struct evlog {
-	char owner[GH_NAME_MAX + 1];
-	char run[GH_NAME_MAX + 1];        /* the client's runId */
-	struct entry *ev;
-	size_t n, cap, bytes;
-	int done;
-	int64_t done_at;                  /* Unix ms */
-	int refs;
-	struct evlog *next;
-};
-
-static pthread_mutex_t logs_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t logs_cv = PTHREAD_COND_INITIALIZER;
-static struct evlog *logs;
-static size_t nlogs, total_bytes;
-
-static void log_free(struct evlog *l)
-{
-	size_t i;
-
-	for (i = 0; i < l->n; i++)
-		free(l->ev[i].data);
-	total_bytes -= l->bytes;
-	free(l->ev);
-	free(l);
-}
-
-/* Drops finished logs nobody reads whose time is up (under logs_mu). */
-static void prune_locked(int64_t now)
-{
-	struct evlog **pp = &logs, *l;
-
-	while ((l = *pp)) {
-		if (l->done && !l->refs && now - l->done_at >= LOG_KEEP_MS) {
-			*pp = l->next;
-			log_free(l);
-			nlogs--;
-		} else {
-			pp = &l->next;
-		}
-	}
-}
-
-static struct evlog *find_locked(const char *owner, const char *run)
-{
-	struct evlog *l;
-
-	for (l = logs; l; l = l->next)
-		if (!strcmp(l->owner, owner) && !strcmp(l->run, run) && (l->n || !l->done))
-			return l;
-	return NULL;
-}
-
-/* A new log for (owner, run), held once. *taken when one exists already;
- * NULL then, or when too many runs are kept (the run goes on unlogged). */
-static struct evlog *log_open(const char *owner, const char *run, int *taken)
-{
-	struct evlog *l = NULL;
-
-	pthread_mutex_lock(&logs_mu);
-	prune_locked(gh_now_ms());
-	*taken = find_locked(owner, run) != NULL;
-	if (!*taken && nlogs < LOG_RUNS && (l = calloc(1, sizeof(*l)))) {
-		gh_strlcpy(l->owner, owner, sizeof(l->owner));
-		gh_strlcpy(l->run, run, sizeof(l->run));
-		l->refs = 1;
-		l->next = logs;
-		logs = l;
-		nlogs++;
-	}
-	pthread_mutex_unlock(&logs_mu);
-	return l;
-}
-
-/* The log of (owner, run), held; NULL when there is none. */
-static struct evlog *log_find(const char *owner, const char *run)
-{
-	struct evlog *l;
-
-	pthread_mutex_lock(&logs_mu);
-	if ((l = find_locked(owner, run)))
-		l->refs++;
-	pthread_mutex_unlock(&logs_mu);
-	return l;
-}
-
-static void log_put(struct evlog *l, int done)
-{
-	if (!l)
-		return;
-	pthread_mutex_lock(&logs_mu);
-	if (done && !l->done) {
-		l->done = 1;
-		/* a request refused before its first event leaves nothing to join */
-		l->done_at = l->n ? gh_now_ms() : 0;
-	}
-	l->refs--;
-	pthread_cond_broadcast(&logs_cv);
-	pthread_mutex_unlock(&logs_mu);
-}
-
-/* Keeps one event (a copy). Past LOG_BYTES (or LOG_TOTAL for all runs)
- * only the run's end is kept: a client joining later misses the middle. */
-static void log_append(struct evlog *l, int64_t off, const char *data, size_t len, int last)
-{
-	struct entry *ev;
-	char *d;
-
-	if (!l)
-		return;
-	pthread_mutex_lock(&logs_mu);
-	if ((last || (l->bytes + len <= LOG_BYTES && total_bytes + len <= LOG_TOTAL)) &&
-	    (d = malloc(len + 1))) {
-		memcpy(d, data, len);
-		d[len] = '\0';
-		if (l->n == l->cap) {
-			size_t cap = l->cap ? 2 * l->cap : 64;
-
-			ev = realloc(l->ev, cap * sizeof(*ev));
-			if (ev) {
-				l->ev = ev;
-				l->cap = cap;
-			}
-		}
-		if (l->n < l->cap) {
-			l->ev[l->n++] = (struct entry){off, d, len};
-			l->bytes += len;
-			total_bytes += len;
-		} else {
-			free(d);
-		}
-	}
-	pthread_cond_broadcast(&logs_cv);
-	pthread_mutex_unlock(&logs_mu);
-}
-
-/* Sends the events of l after offset `after` on a begun stream, as they
- * come, until the run's end was sent, the client left or the server
- * stops. */
-static void log_follow(struct gh_http_stream *hs, struct evlog *l, int64_t after)
-{
-	char id[24];
-	size_t i = 0;
-
-	pthread_mutex_lock(&logs_mu);
-	while (!hs->gone && !atomic_load(&hs->r->app->stopping)) {
-		struct timespec ts;
-
-		if (i < l->n) {
-			struct entry en = l->ev[i++];
-			char *d;
-
-			if (en.off <= after || !(d = malloc(en.len)))
-				continue;
-			memcpy(d, en.data, en.len);
-			pthread_mutex_unlock(&logs_mu);
-			snprintf(id, sizeof(id), "%lld", (long long)en.off);
-			gh_http_stream_send_id(hs, id, d, en.len);
-			free(d);
-			pthread_mutex_lock(&logs_mu);
-			continue;
-		}
-		if (l->done)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&logs_cv, &logs_mu, &ts);
-		pthread_mutex_unlock(&logs_mu);
-		gh_http_stream_tick(hs);
-		pthread_mutex_lock(&logs_mu);
-	}
-	pthread_mutex_unlock(&logs_mu);
-}
 
 /* The offset a client resumes after: Last-Event-ID, else ?offset, else -1
  * (from the start). -2 when what it sent is no offset. */
@@ -260,27 +67,66 @@ static int64_t resume_offset(struct gh_req *r)
 	return (int64_t)v;
 }
 
-/* Streams the kept events of the caller's run from an offset. */
-static void join_run(struct gh_req *r, struct evlog *l)
-{
+/* A client following a run's kept events. */
+struct joiner {
 	struct gh_http_stream hs;
+};
+
+static int join_event(void *ud, int64_t seq, const char *type, const char *data, size_t len)
+{
+	struct joiner *j = ud;
+	char id[24];
+
+	(void)type;
+	snprintf(id, sizeof(id), "%lld", (long long)seq);
+	return gh_http_stream_send_id(&j->hs, id, data, len) != 0 ||
+	       atomic_load(&j->hs.r->app->stopping);
+}
+
+static int join_idle(void *ud)
+{
+	struct joiner *j = ud;
+
+	if (!j->hs.begun && gh_http_stream_begin(&j->hs) != 0)
+		return 1;
+	return gh_http_stream_tick(&j->hs) != 0 || atomic_load(&j->hs.r->app->stopping);
+}
+
+/* Streams the kept events of the caller's run from after an offset.
+ * GH_E_NOTFOUND (nothing answered yet) when none are kept here. */
+static enum gh_code join_run(struct gh_req *r, const char *run)
+{
+	struct joiner j;
+	struct gh_err e;
 	int64_t after = resume_offset(r);
+	enum gh_code rc;
+	cJSON *ev;
 
 	if (after == -2) {
 		gh_http_errorf(r, GH_E_BADREQ, "offset: expected an event offset (-1 for the "
 			       "start)");
-		return;
+		return GH_E_BADREQ;
 	}
-	if (gh_http_stream_start(r, &hs) != 0 || gh_http_stream_begin(&hs) != 0)
-		return;
-	log_follow(&hs, l, after);
-	gh_http_stream_end(&hs, 0);
+	memset(&j, 0, sizeof(j));
+	if (gh_http_stream_start(r, &j.hs) != 0)
+		return GH_E_UNAVAILABLE;
+	rc = gh_run_journal_follow(GH_JOURNAL_AGUI, r->who.key.owner, run, after + 1, join_event,
+				   join_idle, &j, &e);
+	if (rc == GH_E_NOTFOUND && !j.hs.begun)
+		return rc;
+	if (rc != GH_OK && !j.hs.gone && (ev = gh_agui_event("RUN_ERROR", gh_now_ms()))) {
+		cJSON_AddStringToObject(ev, "message", e.msg);
+		cJSON_AddStringToObject(ev, "code", gh_code_name(e.code));
+		cJSON_AddStringToObject(ev, "runId", run);
+		gh_http_stream_json(&j.hs, NULL, ev);
+	}
+	gh_http_stream_end(&j.hs, 0);
+	return GH_OK;
 }
 
 static void join(struct gh_req *r)
 {
 	const struct gh_agent_conf *agent;
-	struct evlog *l;
 	struct gh_err e;
 	char run[GH_NAME_MAX + 1];
 
@@ -292,13 +138,9 @@ static void join(struct gh_req *r)
 		gh_http_errorf(r, GH_E_BADREQ, "runId: required (the run to join)");
 		return;
 	}
-	if (!(l = log_find(r->who.key.owner, run))) {
+	if (join_run(r, run) == GH_E_NOTFOUND)
 		gh_http_errorf(r, GH_E_NOTFOUND, "no run %s of yours is running here or ended in the "
-			       "last %d seconds", run, LOG_KEEP_MS / 1000);
-		return;
-	}
-	join_run(r, l);
-	log_put(l, 0);
+			       "last %d minutes", run, GH_JOURNAL_KEEP_MS / 60000);
 }
 
 /* ------------------------------------------------------------- the run */
@@ -312,7 +154,7 @@ struct ag {
 	struct gh_run_request rq;
 	struct gh_run_sink sink;
 	struct gh_http_stream hs;
-	struct evlog *log;                /* held */
+	int kept;                         /* events go to the run journal */
 	int64_t seq;                      /* the next event's offset */
 	int started, ended;
 	char named[GH_ID_MAX];            /* a new run's id (from runId) */
@@ -324,16 +166,20 @@ struct ag {
 };
 
 /* One event out: offset, kept, sent (unless the client left). Takes ev. */
-static void emit_raw(struct ag *q, cJSON *ev, int last)
+static void emit_raw(struct ag *q, cJSON *ev)
 {
 	char *data = ev ? gh_json_dump(ev) : NULL;
+	const char *type = ev ? gh_json_str(ev, "type") : NULL;
 	char id[24];
-	int64_t off = q->seq++;
+	int64_t off;
 
+	if (data && q->kept)            /* the journal numbers them as off does */
+		gh_run_journal_add(GH_JOURNAL_AGUI, q->r->who.key.owner, q->req.run_id,
+				   type ? type : "", data, strlen(data), 0);
 	cJSON_Delete(ev);
 	if (!data)
 		return;
-	log_append(q->log, off, data, strlen(data), last);
+	off = q->seq++;
 	snprintf(id, sizeof(id), "%lld", (long long)off);
 	if (!q->hs.gone)
 		gh_http_stream_send_id(&q->hs, id, data, strlen(data));
@@ -355,7 +201,7 @@ static int open_stream(struct gh_http_stream *hs, void *ud)
 		if (q->req.parent_run_id)
 			cJSON_AddStringToObject(ev, "parentRunId", q->req.parent_run_id);
 	}
-	emit_raw(q, ev, 0);
+	emit_raw(q, ev);
 	return hs->gone ? -1 : 0;
 }
 
@@ -363,7 +209,7 @@ static void emit(struct ag *q, cJSON *ev)
 {
 	if (!q->started)
 		gh_http_stream_begin(&q->hs);
-	emit_raw(q, ev, 0);
+	emit_raw(q, ev);
 }
 
 static cJSON *event(const char *type)
@@ -618,7 +464,7 @@ static void finish(struct ag *q, cJSON *outcome)
 	}
 	if (!q->started)
 		gh_http_stream_begin(&q->hs);
-	emit_raw(q, ev, 1);
+	emit_raw(q, ev);
 	q->ended = 1;
 }
 
@@ -656,7 +502,7 @@ static void fail(struct ag *q, const struct gh_err *e)
 		cJSON_AddStringToObject(ev, "threadId", q->req.thread_id);
 		cJSON_AddStringToObject(ev, "runId", q->req.run_id);
 	}
-	emit_raw(q, ev, 1);
+	emit_raw(q, ev);
 	q->ended = 1;
 }
 
@@ -948,8 +794,6 @@ static void run_agent(struct gh_req *r)
 {
 	struct ag q;
 	struct gh_err e;
-	struct evlog *l;
-	int taken = 0;
 
 	memset(&q, 0, sizeof(q));
 	gh_err_clear(&e);
@@ -965,14 +809,11 @@ static void run_agent(struct gh_req *r)
 		goto out;
 	}
 	/* a stream broken mid-way, sent again with the last offset it got */
-	if (gh_http_header(r, "Last-Event-ID") &&
-	    (l = log_find(r->who.key.owner, q.req.run_id))) {
-		join_run(r, l);
-		log_put(l, 0);
+	if (gh_http_header(r, "Last-Event-ID") && join_run(r, q.req.run_id) != GH_E_NOTFOUND)
 		goto out;
-	}
-	q.log = log_open(r->who.key.owner, q.req.run_id, &taken);
-	if (taken) {
+	if (gh_run_journal_open(GH_JOURNAL_AGUI, r->who.key.owner, q.req.run_id, &e) == GH_OK)
+		q.kept = 1;
+	else if (e.code == GH_E_CONFLICT) {
 		gh_http_errorf(r, GH_E_CONFLICT, "runId %s: a run of yours with this id is running or "
 			       "just ended; join it with GET ?runId=%s&offset=-1", q.req.run_id,
 			       q.req.run_id);
@@ -989,7 +830,8 @@ static void run_agent(struct gh_req *r)
 	if (q.started)
 		gh_http_stream_end(&q.hs, 0);
 out:
-	log_put(q.log, 1);
+	if (q.kept)
+		gh_run_journal_end(GH_JOURNAL_AGUI, r->who.key.owner, q.req.run_id);
 	cJSON_Delete(q.shown);
 	gh_agui_req_free(&q.req);
 	cJSON_Delete(q.body);

@@ -817,11 +817,12 @@ static void observe(struct gh_req *r)
 	if (gh_http_stream_start(r, &o.hs) != 0)
 		goto out;
 	gh_strlcpy(o.id, run_id, sizeof(o.id));
-	rc = gh_run_journal_follow(owner, o.id, cJSON_IsNumber(off) ? (int64_t)off->valuedouble : 0,
+	rc = gh_run_journal_follow(GH_JOURNAL_NATIVE, owner, o.id,
+				   cJSON_IsNumber(off) ? (int64_t)off->valuedouble : 0,
 				   observe_event, observe_idle, &o, &e);
 	if (rc == GH_E_NOTFOUND && owner) {
 		gh_run_named_id(owner, run_id, o.id);
-		rc = gh_run_journal_follow(owner, o.id,
+		rc = gh_run_journal_follow(GH_JOURNAL_NATIVE, owner, o.id,
 					   cJSON_IsNumber(off) ? (int64_t)off->valuedouble : 0,
 					   observe_event, observe_idle, &o, &e);
 	}

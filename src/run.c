@@ -91,7 +91,8 @@ static void publish(struct run *r, const struct gh_run_event *ev)
 		return;
 	gh_buf_init(&b, (size_t)1 << 30);
 	if (gh_wire_native_payload(ev, &b) == GH_BUF_OK) {
-		gh_run_journal_add(r->who && r->who->key.owner[0] ? r->who->key.owner : "",
+		gh_run_journal_add(GH_JOURNAL_NATIVE,
+				   r->who && r->who->key.owner[0] ? r->who->key.owner : "",
 				   r->run_id, type, b.data ? b.data : "", b.len,
 				   ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR);
 		if (gh_hub_active(r->app->hub))

@@ -24,12 +24,15 @@ struct entry {
 
 struct journal {
 	struct journal *next;
+	char stream[GH_JOURNAL_STREAM_MAX];
 	char owner[GH_NAME_MAX + 1];
-	char run_id[GH_ID_MAX];
+	char run_id[GH_NAME_MAX + 1];   /* an engine run id, or a client's runId */
 	struct entry *v;
 	size_t n, cap, bytes;
 	int64_t dropped_from;   /* first seq dropped (-1: none) */
 	int live;               /* a turn is going on */
+	int opened;             /* by gh_run_journal_open: its owner only, ended by
+				 * gh_run_journal_end */
 	int64_t ended_at;       /* Unix ms the last turn ended */
 	int readers;
 };
@@ -102,14 +105,48 @@ static void prune(int64_t now)
 	}
 }
 
-static struct journal *find(const char *owner, const char *run_id)
+/* The journal of (stream, owner, run_id); owner NULL: any. Under mu. */
+static struct journal **find(const char *stream, const char *owner, const char *run_id)
+{
+	struct journal **pp;
+
+	for (pp = &buckets[bucket_of(run_id)]; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->run_id, run_id) && !strcmp((*pp)->stream, stream) &&
+		    (!owner || !strcmp((*pp)->owner, owner)))
+			return pp;
+	return NULL;
+}
+
+/* The journal an event of owner's goes to: an opened one only its owner
+ * writes, others whoever continues the run. Under mu. */
+static struct journal *find_for_add(const char *stream, const char *owner, const char *run_id)
 {
 	struct journal *j;
 
 	for (j = buckets[bucket_of(run_id)]; j; j = j->next)
-		if (!strcmp(j->run_id, run_id) && (!owner || !strcmp(j->owner, owner)))
+		if (!strcmp(j->run_id, run_id) && !strcmp(j->stream, stream) &&
+		    (!j->opened || !strcmp(j->owner, owner)))
 			return j;
 	return NULL;
+}
+
+/* A new, live journal, first in its bucket; NULL when out of memory or a
+ * name is too long to be kept whole. Under mu. */
+static struct journal *make(const char *stream, const char *owner, const char *run_id)
+{
+	struct journal *j;
+
+	if (strlen(run_id) >= sizeof(j->run_id) || strlen(owner) >= sizeof(j->owner) ||
+	    strlen(stream) >= sizeof(j->stream) || !(j = calloc(1, sizeof(*j))))
+		return NULL;
+	gh_strlcpy(j->stream, stream, sizeof(j->stream));
+	gh_strlcpy(j->owner, owner, sizeof(j->owner));
+	gh_strlcpy(j->run_id, run_id, sizeof(j->run_id));
+	j->dropped_from = -1;
+	j->live = 1;
+	j->next = buckets[bucket_of(run_id)];
+	buckets[bucket_of(run_id)] = j;
+	return j;
 }
 
 /* Appends under mu; -1 when the event could not be kept. */
@@ -145,28 +182,66 @@ static int append(struct journal *j, const char *type, const char *data, size_t 
 	return 0;
 }
 
-void gh_run_journal_add(const char *owner, const char *run_id, const char *type,
-			const char *data, size_t len, int ends)
+void gh_run_journal_add(const char *stream, const char *owner, const char *run_id,
+			const char *type, const char *data, size_t len, int ends)
 {
 	struct journal *j;
 	int64_t now = gh_now_ms();
 
+	if (!owner)
+		owner = "";
 	pthread_mutex_lock(&mu);
 	prune(now);
-	j = find(NULL, run_id);
-	if (!j && (j = calloc(1, sizeof(*j)))) {
-		gh_strlcpy(j->owner, owner ? owner : "", sizeof(j->owner));
-		gh_strlcpy(j->run_id, run_id, sizeof(j->run_id));
-		j->dropped_from = -1;
-		j->next = buckets[bucket_of(run_id)];
-		buckets[bucket_of(run_id)] = j;
-	}
+	j = find_for_add(stream, owner, run_id);
+	if (!j)
+		j = make(stream, owner, run_id);
 	if (j) {
 		if (append(j, type, data, len) != 0 && j->dropped_from < 0)
 			j->dropped_from = (int64_t)j->n;
 		j->live = !ends;
 		if (ends)
 			j->ended_at = now;
+	}
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+enum gh_code gh_run_journal_open(const char *stream, const char *owner, const char *run_id,
+				 struct gh_err *e)
+{
+	struct journal **pp, *j;
+	enum gh_code rc = GH_OK;
+
+	pthread_mutex_lock(&mu);
+	prune(gh_now_ms());
+	pp = find(stream, owner, run_id);
+	if (pp && ((*pp)->live || (*pp)->n)) {
+		rc = gh_err_set(e, GH_E_CONFLICT, "run %s has a %s stream here already", run_id,
+				stream);
+	} else {
+		if (pp && !(*pp)->readers)
+			unlink_free(pp);        /* ended with no events: nothing to keep */
+		if (strlen(run_id) > GH_NAME_MAX)
+			rc = gh_err_set(e, GH_E_BADREQ, "run id: at most %d characters", GH_NAME_MAX);
+		else if (!(j = make(stream, owner, run_id)))
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		else
+			j->opened = 1;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+void gh_run_journal_end(const char *stream, const char *owner, const char *run_id)
+{
+	struct journal **pp;
+
+	pthread_mutex_lock(&mu);
+	if ((pp = find(stream, owner, run_id)) && (*pp)->live) {
+		(*pp)->live = 0;
+		(*pp)->ended_at = gh_now_ms();
+		if (!(*pp)->n && !(*pp)->readers)
+			unlink_free(pp);        /* refused before its first event */
 	}
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
@@ -185,22 +260,24 @@ static void wait_tick(void)
 	pthread_cond_timedwait(&cv, &mu, &ts);
 }
 
-enum gh_code gh_run_journal_follow(const char *owner, const char *run_id, int64_t offset,
+enum gh_code gh_run_journal_follow(const char *stream, const char *owner, const char *run_id,
+				   int64_t offset,
 				   int (*fn)(void *ud, int64_t seq, const char *type,
 					     const char *data, size_t len),
 				   int (*idle)(void *ud), void *ud, struct gh_err *e)
 {
-	struct journal *j;
+	struct journal **pp, *j;
 	enum gh_code rc = GH_OK;
 	size_t next = offset > 0 ? (size_t)offset : 0;
 
 	pthread_mutex_lock(&mu);
-	j = find(owner, run_id);
-	if (!j) {
+	pp = find(stream, owner, run_id);
+	if (!pp) {
 		pthread_mutex_unlock(&mu);
 		return gh_err_set(e, GH_E_NOTFOUND, "run %s has no stream to observe here (none "
 				  "in the last %d minutes)", run_id, GH_JOURNAL_KEEP_MS / 60000);
 	}
+	j = *pp;
 	j->readers++;
 	for (;;) {
 		/* entries are never moved out while a reader holds the journal,
@@ -221,7 +298,7 @@ enum gh_code gh_run_journal_follow(const char *owner, const char *run_id, int64_
 					"to keep", run_id, next);
 			goto out;
 		}
-		if (!j->live || !gh_run_in_flight(NULL, run_id))
+		if (!j->live || (!j->opened && !gh_run_in_flight(NULL, run_id)))
 			break;
 		wait_tick();
 		if (next >= j->n && idle) {
