@@ -640,15 +640,10 @@ out:
 static int load_run_view(struct gh_req *r, const struct gh_agent_conf *a, const char *id,
 			 struct gh_run_view *v)
 {
-	const char *owner = r->who.admin ? NULL : r->who.key.owner;
-	char named[GH_ID_MAX];
 	struct gh_err e;
-	enum gh_code rc = gh_run_view_get(r->app, owner, id, v, &e);
+	enum gh_code rc = gh_run_view_find(r->app, r->who.admin ? NULL : r->who.key.owner, id, v,
+					   &e);
 
-	if (rc == GH_E_NOTFOUND && owner) {
-		gh_run_named_id(owner, id, named);
-		rc = gh_run_view_get(r->app, owner, named, v, &e);
-	}
 	if (rc == GH_OK && strcmp(v->agent_id, a->id)) {
 		gh_run_view_clear(v);
 		rc = GH_E_NOTFOUND;

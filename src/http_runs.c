@@ -20,17 +20,10 @@
  * cannot. */
 static int load(struct gh_req *r, const char *id, struct gh_run_view *v)
 {
-	const char *owner = r->who.admin ? NULL : r->who.key.owner;
-	char named[GH_ID_MAX];
 	struct gh_err e;
-	enum gh_code rc = gh_run_view_get(r->app, owner, id, v, &e);
+	enum gh_code rc = gh_run_view_find(r->app, r->who.admin ? NULL : r->who.key.owner, id, v,
+					   &e);
 
-	if (rc == GH_E_NOTFOUND && owner) {
-		gh_run_named_id(owner, id, named);
-		rc = gh_run_view_get(r->app, owner, named, v, &e);
-		if (rc == GH_E_NOTFOUND)
-			gh_err_set(&e, GH_E_NOTFOUND, "no run %s", id);
-	}
 	if (rc != GH_OK) {
 		gh_http_error(r, &e);
 		return -1;

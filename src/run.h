@@ -302,6 +302,11 @@ enum gh_code gh_run_agent(struct gh_app *app, const struct gh_principal *who, co
  * before). */
 enum gh_code gh_run_view_get(struct gh_app *app, const char *owner, const char *run_id,
 			     struct gh_run_view *out, struct gh_err *e);
+/* The same for the run a client names: its id, or, for owner (not NULL),
+ * the runId the owner gave it (gh_run_named_id). GH_E_NOTFOUND says
+ * "no run <name>". */
+enum gh_code gh_run_view_find(struct gh_app *app, const char *owner, const char *name,
+			      struct gh_run_view *out, struct gh_err *e);
 
 /* The id of the run a client names with runId. Run ids are global, but a
  * client's name for a run is only its owner's: the id is derived from the

@@ -562,3 +562,18 @@ enum gh_code gh_run_wait(struct gh_app *app, const char *owner, const char *run_
 		gh_hub_unsubscribe(app->hub, sub);
 	return rc;
 }
+
+enum gh_code gh_run_view_find(struct gh_app *app, const char *owner, const char *name,
+			      struct gh_run_view *out, struct gh_err *e)
+{
+	char named[GH_ID_MAX];
+	enum gh_code rc = gh_run_view_get(app, owner, name, out, e);
+
+	if (rc == GH_E_NOTFOUND && owner) {
+		gh_run_named_id(owner, name, named);
+		rc = gh_run_view_get(app, owner, named, out, e);
+	}
+	if (rc == GH_E_NOTFOUND)
+		gh_err_set(e, GH_E_NOTFOUND, "no run %s", name);
+	return rc;
+}
