@@ -228,6 +228,26 @@ static void emit_id(struct ag *q, const char *type, const char *msg_id)
 	emit(q, ev);
 }
 
+/* The same with one more string field (key: the n bytes at val). */
+static void emit_id_str(struct ag *q, const char *type, const char *msg_id, const char *key,
+			const char *val, size_t n)
+{
+	cJSON *ev = event(type);
+	char *s = malloc(n + 1);
+
+	if (ev && s) {
+		memcpy(s, val, n);
+		s[n] = '\0';
+		cJSON_AddStringToObject(ev, "messageId", msg_id);
+		cJSON_AddStringToObject(ev, key, s);
+	} else {
+		cJSON_Delete(ev);   /* out of memory: emit says so */
+		ev = NULL;
+	}
+	free(s);
+	emit(q, ev);
+}
+
 static void reasoning_close(struct ag *q)
 {
 	if (!q->rs_id[0])
@@ -240,13 +260,8 @@ static void reasoning_close(struct ag *q)
 /* The model's reasoning, as a reasoning message of its own. */
 static void reasoning_delta(struct ag *q, const char *t, size_t len)
 {
-	cJSON *ev;
-	char *s;
-
-	if (!t || !len || !(s = malloc(len + 1)))
+	if (!t || !len)
 		return;
-	memcpy(s, t, len);
-	s[len] = '\0';
 	if (q->msg_id[0]) {
 		emit_id(q, "TEXT_MESSAGE_END", q->msg_id);
 		q->msg_id[0] = '\0';
@@ -254,18 +269,9 @@ static void reasoning_delta(struct ag *q, const char *t, size_t len)
 	if (!q->rs_id[0]) {
 		gh_id_new("rsn_", q->rs_id, sizeof(q->rs_id));
 		emit_id(q, "REASONING_START", q->rs_id);
-		if ((ev = event("REASONING_MESSAGE_START"))) {
-			cJSON_AddStringToObject(ev, "messageId", q->rs_id);
-			cJSON_AddStringToObject(ev, "role", "reasoning");
-		}
-		emit(q, ev);
+		emit_id_str(q, "REASONING_MESSAGE_START", q->rs_id, "role", "reasoning", 9);
 	}
-	if ((ev = event("REASONING_MESSAGE_CONTENT"))) {
-		cJSON_AddStringToObject(ev, "messageId", q->rs_id);
-		cJSON_AddStringToObject(ev, "delta", s);
-	}
-	emit(q, ev);
-	free(s);
+	emit_id_str(q, "REASONING_MESSAGE_CONTENT", q->rs_id, "delta", t, len);
 }
 
 /* Ends whatever message is open (text or reasoning). */
@@ -280,29 +286,15 @@ static void text_close(struct ag *q)
 
 static void text_delta(struct ag *q, const char *t, size_t len)
 {
-	cJSON *ev;
-	char *s;
-
-	if (!t || !len || !(s = malloc(len + 1)))
+	if (!t || !len)
 		return;
-	memcpy(s, t, len);
-	s[len] = '\0';
 	reasoning_close(q);
 	if (!q->msg_id[0]) {
 		gh_id_new("msg_", q->msg_id, sizeof(q->msg_id));
 		gh_strlcpy(q->parent, q->msg_id, sizeof(q->parent));
-		if ((ev = event("TEXT_MESSAGE_START"))) {
-			cJSON_AddStringToObject(ev, "messageId", q->msg_id);
-			cJSON_AddStringToObject(ev, "role", "assistant");
-		}
-		emit(q, ev);
+		emit_id_str(q, "TEXT_MESSAGE_START", q->msg_id, "role", "assistant", 9);
 	}
-	if ((ev = event("TEXT_MESSAGE_CONTENT"))) {
-		cJSON_AddStringToObject(ev, "messageId", q->msg_id);
-		cJSON_AddStringToObject(ev, "delta", s);
-	}
-	emit(q, ev);
-	free(s);
+	emit_id_str(q, "TEXT_MESSAGE_CONTENT", q->msg_id, "delta", t, len);
 }
 
 /* A call as TOOL_CALL_START, one TOOL_CALL_ARGS and TOOL_CALL_END. */
