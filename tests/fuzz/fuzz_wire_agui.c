@@ -18,33 +18,9 @@
 #include "json.h"
 #include "messages.h"
 #include "wire_agui.h"
+#include "wire_checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int count_role(const cJSON *msgs, const char *role)
-{
-	const cJSON *m;
-	int n = 0;
-
-	cJSON_ArrayForEach(m, msgs) {
-		const char *r = gh_json_str(m, "role");
-
-		n += r && !strcmp(r, role);
-	}
-	return n;
-}
-
-/* The engine takes what the wire hands it. */
-static void check_core(const cJSON *msgs)
-{
-	cJSON *norm = NULL;
-	struct gh_err e;
-
-	CHECK(cJSON_IsArray(msgs) && cJSON_GetArraySize(msgs) > 0);
-	CHECK(gh_messages_normalize(msgs, &norm, &e) == GH_OK);
-	CHECK(cJSON_GetArraySize(norm) == cJSON_GetArraySize(msgs));
-	cJSON_Delete(norm);
-}
 
 /* Every client tool, as the interrupt of a call to it waiting on each kind
  * of approver: an id, a reason, the call, the name the client knows. */
@@ -104,10 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (q.nresume) {
 			CHECK(!q.messages);
 		} else if (q.continuation) {
-			check_core(q.messages);
+			check_core(q.messages, 0);
 			CHECK(count_role(q.messages, "tool") == cJSON_GetArraySize(q.messages));
 		} else {
-			check_core(q.messages);
+			check_core(q.messages, 0);
 			CHECK(count_role(q.messages, "tool") == 0);
 			CHECK(q.history_len >= 0 &&
 			      q.history_len < cJSON_GetArraySize(q.messages));

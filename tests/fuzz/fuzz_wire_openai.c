@@ -15,14 +15,9 @@
 #include "json.h"
 #include "messages.h"
 #include "wire_openai.h"
+#include "wire_checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                  \
-	do {                      \
-		if (!(c))         \
-			abort();  \
-	} while (0)
 
 static int has_role(const cJSON *msgs, const char *role)
 {
@@ -35,20 +30,6 @@ static int has_role(const cJSON *msgs, const char *role)
 			return 1;
 	}
 	return 0;
-}
-
-/* The engine takes what the wire hands it. */
-static void check_core(const cJSON *msgs)
-{
-	cJSON *norm = NULL;
-	struct gh_err e;
-
-	CHECK(cJSON_IsArray(msgs));
-	if (cJSON_GetArraySize(msgs) == 0)
-		return;
-	CHECK(gh_messages_normalize(msgs, &norm, &e) == GH_OK);
-	CHECK(cJSON_GetArraySize(norm) == cJSON_GetArraySize(msgs));
-	cJSON_Delete(norm);
 }
 
 /* The model's tool calls of the conversation, rendered as tool_calls. */
@@ -93,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(q.model && *q.model);
 		CHECK(cJSON_GetArraySize(q.messages) ==
 		      cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(body, "messages")));
-		check_core(q.messages);
+		check_core(q.messages, 1);
 		cJSON_ArrayForEach(d, q.client_defs) {
 			const char *name = gh_json_str(d, "name");
 
@@ -101,16 +82,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if ((part = gh_openai_trailing_results(q.messages))) {
 			CHECK(!has_role(part, "user") && !has_role(part, "assistant"));
-			check_core(part);
+			check_core(part, 1);
 			cJSON_Delete(part);
 		}
 		part = gh_openai_after_answer(q.messages);
 		CHECK(part && !has_role(part, "tool") && !has_role(part, "assistant"));
-		check_core(part);
+		check_core(part, 1);
 		cJSON_Delete(part);
 		part = gh_openai_fold_tool_rounds(q.messages);
 		CHECK(part && !has_role(part, "tool"));
-		check_core(part);
+		check_core(part, 1);
 		cJSON_Delete(part);
 		check_tool_calls(&q);
 		if (q.user) {
