@@ -44,6 +44,7 @@ struct run {
 	const struct gh_policy_conf *policy;
 	const struct gh_run_sink *sink;
 	const char *surface;
+	int journal;                       /* events go to the run journal (state "journal") */
 	const struct gh_run_request *rq;   /* this request (NULL when resumed) */
 	struct gh_run_hold hold;           /* in flight here, for gh_run_cancel */
 
@@ -79,22 +80,24 @@ struct run {
 
 /* ------------------------------------------------------------- events */
 
-/* The run's journal (run_journal.h) and its live topic (GET
+/* The run's journal (run_journal.h; runs the native API started, which
+ * Mastra's observe may replay) and its live topic (GET
  * /api/runs/:id/events, when anyone watches) get every event the native
- * API streams, in its vocabulary. */
+ * API streams, in its vocabulary. Other runs serialise nothing here. */
 static void publish(struct run *r, const struct gh_run_event *ev)
 {
 	const char *type = gh_wire_native_type(ev->kind);
 	struct gh_buf b;
 
-	if (!type)
+	if (!type || (!r->journal && !gh_hub_active(r->app->hub)))
 		return;
 	gh_buf_init(&b, (size_t)1 << 30);
 	if (gh_wire_native_payload(ev, &b) == GH_BUF_OK) {
-		gh_run_journal_add(GH_JOURNAL_NATIVE,
-				   r->who && r->who->key.owner[0] ? r->who->key.owner : "",
-				   r->run_id, type, b.data ? b.data : "", b.len,
-				   ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR);
+		if (r->journal)
+			gh_run_journal_add(GH_JOURNAL_NATIVE,
+					   r->who && r->who->key.owner[0] ? r->who->key.owner : "",
+					   r->run_id, type, b.data ? b.data : "", b.len,
+					   ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR);
 		if (gh_hub_active(r->app->hub))
 			gh_hub_publish_raw(r->app->hub, r->run_id, type, b.data, b.len);
 	}
@@ -1720,6 +1723,7 @@ static enum gh_code load_run(struct run *r, const char *owner, const char *run_i
 	row.state = NULL;
 	r->context = state_get(r, "context");
 	r->calls = state_get(r, "calls");
+	r->journal = cJSON_IsTrue(state_get(r, "journal"));
 	if (!cJSON_IsArray(r->context)) {
 		gh_run_row_clear(&row);
 		return gh_err_set(e, GH_E_IO, "run %s has damaged state", run_id);
@@ -2053,6 +2057,9 @@ static enum gh_code new_state(struct run *r, const struct gh_run_request *rq, cJ
 					      : cJSON_CreateArray());
 	cJSON_AddNumberToObject(r->state, "step", 0);
 	cJSON_AddNumberToObject(r->state, "max_steps", max_steps);
+	r->journal = !rq->surface || !strcmp(rq->surface, "native");
+	if (r->journal)
+		cJSON_AddBoolToObject(r->state, "journal", 1);
 	if (rq->client_tool_timeout_s > 0)
 		cJSON_AddNumberToObject(r->state, "clientToolTimeoutS",
 					(double)rq->client_tool_timeout_s);

@@ -10,6 +10,8 @@
  *     "client_tools": [client tool definitions, as given with the first request],
  *     "step": n, "max_steps": n,
  *     "usage": {"input": n, "output": n},
+ *     "journal": true when the native API started the run: its events go to
+ *                the run journal, for Mastra's observe (run_journal.h),
  *     "calls": [the current step's tool calls while some still wait:
  *               {toolCallId, toolName, args, source, state, approvalId?,
  *                expiresAt?, result?, isError?}] }
