@@ -1238,7 +1238,7 @@ static void still_offered(struct mcp_upstream *u, const struct gh_mcp_tool *t, c
 		snprintf(why, cap, "MCP server %s no longer offers tool %s", u->conf->name,
 			 t->upstream_name);
 	else if (cur->blocked[0])
-		snprintf(why, cap, "tool %s is not available: %s", t->name, cur->blocked);
+		snprintf(why, cap, "tool %s is not available: %.500s", t->name, cur->blocked);
 	else if (cur->def.def && strcmp(cur->def.digest, t->def.digest))
 		snprintf(why, cap, "the definition of tool %s changed since it was offered; try "
 				   "again", t->name);
