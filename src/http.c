@@ -157,6 +157,8 @@ static void head(struct gh_req *r, struct gh_buf *b, int status, const char *cty
 		mg_disable_connection_keep_alive(r->conn);
 }
 
+static int flush_held(struct gh_req *r);
+
 void gh_http_send(struct gh_req *r, int status, const char *content_type, const char *body,
 		  size_t len)
 {
@@ -610,6 +612,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	int mismatch, i;
 
 	memset(&r, 0, sizeof(r));
+	gh_buf_init(&r.held, 1024 * 1024);
 	r.conn = conn;
 	r.ri = mg_get_request_info(conn);
 	r.app = cbdata;
@@ -663,6 +666,9 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	if (!r.responded)
 		gh_http_errorf(&r, GH_E_INTERNAL, "the handler sent no response");
 done:
+	r.hold = 0;
+	flush_held(&r);
+	gh_buf_free(&r.held);
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
 	/* the key's id, never any part of its secret */
@@ -696,6 +702,32 @@ int gh_http_stream_acquire(struct gh_req *r)
 	return 0;
 }
 
+/* A hold sends what it collected once it reaches this much. */
+#define HELD_FLUSH (64 * 1024)
+
+/* Sends what a hold collected: 0, or -1 when the client is gone. */
+static int flush_held(struct gh_req *r)
+{
+	int rc = 0;
+
+	if (r->held.len && mg_write(r->conn, r->held.data, r->held.len) != (int)r->held.len)
+		rc = -1;
+	gh_buf_reset(&r->held);
+	return rc;
+}
+
+/* Writes p now, or, while a hold is open, adds it to what leaves when the
+ * hold ends. */
+static int put(struct gh_req *r, const char *p, size_t n)
+{
+	if (r->hold > 0) {
+		if (gh_buf_append(&r->held, p, n) != GH_BUF_OK)
+			return flush_held(r) == 0 && mg_write(r->conn, p, n) == (int)n ? 0 : -1;
+		return r->held.len >= HELD_FLUSH ? flush_held(r) : 0;
+	}
+	return mg_write(r->conn, p, n) == (int)n ? 0 : -1;
+}
+
 int gh_http_sse_begin(struct gh_req *r)
 {
 	struct gh_buf b;
@@ -708,7 +740,7 @@ int gh_http_sse_begin(struct gh_req *r)
 	gh_buf_init(&b, 8192);
 	head(r, &b, 200, "text/event-stream", -1);
 	gh_buf_puts(&b, "Transfer-Encoding: chunked\r\nX-Accel-Buffering: no\r\n\r\n");
-	rc = mg_write(r->conn, b.data, b.len) > 0 ? 0 : -1;
+	rc = put(r, b.data, b.len);
 	gh_buf_free(&b);
 	return rc;
 }
@@ -737,7 +769,7 @@ static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 		for (i = 0; i < nv && gh_buf_append(&b, v[i].p, v[i].n) == GH_BUF_OK; i++)
 			;
 		if (i == nv && gh_buf_append(&b, "\r\n", 2) == GH_BUF_OK)
-			rc = mg_write(r->conn, b.data, b.len) == (int)b.len ? 0 : -1;
+			rc = put(r, b.data, b.len);
 	}
 	gh_buf_free(&b);
 	return rc;
@@ -779,7 +811,8 @@ int gh_http_sse_comment(struct gh_req *r, const char *text)
 
 void gh_http_sse_end(struct gh_req *r)
 {
-	mg_write(r->conn, "0\r\n\r\n", 5);
+	if (flush_held(r) == 0)
+		mg_write(r->conn, "0\r\n\r\n", 5);
 }
 
 /* ------------------------------------------------- one streamed response */
@@ -1011,6 +1044,18 @@ void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms)
 	*tick_ms = hb / 4 > 50 ? hb / 4 : 50;
 }
 
+/* A run's sink batch: the events of one upstream read leave in one write,
+ * one wake-up of the client instead of one per event. */
+static void stream_batch(void *ud, int open)
+{
+	struct gh_http_stream *s = ud;
+
+	if (open)
+		s->r->hold++;
+	else if (s->r->hold > 0 && --s->r->hold == 0 && flush_held(s->r) != 0)
+		s->gone = 1;
+}
+
 int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
 		      int (*open)(struct gh_http_stream *s, void *ud),
 		      int (*event)(void *ud, const struct gh_run_event *ev),
@@ -1023,6 +1068,8 @@ int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
 	sink->event = event;
 	sink->tick = stream ? tick : NULL;
 	sink->ud = ud;
+	sink->batch = stream ? stream_batch : NULL;
+	sink->batch_ud = hs;
 	if (stream)
 		gh_http_stream_wake(r, &sink->wake_fd, &sink->tick_ms);
 	return 0;

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "app.h"
+#include "buf.h"
 #include "err.h"
 #include "policy.h"
 
@@ -55,6 +56,11 @@ struct gh_req {
 	int64_t rl_limit, rl_remaining, rl_reset_s;
 	const char *extra_headers;        /* "Name: value\r\n..." added to the response */
 	int must_close;                   /* answer with Connection: close, then close */
+	/* While hold > 0 (a run's upstream read being handed on, see
+	 * gh_http_run_start), what the response writes collects in held and
+	 * leaves in one write when the hold ends. */
+	int hold;
+	struct gh_buf held;
 };
 
 typedef void (*gh_handler)(struct gh_req *r);

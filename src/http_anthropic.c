@@ -241,25 +241,22 @@ static cJSON *block_of(const char *type, const char *key)
 	return b;
 }
 
+/* The event a stream sends most, formatted straight from the text: no
+ * JSON tree per delta. */
 static void delta(struct an *q, const char *dtype, const char *key, const char *s, size_t len)
 {
-	cJSON *o, *d;
-	char *t;
+	struct gh_buf b;
 
 	if (!q->req.stream) {
 		gh_buf_append(&q->acc, s, len);
 		return;
 	}
-	if (!(t = malloc(len + 1)))
-		return;
-	memcpy(t, s, len);
-	t[len] = '\0';
-	o = event("content_block_delta", q->index);
-	d = cJSON_AddObjectToObject(o, "delta");
-	cJSON_AddStringToObject(d, "type", dtype);
-	cJSON_AddStringToObject(d, key, t);
-	free(t);
-	send_event(q, "content_block_delta", o);
+	gh_buf_init(&b, len * 6 + 128);
+	if (gh_buf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,"
+			  "\"delta\":{\"type\":\"%s\",\"%s\":", q->index, dtype, key) == GH_BUF_OK &&
+	    gh_buf_json_strn(&b, s, len) == GH_BUF_OK && gh_buf_puts(&b, "}}") == GH_BUF_OK)
+		gh_http_stream_send(&q->hs, "content_block_delta", b.data, b.len);
+	gh_buf_free(&b);
 }
 
 static void add_text(struct an *q, const char *t, size_t len)

@@ -460,6 +460,20 @@ static int on_data(void *ud, const char *p, size_t n)
 	return 1;
 }
 
+/* The events of one pass over the upstream connection (it may bring many
+ * chunks) go to the consumer as one batch. */
+static int on_batch(void *ud, int open)
+{
+	struct xctx *x = ud;
+	const struct gh_chat_events *ev = x->st->ev;
+
+	if (ev->batch(ev->ud, open) && !open) {
+		x->st->cancelled = 1;
+		return 1;
+	}
+	return 0;
+}
+
 static int on_tick(void *ud)
 {
 	struct xctx *x = ud;
@@ -554,6 +568,7 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	req.connect_timeout_ms = conf->connect_timeout_ms;
 	req.max_response = cap;
 	req.on_data = h->stream ? on_data : NULL;
+	req.on_batch = h->stream && st->ev->batch ? on_batch : NULL;
 	req.on_tick = on_tick;
 	req.ud = &x;
 	req.wake_fd = st->ev->wake_fd;

@@ -91,6 +91,10 @@ struct gh_chat_events {
 	 * text fragments, and the block's signature when it comes (text
 	 * empty). The whole blocks come back in gh_chat_response.reasoning. */
 	int (*reasoning_delta)(void *ud, const char *text, size_t len, const char *signature);
+	/* Optional: brackets the events one upstream read delivers (open 1
+	 * before the first, 0 after the last), so a consumer can send them
+	 * together; nonzero after the last aborts the call (the run was cancelled). */
+	int (*batch)(void *ud, int open);
 };
 
 struct gh_tool_call {

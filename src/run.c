@@ -133,6 +133,16 @@ static int tick(void *ud)
 	return r->cancelled;
 }
 
+/* The events of one upstream read go to the sink together. */
+static int batch(void *ud, int open)
+{
+	struct run *r = ud;
+
+	if (r->sink && r->sink->batch)
+		r->sink->batch(r->sink->batch_ud, open);
+	return r->cancelled;
+}
+
 /* A piece of the model's text or reasoning, as it streams. */
 static int emit_text(struct run *r, enum gh_run_event_kind kind, const char *text, size_t len,
 		     const char *signature)
@@ -1333,7 +1343,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
 	struct gh_upstream_header pass_hdr[4];
 	struct gh_chat_request req;
-	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL};
+	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch};
 	struct gh_chat_response resp;
 	char *sys, detail[GH_ERR_MSG_MAX];
 	enum gh_code rc;

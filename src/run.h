@@ -205,6 +205,12 @@ struct gh_run_sink {
 	 * otherwise every tick_ms, rather than every 50 ms. */
 	int wake_fd;
 	int64_t tick_ms;
+	/* Optional: brackets the events of one upstream read (open 1, then 0),
+	 * so the sink can send them in one write (batch_ud is its argument).
+	 * A write that fails shows in the sink's next event or tick, which
+	 * decide whether a client gone cancels the run. */
+	void (*batch)(void *batch_ud, int open);
+	void *batch_ud;
 };
 
 /* ------------------------------------------------------------ running */

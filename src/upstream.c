@@ -465,6 +465,7 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			 req->capture_header ? strlen(req->capture_header) + 1 : 0};
 	struct curl_waitfd wfd;
 	CURLcode cc = CURLE_OK;
+	CURLMcode mc;
 	CURLMsg *msg;
 	int running = 1, left, done = 0, stirred = 0;
 	/* on_tick runs when due (monotonic ns) or when the wake descriptor
@@ -485,7 +486,12 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: could not start the request",
 				  origin);
 	while (!done) {
-		if (curl_multi_perform(h->multi, &running) != CURLM_OK) {
+		if (req->on_batch)
+			req->on_batch(req->ud, 1);
+		mc = curl_multi_perform(h->multi, &running);
+		if (req->on_batch && req->on_batch(req->ud, 0))
+			x.cancelled = 1;
+		if (mc != CURLM_OK) {
 			cc = CURLE_FAILED_INIT;
 			break;
 		}

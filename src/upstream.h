@@ -46,6 +46,10 @@ struct gh_upstream_req {
 	 * handed over as they arrive instead of being buffered. Return nonzero
 	 * to abort (the request then fails with GH_E_CANCELLED). */
 	int (*on_data)(void *ud, const char *p, size_t n);
+	/* Optional, with on_data: brackets what one pass over the connection
+	 * hands to on_data (one read can hold many chunks): open 1 before, 0
+	 * after. Nonzero after aborts (GH_E_CANCELLED). */
+	int (*on_batch)(void *ud, int open);
 	/* Called at least every 50 ms while the request is in flight (with
 	 * wake_fd: see there); return nonzero to abort (GH_E_CANCELLED). Used
 	 * to stop an upstream transfer within 100 ms of the client going away. */

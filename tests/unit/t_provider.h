@@ -69,6 +69,9 @@ struct t_capture {
 	double start, stop_at_ms;  /* tick asks to stop this long after start */
 	double stopped_at;
 	int ticks;
+	int batch_open;          /* inside an upstream read's batch */
+	int batches;             /* batches opened */
+	int unbatched;           /* text or tool events outside a batch */
 };
 
 static inline void t_cap_init(struct t_capture *c)
@@ -104,6 +107,7 @@ static inline int t_cap_text(void *ud, const char *t, size_t n)
 
 	gh_buf_append(&c->text, t, n);
 	c->ndeltas++;
+	c->unbatched += c->batch_open ? 0 : 1;
 	return c->stop_on_delta && c->ndeltas >= c->stop_on_delta;
 }
 
@@ -113,6 +117,7 @@ static inline int t_cap_tool(void *ud, int index, const char *id, const char *na
 	struct t_capture *c = ud;
 
 	gh_buf_printf(&c->tools, "%d|%s|%s|%s\n", index, id ? id : "-", name ? name : "-", frag);
+	c->unbatched += c->batch_open ? 0 : 1;
 	return 0;
 }
 
@@ -129,6 +134,15 @@ static inline int t_cap_tick(void *ud)
 	return 0;
 }
 
+static inline int t_cap_batch(void *ud, int open)
+{
+	struct t_capture *c = ud;
+
+	c->batch_open += open ? 1 : -1;
+	c->batches += open ? 1 : 0;
+	return 0;
+}
+
 /* The whole error of the last failed t_chat (req.error_detail): e holds
  * only what tenants may see. */
 static char t_detail[GH_ERR_MSG_MAX];
@@ -138,7 +152,8 @@ static char t_detail[GH_ERR_MSG_MAX];
 static inline enum gh_code t_chat(const char *messages, int stream, struct t_capture *c,
 				  struct gh_chat_response *out, struct gh_err *e)
 {
-	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0, t_cap_reasoning};
+	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0, t_cap_reasoning,
+				    t_cap_batch};
 	struct gh_chat_request req;
 	cJSON *m = cJSON_Parse(messages);
 	enum gh_code rc;

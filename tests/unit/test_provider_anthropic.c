@@ -278,6 +278,10 @@ static void test_stream_split_oddly(void)
 	T_EQ_STR(out.text, "Let me check.");
 	T_EQ_STR(c.text.data, "Let me check.");
 	T_EQ_INT(c.ndeltas, 2);
+	/* every event came inside the batch of the read that brought it */
+	T_ASSERT(c.batches >= 1);
+	T_EQ_INT(c.batch_open, 0);
+	T_EQ_INT(c.unbatched, 0);
 	T_EQ_STR(c.tools.data, "0|toolu_1|get_weather|\n"
 			       "0|-|-|{\"city\": \"Par\n"
 			       "0|-|-|is\"}\n"
