@@ -76,6 +76,7 @@ struct run {
 	int pass_noted;                    /* dropped pass-through fields were logged */
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
+	struct deferred_end *end;          /* a direct call's end row, committed with the run */
 };
 
 /* ------------------------------------------------------------- events */
@@ -461,6 +462,76 @@ static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *ca
 	return rc;
 }
 
+/* The row that ends a call its caller made itself (MCP tools/call): the
+ * run is committed right after the call, before the answer, so the row goes
+ * into that same transaction (one commit where there were two). The allowed
+ * row that opened the call was committed before it ran, as always. */
+struct deferred_end {
+	struct audit_row row;
+	const cJSON *c;                    /* in r->calls */
+	int64_t call_id;
+	char *error;                       /* row.ev.error's copy */
+};
+
+static void deferred_free(struct run *r)
+{
+	if (!r->end)
+		return;
+	audit_row_free(&r->end->row);
+	free(r->end->error);
+	free(r->end);
+	r->end = NULL;
+}
+
+static enum gh_code deferred_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct deferred_end *d = ud;
+
+	return end_in_tx(tx, d->c, d->call_id, &d->row,
+			 cJSON_GetObjectItemCaseSensitive(d->c, "result"), e);
+}
+
+/* Writes a deferred end row on its own: the run's commit did not take it. */
+static void deferred_flush(struct run *r)
+{
+	struct gh_err ae;
+
+	if (r->end && gh_store_tx_run(r->app->store, deferred_tx_fn, r->end, &ae) != GH_OK)
+		gh_error("audit: cannot record %s of %s in run %s: %s", r->end->row.ev.event,
+			 r->end->row.ev.tool_name, r->run_id, ae.msg);
+	deferred_free(r);
+}
+
+/* The end row of call c, for a direct run kept until the run's commit;
+ * otherwise written now (audit_write). c must hold its result by then
+ * (call_done) for an approval-bound call's outcome. */
+static enum gh_code audit_end(struct run *r, int64_t *call_id, const char *event, cJSON *c,
+			      const char *outcome, int64_t duration_ms, const char *error,
+			      const char *reason, const cJSON *result, struct gh_err *e)
+{
+	struct deferred_end *d;
+	enum gh_code rc;
+
+	if (!gh_json_bool(r->state, "direct", 0) || r->end)
+		return audit_write(r, AUDIT_CLOSE, call_id, event, c, outcome, duration_ms, error,
+				   reason, result, e);
+	if (!(d = calloc(1, sizeof(*d))) || (error && !(d->error = strdup(error)))) {
+		free(d);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	rc = audit_row_build(r, event, c, outcome, duration_ms, d->error, reason, result, &d->row,
+			     e);
+	if (rc != GH_OK) {
+		free(d->error);
+		free(d);
+		return rc;
+	}
+	d->c = c;
+	d->call_id = *call_id;
+	r->end = d;
+	return GH_OK;
+}
+
 static enum gh_code audit_call(struct run *r, const char *event, const cJSON *c,
 			       const char *outcome, int64_t duration_ms, const char *error,
 			       const char *reason, const cJSON *result, struct gh_err *e)
@@ -707,10 +778,9 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 	hold_to_output(t, &result, &is_error, why, sizeof(why));
 	if (!result)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	rc = audit_write(r, AUDIT_CLOSE, &call_id, is_error ? "failed" : "executed", c,
-			 is_error ? "error" : "ok", dur,
-			 !is_error ? NULL : why[0] ? why : detail[0] ? detail : result_error(result),
-			 why[0] ? "invalid result" : NULL, result, e);
+	rc = audit_end(r, &call_id, is_error ? "failed" : "executed", c, is_error ? "error" : "ok",
+		       dur, !is_error ? NULL : why[0] ? why : detail[0] ? detail : result_error(result),
+		       why[0] ? "invalid result" : NULL, result, e);
 	if (rc != GH_OK) {
 		cJSON_Delete(result);
 		return rc;
@@ -996,6 +1066,10 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 	c.wait_until = client_due(r);
 	if (status != GH_RUN_WAITING)
 		c.wait_until = 0;
+	if (r->end) {
+		c.with_tx = deferred_tx_fn;
+		c.with_ud = r->end;
+	}
 	rc = gh_store_run_commit(r->app->store, &c, e);
 	if (rc == GH_E_CONFLICT && c.create_thread && r->rq && r->rq->stateless) {
 		/* a session's thread, made meanwhile by another of its requests
@@ -1003,6 +1077,10 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 		c.create_thread = 0;
 		rc = gh_store_run_commit(r->app->store, &c, e);
 	}
+	if (rc == GH_OK)
+		deferred_free(r);
+	else
+		deferred_flush(r);
 	if (rc == GH_OK) {
 		r->is_new = 0;
 		r->new_thread = 0;
@@ -1627,6 +1705,7 @@ void gh_run_result_clear(struct gh_run_result *r)
 
 static void run_free(struct run *r)
 {
+	deferred_flush(r);
 	gh_run_release(r->app, &r->hold);
 	cJSON_Delete(r->partial);
 	gh_toolset_free(&r->ts);

@@ -192,6 +192,11 @@ struct gh_run_commit {
 	const char *const *answered_ids;
 	size_t nanswered;
 	int64_t wait_until;            /* Unix ms a waiting run expires at; 0: never */
+	/* Optional: more writes that commit with the run, or not at all (the
+	 * audit row that ends a call made just before): with_tx(tx, with_ud)
+	 * runs last in the run's transaction, as a gh_store_tx_run fn. */
+	enum gh_code (*with_tx)(struct gh_store_tx *tx, void *ud, struct gh_err *e);
+	void *with_ud;
 };
 enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit *c,
 				 struct gh_err *e);

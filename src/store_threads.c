@@ -659,6 +659,12 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 			goto out;
 		}
 	}
+	if (c->with_tx) {
+		struct gh_store_tx tx = {s, w};
+
+		if ((rc = c->with_tx(&tx, c->with_ud, e)) != GH_OK)
+			goto out;
+	}
 	rc = GH_OK;
 out:
 	free(state);
