@@ -13,7 +13,12 @@
  * percentile. Every stream must end with message_stop. gatehouse runs with
  * GH_LOG=warn.
  *
- *   bench_messages [--requests N] [--warmup N] [--words N]
+ * Two tables: the fake writes the whole answer at once (every event in the
+ * first reads: time to first token then also holds the work on the events
+ * read with the first one), and the fake paces the first eight words of
+ * it a word every --pace-ms, as a model streams (the first token alone).
+ *
+ *   bench_messages [--requests N] [--warmup N] [--words N] [--pace-ms N]
  *
  * Threading: main sets up; each worker owns its connection and samples.
  */
@@ -30,6 +35,7 @@ struct opts {
 	int64_t requests;       /* per block */
 	int64_t warmup;
 	int64_t words;          /* words of the answer */
+	int64_t pace_ms;        /* the paced table: a word every pace_ms */
 };
 
 struct worker {
@@ -145,15 +151,51 @@ static size_t block(int port, const char *path, const char *extra, const char *b
 	return n;
 }
 
+/* Scripts the fake's answer (paced a word every pace_ms; 0: at once) and
+ * prints a table row per concurrency, direct block first. */
+static void table(const struct opts *o, int fake_port, int gw_port, const char *text,
+		  int64_t pace_ms, const char *auth, const char *body, const char *direct,
+		  int64_t *samples)
+{
+	static const int concs[] = {1, 100};
+	char script[70000], pace[96];
+	size_t k;
+
+	pace[0] = '\0';
+	if (pace_ms > 0)
+		snprintf(pace, sizeof(pace), ",\"stream\":{\"words_per_chunk\":1,"
+			 "\"chunk_delay_ms\":%lld}", (long long)pace_ms);
+	bench_fmt(script, sizeof(script), "{\"model\":\"" MODEL "\",\"replies\":[{\"text\":\"%s\","
+		  "\"repeat\":true%s}]}", text, pace);
+	free(bench_http_ok(fake_port, "POST", "/_script", NULL, script));
+	if (pace_ms > 0)
+		printf("\nthe answer paced, a word every %lld ms:\n\n", (long long)pace_ms);
+	else
+		printf("\nthe whole answer written at once:\n\n");
+	printf("| streams | direct p50 ms | direct p99 ms | gatehouse p50 ms | gatehouse p99 ms |"
+	       " added p50 ms | added p99 ms |\n|---|---|---|---|---|---|---|\n");
+	for (k = 0; k < sizeof(concs) / sizeof(concs[0]); k++) {
+		struct bench_stats d, g;
+		size_t n;
+
+		n = block(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n", direct,
+			  concs[k], o->requests, samples);
+		d = bench_summary(samples, n, 1e6);
+		n = block(gw_port, "/v1/messages", auth, body, concs[k], o->requests, samples);
+		g = bench_summary(samples, n, 1e6);
+		printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", concs[k], d.p50, d.p99,
+		       g.p50, g.p99, g.p50 - d.p50, g.p99 - d.p99);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	struct opts o = {2000, 200, 40};
+	struct opts o = {2000, 200, 40, 5};
 	char gh[PATH_MAX], fakebin[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX], key[256];
 	char text[65536], script[70000], auth[400], body[1024], *reqs, *direct;
 	struct bench_proc fake, gw;
-	static const int concs[] = {1, 100};
 	int64_t *samples;
-	size_t k;
 	int i;
 
 	bench_init();
@@ -166,8 +208,11 @@ int main(int argc, char **argv)
 			o.warmup = bench_num(v, 0, 100000, "--warmup");
 		else if ((v = bench_opt(argc, argv, &i, "--words")))
 			o.words = bench_num(v, 1, 2000, "--words");
+		else if ((v = bench_opt(argc, argv, &i, "--pace-ms")))
+			o.pace_ms = bench_num(v, 1, 1000, "--pace-ms");
 		else
-			bench_die("usage: bench_messages [--requests N] [--warmup N] [--words N]");
+			bench_die("usage: bench_messages [--requests N] [--warmup N] [--words N] "
+				  "[--pace-ms N]");
 	}
 	bench_nofile(4096);
 	bench_paths(gh, fakebin, sizeof(gh));
@@ -223,22 +268,18 @@ int main(int argc, char **argv)
 	free(reqs);
 	bench_print_host();
 	printf("\n/v1/messages streamed pass-through: time to first token (first text_delta), "
-	       "%lld requests per block, %lld words per answer\n\n", (long long)o.requests,
+	       "%lld requests per block, %lld words per answer\n", (long long)o.requests,
 	       (long long)o.words);
-	printf("| streams | direct p50 ms | direct p99 ms | gatehouse p50 ms | gatehouse p99 ms |"
-	       " added p50 ms | added p99 ms |\n|---|---|---|---|---|---|---|\n");
-	for (k = 0; k < sizeof(concs) / sizeof(concs[0]); k++) {
-		struct bench_stats d, g;
-		size_t n;
+	table(&o, fake.port, gw.port, text, 0, auth, body, direct, samples);
+	{
+		/* paced, eight words: a stream's first token is what is timed */
+		char *cut = text;
 
-		n = block(fake.port, "/v1/messages", "anthropic-version: 2023-06-01\r\n", direct,
-			  concs[k], o.requests, samples);
-		d = bench_summary(samples, n, 1e6);
-		n = block(gw.port, "/v1/messages", auth, body, concs[k], o.requests, samples);
-		g = bench_summary(samples, n, 1e6);
-		printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", concs[k], d.p50, d.p99,
-		       g.p50, g.p99, g.p50 - d.p50, g.p99 - d.p99);
-		fflush(stdout);
+		for (i = 0; i < 8 && (cut = strchr(cut + 1, ' ')); i++)
+			;
+		if (cut)
+			*cut = '\0';
+		table(&o, fake.port, gw.port, text, o.pace_ms, auth, body, direct, samples);
 	}
 	free(direct);
 	free(samples);
