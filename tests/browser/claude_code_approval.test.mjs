@@ -5,7 +5,9 @@
 // reads the exact command on it and approves it. That command then runs
 // once in the developer's working directory; the next, different command of
 // the same session is not covered by the approval: it waits for its own and
-// never runs.
+// never runs. A command with characters that do not show on screen (a
+// right-to-left override) shows them marked, with a warning, so that what
+// the reviewer reads is what would run.
 
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -21,7 +23,11 @@ const T = { timeout: 240000 };
 // window here); the second command waits that long before the turn ends.
 const WAIT_MS = 15000;
 const FIRST = 'echo release-1 >> deploy.log';
-const SECOND = 'echo release-2 >> deploy.log';
+// The next command hides characters that do not show on screen: shown as
+// they are, the right-to-left override reverses the rest of the line, so it
+// would read "… #dry-run" to the reviewer.
+const SECOND = 'echo release-2 >> deploy.log #\u202Enur-yrd\u202C';
+const SECOND_SHOWN = 'echo release-2 >> deploy.log #⟨U+202E⟩nur-yrd⟨U+202C⟩';
 
 let fake;
 let gw;
@@ -91,9 +97,13 @@ test('a held Claude Code command approved in the admin UI runs once; a different
   // next command, which waits for an approval of its own
   await card.getByText(/Tool ran at/).waitFor({ timeout: 20000 });
   await card.getByText('Run continued and is waiting for another approval').waitFor({ timeout: 20000 });
-  const next = page.locator('article.approval:not(.decided)', { hasText: SECOND });
+  const next = page.locator('article.approval:not(.decided)', { hasText: 'echo release-2' });
   await next.waitFor({ timeout: 10000 });
-  assert.equal(await next.getByLabel('Bash argument command').textContent(), SECOND);
+  assert.equal(await next.getByLabel('Bash argument command').textContent(), SECOND_SHOWN,
+    'the characters that do not show are marked where they are');
+  await next.getByText('2 characters in these arguments do not show on screen', { exact: false }).waitFor();
+  assert.equal(await card.getByText('do not show on screen', { exact: false }).count(), 0,
+    'no warning on the plain command');
   assert.equal(await next.getByRole('button', { name: 'Approve' }).isEnabled(), true,
     'the second command waits for a decision');
 
