@@ -18,6 +18,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const GH_BIN = process.env.GH_BIN || join(here, '../../build/gatehouse');
 export const GH_FAKE = process.env.GH_FAKE || join(here, '../../build/tests/fake_upstream');
 export const GH_SRC = process.env.GH_SRC || join(here, '../..');
+export const CLAUDE = join(here, '../node_modules/@anthropic-ai/claude-code/bin/claude.exe');
 
 const SANITIZER = ['ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
   'ThreadSanitizer'];
@@ -142,6 +143,14 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
       if (admin) args.push('--admin');
       return cli(...args).trim().split('\n').pop();
     },
+    // The audit log's rows as the CLI exports them, oldest first; filter
+    // names query options: {tool: 'Bash'}, {run: 'run_…', event: 'approved'}.
+    auditRows(filter = {}) {
+      const args = ['audit', 'query', '--config', configPath, '--format', 'ndjson', '--limit', '1000'];
+      for (const [k, v] of Object.entries(filter)) args.push(`--${k}`, String(v));
+      return cli(...args).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+        .sort((a, b) => a.seq - b.seq);
+    },
     createAdmin(user, password) {
       const p = spawnSync(GH_BIN, ['admin', 'create', '--config', configPath, '--user', user], {
         cwd: dir, input: `${password}\n`, encoding: 'utf8',
@@ -177,4 +186,36 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+// Runs the Claude Code CLI, `claude -p prompt` with Bash allowed, offline
+// against gw with key: a fresh HOME and working directory under scratch.
+// Resolves with {code, stdout, stderr, work} once it exits (killed after
+// two minutes); onStart(child, work) runs once it is spawned.
+export function runClaude(gw, key, model, prompt, { scratch, onStart } = {}) {
+  const home = mkdtempSync(join(scratch, 'home-'));
+  const work = mkdtempSync(join(scratch, 'work-'));
+  return new Promise((resolve, reject) => {
+    const child = spawn(CLAUDE, ['-p', prompt, '--allowedTools', 'Bash', '--model', model], {
+      cwd: work,
+      env: {
+        PATH: process.env.PATH, HOME: home, ANTHROPIC_BASE_URL: gw.url,
+        ANTHROPIC_API_KEY: key, ANTHROPIC_MODEL: model,
+        ANTHROPIC_SMALL_FAST_MODEL: 'claude-small', DISABLE_TELEMETRY: '1',
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120000);
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, work });
+    });
+    if (onStart) onStart(child, work);
+  });
 }

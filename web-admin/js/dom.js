@@ -194,9 +194,50 @@ export function pretty(value) {
 const PREVIEW_CHARS = 1500;
 const PREVIEW_LINES = 14;
 
+// Characters that do not show as themselves: controls other than tab and
+// newline, format characters (bidirectional overrides and isolates,
+// zero-width characters, tag characters) and the line and paragraph
+// separators. Shown as they are, they make a value read differently from
+// what it is: a right-to-left override reverses what follows it.
+const HIDDEN_RE = /(?![\t\n])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+// text as parts for h(): each character that does not show is a visible
+// mark, ⟨U+202E⟩, instead of itself.
+function revealed(text) {
+  const parts = [];
+  let at = 0;
+  for (const m of text.matchAll(HIDDEN_RE)) {
+    if (m.index > at) parts.push(text.slice(at, m.index));
+    const cp = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    parts.push(h('span', { class: 'hidden-char', title: 'A character that does not show on screen' }, `⟨U+${cp}⟩`));
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) parts.push(text.slice(at));
+  return parts;
+}
+
+function setText(el, text, reveal) {
+  if (reveal) replace(el, revealed(text));
+  else el.textContent = text;
+}
+
+// How many characters that do not show the strings in value hold (object
+// keys too), to a bounded depth.
+export function countHidden(value, depth = 0) {
+  if (typeof value === 'string') return (value.match(HIDDEN_RE) || []).length;
+  if (!value || typeof value !== 'object' || depth > 64) return 0;
+  let n = 0;
+  for (const [k, v] of Object.entries(value)) {
+    if (!Array.isArray(value)) n += countHidden(k);
+    n += countHidden(v, depth + 1);
+  }
+  return n;
+}
+
 // A long value (arguments, results, messages): the start is shown in a
 // bounded box, with a button to show all of it. Never breaks the layout.
-export function longValue(value, { label = 'value', chars = PREVIEW_CHARS, lines = PREVIEW_LINES } = {}) {
+// reveal: characters that do not show are marked (for what a tool gets).
+export function longValue(value, { label = 'value', chars = PREVIEW_CHARS, lines = PREVIEW_LINES, reveal = false } = {}) {
   const text = pretty(value);
   let cut = text.length > chars ? chars : -1;
   let nl = -1;
@@ -206,15 +247,15 @@ export function longValue(value, { label = 'value', chars = PREVIEW_CHARS, lines
   if (nl >= 0 && (cut < 0 || nl < cut)) cut = nl;
   const pre = h('pre', { class: 'value', tabindex: '0', 'aria-label': label });
   if (cut < 0) {
-    pre.textContent = text;
+    setText(pre, text, reveal);
     return h('div', { class: 'longval' }, pre);
   }
-  pre.textContent = `${text.slice(0, cut)}\n…`;
+  setText(pre, `${text.slice(0, cut)}\n…`, reveal);
   const size = fmtBytes(new TextEncoder().encode(text).length);
   const btn = h('button', { type: 'button', class: 'link more', 'aria-expanded': 'false' }, `Show all (${size})`);
   btn.addEventListener('click', () => {
     const open = btn.getAttribute('aria-expanded') === 'true';
-    pre.textContent = open ? `${text.slice(0, cut)}\n…` : text;
+    setText(pre, open ? `${text.slice(0, cut)}\n…` : text, reveal);
     pre.classList.toggle('expanded', !open);
     btn.setAttribute('aria-expanded', String(!open));
     btn.textContent = open ? `Show all (${size})` : 'Show less';
@@ -231,18 +272,24 @@ export function argsView(args, toolName = 'the tool') {
       `The arguments were ${args.bytes} bytes, more than the audit log keeps (audit.max_args_bytes); `,
       'only their hash is stored: ', h('code', null, String(args.blake2b || '')));
   }
+  const hidden = countHidden(args);
+  const note = hidden ? h('div', { class: 'notice warn' },
+    `${hidden} ${hidden === 1 ? 'character in these arguments does' : 'characters in these arguments do'} not show on screen `,
+    '(control, bidirectional or zero-width characters): each is marked ', h('span', { class: 'hidden-char' }, '⟨U+…⟩'),
+    ' where it is. The tool gets them as they are.') : null;
   if (args && typeof args === 'object' && !Array.isArray(args)) {
     const keys = Object.keys(args);
     if (keys.length > 0 && keys.length <= 30) {
       return h('div', null,
+        note,
         h('dl', { class: 'kv args' }, keys.map((k) => [
-          h('dt', { class: 'mono' }, k),
-          h('dd', null, longValue(args[k], { label: `${toolName} argument ${k}` }))])),
+          h('dt', { class: 'mono' }, revealed(k)),
+          h('dd', null, longValue(args[k], { label: `${toolName} argument ${k}`, reveal: true }))])),
         h('details', { class: 'raw' }, h('summary', null, 'As JSON'),
-          longValue(args, { label: `arguments of ${toolName} as JSON` })));
+          longValue(args, { label: `arguments of ${toolName} as JSON`, reveal: true })));
     }
   }
-  return longValue(args, { label: `arguments of ${toolName}` });
+  return h('div', null, note, longValue(args, { label: `arguments of ${toolName}`, reveal: true }));
 }
 
 // ----------------------------------------------------------- messages
@@ -261,7 +308,7 @@ export function messageContent(content) {
       return h('div', { class: 'part' },
         h('div', { class: 'label' }, 'calls ', h('code', null, String(p.toolName ?? '?')), ' ',
           h('span', { class: 'mono' }, shortId(p.toolCallId))),
-        longValue(p.args, { label: `arguments of ${p.toolName}`, lines: 8, chars: 800 }));
+        longValue(p.args, { label: `arguments of ${p.toolName}`, lines: 8, chars: 800, reveal: true }));
     }
     if (p && p.type === 'tool-result') {
       return h('div', { class: 'part' },
