@@ -200,6 +200,15 @@ struct gh_run_commit {
 };
 enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit *c,
 				 struct gh_err *e);
+/* The same for a new run that ends here with nothing else to write (no
+ * thread, no tool calls, nothing pending or answered, no with_tx): the
+ * commit is queued and made in the background, so the caller answers
+ * without waiting for it. Every later read of the store waits for it
+ * first; a crash before it loses only that run's record. Copies what it
+ * needs from c. GH_E_BADREQ when c is not such a run, GH_E_NOMEM: commit
+ * it with gh_store_run_commit instead. */
+enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_commit *c,
+				       struct gh_err *e);
 
 /* Atomically moves a run from `from` to `to` (e.g. waiting -> running when a
  * continuation claims it), remembering `from` so a crash mid-run can be

@@ -110,6 +110,8 @@ struct gh_store {
 	_Atomic uint64_t n_tx, n_jobs, max_batch;
 	_Atomic int wal_pages;          /* frames in the WAL after the last commit */
 	_Atomic int wal_mark;           /* frames there at the last WAL checkpoint */
+	_Atomic int later;              /* run commits queued and not yet committed
+					 * (gh_store_run_commit_later); readers wait */
 	int64_t last_analyze_ms;
 };
 

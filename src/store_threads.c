@@ -678,6 +678,69 @@ enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit 
 	return store_write(s, run_commit_job, (void *)(uintptr_t)c, e);
 }
 
+/* A run commit made later: its own copy of what it writes. */
+struct later {
+	struct gh_run_commit c;        /* first: the job's argument is the whole */
+	struct gh_store *s;
+	char *strs[7];
+	cJSON *state, *output;
+};
+
+static void later_free(void *arg)
+{
+	struct later *l = arg;
+	size_t i;
+
+	atomic_fetch_sub(&l->s->later, 1);
+	for (i = 0; i < sizeof(l->strs) / sizeof(l->strs[0]); i++)
+		free(l->strs[i]);
+	cJSON_Delete(l->state);
+	cJSON_Delete(l->output);
+	free(l);
+}
+
+/* *dst = a copy of src kept in l->strs[i] (NULL stays NULL); 0 or -1. */
+static int later_str(struct later *l, int i, const char *src, const char **dst)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	if (!(l->strs[i] = strdup(src)))
+		return -1;
+	*dst = l->strs[i];
+	return 0;
+}
+
+enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_commit *c,
+				       struct gh_err *e)
+{
+	struct later *l;
+
+	if (c->expect_status || c->thread_id || c->create_thread || c->messages || c->npending ||
+	    c->nanswered || c->with_tx || c->wait_until)
+		return gh_err_set(e, GH_E_BADREQ, "run %s: not a run that can commit later",
+				  c->run_id);
+	if (!(l = calloc(1, sizeof(*l))))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	l->s = s;
+	if (later_str(l, 0, c->run_id, &l->c.run_id) || later_str(l, 1, c->owner, &l->c.owner) ||
+	    later_str(l, 2, c->key_id, &l->c.key_id) ||
+	    later_str(l, 3, c->agent_id, &l->c.agent_id) ||
+	    later_str(l, 4, c->resource_id, &l->c.resource_id) ||
+	    later_str(l, 5, c->status, &l->c.status) || later_str(l, 6, c->error, &l->c.error) ||
+	    !(l->state = cJSON_Duplicate(c->state, 1)) ||
+	    (c->output && !(l->output = cJSON_Duplicate(c->output, 1)))) {
+		atomic_fetch_add(&s->later, 1);
+		later_free(l);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	l->c.state = l->state;
+	l->c.output = l->output;
+	atomic_fetch_add(&s->later, 1);
+	store_write_async(s, run_commit_job, l, later_free);
+	return GH_OK;
+}
+
 struct transition_arg {
 	const char *run_id, *from, *to;
 };

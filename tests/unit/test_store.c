@@ -733,6 +733,42 @@ static void test_runs(void)
 
 /* A continuation is a commit to the caller's own run: with another owner
  * (or agent) it must fail, not report success and change nothing. */
+/* A run committed later is seen by every read made after the call that
+ * queued it; runs that have more to write are refused. */
+static void test_run_commit_later(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_run_row row;
+	cJSON *state = cJSON_Parse("{\"step\":1}");
+	cJSON *output = cJSON_Parse("{\"text\":\"Paris.\"}");
+	char id[32];
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	for (i = 0; i < 50; i++) {
+		snprintf(id, sizeof(id), "run_later_%d", i);
+		c = run_commit(id, NULL, "completed", NULL, NULL, state);
+		c.output = output;
+		T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
+		T_EQ_INT(gh_store_run_get(t.s, "alice", id, &row, &e), GH_OK);
+		T_EQ_STR(row.status, "completed");
+		T_ASSERT(cJSON_Compare(row.output, output, 1));
+		T_ASSERT(cJSON_Compare(row.state, state, 1));
+		gh_run_row_clear(&row);
+	}
+	/* a run with a thread, or one already stored, commits now */
+	c = run_commit("run_t", "thr_1", "completed", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_E_BADREQ);
+	c = run_commit("run_later_1", NULL, "completed", "running", NULL, state);
+	T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_E_BADREQ);
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_t", &row, &e), GH_E_NOTFOUND);
+	cJSON_Delete(state);
+	cJSON_Delete(output);
+	t_store_close(&t);
+}
+
 static void test_run_commit_checks_owner(void)
 {
 	struct t_store t;
@@ -1432,5 +1468,5 @@ static void test_tx_commits_effect_and_row_together(void)
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
-       T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
+       T(test_run_commit_later), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
