@@ -811,6 +811,12 @@ int gh_http_sse_comment(struct gh_req *r, const char *text)
 
 void gh_http_sse_end(struct gh_req *r)
 {
+	if (r->hold > 0 && gh_buf_append(&r->held, "0\r\n\r\n", 5) == GH_BUF_OK) {
+		r->hold = 0;
+		flush_held(r);
+		return;
+	}
+	r->hold = 0;
 	if (flush_held(r) == 0)
 		mg_write(r->conn, "0\r\n\r\n", 5);
 }
@@ -897,6 +903,11 @@ int gh_http_stream_tick(struct gh_http_stream *s)
 		s->last_write_ns = now;
 	}
 	return s->gone;
+}
+
+void gh_http_stream_hold(struct gh_http_stream *s)
+{
+	s->r->hold++;
 }
 
 void gh_http_stream_end(struct gh_http_stream *s, int done_marker)

@@ -187,6 +187,9 @@ int gh_http_stream_comment(struct gh_http_stream *s, const char *text);
  * sends a keep-alive comment when nothing went out for server.heartbeat_ms
  * (the head first when it has not gone out). Nonzero: the client is gone. */
 int gh_http_stream_tick(struct gh_http_stream *s);
+/* From here on, what the stream writes waits and leaves with its end, in
+ * one write (a stream's closing events). */
+void gh_http_stream_hold(struct gh_http_stream *s);
 /* Ends the body, after "data: [DONE]" when done_marker, unless the client
  * is gone. */
 void gh_http_stream_end(struct gh_http_stream *s, int done_marker);

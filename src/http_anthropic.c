@@ -530,6 +530,7 @@ static void respond_stream(struct an *q, const struct outcome *oc)
 {
 	cJSON *o, *d;
 
+	gh_http_stream_hold(&q->hs);
 	if (gh_http_stream_begin(&q->hs) != 0)
 		return;
 	finish_blocks(q, oc);

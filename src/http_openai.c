@@ -521,6 +521,7 @@ static void respond_stream(struct oai *q, struct outcome *oc)
 		q->sep = 1;
 		add_text(q, oc->tail, strlen(oc->tail));
 	}
+	gh_http_stream_hold(&q->hs);
 	if (gh_http_stream_begin(&q->hs) != 0)
 		return;
 	stream_calls(q, oc->calls);

@@ -676,6 +676,8 @@ static void create(struct gh_req *r)
 			goto out;
 		}
 	}
+	if (q.req.stream)
+		gh_http_stream_hold(&q.hs); /* the closing events leave together */
 	item_close(&q);
 	incomplete = incomplete_reason(finish);
 	obj = response_now(&q, incomplete ? "incomplete" : "completed",
