@@ -510,13 +510,14 @@ static int find_portkey(char *out, size_t cap, char *ver, size_t vcap)
 /* Stops Portkey (if it runs) and records why its rows are left out. */
 static void portkey_stop(const char *why)
 {
-	if (pk.pid > 0) {
-		int rc = bench_stop(pk.pid, 10000);
+	char err[PATH_MAX + 16], buf[1024];
 
-		if (why)
-			fprintf(stderr, "bench: Portkey exited %d (see %s)\n", rc, pk.dir);
-	}
+	if (pk.pid > 0)
+		bench_stop(pk.pid, 10000);
 	pk.pid = 0;
+	bench_fmt(err, sizeof(err), "%s/stderr", pk.dir);
+	if (why && pk.dir[0] && bench_read_file(err, buf, sizeof(buf)) > 0)
+		fprintf(stderr, "bench: Portkey's stderr began with:\n%s\n", buf);
 	if (why) {
 		snprintf(pk.why, sizeof(pk.why), "%s", why);
 		printf("Portkey: stopped, its rows are left out: %s\n", why);
