@@ -69,6 +69,7 @@ BENCH_UNUSED static void bench_sleep_ms(int64_t ms)
 #define BENCH_MAX_CHILDREN 16
 static volatile pid_t bench_children[BENCH_MAX_CHILDREN];
 
+/* Kills and reaps them (async-signal-safe: used by the signal handler). */
 BENCH_UNUSED static void bench_kill_children(void)
 {
 	int i;
@@ -76,6 +77,15 @@ BENCH_UNUSED static void bench_kill_children(void)
 	for (i = 0; i < BENCH_MAX_CHILDREN; i++)
 		if (bench_children[i] > 0)
 			kill(bench_children[i], SIGKILL);
+	for (i = 0; i < BENCH_MAX_CHILDREN; i++) {
+		pid_t pid = bench_children[i];
+
+		if (pid > 0) {
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			bench_children[i] = 0;
+		}
+	}
 }
 
 BENCH_UNUSED static void bench_on_signal(int sig)

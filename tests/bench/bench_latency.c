@@ -29,6 +29,19 @@
  * gatehouse's context switches from /proc, per request. At the end the
  * audit table must hold exactly two rows per tool request.
  *
+ * Peer: Portkey's open-source gateway (npm @portkey-ai/gateway, pinned in
+ * tests/package-lock.json), started by node from PATH as a child in front of
+ * the same fake, gets the same plain bodies as the direct baseline (it passes
+ * them through unchanged); its blocks take turns with the direct and
+ * gatehouse ones (the order rotates from one repetition to the next) and its
+ * answers are checked as gatehouse's are. Its warm-up is at least 1,000
+ * requests (node compiles its hot path as it runs). A preload written into
+ * the temp dir binds its listener to 127.0.0.1, reports its port and refuses
+ * any TCP connection that is not to loopback. Without node or the package
+ * the Portkey rows are skipped, with the reason printed. It has no tool loop,
+ * so the tool scenario has no Portkey row. GH_NODE and GH_PORTKEY (the
+ * package's build/start-server.js) override where they are found.
+ *
  * Threading: main sets up, workers only measure (one connection each).
  */
 #include <pthread.h>
@@ -42,7 +55,7 @@
 #define ANSWER_PLAIN "Paris is the capital of France."
 #define ANSWER_TOOL "Nothing about that is saved yet."
 
-enum mode { GW_PLAIN, GW_TOOL, DIRECT_PLAIN, DIRECT_TOOL };
+enum mode { GW_PLAIN, GW_TOOL, DIRECT_PLAIN, DIRECT_TOOL, PK_PLAIN };
 
 struct opts {
 	int64_t requests;       /* per block */
@@ -61,8 +74,8 @@ struct opts {
 struct block {
 	enum mode mode;
 	int port;
-	const char *auth;            /* "Authorization: Bearer ...\r\n" */
-	const char *body1, *body2;   /* direct bodies (tool: call 1 and 2) */
+	const char *auth;            /* extra headers: gatehouse's key, or Portkey's */
+	const char *body1, *body2;   /* direct and Portkey bodies (tool: call 1 and 2) */
 	int64_t per_worker;
 	int64_t deadline_ns;
 	pthread_barrier_t go;
@@ -98,6 +111,12 @@ static int one_request(struct worker *w, struct bconn *c, const char *gw_body, s
 		break;
 	case DIRECT_PLAIN:
 		if (bconn_request(c, "POST", "/v1/chat/completions", NULL, b->body1,
+				  strlen(b->body1), &r))
+			return -1;
+		ok = r.status == 200 && body_has(&r, ANSWER_PLAIN);
+		break;
+	case PK_PLAIN:
+		if (bconn_request(c, "POST", "/v1/chat/completions", b->auth, b->body1,
 				  strlen(b->body1), &r))
 			return -1;
 		ok = r.status == 200 && body_has(&r, ANSWER_PLAIN);
@@ -170,13 +189,23 @@ struct result {
 	struct bench_stats s;
 	double rps;
 	int errors;
-	/* per request: CPU of gatehouse and of the fake (us), gatehouse's
-	 * context switches */
-	double gh_cpu_us, fake_cpu_us, gh_ctxsw;
+	/* per request: CPU of the gateway measured (gatehouse or Portkey) and
+	 * of the fake (us), the gateway's context switches */
+	double gw_cpu_us, fake_cpu_us, gw_ctxsw;
 };
 
 /* The processes whose CPU time and context switches a block samples. */
 static pid_t gh_pid, fake_pid;
+
+/* Portkey's gateway when it runs (pid > 0); why it does not otherwise. */
+struct peer {
+	pid_t pid;
+	int port;
+	char headers[512];   /* upstream (the fake) and key, on every request */
+	char why[PATH_MAX + 256];
+	char dir[PATH_MAX];  /* its cwd, stdout, stderr and port file */
+};
+static struct peer pk;
 
 /* Runs one block: conc workers, `total` requests between them. */
 static struct result run_block(enum mode mode, int port, const char *auth, const char *body1,
@@ -186,6 +215,7 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 	struct worker w[MAX_CONC];
 	pthread_t th[MAX_CONC];
 	int64_t *all, n = 0, t0, t1, cpu_gh, cpu_fake, sw_gh;
+	pid_t gw = mode == PK_PLAIN ? pk.pid : gh_pid;
 	struct result res;
 	int i;
 
@@ -208,18 +238,18 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 		if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
 			bench_die("pthread_create failed");
 	}
-	cpu_gh = bench_cpu_ns(gh_pid);
+	cpu_gh = bench_cpu_ns(gw);
 	cpu_fake = bench_cpu_ns(fake_pid);
-	sw_gh = bench_ctxsw(gh_pid);
+	sw_gh = bench_ctxsw(gw);
 	t0 = bench_ns();
 	b.deadline_ns = t0 + max_seconds * 1000000000LL;
 	pthread_barrier_wait(&b.go);
 	for (i = 0; i < conc; i++)
 		pthread_join(th[i], NULL);
 	t1 = bench_ns();
-	cpu_gh = bench_cpu_ns(gh_pid) - cpu_gh;
+	cpu_gh = bench_cpu_ns(gw) - cpu_gh;
 	cpu_fake = bench_cpu_ns(fake_pid) - cpu_fake;
-	sw_gh = bench_ctxsw(gh_pid) - sw_gh;
+	sw_gh = bench_ctxsw(gw) - sw_gh;
 	pthread_barrier_destroy(&b.go);
 	all = calloc((size_t)(b.per_worker * conc), sizeof(int64_t));
 	if (!all)
@@ -236,9 +266,9 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 	res.s = bench_summary(all, (size_t)n, 1e3);
 	res.rps = (double)n / ((double)(t1 - t0) / 1e9);
 	if (n > 0) {
-		res.gh_cpu_us = (double)cpu_gh / 1e3 / (double)n;
+		res.gw_cpu_us = (double)cpu_gh / 1e3 / (double)n;
 		res.fake_cpu_us = (double)cpu_fake / 1e3 / (double)n;
-		res.gh_ctxsw = (double)sw_gh / (double)n;
+		res.gw_ctxsw = (double)sw_gh / (double)n;
 	}
 	free(all);
 	return res;
@@ -372,95 +402,502 @@ static int64_t count_audit(const char *db_path)
 	return n;
 }
 
-/* ---------------------------------------------------------- report */
+/* --------------------------------------------------------- Portkey */
 
-static void print_row(const char *name, const double *p50, const double *p90, const double *p99,
-		      const double *mean, size_t reps)
+/* node --import preload: every listen binds 127.0.0.1 and the first port
+ * goes to GH_BENCH_PORT_FILE; a TCP connection not to loopback throws. */
+static const char pk_preload[] =
+	"// Written by gatehouse's bench_latency for the Portkey gateway it starts.\n"
+	"import fs from 'node:fs';\n"
+	"import net from 'node:net';\n"
+	"const portFile = process.env.GH_BENCH_PORT_FILE;\n"
+	"let reported = false;\n"
+	"const listen = net.Server.prototype.listen;\n"
+	"net.Server.prototype.listen = function benchListen(...args) {\n"
+	"  const a0 = args[0];\n"
+	"  if (a0 !== null && typeof a0 === 'object' && !('fd' in a0) && !('path' in a0)) {\n"
+	"    args[0] = { ...a0, host: '127.0.0.1' };\n"
+	"  } else if (typeof a0 === 'number' || (typeof a0 === 'string' && /^\\d+$/.test(a0))) {\n"
+	"    const hostAt1 = args.length > 1 && (args[1] == null || typeof args[1] === 'string');\n"
+	"    if (hostAt1) args[1] = '127.0.0.1';\n"
+	"    else args.splice(1, 0, '127.0.0.1');\n"
+	"  }\n"
+	"  this.once('listening', () => {\n"
+	"    const a = this.address();\n"
+	"    if (reported || !portFile || !a || typeof a !== 'object') return;\n"
+	"    reported = true;\n"
+	"    fs.writeFileSync(portFile + '.tmp', `${a.port}\\n`);\n"
+	"    fs.renameSync(portFile + '.tmp', portFile);\n"
+	"  });\n"
+	"  return listen.apply(this, args);\n"
+	"};\n"
+	"const loopback = (h) => h == null || h === '' || h === 'localhost' || h === '::1' ||\n"
+	"  /^127\\.\\d+\\.\\d+\\.\\d+$/.test(h) || /^::ffff:127\\./.test(h);\n"
+	"const connect = net.Socket.prototype.connect;\n"
+	"net.Socket.prototype.connect = function benchConnect(...args) {\n"
+	"  let o = args[0];\n"
+	"  if (Array.isArray(o)) o = o[0];\n"
+	"  let host;\n"
+	"  if (o !== null && typeof o === 'object') host = o.path ? undefined : o.host;\n"
+	"  else host = typeof args[1] === 'string' ? args[1] : undefined;\n"
+	"  if (!loopback(host))\n"
+	"    throw new Error(`bench: refusing a connection to ${host}: loopback only`);\n"
+	"  return connect.apply(this, args);\n"
+	"};\n";
+
+/* node: GH_NODE, else the first executable "node" on PATH. */
+static int find_node(char *out, size_t cap)
 {
-	printf("  %-22s %9.1f %9.1f %9.1f %9.1f\n", name, bench_median(p50, reps),
-	       bench_median(p90, reps), bench_median(p99, reps), bench_median(mean, reps));
+	const char *env = getenv("GH_NODE"), *path = getenv("PATH");
+
+	if (env && *env) {
+		bench_fmt(out, cap, "%s", env);
+		return access(out, X_OK);
+	}
+	while (path && *path) {
+		size_t k = strcspn(path, ":");
+		int n = snprintf(out, cap, "%.*s/node", (int)k, path);
+
+		if (k > 0 && n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
+			return 0;
+		path += k;
+		if (*path == ':')
+			path++;
+	}
+	return -1;
 }
 
-static int64_t scenario(const struct opts *o, const char *log, int tool, int conc, int gh_port,
-			int fake_port, const char *auth, FILE *csv)
+/* The package's start script: GH_PORTKEY, else tests/node_modules beside
+ * this source file. Its version goes into ver. */
+static int find_portkey(char *out, size_t cap, char *ver, size_t vcap)
 {
-	enum mode gm = tool ? GW_TOOL : GW_PLAIN, dm = tool ? DIRECT_TOOL : DIRECT_PLAIN;
-	double d50[64], d90[64], d99[64], dmean[64], g50[64], g90[64], g99[64], gmean[64];
-	double a50[64], a90[64], a99[64], amean[64], drps[64], grps[64];
-	double gcpu[64], fcpu_d[64], fcpu_g[64], gsw[64];
-	char *b1 = NULL, *b2 = NULL;
-	struct result d, g;
-	int64_t r, reps = o->reps < 64 ? o->reps : 64, gw_requests = 0;
-	int errors = 0;
+	const char *env = getenv("GH_PORTKEY");
+	char dir[PATH_MAX], pj[PATH_MAX + 32], buf[16384], *slash;
+	cJSON *j;
+	const cJSON *v;
 
-	/* Warm-up through gatehouse, then capture what it sent upstream. */
+	if (env && *env)
+		bench_fmt(out, cap, "%s", env);
+	else {
+		char src[PATH_MAX];
+
+		bench_fmt(src, sizeof(src), "%s", __FILE__);
+		slash = strrchr(src, '/');
+		bench_fmt(out, cap, "%.*s/../node_modules/@portkey-ai/gateway/build/start-server.js",
+			  slash ? (int)(slash - src) : 1, slash ? src : ".");
+	}
+	if (access(out, R_OK) != 0)
+		return -1;
+	if (realpath(out, dir))
+		bench_fmt(out, cap, "%s", dir);
+	/* PKG/build/start-server.js -> PKG/package.json */
+	bench_fmt(dir, sizeof(dir), "%s", out);
+	if ((slash = strrchr(dir, '/')))
+		*slash = '\0';
+	if ((slash = strrchr(dir, '/')))
+		*slash = '\0';
+	bench_fmt(pj, sizeof(pj), "%s/package.json", dir);
+	snprintf(ver, vcap, "?");
+	if (bench_read_file(pj, buf, sizeof(buf)) > 0 && (j = cJSON_Parse(buf))) {
+		v = cJSON_GetObjectItemCaseSensitive(j, "version");
+		if (cJSON_IsString(v))
+			snprintf(ver, vcap, "%s", v->valuestring);
+		cJSON_Delete(j);
+	}
+	return 0;
+}
+
+/* Stops Portkey (if it runs) and records why its rows are left out. */
+static void portkey_stop(const char *why)
+{
+	char err[PATH_MAX + 16], buf[1024];
+
+	if (pk.pid > 0)
+		bench_stop(pk.pid, 10000);
+	pk.pid = 0;
+	bench_fmt(err, sizeof(err), "%s/stderr", pk.dir);
+	if (why && pk.dir[0] && bench_read_file(err, buf, sizeof(buf)) > 0)
+		fprintf(stderr, "bench: Portkey's stderr began with:\n%s\n", buf);
+	if (why) {
+		snprintf(pk.why, sizeof(pk.why), "%s", why);
+		printf("Portkey: stopped, its rows are left out: %s\n", why);
+	}
+}
+
+/* Waits (bounded) for the preload's port file; -1 when Portkey exits or
+ * has not listened in time. */
+static int portkey_port(const char *pf, int timeout_ms)
+{
+	int64_t end = bench_ns() + (int64_t)timeout_ms * 1000000;
+	char buf[64];
+	int st;
+
+	while (bench_ns() < end) {
+		if (bench_read_file(pf, buf, sizeof(buf)) > 0 && strchr(buf, '\n'))
+			return (int)strtol(buf, NULL, 10);
+		if (waitpid(pk.pid, &st, WNOHANG) == pk.pid) {
+			bench_forget(pk.pid);
+			pk.pid = 0;
+			return -1;
+		}
+		bench_sleep_ms(20);
+	}
+	return -1;
+}
+
+/* Its own root route ("AI Gateway says hey!"), before any request goes
+ * upstream: 0 when it answers so. */
+static int portkey_hello(void)
+{
+	struct bconn c;
+	struct bresp r;
+	int ok;
+
+	if (bconn_open(&c, pk.port, 30000) != 0) {
+		bconn_close(&c);
+		return -1;
+	}
+	ok = bconn_request(&c, "GET", "/", NULL, NULL, 0, &r) == 0 && r.status == 200 &&
+	     body_has(&r, "AI Gateway");
+	bresp_free(&r);
+	bconn_close(&c);
+	return ok ? 0 : -1;
+}
+
+/* Starts Portkey in front of the fake, or says why not (pk.pid stays 0). */
+static void portkey_start(const char *dir, int fake_port)
+{
+	char node[PATH_MAX], script[PATH_MAX], ver[64], pre[PATH_MAX + 32], pf[PATH_MAX + 32];
+	char pfenv[PATH_MAX + 64], out[PATH_MAX + 32], err[PATH_MAX + 32];
+	char *argv[] = {node, "--import", pre, script, "--headless", "--port=0", NULL};
+	const char *env[] = {pfenv, "NODE_ENV=production", "TRUSTED_CUSTOM_HOSTS=127.0.0.1",
+			     "HTTP_PROXY=", "HTTPS_PROXY=", "http_proxy=", "https_proxy=", NULL};
+
+	memset(&pk, 0, sizeof(pk));
+	if (find_node(node, sizeof(node)) != 0) {
+		snprintf(pk.why, sizeof(pk.why), "no node on PATH (or GH_NODE)");
+		printf("Portkey: not run: %s\n", pk.why);
+		return;
+	}
+	if (find_portkey(script, sizeof(script), ver, sizeof(ver)) != 0) {
+		snprintf(pk.why, sizeof(pk.why), "%s not found (npm ci in tests/, or GH_PORTKEY)",
+			 script);
+		printf("Portkey: not run: %s\n", pk.why);
+		return;
+	}
+	bench_fmt(pk.dir, sizeof(pk.dir), "%s/portkey", dir);
+	if (mkdir(pk.dir, 0700) != 0 && errno != EEXIST)
+		bench_die("mkdir %s: %s", pk.dir, strerror(errno));
+	bench_fmt(pre, sizeof(pre), "%s/bench-preload.mjs", pk.dir);
+	bench_fmt(pf, sizeof(pf), "%s/port", pk.dir);
+	bench_fmt(pfenv, sizeof(pfenv), "GH_BENCH_PORT_FILE=%s", pf);
+	bench_fmt(out, sizeof(out), "%s/stdout", pk.dir);
+	bench_fmt(err, sizeof(err), "%s/stderr", pk.dir);
+	bench_write_file(pre, pk_preload);
+	unlink(pf);
+	printf("Portkey: @portkey-ai/gateway %s, started (cwd %s) as:\n  %s NODE_ENV=production "
+	       "TRUSTED_CUSTOM_HOSTS=127.0.0.1 HTTP_PROXY= HTTPS_PROXY= http_proxy= https_proxy= "
+	       "%s --import %s %s --headless --port=0\n",
+	       ver, pk.dir, pfenv, node, pre, script);
+	pk.pid = bench_spawn(argv, pk.dir, out, err, env);
+	pk.port = portkey_port(pf, 60000);
+	if (pk.port <= 0) {
+		portkey_stop("it did not listen within 60 s");
+		return;
+	}
+	if (portkey_hello() != 0) {
+		portkey_stop("GET / did not answer as Portkey's gateway does");
+		return;
+	}
+	bench_fmt(pk.headers, sizeof(pk.headers),
+		  "x-portkey-provider: openai\r\nx-portkey-custom-host: http://127.0.0.1:%d/v1\r\n"
+		  "Authorization: Bearer sk-bench\r\n",
+		  fake_port);
+	printf("Portkey: listening on 127.0.0.1:%d; each request carries x-portkey-provider: openai, "
+	       "x-portkey-custom-host: http://127.0.0.1:%d/v1\n",
+	       pk.port, fake_port);
+}
+
+/* ------------------------------------------------------- scenarios */
+
+#define MAX_REPS 64
+#define PK_WARMUP 1000
+#define TIMES "\xc3\x97" /* the multiplication sign, UTF-8 */
+
+/* The sides a scenario measures, in the order of its first repetition. */
+enum side_id { S_DIRECT, S_GH, S_PK, S_N };
+
+/* Where one side's requests go. */
+struct target {
+	enum mode mode;
+	int port;
+	const char *headers;
+	const char *body1, *body2;
+};
+
+/* Per-repetition figures of one side. */
+struct side {
+	double p50[MAX_REPS], p90[MAX_REPS], p99[MAX_REPS], mean[MAX_REPS], rps[MAX_REPS];
+	double cpu[MAX_REPS], fake_cpu[MAX_REPS], sw[MAX_REPS];
+	int errors;
+	int64_t n;
+};
+
+/* One scenario's medians, for the closing summary. */
+struct summary_row {
+	char log[16];
+	int conc, tool, pk;
+	double p50[S_N], rps[S_N];
+	/* medians over reps of gatehouse's throughput / the direct call's, Portkey's */
+	double gh_dir_rps, gh_pk_rps;
+};
+static struct summary_row summary[32];
+static int nsummary;
+
+static struct result run_target(const struct target *t, int conc, int64_t total, int64_t secs)
+{
+	return run_block(t->mode, t->port, t->headers, t->body1, t->body2, conc, total, secs);
+}
+
+static void side_add(struct side *s, int64_t r, const struct result *x)
+{
+	s->p50[r] = x->s.p50, s->p90[r] = x->s.p90, s->p99[r] = x->s.p99, s->mean[r] = x->s.mean;
+	s->rps[r] = x->rps, s->cpu[r] = x->gw_cpu_us, s->fake_cpu[r] = x->fake_cpu_us;
+	s->sw[r] = x->gw_ctxsw;
+	s->errors += x->errors;
+	s->n += (int64_t)x->s.n;
+}
+
+/* out = a - b, repetition by repetition (latencies only). */
+static void side_diff(const struct side *a, const struct side *b, struct side *out, int64_t reps)
+{
+	memset(out, 0, sizeof(*out));
+	for (int64_t r = 0; r < reps; r++) {
+		out->p50[r] = a->p50[r] - b->p50[r], out->p90[r] = a->p90[r] - b->p90[r];
+		out->p99[r] = a->p99[r] - b->p99[r], out->mean[r] = a->mean[r] - b->mean[r];
+	}
+}
+
+/* Median over reps of a[r] / b[r]; min and max into lo, hi. */
+static double ratio(const double *a, const double *b, int64_t reps, double *lo, double *hi)
+{
+	double q[MAX_REPS];
+
+	for (int64_t r = 0; r < reps; r++)
+		q[r] = b[r] > 0 ? a[r] / b[r] : 0;
+	if (lo)
+		*lo = bench_min(q, (size_t)reps);
+	if (hi)
+		*hi = bench_maxd(q, (size_t)reps);
+	return bench_median(q, (size_t)reps);
+}
+
+static double med(const double *v, int64_t reps)
+{
+	return bench_median(v, (size_t)reps);
+}
+
+static void print_row(const char *name, const struct side *s, int64_t reps)
+{
+	printf("  %-22s %9.1f %9.1f %9.1f %9.1f\n", name, med(s->p50, reps), med(s->p90, reps),
+	       med(s->p99, reps), med(s->mean, reps));
+}
+
+/* Warm-up through gatehouse, capture of what it sent upstream (the direct
+ * and Portkey bodies, *b1 and *b2, caller frees), then a direct warm-up.
+ * Returns the requests gatehouse answered. */
+static int64_t warm_up(const struct opts *o, int tool, int conc, int gh_port, int fake_port,
+		       const char *auth, char **b1, char **b2)
+{
+	struct result g, d;
+
 	script_fake(fake_port, conc, tool ? o->warmup / conc + 2 : 0);
-	g = run_block(gm, gh_port, auth, NULL, NULL, conc, o->warmup, o->max_seconds);
-	gw_requests += (int64_t)g.s.n;
+	g = run_block(tool ? GW_TOOL : GW_PLAIN, gh_port, auth, NULL, NULL, conc, o->warmup,
+		      o->max_seconds);
 	if (g.errors)
 		bench_die("warm-up through gatehouse failed (%d errors)", g.errors);
 	if (tool)
-		capture_bodies(fake_port, "t-0", 2, &b1, &b2);
+		capture_bodies(fake_port, "t-0", 2, b1, b2);
 	else
-		capture_bodies(fake_port, "plain", 1, &b1, NULL);
-	d = run_block(dm, fake_port, NULL, b1, b2, conc, o->warmup, o->max_seconds);
+		capture_bodies(fake_port, "plain", 1, b1, NULL);
+	d = run_block(tool ? DIRECT_TOOL : DIRECT_PLAIN, fake_port, NULL, *b1, *b2, conc,
+		      o->warmup, o->max_seconds);
 	if (d.errors)
 		bench_die("warm-up direct failed (%d errors)", d.errors);
+	return (int64_t)g.s.n;
+}
 
-	for (r = 0; r < reps; r++) {
-		if (tool)
-			script_fake(fake_port, conc, o->requests / conc + 2);
-		if (r % 2 == 0) {
-			d = run_block(dm, fake_port, NULL, b1, b2, conc, o->requests,
-				      o->max_seconds);
-			g = run_block(gm, gh_port, auth, NULL, NULL, conc, o->requests,
-				      o->max_seconds);
-		} else {
-			g = run_block(gm, gh_port, auth, NULL, NULL, conc, o->requests,
-				      o->max_seconds);
-			d = run_block(dm, fake_port, NULL, b1, b2, conc, o->requests,
-				      o->max_seconds);
-		}
-		gw_requests += (int64_t)g.s.n;
-		errors += d.errors + g.errors;
-		d50[r] = d.s.p50, d90[r] = d.s.p90, d99[r] = d.s.p99, dmean[r] = d.s.mean;
-		g50[r] = g.s.p50, g90[r] = g.s.p90, g99[r] = g.s.p99, gmean[r] = g.s.mean;
-		a50[r] = g.s.p50 - d.s.p50, a90[r] = g.s.p90 - d.s.p90;
-		a99[r] = g.s.p99 - d.s.p99, amean[r] = g.s.mean - d.s.mean;
-		drps[r] = d.rps, grps[r] = g.rps;
-		gcpu[r] = g.gh_cpu_us, fcpu_g[r] = g.fake_cpu_us, fcpu_d[r] = d.fake_cpu_us;
-		gsw[r] = g.gh_ctxsw;
-		if (csv)
-			fprintf(csv,
-				"%s,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%zu,%.1f,%.1f,%.1f,%.1f\n",
-				log, tool ? "tool" : "plain", conc, (long long)r, d.s.n, d.s.p50,
-				d.s.p90, d.s.p99, d.s.mean, g.s.n, g.s.p50, g.s.p90, g.s.p99,
-				g.s.mean);
-	}
+/* Portkey's warm-up, at least PK_WARMUP requests so that node's JIT has
+ * compiled its hot path: every answer checked; on any error Portkey is
+ * stopped and left out of the rest of the run. 0 when it went well. */
+static int portkey_warm_up(const struct opts *o, int conc, const struct target *t)
+{
+	struct result x = run_target(t, conc, o->warmup > PK_WARMUP ? o->warmup : PK_WARMUP,
+				     o->max_seconds);
+	char why[160];
+
+	if (x.errors == 0 && x.s.n > 0)
+		return 0;
+	snprintf(why, sizeof(why), "its warm-up at concurrency %d had %d errors of %zu answers "
+		 "(first errors on stderr)", conc, x.errors, x.s.n);
+	portkey_stop(why);
+	return -1;
+}
+
+static void print_portkey(const struct side *sd, int conc, int64_t reps)
+{
+	struct side added, gh_added;
+	double lo, hi, q;
+
+	side_diff(&sd[S_PK], &sd[S_DIRECT], &added, reps);
+	side_diff(&sd[S_GH], &sd[S_DIRECT], &gh_added, reps);
+	print_row("through Portkey", &sd[S_PK], reps);
+	print_row("Portkey added", &added, reps);
+	printf("  Portkey: throughput %.0f/s%s; CPU per request %.0f us (%.1f context switches); "
+	       "fake %.0f us through Portkey\n",
+	       med(sd[S_PK].rps, reps), sd[S_PK].errors ? " (ERRORS, see stderr)" : "",
+	       med(sd[S_PK].cpu, reps), med(sd[S_PK].sw, reps), med(sd[S_PK].fake_cpu, reps));
+	q = ratio(sd[S_GH].rps, sd[S_PK].rps, reps, &lo, &hi);
+	printf("  gatehouse plain throughput = %.1f" TIMES " Portkey's (per rep %.1f-%.1f); "
+	       "p50 Portkey/gatehouse = %.1f" TIMES "; added p50 gatehouse %.1f us, Portkey %.1f us\n",
+	       q, lo, hi, ratio(sd[S_PK].p50, sd[S_GH].p50, reps, NULL, NULL),
+	       med(gh_added.p50, reps), med(added.p50, reps));
+	if (conc == 16)
+		printf("  target: gatehouse plain throughput >= 10" TIMES " Portkey's at concurrency "
+		       "16: %s\n", q >= 10 ? "met" : "NOT met");
+}
+
+static void print_scenario(const struct opts *o, const char *log, int tool, int conc,
+			   int64_t reps, const struct side *sd, int with_pk)
+{
+	struct side added;
+
+	side_diff(&sd[S_GH], &sd[S_DIRECT], &added, reps);
 	printf("\n%s, concurrency %d, GH_LOG=%s: %lld reps x %lld requests "
 	       "(latency in us, median over reps)\n",
 	       tool ? "tool: memory_search then answer (2 upstream calls, 2 audit rows)"
 		    : "plain chat completion (1 upstream call)",
 	       conc, log, (long long)reps, (long long)o->requests);
 	printf("  %-22s %9s %9s %9s %9s\n", "", "p50", "p90", "p99", "mean");
-	print_row(tool ? "direct (2 calls)" : "direct", d50, d90, d99, dmean, (size_t)reps);
-	print_row("through gatehouse", g50, g90, g99, gmean, (size_t)reps);
-	print_row("added", a50, a90, a99, amean, (size_t)reps);
+	print_row(tool ? "direct (2 calls)" : "direct", &sd[S_DIRECT], reps);
+	print_row("through gatehouse", &sd[S_GH], reps);
+	print_row("added", &added, reps);
 	printf("  added p50 over reps: min %.1f, max %.1f us; throughput direct %.0f/s, "
-	       "gatehouse %.0f/s%s\n",
-	       bench_min(a50, (size_t)reps), bench_maxd(a50, (size_t)reps),
-	       bench_median(drps, (size_t)reps), bench_median(grps, (size_t)reps),
-	       errors ? " (ERRORS, see stderr)" : "");
+	       "gatehouse %.0f/s (%.2f" TIMES " direct)%s\n",
+	       bench_min(added.p50, (size_t)reps), bench_maxd(added.p50, (size_t)reps),
+	       med(sd[S_DIRECT].rps, reps), med(sd[S_GH].rps, reps),
+	       ratio(sd[S_GH].rps, sd[S_DIRECT].rps, reps, NULL, NULL),
+	       sd[S_DIRECT].errors + sd[S_GH].errors ? " (ERRORS, see stderr)" : "");
 	printf("  CPU per request: gatehouse %.0f us (%.1f context switches); fake %.0f us "
 	       "direct, %.0f us through gatehouse\n",
-	       bench_median(gcpu, (size_t)reps), bench_median(gsw, (size_t)reps),
-	       bench_median(fcpu_d, (size_t)reps), bench_median(fcpu_g, (size_t)reps));
-	if (tool && conc == 1)
-		printf("  target: added p50 <= 300 us at concurrency 1 with the audit write: %s\n",
-		       bench_median(a50, (size_t)reps) <= 300 ? "met" : "NOT met");
+	       med(sd[S_GH].cpu, reps), med(sd[S_GH].sw, reps), med(sd[S_DIRECT].fake_cpu, reps),
+	       med(sd[S_GH].fake_cpu, reps));
+	if (conc == 1)
+		printf("  target: added p50 <= 300 us at concurrency 1%s: %s\n",
+		       tool ? " with the audit write" : "", med(added.p50, reps) <= 300 ? "met" : "NOT met");
+	if (with_pk)
+		print_portkey(sd, conc, reps);
+	else if (!tool)
+		printf("  Portkey: not measured (%s)\n", pk.why[0] ? pk.why : "not running");
+}
+
+static void csv_row(FILE *csv, const char *log, int tool, int conc, int64_t r,
+		    const struct side *sd, int with_pk)
+{
+	const struct side *d = &sd[S_DIRECT], *g = &sd[S_GH], *p = &sd[S_PK];
+
+	fprintf(csv, "%s,%s,%d,%lld,%.1f,%.1f,%.1f,%.1f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,", log,
+		tool ? "tool" : "plain", conc, (long long)r, d->p50[r], d->p90[r], d->p99[r],
+		d->mean[r], d->rps[r], g->p50[r], g->p90[r], g->p99[r], g->mean[r], g->rps[r]);
+	if (with_pk)
+		fprintf(csv, "%.1f,%.1f,%.1f,%.1f,%.0f\n", p->p50[r], p->p90[r], p->p99[r],
+			p->mean[r], p->rps[r]);
+	else
+		fprintf(csv, ",,,,\n");
+}
+
+static void summary_add(const char *log, int tool, int conc, int64_t reps, const struct side *sd,
+			int with_pk)
+{
+	struct summary_row *row;
+
+	if (nsummary >= (int)(sizeof(summary) / sizeof(summary[0])))
+		return;
+	row = &summary[nsummary++];
+	snprintf(row->log, sizeof(row->log), "%s", log);
+	row->conc = conc, row->tool = tool, row->pk = with_pk;
+	for (int k = 0; k < (with_pk ? S_N : S_PK); k++) {
+		row->p50[k] = med(sd[k].p50, reps);
+		row->rps[k] = med(sd[k].rps, reps);
+	}
+	row->gh_dir_rps = ratio(sd[S_GH].rps, sd[S_DIRECT].rps, reps, NULL, NULL);
+	if (with_pk)
+		row->gh_pk_rps = ratio(sd[S_GH].rps, sd[S_PK].rps, reps, NULL, NULL);
+}
+
+/* Runs one scenario: warm-ups, then reps rounds of direct, gatehouse and
+ * (plain, when it runs) Portkey blocks, the order rotating each round.
+ * Returns the requests gatehouse answered. */
+static int64_t scenario(const struct opts *o, const char *log, int tool, int conc, int gh_port,
+			int fake_port, const char *auth, FILE *csv)
+{
+	struct side *sd = calloc(S_N, sizeof(*sd));
+	struct target t[S_N];
+	char *b1 = NULL, *b2 = NULL;
+	int64_t r, reps = o->reps < MAX_REPS ? o->reps : MAX_REPS, gw_requests;
+	int nt, k;
+
+	if (!sd)
+		bench_die("out of memory");
+	gw_requests = warm_up(o, tool, conc, gh_port, fake_port, auth, &b1, &b2);
+	t[S_DIRECT] = (struct target){tool ? DIRECT_TOOL : DIRECT_PLAIN, fake_port, NULL, b1, b2};
+	t[S_GH] = (struct target){tool ? GW_TOOL : GW_PLAIN, gh_port, auth, NULL, NULL};
+	t[S_PK] = (struct target){PK_PLAIN, pk.port, pk.headers, b1, NULL};
+	nt = !tool && pk.pid > 0 && portkey_warm_up(o, conc, &t[S_PK]) == 0 ? 3 : 2;
+	for (r = 0; r < reps; r++) {
+		if (tool)
+			script_fake(fake_port, conc, o->requests / conc + 2);
+		for (k = 0; k < nt; k++) {
+			int which = (int)((r + k) % nt);
+			struct result x = run_target(&t[which], conc, o->requests, o->max_seconds);
+
+			side_add(&sd[which], r, &x);
+		}
+		if (csv)
+			csv_row(csv, log, tool, conc, r, sd, nt == 3);
+	}
+	gw_requests += sd[S_GH].n;
+	print_scenario(o, log, tool, conc, reps, sd, nt == 3);
+	summary_add(log, tool, conc, reps, sd, nt == 3);
+	free(sd);
 	free(b1);
 	free(b2);
 	return gw_requests;
+}
+
+/* The closing table: every scenario against the direct call and Portkey. */
+static void print_summary(void)
+{
+	printf("\nsummary (medians over reps; p50 in us, throughput in requests/s; the ratios, "
+	       "medians of each rep's, are gatehouse's throughput against the direct call's and "
+	       "Portkey's)\n");
+	printf("  %-8s %-5s %4s | %9s %9s %9s | %9s %9s %9s | %12s %12s\n", "scenario", "log",
+	       "conc", "p50 dir", "p50 gh", "p50 pk", "thr dir", "thr gh", "thr pk",
+	       "gh/dir thr", "gh/pk thr");
+	for (int i = 0; i < nsummary; i++) {
+		const struct summary_row *s = &summary[i];
+		char pk50[32] = "-", pkr[32] = "-", ghpk[32] = "-";
+
+		if (s->pk) {
+			snprintf(pk50, sizeof(pk50), "%.1f", s->p50[S_PK]);
+			snprintf(pkr, sizeof(pkr), "%.0f", s->rps[S_PK]);
+			snprintf(ghpk, sizeof(ghpk), "%.1fx", s->gh_pk_rps);
+		}
+		printf("  %-8s %-5s %4d | %9.1f %9.1f %9s | %9.0f %9.0f %9s | %11.2fx %12s\n",
+		       s->tool ? "tool" : "plain", s->log, s->conc, s->p50[S_DIRECT], s->p50[S_GH],
+		       pk50, s->rps[S_DIRECT], s->rps[S_GH], pkr,
+		       s->gh_dir_rps, ghpk);
+	}
 }
 
 static void usage(void)
@@ -470,7 +907,9 @@ static void usage(void)
 		"                     [--log warn,info] [--scenario plain,tool] [--max-seconds S]\n"
 		"                     [--csv FILE] [--keep]\n"
 		"Binaries: BUILD/gatehouse and BUILD/tests/fake_upstream next to this program,\n"
-		"or GH_BIN / GH_FAKE. Temp files under GH_BENCH_TMP (default /tmp).\n");
+		"or GH_BIN / GH_FAKE. Temp files under GH_BENCH_TMP (default /tmp).\n"
+		"Portkey's gateway (plain scenario): node from PATH or GH_NODE, the package from\n"
+		"tests/node_modules or GH_PORTKEY (its build/start-server.js); skipped without.\n");
 	exit(2);
 }
 
@@ -541,14 +980,16 @@ int main(int argc, char **argv)
 	if (csv_path && !(csv = fopen(csv_path, "w")))
 		bench_die("cannot write %s", csv_path);
 	if (csv)
-		fprintf(csv, "log,scenario,conc,rep,direct_n,direct_p50_us,direct_p90_us,"
-			     "direct_p99_us,direct_mean_us,gw_n,gw_p50_us,gw_p90_us,gw_p99_us,"
-			     "gw_mean_us\n");
+		fprintf(csv, "log,scenario,conc,rep,direct_p50_us,direct_p90_us,direct_p99_us,"
+			     "direct_mean_us,direct_rps,gw_p50_us,gw_p90_us,gw_p99_us,gw_mean_us,"
+			     "gw_rps,pk_p50_us,pk_p90_us,pk_p99_us,pk_mean_us,pk_rps\n");
 
 	printf("bench_latency: added latency of POST /v1/chat/completions\n");
 	bench_print_host();
 	bench_fake_start(fake, dir, 256, &fp);
 	fake_pid = fp.pid;
+	if (o.plain)
+		portkey_start(dir, fp.port);
 	write_config(cfg, fp.port);
 	bench_key_create(gh, dir, cfg, "bench", 0, key, sizeof(key));
 	bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
@@ -576,6 +1017,8 @@ int main(int argc, char **argv)
 		printf("\naudit rows for memory_search: %lld (expected 2 per tool request: %lld)\n",
 		       (long long)rows, (long long)(2 * gw_tool_requests));
 	}
+	print_summary();
+	portkey_stop(NULL);
 	bench_stop(fp.pid, 10000);
 	if (csv)
 		fclose(csv);

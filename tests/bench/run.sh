@@ -15,6 +15,11 @@
 #                   busy shared machine; needs the privilege); default: as is
 #   GH_BENCH_OUT    results file (default: $GH_BENCH_BUILD/bench-results.txt)
 #
+# bench_latency also starts Portkey's open-source gateway (node from PATH and
+# @portkey-ai/gateway from tests/node_modules: npm ci in tests/) in front of
+# the same fake upstream and prints gatehouse's throughput as a multiple of
+# Portkey's; without node or the package it says so and skips those rows.
+#
 # Benchmarks measure; they never fail a build. Numbers from a shared or
 # busy machine are noisy: compare the ratios each table prints (gatehouse
 # against the same work done directly, in the same run) rather than
@@ -32,7 +37,7 @@ for a in "$@"; do
 	--quick) quick=1 ;;
 	latency | audit | policy | streams | mcp | messages) which="$which $a" ;;
 	-h | --help)
-		sed -n '2,20p' "$0"
+		sed -n '2,/^set -eu$/{/^set -eu$/!p}' "$0"
 		exit 0
 		;;
 	*)
