@@ -712,7 +712,7 @@ static int flush_held(struct gh_req *r)
 
 	if (r->held.len && mg_write(r->conn, r->held.data, r->held.len) != (int)r->held.len)
 		rc = -1;
-	gh_buf_reset(&r->held);
+	gh_buf_free(&r->held); /* a held stream keeps no buffer between batches */
 	return rc;
 }
 
