@@ -11,14 +11,17 @@
 #include "json.h"
 #include "util.h"
 
+#define T(KIND, FIELD) STORE_COL(KIND, struct gh_a2a_task, FIELD)
+static const struct store_col task_cols[] = {
+	T(TEXT, id), T(TEXT, context_id), T(TEXT, agent_id), T(TEXT, owner), T(TEXT, key_id),
+	T(TEXT, run_id), T(TEXT, state), T(JSON, status_message), T(JSON, history),
+	T(JSON, artifacts), T(INT, created_at), T(INT, updated_at),
+};
+#undef T
+
 void gh_a2a_task_clear(struct gh_a2a_task *t)
 {
-	if (!t)
-		return;
-	cJSON_Delete(t->status_message);
-	cJSON_Delete(t->history);
-	cJSON_Delete(t->artifacts);
-	memset(t, 0, sizeof(*t));
+	store_cols_clear(task_cols, GH_ARRAY_LEN(task_cols), t, sizeof(*t));
 }
 
 /* The three JSON columns of a task, serialised for binding. */
@@ -103,18 +106,7 @@ static int task_row(sqlite3_stmt *st, void *ud)
 {
 	struct gh_a2a_task *out = ud;
 
-	store_col_copy(st, 0, out->id, sizeof(out->id));
-	store_col_copy(st, 1, out->context_id, sizeof(out->context_id));
-	store_col_copy(st, 2, out->agent_id, sizeof(out->agent_id));
-	store_col_copy(st, 3, out->owner, sizeof(out->owner));
-	store_col_copy(st, 4, out->key_id, sizeof(out->key_id));
-	store_col_copy(st, 5, out->run_id, sizeof(out->run_id));
-	store_col_copy(st, 6, out->state, sizeof(out->state));
-	out->status_message = store_col_json(st, 7);
-	out->history = store_col_json(st, 8);
-	out->artifacts = store_col_json(st, 9);
-	out->created_at = sqlite3_column_int64(st, 10);
-	out->updated_at = sqlite3_column_int64(st, 11);
+	store_cols_read(st, task_cols, GH_ARRAY_LEN(task_cols), out);
 	if (!cJSON_IsArray(out->history) || !cJSON_IsArray(out->artifacts) ||
 	    (sqlite3_column_type(st, 7) != SQLITE_NULL && !out->status_message)) {
 		gh_a2a_task_clear(out);

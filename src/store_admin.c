@@ -86,16 +86,19 @@ enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const c
 	return store_write(s, create_job, &a, e);
 }
 
+#define U(KIND, FIELD) STORE_COL(KIND, struct gh_admin_user, FIELD)
+static const struct store_col user_cols[] = { /* USER_COLS, in order */
+	U(TEXT, name), U(TEXT, password_hash), U(INT, created_at), U(INT, disabled_at),
+	U(INT, last_login_at),
+};
+#undef U
+
 static int user_from(sqlite3_stmt *st, void *ud)
 {
 	struct gh_admin_user *u = ud;
 
 	memset(u, 0, sizeof(*u));
-	store_col_copy(st, 0, u->name, sizeof(u->name));
-	store_col_copy(st, 1, u->password_hash, sizeof(u->password_hash));
-	u->created_at = sqlite3_column_int64(st, 2);
-	u->disabled_at = sqlite3_column_int64(st, 3);
-	u->last_login_at = sqlite3_column_int64(st, 4);
+	store_cols_read(st, user_cols, GH_ARRAY_LEN(user_cols), u);
 	return 0;
 }
 
@@ -261,15 +264,16 @@ static enum gh_code touch_job(struct gh_store *s, struct store_conn *w, void *ar
 			  "touching a session", NULL, e);
 }
 
+#define S(KIND, FIELD) STORE_COL(KIND, struct gh_admin_session, FIELD)
+static const struct store_col session_cols[] = {
+	S(TEXT, user), S(TEXT, csrf), S(INT, created_at), S(INT, last_seen_at),
+	S(INT, expires_at),
+};
+#undef S
+
 static int session_row(sqlite3_stmt *st, void *ud)
 {
-	struct gh_admin_session *out = ud;
-
-	store_col_copy(st, 0, out->user, sizeof(out->user));
-	store_col_copy(st, 1, out->csrf, sizeof(out->csrf));
-	out->created_at = sqlite3_column_int64(st, 2);
-	out->last_seen_at = sqlite3_column_int64(st, 3);
-	out->expires_at = sqlite3_column_int64(st, 4);
+	store_cols_read(st, session_cols, GH_ARRAY_LEN(session_cols), ud);
 	return 0;
 }
 
