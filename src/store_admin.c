@@ -61,6 +61,34 @@ static enum gh_code unchanged(struct store_conn *w, const struct admin_arg *a, c
 	return gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" %s", a->name, msg);
 }
 
+/* What follows an UPDATE of a->name that ran with rc and changed `changed`
+ * rows: unchanged() with msg when it changed nothing, else the admin's
+ * sessions ended (when end_all) and the audit row. */
+static enum gh_code changed_then(struct gh_store *s, struct store_conn *w, struct admin_arg *a,
+				 enum gh_code rc, int changed, const char *msg, int end_all,
+				 struct gh_err *e)
+{
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
+		return unchanged(w, a, msg, e);
+	if (end_all && (rc = end_sessions(w, a, e)) != GH_OK)
+		return rc;
+	return audit_in(s, w, a, e);
+}
+
+/* Runs the job fn on a; *ended (may be NULL) gets how many sessions it
+ * ended (0 when it failed). */
+static enum gh_code write_ending(struct gh_store *s, store_write_fn fn, struct admin_arg *a,
+				 int *ended, struct gh_err *e)
+{
+	enum gh_code rc = store_write(s, fn, a, e);
+
+	if (ended)
+		*ended = rc == GH_OK ? a->ended : 0;
+	return rc;
+}
+
 static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
@@ -137,24 +165,15 @@ static enum gh_code disable_job(struct gh_store *s, struct store_conn *w, void *
 				     STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->name)),
 				     "disabling an admin", &changed, e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "is disabled already", e);
-	if ((rc = end_sessions(w, a, e)) != GH_OK)
-		return rc;
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "is disabled already", 1, e);
 }
 
 enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name,
 				    const struct gh_audit_event *ev, int *ended, struct gh_err *e)
 {
 	struct admin_arg a = {.name = name, .ev = ev, .now = gh_now_ms()};
-	enum gh_code rc = store_write(s, disable_job, &a, e);
 
-	if (ended)
-		*ended = rc == GH_OK ? a.ended : 0;
-	return rc;
+	return write_ending(s, disable_job, &a, ended, e);
 }
 
 static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -167,11 +186,7 @@ static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *a
 				     STORE_ARGS(STORE_TEXT(a->name)), "enabling an admin", &changed,
 				     e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "is not disabled", e);
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "is not disabled", 0, e);
 }
 
 enum gh_code gh_store_admin_enable(struct gh_store *s, const char *name,
@@ -191,13 +206,7 @@ static enum gh_code password_job(struct gh_store *s, struct store_conn *w, void 
 				     STORE_ARGS(STORE_TEXT(a->pwhash), STORE_TEXT(a->name)),
 				     "changing a password", &changed, e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "was not changed", e);
-	if ((rc = end_sessions(w, a, e)) != GH_OK)
-		return rc;
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "was not changed", 1, e);
 }
 
 enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
@@ -207,11 +216,8 @@ enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
 {
 	struct admin_arg a = {.name = name, .pwhash = pwhash, .token_hash = keep_session,
 			      .ev = ev, .now = gh_now_ms()};
-	enum gh_code rc = store_write(s, password_job, &a, e);
 
-	if (ended)
-		*ended = rc == GH_OK ? a.ended : 0;
-	return rc;
+	return write_ending(s, password_job, &a, ended, e);
 }
 
 static enum gh_code session_create_job(struct gh_store *s, struct store_conn *w, void *arg,
