@@ -47,16 +47,6 @@ static const char usage_audit[] =
 	"        damaged); queries stay correct meanwhile, only slower.\n"
 	"pubkey  prints the Ed25519 public key that signs checkpoints (hex).\n";
 
-static int known_event(const char *ev)
-{
-	size_t i;
-
-	for (i = 0; gh_audit_event_names[i]; i++)
-		if (!strcmp(gh_audit_event_names[i], ev))
-			return 1;
-	return 0;
-}
-
 struct filter_opts {
 	const char *from, *to, *key, *agent, *thread, *run, *tool, *event, *outcome;
 };
@@ -72,7 +62,7 @@ static int build_filter(const struct filter_opts *f, struct gh_audit_filter *out
 		fprintf(stderr, "gatehouse: --to: expected ISO-8601 UTC or Unix ms\n");
 		return -1;
 	}
-	if (f->event && !known_event(f->event)) {
+	if (f->event && !gh_str_in(gh_audit_event_names, f->event)) {
 		size_t i;
 
 		fprintf(stderr, "gatehouse: --event: no event is called \"%s\"; events:", f->event);

@@ -500,16 +500,6 @@ fail:
 	return rc;
 }
 
-static int is_memory_tool(const char *name)
-{
-	size_t i;
-
-	for (i = 0; gh_memory_tool_names[i]; i++)
-		if (!strcmp(gh_memory_tool_names[i], name))
-			return 1;
-	return 0;
-}
-
 static const cJSON *client_def(const cJSON *defs, const char *name)
 {
 	const cJSON *d;
@@ -568,7 +558,7 @@ void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
 	} else if (tc) {
 		out->src = GH_SRC_SERVER;
 		approval = tc->require_approval;
-	} else if (is_memory_tool(name)) {
+	} else if (gh_str_in(gh_memory_tool_names, name)) {
 		out->src = GH_SRC_MEMORY;
 	}
 	out->listed = 1;

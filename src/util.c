@@ -134,6 +134,16 @@ char *gh_strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+int gh_str_in(const char *const *list, const char *s)
+{
+	size_t i;
+
+	for (i = 0; list[i]; i++)
+		if (!strcmp(list[i], s))
+			return 1;
+	return 0;
+}
+
 int gh_glob_match(const char *p, const char *s)
 {
 	const char *star = NULL, *ss = s;

@@ -56,6 +56,9 @@ int gh_fd_find(int (*match)(int fd, void *ud), void *ud);
 /* strdup that returns NULL for NULL. Caller frees. */
 char *gh_strdup(const char *s);
 
+/* 1 when s is one of the strings of list (NULL-terminated). */
+int gh_str_in(const char *const *list, const char *s);
+
 /* 1 when s matches glob pattern p ('*' any run, '?' one char). */
 int gh_glob_match(const char *p, const char *s);
 
