@@ -466,14 +466,37 @@ enum gh_code gh_responses_conversation(const cJSON *prev, const cJSON *input,
 
 /* ---------------------------------------------------------------- answers */
 
-cJSON *gh_responses_text_part(const char *text)
+/* {type, text}; NULL on OOM. */
+static cJSON *text_of_type(const char *type, const char *text)
 {
 	cJSON *p = cJSON_CreateObject();
 
 	if (!p)
 		return NULL;
-	cJSON_AddStringToObject(p, "type", "output_text");
+	cJSON_AddStringToObject(p, "type", type);
 	cJSON_AddStringToObject(p, "text", text ? text : "");
+	return p;
+}
+
+/* An output item's {id, type, status}; NULL on OOM. */
+static cJSON *item_of_type(const char *id, const char *type, int done)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "type", type);
+	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
+	return o;
+}
+
+cJSON *gh_responses_text_part(const char *text)
+{
+	cJSON *p = text_of_type("output_text", text);
+
+	if (!p)
+		return NULL;
 	cJSON_AddArrayToObject(p, "annotations");
 	cJSON_AddArrayToObject(p, "logprobs");
 	return p;
@@ -481,13 +504,10 @@ cJSON *gh_responses_text_part(const char *text)
 
 cJSON *gh_responses_message_item(const char *id, const char *text, int done)
 {
-	cJSON *o = cJSON_CreateObject(), *c;
+	cJSON *o = item_of_type(id, "message", done), *c;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "message");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	cJSON_AddStringToObject(o, "role", "assistant");
 	c = cJSON_AddArrayToObject(o, "content");
 	if (done && c)
@@ -497,24 +517,15 @@ cJSON *gh_responses_message_item(const char *id, const char *text, int done)
 
 cJSON *gh_responses_summary_part(const char *text)
 {
-	cJSON *p = cJSON_CreateObject();
-
-	if (!p)
-		return NULL;
-	cJSON_AddStringToObject(p, "type", "summary_text");
-	cJSON_AddStringToObject(p, "text", text ? text : "");
-	return p;
+	return text_of_type("summary_text", text);
 }
 
 cJSON *gh_responses_reasoning_item(const char *id, const char *text, int done)
 {
-	cJSON *o = cJSON_CreateObject(), *sum;
+	cJSON *o = item_of_type(id, "reasoning", done), *sum;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "reasoning");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	sum = cJSON_AddArrayToObject(o, "summary");
 	if (done && sum)
 		cJSON_AddItemToArray(sum, gh_responses_summary_part(text));
@@ -532,7 +543,7 @@ char *gh_responses_call_args(const cJSON *call)
 cJSON *gh_responses_call_item(const char *id, const cJSON *call, const cJSON *client_defs,
 			      int done)
 {
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o = item_of_type(id, "function_call", done);
 	char *args = done ? gh_responses_call_args(call) : NULL;
 
 	if (!o || (done && !args)) {
@@ -540,9 +551,6 @@ cJSON *gh_responses_call_item(const char *id, const cJSON *call, const cJSON *cl
 		free(args);
 		return NULL;
 	}
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "function_call");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	cJSON_AddStringToObject(o, "arguments", args ? args : "");
 	cJSON_AddStringToObject(o, "call_id", str_or(call, "toolCallId", ""));
 	cJSON_AddStringToObject(o, "name",
