@@ -240,6 +240,23 @@ static void mw_value(struct mw *w, const cJSON *v)
 #define PATH_TAIL 100
 #define SEG_MAX (QUOTE_MAX * 6 + 16)
 
+/* A segment of a path into a schema or a value: a key, or an index. */
+struct seg {
+	const char *key; /* NULL: index */
+	size_t index;
+};
+
+/* Appends a segment to path (*n of cap used); -1 when it is full. */
+static int seg_push(struct seg *path, int *n, int cap, const char *key, size_t index)
+{
+	if (*n >= cap)
+		return -1;
+	path[*n].key = key;
+	path[*n].index = index;
+	(*n)++;
+	return 0;
+}
+
 typedef void (*seg_fn)(const void *segs, int i, char *b, size_t cap);
 
 static void mw_path(struct mw *w, const void *segs, int n, seg_fn seg)
@@ -734,27 +751,17 @@ static uint64_t hash_value(const cJSON *v, int depth, long *steps, int *deep)
  * gh_schema_check
  */
 
-struct cseg {
-	const char *key; /* NULL: index */
-	long index;
-};
-
 struct cctx {
 	const cJSON *root;
-	struct cseg path[2 * GH_SCHEMA_MAX_DEPTH + 8];
+	struct seg path[2 * GH_SCHEMA_MAX_DEPTH + 8];
 	int npath;
 	long steps;
 	struct mw out;
 };
 
-static int cpush(struct cctx *c, const char *key, long index)
+static int cpush(struct cctx *c, const char *key, size_t index)
 {
-	if (c->npath >= (int)GH_ARRAY_LEN(c->path))
-		return -1;
-	c->path[c->npath].key = key;
-	c->path[c->npath].index = index;
-	c->npath++;
-	return 0;
+	return seg_push(c->path, &c->npath, (int)GH_ARRAY_LEN(c->path), key, index);
 }
 
 static void cpop(struct cctx *c)
@@ -764,10 +771,10 @@ static void cpop(struct cctx *c)
 
 static void cseg_fmt(const void *segs, int i, char *b, size_t cap)
 {
-	const struct cseg *s = (const struct cseg *)segs + i;
+	const struct seg *s = (const struct seg *)segs + i;
 
 	if (!s->key)
-		snprintf(b, cap, "[%ld]", s->index);
+		snprintf(b, cap, "[%zu]", s->index);
 	else if (strlen(s->key) > QUOTE_MAX)
 		snprintf(b, cap, "%s%.*s...", i ? "." : "", (int)utf8_trim(s->key, QUOTE_MAX),
 			 s->key);
@@ -822,7 +829,7 @@ static int check_list(struct cctx *c, const char *kw, const cJSON *list, int dep
 		      int nonempty)
 {
 	const cJSON *e;
-	long i = 0;
+	size_t i = 0;
 	int rc = 0;
 
 	if (!cJSON_IsArray(list))
@@ -1075,14 +1082,9 @@ int gh_schema_check(const cJSON *schema, char *msg, size_t cap)
  * a tagged union). */
 enum { EK_CONST = 0, EK_TYPE = 1, EK_RULE = 2 };
 
-struct vseg {
-	const char *key; /* NULL: index */
-	size_t index;
-};
-
 struct vctx {
 	const cJSON *root;
-	struct vseg path[GH_SCHEMA_MAX_VALUE_DEPTH];
+	struct seg path[GH_SCHEMA_MAX_VALUE_DEPTH];
 	int npath;
 	int frames;
 	int hops;
@@ -1110,7 +1112,7 @@ static int is_ident(const char *s)
 
 static void vseg_fmt(const void *segs, int i, char *b, size_t cap)
 {
-	const struct vseg *s = (const struct vseg *)segs + i;
+	const struct seg *s = (const struct seg *)segs + i;
 	struct mw w;
 
 	mw_init(&w, b, cap);
@@ -1170,12 +1172,9 @@ static int vfatal(struct vctx *v, const char *fmt, ...)
 
 static int vpush(struct vctx *v, const char *key, size_t index)
 {
-	if (v->npath >= GH_SCHEMA_MAX_VALUE_DEPTH)
+	if (seg_push(v->path, &v->npath, (int)GH_ARRAY_LEN(v->path), key, index) != 0)
 		return vfatal(v, "schema too deep (value nests deeper than %d levels)",
 			      GH_SCHEMA_MAX_VALUE_DEPTH);
-	v->path[v->npath].key = key;
-	v->path[v->npath].index = index;
-	v->npath++;
 	return 0;
 }
 
