@@ -460,8 +460,8 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 
 /* What a verify reads before the rows, in their snapshot. */
 struct scan_head {
-	int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a);
-	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c);
+	gh_audit_ckpt_fn anchor_fn;
+	gh_audit_ckpt_fn ckpt_fn;
 };
 
 static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
@@ -471,9 +471,7 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 			     struct gh_err *e);
 
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
-			 int (*block_fn)(void *ud, int64_t blk,
-					 const struct gh_audit_blockmap *stored, const char *why),
+			 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
@@ -549,19 +547,14 @@ out:
 }
 
 enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				 struct gh_err *e)
+				 gh_audit_row_fn fn, void *ud, struct gh_err *e)
 {
 	return scan(s, from_seq, to_seq, fn, NULL, NULL, ud, e);
 }
 
-enum gh_code gh_store_audit_scan_verify(
-	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-	int (*row_fn)(void *ud, const struct gh_audit_row *r),
-	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
-			const char *why),
-	void *ud, struct gh_err *e)
+enum gh_code gh_store_audit_scan_verify(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+					gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn,
+					gh_audit_block_fn block_fn, void *ud, struct gh_err *e)
 {
 	struct scan_head head = {anchor_fn, ckpt_fn};
 
@@ -569,10 +562,7 @@ enum gh_code gh_store_audit_scan_verify(
 }
 
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
-					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
-					 int (*block_fn)(void *ud, int64_t blk,
-							 const struct gh_audit_blockmap *stored,
-							 const char *why),
+					 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 					 void *ud, struct gh_err *e)
 {
 	return scan(s, from_seq, 0, row_fn, block_fn, NULL, ud, e);
@@ -634,7 +624,7 @@ struct page {
 	const struct gh_audit_filter *f;
 	const struct store_audit_cond *conds;
 	int nconds;
-	int (*fn)(void *ud, const struct gh_audit_row *r);
+	gh_audit_row_fn fn;
 	void *ud;
 	int limit, n, more, stopped;
 	int64_t last;
@@ -741,9 +731,8 @@ static int page_done(const struct page *p)
  * and SQL for the rest, so a page reads the rows it returns plus the short
  * unindexed tail, whatever the filters' combination. */
 enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
-				  int64_t before, int limit, int ascending,
-				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				  int64_t *next_before, struct gh_err *e)
+				  int64_t before, int limit, int ascending, gh_audit_row_fn fn,
+				  void *ud, int64_t *next_before, struct gh_err *e)
 {
 	const char *vals[GH_AUDIT_DIM_LAST + 1] = {0};
 	struct store_audit_cond conds[GH_AUDIT_DIM_LAST];
@@ -883,10 +872,8 @@ enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 	return rc;
 }
 
-enum gh_code gh_store_audit_newest(struct gh_store *s,
-				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
+enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+				   gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn, void *ud,
 				   struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
@@ -995,9 +982,8 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 	return rc;
 }
 
-enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
-					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
-					void *ud, struct gh_err *e)
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s, gh_audit_ckpt_fn fn, void *ud,
+					struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	enum gh_code rc = ckpts_on(s, c, fn, ud, e);
