@@ -814,11 +814,12 @@ static const char *quoted(char *b, size_t cap, const char *s)
 
 static int check_node(struct cctx *c, const cJSON *s, int depth);
 
-static int check_sub(struct cctx *c, const char *kw, const cJSON *s, int depth)
+/* check_node() one level down, at key (or at index when key is NULL). */
+static int check_at(struct cctx *c, const char *key, size_t index, const cJSON *s, int depth)
 {
 	int rc;
 
-	if (cpush(c, kw, 0))
+	if (cpush(c, key, index))
 		return cfail(c, NULL, "schema nests too deeply");
 	rc = check_node(c, s, depth + 1);
 	cpop(c);
@@ -838,14 +839,8 @@ static int check_list(struct cctx *c, const char *kw, const cJSON *list, int dep
 		return cfail(c, kw, "must not be empty");
 	if (cpush(c, kw, 0))
 		return cfail(c, NULL, "schema nests too deeply");
-	for (e = list->child; e && rc == 0; e = e->next, i++) {
-		if (cpush(c, NULL, i)) {
-			rc = cfail(c, NULL, "schema nests too deeply");
-			break;
-		}
-		rc = check_node(c, e, depth + 1);
-		cpop(c);
-	}
+	for (e = list->child; e && rc == 0; e = e->next, i++)
+		rc = check_at(c, NULL, i, e, depth);
 	cpop(c);
 	return rc;
 }
@@ -978,7 +973,7 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.pattern_props && check_map(c, "patternProperties", k.pattern_props, depth, 1))
 		return -1;
-	if (k.additional && check_sub(c, "additionalProperties", k.additional, depth))
+	if (k.additional && check_at(c, "additionalProperties", 0, k.additional, depth))
 		return -1;
 	if (k.required) {
 		if (!cJSON_IsArray(k.required))
@@ -992,12 +987,12 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.items) {
 		if (cJSON_IsArray(k.items) ? check_list(c, "items", k.items, depth, 0) :
-					     check_sub(c, "items", k.items, depth))
+					     check_at(c, "items", 0, k.items, depth))
 			return -1;
 	}
 	if (k.prefix_items && check_list(c, "prefixItems", k.prefix_items, depth, 0))
 		return -1;
-	if (k.additional_items && check_sub(c, "additionalItems", k.additional_items, depth))
+	if (k.additional_items && check_at(c, "additionalItems", 0, k.additional_items, depth))
 		return -1;
 	if (check_count(c, "minItems", k.min_items) || check_count(c, "maxItems", k.max_items) ||
 	    check_count(c, "minLength", k.min_len) || check_count(c, "maxLength", k.max_len))
@@ -1042,7 +1037,7 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.one_of && check_list(c, "oneOf", k.one_of, depth, 1))
 		return -1;
-	if (k.not_ && check_sub(c, "not", k.not_, depth))
+	if (k.not_ && check_at(c, "not", 0, k.not_, depth))
 		return -1;
 	if (k.definitions && check_map(c, "definitions", k.definitions, depth, 0))
 		return -1;
