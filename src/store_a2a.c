@@ -56,17 +56,34 @@ static enum gh_code task_json_make(const struct gh_a2a_task *t, struct task_json
 	return GH_OK;
 }
 
-/* ---------------------------------------------------------------- insert */
-
-struct insert_arg {
+/* What an insert or a save job writes: the task, its JSON columns, and
+ * (save) the state it must be in. */
+struct task_arg {
 	const struct gh_a2a_task *t;
-	const struct task_json *j;
+	struct task_json j;
+	const char *expect;
 };
+
+/* Runs job on t with its JSON columns serialised for it. */
+static enum gh_code task_write(struct gh_store *s, store_write_fn job, const struct gh_a2a_task *t,
+			       const char *expect, struct gh_err *e)
+{
+	struct task_arg a = {.t = t, .expect = expect};
+	enum gh_code rc = task_json_make(t, &a.j, e);
+
+	if (rc != GH_OK)
+		return rc;
+	rc = store_write(s, job, &a, e);
+	task_json_free(&a.j);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- insert */
 
 static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
-	const struct insert_arg *a = arg;
+	const struct task_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
 	enum gh_code rc;
 
@@ -77,8 +94,8 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 			STORE_ARGS(STORE_TEXT(t->id), STORE_TEXT(t->context_id),
 				   STORE_TEXT(t->agent_id), STORE_TEXT(t->owner),
 				   STORE_TEXT(t->key_id), STORE_TEXT(t->run_id),
-				   STORE_TEXT(t->state), STORE_TEXT(a->j->status_message),
-				   STORE_TEXT(a->j->history), STORE_TEXT(a->j->artifacts),
+				   STORE_TEXT(t->state), STORE_TEXT(a->j.status_message),
+				   STORE_TEXT(a->j.history), STORE_TEXT(a->j.artifacts),
 				   STORE_INT(t->created_at), STORE_INT(t->updated_at)),
 			"saving an a2a task", NULL, e);
 	if (rc == GH_E_CONFLICT)
@@ -89,15 +106,7 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 enum gh_code gh_store_a2a_task_insert(struct gh_store *s, const struct gh_a2a_task *t,
 				      struct gh_err *e)
 {
-	struct task_json j;
-	struct insert_arg a = {t, &j};
-	enum gh_code rc = task_json_make(t, &j, e);
-
-	if (rc != GH_OK)
-		return rc;
-	rc = store_write(s, insert_job, &a, e);
-	task_json_free(&j);
-	return rc;
+	return task_write(s, insert_job, t, NULL, e);
 }
 
 /* ------------------------------------------------------------------- get */
@@ -128,16 +137,10 @@ enum gh_code gh_store_a2a_task_get(struct gh_store *s, const char *owner, const 
 
 /* ------------------------------------------------------------------ save */
 
-struct save_arg {
-	const struct gh_a2a_task *t;
-	const struct task_json *j;
-	const char *expect;
-};
-
 static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg,
 			     struct gh_err *e)
 {
-	const struct save_arg *a = arg;
+	const struct task_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
 	char state[16];
 	struct store_buf b = {state, sizeof(state)};
@@ -158,8 +161,8 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 	return store_exec(w, "UPDATE a2a_tasks SET state = ?, run_id = ?, status_message = ?, "
 			     "history = ?, artifacts = ?, updated_at = ? WHERE id = ? AND owner = ?",
 			  STORE_ARGS(STORE_TEXT(t->state), STORE_TEXT(t->run_id),
-				     STORE_TEXT(a->j->status_message), STORE_TEXT(a->j->history),
-				     STORE_TEXT(a->j->artifacts), STORE_INT(t->updated_at),
+				     STORE_TEXT(a->j.status_message), STORE_TEXT(a->j.history),
+				     STORE_TEXT(a->j.artifacts), STORE_INT(t->updated_at),
 				     STORE_TEXT(t->id), STORE_TEXT(t->owner)),
 			  "saving an a2a task", NULL, e);
 }
@@ -167,13 +170,5 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 enum gh_code gh_store_a2a_task_save(struct gh_store *s, const struct gh_a2a_task *t,
 				    const char *expect_state, struct gh_err *e)
 {
-	struct task_json j;
-	struct save_arg a = {t, &j, expect_state};
-	enum gh_code rc = task_json_make(t, &j, e);
-
-	if (rc != GH_OK)
-		return rc;
-	rc = store_write(s, save_job, &a, e);
-	task_json_free(&j);
-	return rc;
+	return task_write(s, save_job, t, expect_state, e);
 }
