@@ -69,26 +69,27 @@ static void parse_memory_schemas(void)
 	}
 }
 
-const cJSON *gh_tools_memory_schema(const char *name)
+/* The schema of memory tool name in parsed (one of the tables above), or
+ * NULL when name is no memory tool. */
+static const cJSON *memory_schema_in(cJSON *const *parsed, const char *name)
 {
 	size_t i;
 
 	pthread_once(&memory_once, parse_memory_schemas);
 	for (i = 0; gh_memory_tool_names[i]; i++)
 		if (!strcmp(gh_memory_tool_names[i], name))
-			return memory_parsed[i];
+			return parsed[i];
 	return NULL;
+}
+
+const cJSON *gh_tools_memory_schema(const char *name)
+{
+	return memory_schema_in(memory_parsed, name);
 }
 
 const cJSON *gh_tools_memory_output_schema(const char *name)
 {
-	size_t i;
-
-	pthread_once(&memory_once, parse_memory_schemas);
-	for (i = 0; gh_memory_tool_names[i]; i++)
-		if (!strcmp(gh_memory_tool_names[i], name))
-			return memory_output_parsed[i];
-	return NULL;
+	return memory_schema_in(memory_output_parsed, name);
 }
 
 /* 1 when s starts (after white space) like a JSON object or array. */
