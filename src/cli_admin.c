@@ -69,18 +69,7 @@ static int read_line(const char *prompt, char *buf, size_t cap)
 
 static int valid_user(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-' || c == '.' || c == '@'))
-			return 0;
-	}
-	return 1;
+	return gh_chars_ok(s, 64, "_-.@");
 }
 
 /* The audit row of a CLI change to user's account, into ev (its strings

@@ -388,39 +388,22 @@ static enum gh_code read_fields(struct ctx *c, const cJSON *obj, const struct fi
 	return GH_OK;
 }
 
+/* 1..max letters, digits, '_' and '-', starting with a letter or '_'. */
+static int valid_name(const char *s, size_t max)
+{
+	return ((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_') &&
+	       gh_chars_ok(s, max, "_-");
+}
+
 /* 1 when name is a valid normalised tool name (what Mastra produces). */
 static int valid_tool_name(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return 0;
-	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
-		return 0;
-	for (i = 1; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-			return 0;
-	}
-	return 1;
+	return valid_name(s, 63);
 }
 
 static int valid_id(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
-			return 0;
-	}
-	return 1;
+	return gh_chars_ok(s, 64, "_-.");
 }
 
 /* An http(s) URL with a host, and without the spaces and control
@@ -1205,21 +1188,7 @@ static enum gh_code read_pairs(struct ctx *c, const cJSON *v, const char *key, i
  * [A-Za-z0-9_-] starting with a letter or '_'. */
 static int valid_prefix(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0)
-		return 1;
-	if (n > 48 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') ||
-			s[0] == '_'))
-		return 0;
-	for (i = 1; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-			return 0;
-	}
-	return 1;
+	return !*s || valid_name(s, 48);
 }
 
 /* A stdio server's args: strings, empty ones allowed (unlike other
