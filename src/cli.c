@@ -259,18 +259,11 @@ static int keys_revoke(int argc, char **argv)
 
 static int cmd_keys(int argc, char **argv)
 {
-	if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
-		fputs(usage_keys, argc < 3 ? stderr : stdout);
-		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
-	}
-	if (!strcmp(argv[2], "create"))
-		return keys_create(argc, argv);
-	if (!strcmp(argv[2], "list"))
-		return keys_list(argc, argv);
-	if (!strcmp(argv[2], "revoke"))
-		return keys_revoke(argc, argv);
-	fprintf(stderr, "gatehouse: unknown keys command \"%s\"\n\n%s", argv[2], usage_keys);
-	return GH_EXIT_USAGE;
+	static const struct gh_cli_sub subs[] = {
+		{"create", keys_create}, {"list", keys_list}, {"revoke", keys_revoke}, {NULL, NULL},
+	};
+
+	return gh_cli_dispatch(argc, argv, "keys", subs, usage_keys);
 }
 
 /* ---------------------------------------------------------------- serve */

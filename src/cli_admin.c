@@ -69,18 +69,7 @@ static int read_line(const char *prompt, char *buf, size_t cap)
 
 static int valid_user(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-' || c == '.' || c == '@'))
-			return 0;
-	}
-	return 1;
+	return gh_chars_ok(s, 64, "_-.@");
 }
 
 /* The audit row of a CLI change to user's account, into ev (its strings
@@ -123,9 +112,10 @@ static int read_new_password(char *pw, char *pw2, size_t cap)
 	return 0;
 }
 
-/* create and passwd: a password from stdin for --user. */
-static int admin_set(int argc, char **argv, int create)
+/* create and passwd (argv[2]): a password from stdin for --user. */
+static int admin_set(int argc, char **argv)
 {
+	int create = !strcmp(argv[2], "create");
 	struct gh_cli c = {0};
 	const char *user = NULL;
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
@@ -213,9 +203,10 @@ static int admin_list(int argc, char **argv)
 	return rc;
 }
 
-/* enable and disable --user. */
-static int admin_toggle(int argc, char **argv, int enable)
+/* enable and disable (argv[2]) --user. */
+static int admin_toggle(int argc, char **argv)
 {
+	int enable = !strcmp(argv[2], "enable");
 	struct gh_cli c = {0};
 	const char *user = NULL;
 	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL},
@@ -259,20 +250,11 @@ out:
 
 int gh_cmd_admin(int argc, char **argv)
 {
-	if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
-		fputs(usage_admin, argc < 3 ? stderr : stdout);
-		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
-	}
-	if (!strcmp(argv[2], "create"))
-		return admin_set(argc, argv, 1);
-	if (!strcmp(argv[2], "passwd"))
-		return admin_set(argc, argv, 0);
-	if (!strcmp(argv[2], "list"))
-		return admin_list(argc, argv);
-	if (!strcmp(argv[2], "enable"))
-		return admin_toggle(argc, argv, 1);
-	if (!strcmp(argv[2], "disable"))
-		return admin_toggle(argc, argv, 0);
-	fprintf(stderr, "gatehouse: unknown admin command \"%s\"\n\n%s", argv[2], usage_admin);
-	return GH_EXIT_USAGE;
+	static const struct gh_cli_sub subs[] = {
+		{"create", admin_set},     {"passwd", admin_set},
+		{"list", admin_list},      {"enable", admin_toggle},
+		{"disable", admin_toggle}, {NULL, NULL},
+	};
+
+	return gh_cli_dispatch(argc, argv, "admin", subs, usage_admin);
 }

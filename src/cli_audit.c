@@ -47,16 +47,6 @@ static const char usage_audit[] =
 	"        damaged); queries stay correct meanwhile, only slower.\n"
 	"pubkey  prints the Ed25519 public key that signs checkpoints (hex).\n";
 
-static int known_event(const char *ev)
-{
-	size_t i;
-
-	for (i = 0; gh_audit_event_names[i]; i++)
-		if (!strcmp(gh_audit_event_names[i], ev))
-			return 1;
-	return 0;
-}
-
 struct filter_opts {
 	const char *from, *to, *key, *agent, *thread, *run, *tool, *event, *outcome;
 };
@@ -72,7 +62,7 @@ static int build_filter(const struct filter_opts *f, struct gh_audit_filter *out
 		fprintf(stderr, "gatehouse: --to: expected ISO-8601 UTC or Unix ms\n");
 		return -1;
 	}
-	if (f->event && !known_event(f->event)) {
+	if (f->event && !gh_str_in(gh_audit_event_names, f->event)) {
 		size_t i;
 
 		fprintf(stderr, "gatehouse: --event: no event is called \"%s\"; events:", f->event);
@@ -258,8 +248,10 @@ static void print_json_row(const cJSON *j)
 	free(as);
 }
 
-static int audit_read(int argc, char **argv, const char *what)
+/* tail, query and export (argv[2]). */
+static int audit_read(int argc, char **argv)
 {
+	const char *what = argv[2];
 	struct gh_cli c = {0};
 	struct filter_opts fo = {0};
 	const char *n_s = NULL, *limit_s = NULL, *before_s = NULL, *format = NULL;
@@ -515,18 +507,11 @@ static int audit_pubkey(int argc, char **argv)
 
 int gh_cmd_audit(int argc, char **argv)
 {
-	if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
-		fputs(usage_audit, argc < 3 ? stderr : stdout);
-		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
-	}
-	if (!strcmp(argv[2], "tail") || !strcmp(argv[2], "query") || !strcmp(argv[2], "export"))
-		return audit_read(argc, argv, argv[2]);
-	if (!strcmp(argv[2], "verify"))
-		return audit_verify(argc, argv);
-	if (!strcmp(argv[2], "reindex"))
-		return audit_reindex(argc, argv);
-	if (!strcmp(argv[2], "pubkey"))
-		return audit_pubkey(argc, argv);
-	fprintf(stderr, "gatehouse: unknown audit command \"%s\"\n\n%s", argv[2], usage_audit);
-	return GH_EXIT_USAGE;
+	static const struct gh_cli_sub subs[] = {
+		{"tail", audit_read},     {"query", audit_read},      {"export", audit_read},
+		{"verify", audit_verify}, {"reindex", audit_reindex}, {"pubkey", audit_pubkey},
+		{NULL, NULL},
+	};
+
+	return gh_cli_dispatch(argc, argv, "audit", subs, usage_audit);
 }

@@ -17,6 +17,22 @@
 
 /* ------------------------------------------------------------- options */
 
+int gh_cli_dispatch(int argc, char **argv, const char *cmd, const struct gh_cli_sub *subs,
+		    const char *usage)
+{
+	size_t i;
+
+	if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) {
+		fputs(usage, argc < 3 ? stderr : stdout);
+		return argc < 3 ? GH_EXIT_USAGE : GH_EXIT_OK;
+	}
+	for (i = 0; subs[i].name; i++)
+		if (!strcmp(subs[i].name, argv[2]))
+			return subs[i].run(argc, argv);
+	fprintf(stderr, "gatehouse: unknown %s command \"%s\"\n\n%s", cmd, argv[2], usage);
+	return GH_EXIT_USAGE;
+}
+
 int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
 		 int *help)
 {

@@ -42,6 +42,19 @@ struct gh_opt {
 int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, const char *usage,
 		 int *help);
 
+/* A subcommand (argv[2]) and what runs it: run gets the whole argv and
+ * may tell its subcommands apart by argv[2]. */
+struct gh_cli_sub {
+	const char *name;
+	int (*run)(int argc, char **argv);
+};
+/* Runs the subcommand of command cmd that argv[2] names, from subs (ended
+ * by a NULL name). Without one: usage to stderr, GH_EXIT_USAGE; --help/-h:
+ * usage to stdout, GH_EXIT_OK; an unknown one: named, with usage, to
+ * stderr, GH_EXIT_USAGE. */
+int gh_cli_dispatch(int argc, char **argv, const char *cmd, const struct gh_cli_sub *subs,
+		    const char *usage);
+
 /* Loads the config named by --config and resolves paths (--db wins over
  * the config). Prints the error and returns nonzero on failure. */
 int gh_cli_load(struct gh_cli *c);

@@ -388,39 +388,22 @@ static enum gh_code read_fields(struct ctx *c, const cJSON *obj, const struct fi
 	return GH_OK;
 }
 
+/* 1..max letters, digits, '_' and '-', starting with a letter or '_'. */
+static int valid_name(const char *s, size_t max)
+{
+	return ((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_') &&
+	       gh_chars_ok(s, max, "_-");
+}
+
 /* 1 when name is a valid normalised tool name (what Mastra produces). */
 static int valid_tool_name(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return 0;
-	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
-		return 0;
-	for (i = 1; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-			return 0;
-	}
-	return 1;
+	return valid_name(s, 63);
 }
 
 static int valid_id(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
-			return 0;
-	}
-	return 1;
+	return gh_chars_ok(s, 64, "_-.");
 }
 
 /* An http(s) URL with a host, and without the spaces and control
@@ -1205,21 +1188,7 @@ static enum gh_code read_pairs(struct ctx *c, const cJSON *v, const char *key, i
  * [A-Za-z0-9_-] starting with a letter or '_'. */
 static int valid_prefix(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0)
-		return 1;
-	if (n > 48 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') ||
-			s[0] == '_'))
-		return 0;
-	for (i = 1; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-			return 0;
-	}
-	return 1;
+	return !*s || valid_name(s, 48);
 }
 
 /* A stdio server's args: strings, empty ones allowed (unlike other
@@ -1750,6 +1719,18 @@ static void free_secret(char *s)
 	}
 }
 
+/* Frees n name/value pairs whose values may hold secrets. */
+static void free_pairs(struct gh_header_conf *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].name);
+		free_secret(v[i].value);
+	}
+	free(v);
+}
+
 /* The tree may hold substituted secrets: wipe every string before freeing.
  * Depth is bounded by GH_JSON_MAX_DEPTH (checked at parse). */
 static void wipe_strings(cJSON *v)
@@ -1764,102 +1745,115 @@ static void wipe_strings(cJSON *v)
 		wipe_strings(it);
 }
 
+static void free_provider(void *elt)
+{
+	struct gh_provider_conf *p = elt;
+
+	free(p->name);
+	free(p->base_url);
+	free_secret(p->api_key);
+	free(p->anthropic_version);
+}
+
+static void free_agent(void *elt)
+{
+	struct gh_agent_conf *a = elt;
+
+	free(a->id);
+	free(a->name);
+	free(a->description);
+	free(a->provider);
+	free(a->model);
+	free(a->instructions);
+	free_list(&a->tools);
+	free_list(&a->require_approval);
+	free_list(&a->models);
+}
+
+static void free_tool(void *elt)
+{
+	struct gh_tool_conf *t = elt;
+
+	free(t->name);
+	free(t->description);
+	cJSON_Delete(t->input_schema);
+	cJSON_Delete(t->output_schema);
+	cJSON_Delete(t->annotations);
+	free(t->url);
+	free_pairs(t->headers, t->nheaders);
+}
+
+static void free_tool_limit(void *elt)
+{
+	free(((struct gh_tool_limit *)elt)->glob);
+}
+
+static void free_arg_rule(void *elt)
+{
+	struct gh_arg_rule *r = elt;
+
+	gh_policy_arg_rule_free(r);
+	free(r->name);
+	free(r->tool);
+	free(r->pointer);
+	free(r->regex);
+	free(r->glob);
+}
+
+/* Frees the n elements of arr (size bytes each) with free_elt, then arr. */
+static void free_array(void *arr, size_t n, size_t size, void (*free_elt)(void *elt))
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free_elt((char *)arr + i * size);
+	free(arr);
+}
+
+static void free_policy(void *elt)
+{
+	struct gh_policy_conf *p = elt;
+
+	free(p->name);
+	free_list(&p->agents);
+	free_list(&p->tools_allow);
+	free_list(&p->tools_deny);
+	free_list(&p->client_allow);
+	free_list(&p->client_deny);
+	free_list(&p->approval_require);
+	free_list(&p->approval_exempt);
+	free_array(p->tool_limits, p->ntool_limits, sizeof(*p->tool_limits), free_tool_limit);
+	free_array(p->arg_rules, p->narg_rules, sizeof(*p->arg_rules), free_arg_rule);
+}
+
+static void free_mcp_server(void *elt)
+{
+	struct gh_mcp_server_conf *m = elt;
+
+	free(m->name);
+	free(m->prefix);
+	free(m->command);
+	free_list(&m->args);
+	free_pairs(m->env, m->nenv);
+	free(m->cwd);
+	free(m->url);
+	free_pairs(m->headers, m->nheaders);
+}
+
 void gh_config_free(struct gh_config *c)
 {
-	size_t i, j;
-
 	if (!c)
 		return;
 	free(c->server.listen);
 	free(c->server.public_url);
 	free(c->database.path);
 	free(c->key_hash_file);
-	for (i = 0; i < c->nproviders; i++) {
-		free(c->providers[i].name);
-		free(c->providers[i].base_url);
-		free_secret(c->providers[i].api_key);
-		free(c->providers[i].anthropic_version);
-	}
-	free(c->providers);
-	for (i = 0; i < c->nagents; i++) {
-		struct gh_agent_conf *a = &c->agents[i];
-
-		free(a->id);
-		free(a->name);
-		free(a->description);
-		free(a->provider);
-		free(a->model);
-		free(a->instructions);
-		free_list(&a->tools);
-		free_list(&a->require_approval);
-		free_list(&a->models);
-	}
-	free(c->agents);
+	free_array(c->providers, c->nproviders, sizeof(*c->providers), free_provider);
+	free_array(c->agents, c->nagents, sizeof(*c->agents), free_agent);
 	free(c->default_agent);
-	for (i = 0; i < c->ntools; i++) {
-		struct gh_tool_conf *t = &c->tools[i];
-
-		free(t->name);
-		free(t->description);
-		cJSON_Delete(t->input_schema);
-		cJSON_Delete(t->output_schema);
-		cJSON_Delete(t->annotations);
-		free(t->url);
-		for (j = 0; j < t->nheaders; j++) {
-			free(t->headers[j].name);
-			free_secret(t->headers[j].value);
-		}
-		free(t->headers);
-	}
-	free(c->tools);
-	for (i = 0; i < c->npolicies; i++) {
-		struct gh_policy_conf *p = &c->policies[i];
-
-		free(p->name);
-		free_list(&p->agents);
-		free_list(&p->tools_allow);
-		free_list(&p->tools_deny);
-		free_list(&p->client_allow);
-		free_list(&p->client_deny);
-		free_list(&p->approval_require);
-		free_list(&p->approval_exempt);
-		for (j = 0; j < p->ntool_limits; j++)
-			free(p->tool_limits[j].glob);
-		free(p->tool_limits);
-		for (j = 0; j < p->narg_rules; j++) {
-			struct gh_arg_rule *r = &p->arg_rules[j];
-
-			gh_policy_arg_rule_free(r);
-			free(r->name);
-			free(r->tool);
-			free(r->pointer);
-			free(r->regex);
-			free(r->glob);
-		}
-		free(p->arg_rules);
-	}
-	free(c->policies);
-	for (i = 0; i < c->nmcp_servers; i++) {
-		struct gh_mcp_server_conf *m = &c->mcp_servers[i];
-
-		free(m->name);
-		free(m->prefix);
-		free(m->command);
-		free_list(&m->args);
-		for (j = 0; j < m->nenv; j++) {
-			free(m->env[j].name);
-			free_secret(m->env[j].value);
-		}
-		free(m->env);
-		free(m->cwd);
-		free(m->url);
-		for (j = 0; j < m->nheaders; j++) {
-			free(m->headers[j].name);
-			free_secret(m->headers[j].value);
-		}
-		free(m->headers);
-	}
-	free(c->mcp_servers);
+	free_array(c->tools, c->ntools, sizeof(*c->tools), free_tool);
+	free_array(c->policies, c->npolicies, sizeof(*c->policies), free_policy);
+	free_array(c->mcp_servers, c->nmcp_servers, sizeof(*c->mcp_servers), free_mcp_server);
 	free_list(&c->audit.redact);
 	free(c->audit.signing_key_file);
 	free(c->audit.witness.file);

@@ -29,24 +29,13 @@
 
 #include "json.h"
 #include "provider_int.h"
+#include "provider_wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define TYPE "anthropic"
 #define DEFAULT_MAX_TOKENS 4096
-
-static enum gh_code oom(const struct gh_provider_conf *conf, struct gh_err *e)
-{
-	return gh_err_set(e, GH_E_NOMEM, "provider %s (" TYPE "): out of memory", conf->name);
-}
-
-static enum gh_code bad_msg(const struct gh_provider_conf *conf, size_t i, const char *why,
-			    struct gh_err *e)
-{
-	return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages[%zu]: %s", conf->name,
-			  i, why);
-}
 
 /* Appends a block object to blocks; NULL on OOM. */
 static cJSON *add_block(cJSON *blocks, const char *type)
@@ -148,32 +137,36 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 	int r;
 
 	if (cJSON_IsString(content))
-		return add_text(blocks, content->valuestring) ? oom(conf, e) : GH_OK;
+		return add_text(blocks, content->valuestring) ? gh_provider_oom(conf, TYPE, e)
+							      : GH_OK;
 	if (content && !cJSON_IsArray(content))
-		return bad_msg(conf, i, "content: expected a string or an array of parts", e);
+		return gh_provider_bad_msg(conf, TYPE, i,
+					   "content: expected a string or an array of parts", e);
 	cJSON_ArrayForEach(p, content) {
 		const char *type = gh_json_str(p, "type");
 		cJSON *o, *in;
 
 		if (!type)
-			return bad_msg(conf, i, "content part without a type", e);
+			return gh_provider_bad_msg(conf, TYPE, i, "content part without a type", e);
 		if (!strcmp(type, "text")) {
 			if (add_text(blocks, gh_json_str(p, "text")))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 		} else if (!strcmp(type, "image") && !strcmp(role, "user")) {
 			if ((r = add_image(blocks, p)) < 0)
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			if (r > 0)
-				return bad_msg(conf, i, "image part without a usable image", e);
+				return gh_provider_bad_msg(conf, TYPE, i,
+							   "image part without a usable image", e);
 		} else if (!strcmp(type, "tool-call") && !strcmp(role, "assistant")) {
 			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName"))
-				return bad_msg(conf, i,
-					       "tool-call part needs toolCallId and toolName", e);
+				return gh_provider_bad_msg(conf, TYPE, i,
+							   "tool-call part needs toolCallId and "
+							   "toolName", e);
 			if (!(o = add_block(blocks, "tool_use")) ||
 			    !cJSON_AddStringToObject(o, "id", gh_json_str(p, "toolCallId")) ||
 			    !cJSON_AddStringToObject(o, "name", gh_json_str(p, "toolName")) ||
 			    !(in = tool_input(cJSON_GetObjectItemCaseSensitive(p, "args"))))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			cJSON_AddItemToObject(o, "input", in);
 		} else if (!strcmp(type, "tool-result") && !strcmp(role, "tool")) {
 			const char *id = gh_json_str(p, "toolCallId");
@@ -182,7 +175,8 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 			char *res;
 
 			if (!id)
-				return bad_msg(conf, i, "tool-result part needs toolCallId", e);
+				return gh_provider_bad_msg(conf, TYPE, i,
+							   "tool-result part needs toolCallId", e);
 			const cJSON *raw = content_blocks(result) ? result : NULL;
 
 			res = gh_provider_result_text(result);
@@ -192,7 +186,7 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 				  : cJSON_AddStringToObject(o, "content", res) != NULL) ||
 			    (is_error && !cJSON_AddTrueToObject(o, "is_error"))) {
 				free(res);
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			}
 			free(res);
 		} else if (!strcmp(type, "reasoning") && !strcmp(role, "assistant")) {
@@ -204,15 +198,16 @@ static enum gh_code message_blocks(const struct gh_provider_conf *conf, size_t i
 			if (!(o = add_block(blocks, "thinking")) ||
 			    !cJSON_AddStringToObject(o, "thinking", t ? t : "") ||
 			    !cJSON_AddStringToObject(o, "signature", sig))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 		} else if (!strcmp(type, "redacted-reasoning") && !strcmp(role, "assistant")) {
 			const char *d = gh_json_str(p, "data");
 
 			if (d && (!(o = add_block(blocks, "redacted_thinking")) ||
 				  !cJSON_AddStringToObject(o, "data", d)))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 		} else if (!strcmp(role, "user")) {
-			return bad_msg(conf, i, "unsupported content part type", e);
+			return gh_provider_bad_msg(conf, TYPE, i, "unsupported content part type",
+						   e);
 		}
 		/* other assistant parts stay with us */
 	}
@@ -240,7 +235,7 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		cJSON *blocks, *o, *b;
 
 		if (!role)
-			return bad_msg(conf, i, "role: expected a string", e);
+			return gh_provider_bad_msg(conf, TYPE, i, "role: expected a string", e);
 		if (cJSON_IsFalse(raw)) {
 			i++;
 			continue;
@@ -248,7 +243,7 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		if (cJSON_IsObject(raw)) {
 			/* as the client sent it: new roles and block types too */
 			if (!(o = cJSON_Duplicate(raw, 1)))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			cJSON_AddItemToArray(arr, o);
 			last = o;
 			last_role = gh_json_str(o, "role") ? gh_json_str(o, "role") : "";
@@ -258,7 +253,7 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		if (!strcmp(role, "system")) {
 			if ((system->len && gh_buf_puts(system, "\n\n") != GH_BUF_OK) ||
 			    gh_provider_content_text(content, system) != GH_BUF_OK)
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			i++;
 			continue;
 		}
@@ -267,10 +262,11 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		else if (!strcmp(role, "assistant"))
 			wire = "assistant";
 		else
-			return bad_msg(conf, i, "role: expected user, assistant, tool or system",
-				       e);
+			return gh_provider_bad_msg(conf, TYPE, i,
+						   "role: expected user, assistant, tool or system",
+						   e);
 		if (!(blocks = cJSON_CreateArray()))
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 		if ((rc = message_blocks(conf, i, role, content, blocks, e)) != GH_OK) {
 			cJSON_Delete(blocks);
 			return rc;
@@ -294,12 +290,12 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		}
 		if (!(o = cJSON_CreateObject())) {
 			cJSON_Delete(blocks);
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 		}
 		cJSON_AddItemToArray(arr, o);
 		if (!cJSON_AddStringToObject(o, "role", wire)) {
 			cJSON_Delete(blocks);
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 		}
 		cJSON_AddItemToObject(o, "content", blocks);
 		last = o;
@@ -420,27 +416,22 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 		goto nomem;
 	goto out;
 nomem:
-	rc = oom(conf, e);
+	rc = gh_provider_oom(conf, TYPE, e);
 out:
 	cJSON_Delete(b);
 	gh_buf_free(&system);
 	return rc;
 }
 
-static enum gh_finish map_stop(const char *s)
-{
-	if (!s)
-		return GH_FINISH_OTHER;
-	if (!strcmp(s, "end_turn") || !strcmp(s, "stop_sequence"))
-		return GH_FINISH_STOP;
-	if (!strcmp(s, "max_tokens"))
-		return GH_FINISH_LENGTH;
-	if (!strcmp(s, "tool_use"))
-		return GH_FINISH_TOOL_CALLS;
-	if (!strcmp(s, "refusal"))
-		return GH_FINISH_CONTENT_FILTER;
-	return GH_FINISH_OTHER;
-}
+/* Anthropic's stop_reason. */
+static const struct gh_provider_finish_name stop_reasons[] = {
+	{"end_turn", GH_FINISH_STOP},
+	{"stop_sequence", GH_FINISH_STOP},
+	{"max_tokens", GH_FINISH_LENGTH},
+	{"tool_use", GH_FINISH_TOOL_CALLS},
+	{"refusal", GH_FINISH_CONTENT_FILTER},
+	{NULL, GH_FINISH_OTHER},
+};
 
 /* Input tokens include what the prompt cache wrote and read. */
 static void read_usage(const cJSON *u, int64_t *in, int64_t *out)
@@ -551,14 +542,14 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 		}
 		free(a);
 	}
-	out->finish = map_stop(gh_json_str(j, "stop_reason"));
+	out->finish = gh_provider_finish(stop_reasons, gh_json_str(j, "stop_reason"));
 	read_usage(cJSON_GetObjectItemCaseSensitive(j, "usage"), &out->input_tokens,
 		   &out->output_tokens);
 	return GH_OK;
 nomem:
 	gh_buf_free(&text);
 	gh_chat_response_clear(out);
-	return oom(conf, e);
+	return gh_provider_oom(conf, TYPE, e);
 }
 
 /* Reasoning counts against the reply's budget like text. */
@@ -658,7 +649,7 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 		const char *sr = gh_json_str(delta, "stop_reason");
 
 		if (sr) {
-			st->finish = map_stop(sr);
+			st->finish = gh_provider_finish(stop_reasons, sr);
 			st->have_finish = 1;
 		}
 		read_usage(cJSON_GetObjectItemCaseSensitive(j, "usage"), &st->input_tokens,

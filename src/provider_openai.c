@@ -17,24 +17,13 @@
 
 #include "json.h"
 #include "provider_int.h"
+#include "provider_wire.h"
 
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TYPE "openai"
-
-static enum gh_code oom(const struct gh_provider_conf *conf, struct gh_err *e)
-{
-	return gh_err_set(e, GH_E_NOMEM, "provider %s (" TYPE "): out of memory", conf->name);
-}
-
-static enum gh_code bad_msg(const struct gh_provider_conf *conf, size_t i, const char *why,
-			    struct gh_err *e)
-{
-	return gh_err_set(e, GH_E_BADREQ, "provider %s (" TYPE "): messages[%zu]: %s", conf->name,
-			  i, why);
-}
 
 /* An image part's URL: http(s) and data: URLs as they are, bare base64 as
  * a data: URL. Caller frees. */
@@ -63,12 +52,14 @@ static enum gh_code user_content(const struct gh_provider_conf *conf, size_t i,
 	cJSON *parts;
 
 	if (cJSON_IsString(content))
-		return cJSON_AddStringToObject(msg, "content", content->valuestring) ? GH_OK
-										     : oom(conf, e);
+		return cJSON_AddStringToObject(msg, "content", content->valuestring)
+			       ? GH_OK
+			       : gh_provider_oom(conf, TYPE, e);
 	if (!cJSON_IsArray(content))
-		return bad_msg(conf, i, "content: expected a string or an array of parts", e);
+		return gh_provider_bad_msg(conf, TYPE, i,
+					   "content: expected a string or an array of parts", e);
 	if (!(parts = cJSON_AddArrayToObject(msg, "content")))
-		return oom(conf, e);
+		return gh_provider_oom(conf, TYPE, e);
 	cJSON_ArrayForEach(p, content) {
 		const char *type = gh_json_str(p, "type");
 		cJSON *o;
@@ -77,31 +68,33 @@ static enum gh_code user_content(const struct gh_provider_conf *conf, size_t i,
 			const char *text = gh_json_str(p, "text");
 
 			if (!(o = cJSON_CreateObject()))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			cJSON_AddItemToArray(parts, o);
 			if (!cJSON_AddStringToObject(o, "type", "text") ||
 			    !cJSON_AddStringToObject(o, "text", text ? text : ""))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 		} else if (type && !strcmp(type, "image")) {
 			char *url = image_url(p);
 			cJSON *iu;
 
 			if (!url)
-				return bad_msg(conf, i, "image part without an image", e);
+				return gh_provider_bad_msg(conf, TYPE, i,
+							   "image part without an image", e);
 			if (!(o = cJSON_CreateObject())) {
 				free(url);
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			}
 			cJSON_AddItemToArray(parts, o);
 			if (!cJSON_AddStringToObject(o, "type", "image_url") ||
 			    !(iu = cJSON_AddObjectToObject(o, "image_url")) ||
 			    !cJSON_AddStringToObject(iu, "url", url)) {
 				free(url);
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			}
 			free(url);
 		} else {
-			return bad_msg(conf, i, "unsupported content part type", e);
+			return gh_provider_bad_msg(conf, TYPE, i, "unsupported content part type",
+						   e);
 		}
 	}
 	return GH_OK;
@@ -117,7 +110,7 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 
 	gh_buf_init(&text, (size_t)-1 / 2);
 	if (gh_provider_content_text(content, &text) != GH_BUF_OK) {
-		rc = oom(conf, e);
+		rc = gh_provider_oom(conf, TYPE, e);
 		goto out;
 	}
 	if (cJSON_IsArray(content)) {
@@ -129,8 +122,9 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 			if (!type || strcmp(type, "tool-call"))
 				continue;   /* text is above; reasoning stays with us */
 			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName")) {
-				rc = bad_msg(conf, i, "tool-call part needs toolCallId and "
-					     "toolName", e);
+				rc = gh_provider_bad_msg(conf, TYPE, i,
+							 "tool-call part needs toolCallId and "
+							 "toolName", e);
 				goto out;
 			}
 			if (!calls && !(calls = cJSON_CreateArray()))
@@ -152,7 +146,8 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 			free(args);
 		}
 	} else if (!cJSON_IsString(content) && content) {
-		rc = bad_msg(conf, i, "content: expected a string or an array of parts", e);
+		rc = gh_provider_bad_msg(conf, TYPE, i,
+					 "content: expected a string or an array of parts", e);
 		goto out;
 	}
 	/* with tool calls and no text, content is null */
@@ -168,7 +163,7 @@ static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
 	}
 	goto out;
 nomem:
-	rc = oom(conf, e);
+	rc = gh_provider_oom(conf, TYPE, e);
 out:
 	cJSON_Delete(calls);
 	gh_buf_free(&text);
@@ -186,11 +181,11 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		cJSON *s = cJSON_CreateObject();
 
 		if (!s)
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 		cJSON_AddItemToArray(arr, s);
 		if (!cJSON_AddStringToObject(s, "role", "system") ||
 		    !cJSON_AddStringToObject(s, "content", req->system))
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 	}
 	if (req->messages && !cJSON_IsArray(req->messages))
 		return gh_err_set(e, GH_E_BADREQ,
@@ -202,12 +197,14 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 		cJSON *o;
 
 		if (!role)
-			return bad_msg(conf, i, "role: expected a string", e);
+			return gh_provider_bad_msg(conf, TYPE, i, "role: expected a string", e);
 		if (!strcmp(role, "tool")) {
 			const cJSON *p;
 
 			if (!cJSON_IsArray(content))
-				return bad_msg(conf, i, "content: expected tool-result parts", e);
+				return gh_provider_bad_msg(conf, TYPE, i,
+							   "content: expected tool-result parts",
+							   e);
 			cJSON_ArrayForEach(p, content) {
 				const char *type = gh_json_str(p, "type");
 				const char *id = gh_json_str(p, "toolCallId");
@@ -217,17 +214,18 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 				if (!type || strcmp(type, "tool-result"))
 					continue;
 				if (!id)
-					return bad_msg(conf, i, "tool-result part needs "
-						       "toolCallId", e);
+					return gh_provider_bad_msg(conf, TYPE, i,
+								   "tool-result part needs "
+								   "toolCallId", e);
 				if (!(o = cJSON_CreateObject()))
-					return oom(conf, e);
+					return gh_provider_oom(conf, TYPE, e);
 				cJSON_AddItemToArray(arr, o);
 				res = gh_provider_result_text(result);
 				if (!res || !cJSON_AddStringToObject(o, "role", "tool") ||
 				    !cJSON_AddStringToObject(o, "tool_call_id", id) ||
 				    !cJSON_AddStringToObject(o, "content", res)) {
 					free(res);
-					return oom(conf, e);
+					return gh_provider_oom(conf, TYPE, e);
 				}
 				free(res);
 			}
@@ -235,16 +233,16 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			continue;
 		}
 		if (!(o = cJSON_CreateObject()))
-			return oom(conf, e);
+			return gh_provider_oom(conf, TYPE, e);
 		cJSON_AddItemToArray(arr, o);
 		if (!strcmp(role, "user")) {
 			if (!cJSON_AddStringToObject(o, "role", "user"))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			if ((rc = user_content(conf, i, content, o, e)) != GH_OK)
 				return rc;
 		} else if (!strcmp(role, "assistant")) {
 			if (!cJSON_AddStringToObject(o, "role", "assistant"))
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			if ((rc = assistant_msg(conf, i, content, o, e)) != GH_OK)
 				return rc;
 		} else if (!strcmp(role, "system")) {
@@ -256,12 +254,13 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			if (brc != GH_BUF_OK || !cJSON_AddStringToObject(o, "role", "system") ||
 			    !cJSON_AddStringToObject(o, "content", t.data ? t.data : "")) {
 				gh_buf_free(&t);
-				return oom(conf, e);
+				return gh_provider_oom(conf, TYPE, e);
 			}
 			gh_buf_free(&t);
 		} else {
-			return bad_msg(conf, i, "role: expected user, assistant, tool or system",
-				       e);
+			return gh_provider_bad_msg(conf, TYPE, i,
+						   "role: expected user, assistant, tool or system",
+						   e);
 		}
 		i++;
 	}
@@ -312,26 +311,21 @@ static enum gh_code build_body(const struct gh_provider_conf *conf,
 		goto nomem;
 	goto out;
 nomem:
-	rc = oom(conf, e);
+	rc = gh_provider_oom(conf, TYPE, e);
 out:
 	cJSON_Delete(b);
 	return rc;
 }
 
-static enum gh_finish map_finish(const char *s)
-{
-	if (!s)
-		return GH_FINISH_OTHER;
-	if (!strcmp(s, "stop"))
-		return GH_FINISH_STOP;
-	if (!strcmp(s, "length"))
-		return GH_FINISH_LENGTH;
-	if (!strcmp(s, "tool_calls") || !strcmp(s, "function_call"))
-		return GH_FINISH_TOOL_CALLS;
-	if (!strcmp(s, "content_filter"))
-		return GH_FINISH_CONTENT_FILTER;
-	return GH_FINISH_OTHER;
-}
+/* OpenAI's finish_reason. */
+static const struct gh_provider_finish_name finish_reasons[] = {
+	{"stop", GH_FINISH_STOP},
+	{"length", GH_FINISH_LENGTH},
+	{"tool_calls", GH_FINISH_TOOL_CALLS},
+	{"function_call", GH_FINISH_TOOL_CALLS},
+	{"content_filter", GH_FINISH_CONTENT_FILTER},
+	{NULL, GH_FINISH_OTHER},
+};
 
 static void read_usage(const cJSON *usage, int64_t *in, int64_t *out)
 {
@@ -386,7 +380,7 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 			free(a);
 		}
 	}
-	out->finish = map_finish(gh_json_str(c0, "finish_reason"));
+	out->finish = gh_provider_finish(finish_reasons, gh_json_str(c0, "finish_reason"));
 	if (out->ncalls && out->finish == GH_FINISH_STOP)
 		out->finish = GH_FINISH_TOOL_CALLS;
 	read_usage(cJSON_GetObjectItemCaseSensitive(j, "usage"), &out->input_tokens,
@@ -394,7 +388,7 @@ static enum gh_code parse_reply(const struct gh_provider_conf *conf, const cJSON
 	return GH_OK;
 nomem:
 	gh_chat_response_clear(out);
-	return oom(conf, e);
+	return gh_provider_oom(conf, TYPE, e);
 }
 
 /* One chunk of a stream: "data: {...}" or "data: [DONE]". */
@@ -468,7 +462,7 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 				goto out;
 		}
 		if ((fin = gh_json_str(c, "finish_reason"))) {
-			st->finish = map_finish(fin);
+			st->finish = gh_provider_finish(finish_reasons, fin);
 			st->have_finish = 1;
 		}
 	}
@@ -494,7 +488,7 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 	if (!conf->api_key || !*conf->api_key)
 		return GH_OK;
 	if (gh_buf_printf(scratch, "Bearer %s", conf->api_key) != GH_BUF_OK)
-		return oom(conf, e);
+		return gh_provider_oom(conf, TYPE, e);
 	hdr[0].name = "Authorization";
 	hdr[0].value = scratch->data;
 	(*n)++;

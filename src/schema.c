@@ -240,6 +240,23 @@ static void mw_value(struct mw *w, const cJSON *v)
 #define PATH_TAIL 100
 #define SEG_MAX (QUOTE_MAX * 6 + 16)
 
+/* A segment of a path into a schema or a value: a key, or an index. */
+struct seg {
+	const char *key; /* NULL: index */
+	size_t index;
+};
+
+/* Appends a segment to path (*n of cap used); -1 when it is full. */
+static int seg_push(struct seg *path, int *n, int cap, const char *key, size_t index)
+{
+	if (*n >= cap)
+		return -1;
+	path[*n].key = key;
+	path[*n].index = index;
+	(*n)++;
+	return 0;
+}
+
 typedef void (*seg_fn)(const void *segs, int i, char *b, size_t cap);
 
 static void mw_path(struct mw *w, const void *segs, int n, seg_fn seg)
@@ -734,27 +751,17 @@ static uint64_t hash_value(const cJSON *v, int depth, long *steps, int *deep)
  * gh_schema_check
  */
 
-struct cseg {
-	const char *key; /* NULL: index */
-	long index;
-};
-
 struct cctx {
 	const cJSON *root;
-	struct cseg path[2 * GH_SCHEMA_MAX_DEPTH + 8];
+	struct seg path[2 * GH_SCHEMA_MAX_DEPTH + 8];
 	int npath;
 	long steps;
 	struct mw out;
 };
 
-static int cpush(struct cctx *c, const char *key, long index)
+static int cpush(struct cctx *c, const char *key, size_t index)
 {
-	if (c->npath >= (int)GH_ARRAY_LEN(c->path))
-		return -1;
-	c->path[c->npath].key = key;
-	c->path[c->npath].index = index;
-	c->npath++;
-	return 0;
+	return seg_push(c->path, &c->npath, (int)GH_ARRAY_LEN(c->path), key, index);
 }
 
 static void cpop(struct cctx *c)
@@ -764,10 +771,10 @@ static void cpop(struct cctx *c)
 
 static void cseg_fmt(const void *segs, int i, char *b, size_t cap)
 {
-	const struct cseg *s = (const struct cseg *)segs + i;
+	const struct seg *s = (const struct seg *)segs + i;
 
 	if (!s->key)
-		snprintf(b, cap, "[%ld]", s->index);
+		snprintf(b, cap, "[%zu]", s->index);
 	else if (strlen(s->key) > QUOTE_MAX)
 		snprintf(b, cap, "%s%.*s...", i ? "." : "", (int)utf8_trim(s->key, QUOTE_MAX),
 			 s->key);
@@ -807,11 +814,12 @@ static const char *quoted(char *b, size_t cap, const char *s)
 
 static int check_node(struct cctx *c, const cJSON *s, int depth);
 
-static int check_sub(struct cctx *c, const char *kw, const cJSON *s, int depth)
+/* check_node() one level down, at key (or at index when key is NULL). */
+static int check_at(struct cctx *c, const char *key, size_t index, const cJSON *s, int depth)
 {
 	int rc;
 
-	if (cpush(c, kw, 0))
+	if (cpush(c, key, index))
 		return cfail(c, NULL, "schema nests too deeply");
 	rc = check_node(c, s, depth + 1);
 	cpop(c);
@@ -822,7 +830,7 @@ static int check_list(struct cctx *c, const char *kw, const cJSON *list, int dep
 		      int nonempty)
 {
 	const cJSON *e;
-	long i = 0;
+	size_t i = 0;
 	int rc = 0;
 
 	if (!cJSON_IsArray(list))
@@ -831,14 +839,8 @@ static int check_list(struct cctx *c, const char *kw, const cJSON *list, int dep
 		return cfail(c, kw, "must not be empty");
 	if (cpush(c, kw, 0))
 		return cfail(c, NULL, "schema nests too deeply");
-	for (e = list->child; e && rc == 0; e = e->next, i++) {
-		if (cpush(c, NULL, i)) {
-			rc = cfail(c, NULL, "schema nests too deeply");
-			break;
-		}
-		rc = check_node(c, e, depth + 1);
-		cpop(c);
-	}
+	for (e = list->child; e && rc == 0; e = e->next, i++)
+		rc = check_at(c, NULL, i, e, depth);
 	cpop(c);
 	return rc;
 }
@@ -971,7 +973,7 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.pattern_props && check_map(c, "patternProperties", k.pattern_props, depth, 1))
 		return -1;
-	if (k.additional && check_sub(c, "additionalProperties", k.additional, depth))
+	if (k.additional && check_at(c, "additionalProperties", 0, k.additional, depth))
 		return -1;
 	if (k.required) {
 		if (!cJSON_IsArray(k.required))
@@ -985,12 +987,12 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.items) {
 		if (cJSON_IsArray(k.items) ? check_list(c, "items", k.items, depth, 0) :
-					     check_sub(c, "items", k.items, depth))
+					     check_at(c, "items", 0, k.items, depth))
 			return -1;
 	}
 	if (k.prefix_items && check_list(c, "prefixItems", k.prefix_items, depth, 0))
 		return -1;
-	if (k.additional_items && check_sub(c, "additionalItems", k.additional_items, depth))
+	if (k.additional_items && check_at(c, "additionalItems", 0, k.additional_items, depth))
 		return -1;
 	if (check_count(c, "minItems", k.min_items) || check_count(c, "maxItems", k.max_items) ||
 	    check_count(c, "minLength", k.min_len) || check_count(c, "maxLength", k.max_len))
@@ -1035,7 +1037,7 @@ static int check_node(struct cctx *c, const cJSON *s, int depth)
 		return -1;
 	if (k.one_of && check_list(c, "oneOf", k.one_of, depth, 1))
 		return -1;
-	if (k.not_ && check_sub(c, "not", k.not_, depth))
+	if (k.not_ && check_at(c, "not", 0, k.not_, depth))
 		return -1;
 	if (k.definitions && check_map(c, "definitions", k.definitions, depth, 0))
 		return -1;
@@ -1075,14 +1077,9 @@ int gh_schema_check(const cJSON *schema, char *msg, size_t cap)
  * a tagged union). */
 enum { EK_CONST = 0, EK_TYPE = 1, EK_RULE = 2 };
 
-struct vseg {
-	const char *key; /* NULL: index */
-	size_t index;
-};
-
 struct vctx {
 	const cJSON *root;
-	struct vseg path[GH_SCHEMA_MAX_VALUE_DEPTH];
+	struct seg path[GH_SCHEMA_MAX_VALUE_DEPTH];
 	int npath;
 	int frames;
 	int hops;
@@ -1110,7 +1107,7 @@ static int is_ident(const char *s)
 
 static void vseg_fmt(const void *segs, int i, char *b, size_t cap)
 {
-	const struct vseg *s = (const struct vseg *)segs + i;
+	const struct seg *s = (const struct seg *)segs + i;
 	struct mw w;
 
 	mw_init(&w, b, cap);
@@ -1170,12 +1167,9 @@ static int vfatal(struct vctx *v, const char *fmt, ...)
 
 static int vpush(struct vctx *v, const char *key, size_t index)
 {
-	if (v->npath >= GH_SCHEMA_MAX_VALUE_DEPTH)
+	if (seg_push(v->path, &v->npath, (int)GH_ARRAY_LEN(v->path), key, index) != 0)
 		return vfatal(v, "schema too deep (value nests deeper than %d levels)",
 			      GH_SCHEMA_MAX_VALUE_DEPTH);
-	v->path[v->npath].key = key;
-	v->path[v->npath].index = index;
-	v->npath++;
 	return 0;
 }
 

@@ -199,6 +199,50 @@ cJSON *store_col_json(sqlite3_stmt *st, int i)
 	return v;
 }
 
+void store_cols_read(sqlite3_stmt *st, const struct store_col *cols, size_t n, void *base)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char *dst = (char *)base + cols[i].off;
+		int col = (int)i;
+
+		switch (cols[i].kind) {
+		case STORE_COL_SKIP:
+			break;
+		case STORE_COL_TEXT:
+			store_col_copy(st, col, dst, cols[i].size);
+			break;
+		case STORE_COL_INT:
+			*(int64_t *)(void *)dst = sqlite3_column_int64(st, col);
+			break;
+		case STORE_COL_DUP:
+			*(char **)(void *)dst = gh_strdup((const char *)sqlite3_column_text(st, col));
+			break;
+		case STORE_COL_JSON:
+			*(cJSON **)(void *)dst = store_col_json(st, col);
+			break;
+		}
+	}
+}
+
+void store_cols_clear(const struct store_col *cols, size_t n, void *base, size_t size)
+{
+	size_t i;
+
+	if (!base)
+		return;
+	for (i = 0; i < n; i++) {
+		char *dst = (char *)base + cols[i].off;
+
+		if (cols[i].kind == STORE_COL_DUP)
+			free(*(char **)(void *)dst);
+		else if (cols[i].kind == STORE_COL_JSON)
+			cJSON_Delete(*(cJSON **)(void *)dst);
+	}
+	memset(base, 0, size);
+}
+
 static void conn_close(struct store_conn *c)
 {
 	size_t i;

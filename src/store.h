@@ -353,12 +353,21 @@ struct gh_audit_row {
 	size_t hash_len;
 };
 
+/* What the audit readers call for each row, checkpoint (or anchor) and
+ * indexed block (see gh_store_audit_scan_indexed); nonzero stops the
+ * reading. */
+struct gh_audit_checkpoint;
+struct gh_audit_blockmap;
+typedef int (*gh_audit_row_fn)(void *ud, const struct gh_audit_row *r);
+typedef int (*gh_audit_ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c);
+typedef int (*gh_audit_block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
+				 const char *why);
+
 /* Calls fn for every row with seq >= from_seq in ascending order (verify,
  * export). Streams: memory use does not grow with the table. fn returns
  * nonzero to stop. */
 enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				 struct gh_err *e);
+				 gh_audit_row_fn fn, void *ud, struct gh_err *e);
 
 /* Like gh_store_audit_scan from from_seq to the end, in one snapshot, and
  * with the filter index: before the first row of each block, block_fn gets
@@ -366,12 +375,8 @@ enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t t
  * is indexed, else NULL; why is set when a stored posting is damaged (the
  * postings are then incomplete). Either callback returns nonzero to stop.
  * For `audit verify`, which checks every row against them. */
-struct gh_audit_blockmap;
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
-					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
-					 int (*block_fn)(void *ud, int64_t blk,
-							 const struct gh_audit_blockmap *stored,
-							 const char *why),
+					 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 					 void *ud, struct gh_err *e);
 
 /* Builds the filter index of every complete block not yet indexed, one
@@ -388,13 +393,9 @@ enum gh_code gh_store_audit_reindex(struct gh_store *s, int from_scratch,
  * gh_store_audit_scan_indexed gives it. Any callback stops the reading by
  * returning nonzero. One snapshot: a server committing meanwhile cannot
  * make checkpoints and rows disagree. */
-enum gh_code gh_store_audit_scan_verify(
-	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-	int (*row_fn)(void *ud, const struct gh_audit_row *r),
-	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
-			const char *why),
-	void *ud, struct gh_err *e);
+enum gh_code gh_store_audit_scan_verify(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+					gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn,
+					gh_audit_block_fn block_fn, void *ud, struct gh_err *e);
 
 struct gh_audit_filter {
 	int64_t from_ms, to_ms;           /* 0 = open */
@@ -406,9 +407,8 @@ struct gh_audit_filter {
  * whose seq > cursor. At most limit rows; fn is called per row; *next gets
  * the cursor for the next page (0 when this was the last). */
 enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
-				  int64_t cursor, int limit, int ascending,
-				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				  int64_t *next, struct gh_err *e);
+				  int64_t cursor, int limit, int ascending, gh_audit_row_fn fn,
+				  void *ud, int64_t *next, struct gh_err *e);
 
 struct gh_audit_checkpoint {
 	int64_t seq;
@@ -421,9 +421,8 @@ struct gh_audit_checkpoint {
 	int64_t prev_seq;                  /* ...which covers this row (0: none) */
 };
 /* Calls fn for every checkpoint in ascending seq. */
-enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
-					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
-					void *ud, struct gh_err *e);
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s, gh_audit_ckpt_fn fn, void *ud,
+					struct gh_err *e);
 /* The checkpoint at seq; GH_E_NOTFOUND when there is none. */
 enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 					  struct gh_audit_checkpoint *out, struct gh_err *e);
@@ -433,10 +432,8 @@ enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
  * row_fn every row from the newest checkpoint's row, or from the anchor's
  * when that is later, or from the first row when there is no checkpoint,
  * onwards in order. Any of them stops the reading by returning nonzero. */
-enum gh_code gh_store_audit_newest(struct gh_store *s,
-				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
+enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+				   gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn, void *ud,
 				   struct gh_err *e);
 /* The retention anchor; GH_E_NOTFOUND when the chain starts at genesis. The
  * anchor's hash field holds the prev_hash of its first kept row. */

@@ -11,14 +11,17 @@
 #include "json.h"
 #include "util.h"
 
+#define T(KIND, FIELD) STORE_COL(KIND, struct gh_a2a_task, FIELD)
+static const struct store_col task_cols[] = {
+	T(TEXT, id), T(TEXT, context_id), T(TEXT, agent_id), T(TEXT, owner), T(TEXT, key_id),
+	T(TEXT, run_id), T(TEXT, state), T(JSON, status_message), T(JSON, history),
+	T(JSON, artifacts), T(INT, created_at), T(INT, updated_at),
+};
+#undef T
+
 void gh_a2a_task_clear(struct gh_a2a_task *t)
 {
-	if (!t)
-		return;
-	cJSON_Delete(t->status_message);
-	cJSON_Delete(t->history);
-	cJSON_Delete(t->artifacts);
-	memset(t, 0, sizeof(*t));
+	store_cols_clear(task_cols, GH_ARRAY_LEN(task_cols), t, sizeof(*t));
 }
 
 /* The three JSON columns of a task, serialised for binding. */
@@ -53,17 +56,34 @@ static enum gh_code task_json_make(const struct gh_a2a_task *t, struct task_json
 	return GH_OK;
 }
 
-/* ---------------------------------------------------------------- insert */
-
-struct insert_arg {
+/* What an insert or a save job writes: the task, its JSON columns, and
+ * (save) the state it must be in. */
+struct task_arg {
 	const struct gh_a2a_task *t;
-	const struct task_json *j;
+	struct task_json j;
+	const char *expect;
 };
+
+/* Runs job on t with its JSON columns serialised for it. */
+static enum gh_code task_write(struct gh_store *s, store_write_fn job, const struct gh_a2a_task *t,
+			       const char *expect, struct gh_err *e)
+{
+	struct task_arg a = {.t = t, .expect = expect};
+	enum gh_code rc = task_json_make(t, &a.j, e);
+
+	if (rc != GH_OK)
+		return rc;
+	rc = store_write(s, job, &a, e);
+	task_json_free(&a.j);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- insert */
 
 static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
-	const struct insert_arg *a = arg;
+	const struct task_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
 	enum gh_code rc;
 
@@ -74,8 +94,8 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 			STORE_ARGS(STORE_TEXT(t->id), STORE_TEXT(t->context_id),
 				   STORE_TEXT(t->agent_id), STORE_TEXT(t->owner),
 				   STORE_TEXT(t->key_id), STORE_TEXT(t->run_id),
-				   STORE_TEXT(t->state), STORE_TEXT(a->j->status_message),
-				   STORE_TEXT(a->j->history), STORE_TEXT(a->j->artifacts),
+				   STORE_TEXT(t->state), STORE_TEXT(a->j.status_message),
+				   STORE_TEXT(a->j.history), STORE_TEXT(a->j.artifacts),
 				   STORE_INT(t->created_at), STORE_INT(t->updated_at)),
 			"saving an a2a task", NULL, e);
 	if (rc == GH_E_CONFLICT)
@@ -86,15 +106,7 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 enum gh_code gh_store_a2a_task_insert(struct gh_store *s, const struct gh_a2a_task *t,
 				      struct gh_err *e)
 {
-	struct task_json j;
-	struct insert_arg a = {t, &j};
-	enum gh_code rc = task_json_make(t, &j, e);
-
-	if (rc != GH_OK)
-		return rc;
-	rc = store_write(s, insert_job, &a, e);
-	task_json_free(&j);
-	return rc;
+	return task_write(s, insert_job, t, NULL, e);
 }
 
 /* ------------------------------------------------------------------- get */
@@ -103,18 +115,7 @@ static int task_row(sqlite3_stmt *st, void *ud)
 {
 	struct gh_a2a_task *out = ud;
 
-	store_col_copy(st, 0, out->id, sizeof(out->id));
-	store_col_copy(st, 1, out->context_id, sizeof(out->context_id));
-	store_col_copy(st, 2, out->agent_id, sizeof(out->agent_id));
-	store_col_copy(st, 3, out->owner, sizeof(out->owner));
-	store_col_copy(st, 4, out->key_id, sizeof(out->key_id));
-	store_col_copy(st, 5, out->run_id, sizeof(out->run_id));
-	store_col_copy(st, 6, out->state, sizeof(out->state));
-	out->status_message = store_col_json(st, 7);
-	out->history = store_col_json(st, 8);
-	out->artifacts = store_col_json(st, 9);
-	out->created_at = sqlite3_column_int64(st, 10);
-	out->updated_at = sqlite3_column_int64(st, 11);
+	store_cols_read(st, task_cols, GH_ARRAY_LEN(task_cols), out);
 	if (!cJSON_IsArray(out->history) || !cJSON_IsArray(out->artifacts) ||
 	    (sqlite3_column_type(st, 7) != SQLITE_NULL && !out->status_message)) {
 		gh_a2a_task_clear(out);
@@ -136,16 +137,10 @@ enum gh_code gh_store_a2a_task_get(struct gh_store *s, const char *owner, const 
 
 /* ------------------------------------------------------------------ save */
 
-struct save_arg {
-	const struct gh_a2a_task *t;
-	const struct task_json *j;
-	const char *expect;
-};
-
 static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg,
 			     struct gh_err *e)
 {
-	const struct save_arg *a = arg;
+	const struct task_arg *a = arg;
 	const struct gh_a2a_task *t = a->t;
 	char state[16];
 	struct store_buf b = {state, sizeof(state)};
@@ -166,8 +161,8 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 	return store_exec(w, "UPDATE a2a_tasks SET state = ?, run_id = ?, status_message = ?, "
 			     "history = ?, artifacts = ?, updated_at = ? WHERE id = ? AND owner = ?",
 			  STORE_ARGS(STORE_TEXT(t->state), STORE_TEXT(t->run_id),
-				     STORE_TEXT(a->j->status_message), STORE_TEXT(a->j->history),
-				     STORE_TEXT(a->j->artifacts), STORE_INT(t->updated_at),
+				     STORE_TEXT(a->j.status_message), STORE_TEXT(a->j.history),
+				     STORE_TEXT(a->j.artifacts), STORE_INT(t->updated_at),
 				     STORE_TEXT(t->id), STORE_TEXT(t->owner)),
 			  "saving an a2a task", NULL, e);
 }
@@ -175,13 +170,5 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 enum gh_code gh_store_a2a_task_save(struct gh_store *s, const struct gh_a2a_task *t,
 				    const char *expect_state, struct gh_err *e)
 {
-	struct task_json j;
-	struct save_arg a = {t, &j, expect_state};
-	enum gh_code rc = task_json_make(t, &j, e);
-
-	if (rc != GH_OK)
-		return rc;
-	rc = store_write(s, save_job, &a, e);
-	task_json_free(&j);
-	return rc;
+	return task_write(s, save_job, t, expect_state, e);
 }

@@ -61,6 +61,34 @@ static enum gh_code unchanged(struct store_conn *w, const struct admin_arg *a, c
 	return gh_err_set(e, GH_E_CONFLICT, "admin \"%s\" %s", a->name, msg);
 }
 
+/* What follows an UPDATE of a->name that ran with rc and changed `changed`
+ * rows: unchanged() with msg when it changed nothing, else the admin's
+ * sessions ended (when end_all) and the audit row. */
+static enum gh_code changed_then(struct gh_store *s, struct store_conn *w, struct admin_arg *a,
+				 enum gh_code rc, int changed, const char *msg, int end_all,
+				 struct gh_err *e)
+{
+	if (rc != GH_OK)
+		return rc;
+	if (changed == 0)
+		return unchanged(w, a, msg, e);
+	if (end_all && (rc = end_sessions(w, a, e)) != GH_OK)
+		return rc;
+	return audit_in(s, w, a, e);
+}
+
+/* Runs the job fn on a; *ended (may be NULL) gets how many sessions it
+ * ended (0 when it failed). */
+static enum gh_code write_ending(struct gh_store *s, store_write_fn fn, struct admin_arg *a,
+				 int *ended, struct gh_err *e)
+{
+	enum gh_code rc = store_write(s, fn, a, e);
+
+	if (ended)
+		*ended = rc == GH_OK ? a->ended : 0;
+	return rc;
+}
+
 static enum gh_code create_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
@@ -86,16 +114,19 @@ enum gh_code gh_store_admin_create(struct gh_store *s, const char *name, const c
 	return store_write(s, create_job, &a, e);
 }
 
+#define U(KIND, FIELD) STORE_COL(KIND, struct gh_admin_user, FIELD)
+static const struct store_col user_cols[] = { /* USER_COLS, in order */
+	U(TEXT, name), U(TEXT, password_hash), U(INT, created_at), U(INT, disabled_at),
+	U(INT, last_login_at),
+};
+#undef U
+
 static int user_from(sqlite3_stmt *st, void *ud)
 {
 	struct gh_admin_user *u = ud;
 
 	memset(u, 0, sizeof(*u));
-	store_col_copy(st, 0, u->name, sizeof(u->name));
-	store_col_copy(st, 1, u->password_hash, sizeof(u->password_hash));
-	u->created_at = sqlite3_column_int64(st, 2);
-	u->disabled_at = sqlite3_column_int64(st, 3);
-	u->last_login_at = sqlite3_column_int64(st, 4);
+	store_cols_read(st, user_cols, GH_ARRAY_LEN(user_cols), u);
 	return 0;
 }
 
@@ -134,24 +165,15 @@ static enum gh_code disable_job(struct gh_store *s, struct store_conn *w, void *
 				     STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->name)),
 				     "disabling an admin", &changed, e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "is disabled already", e);
-	if ((rc = end_sessions(w, a, e)) != GH_OK)
-		return rc;
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "is disabled already", 1, e);
 }
 
 enum gh_code gh_store_admin_disable(struct gh_store *s, const char *name,
 				    const struct gh_audit_event *ev, int *ended, struct gh_err *e)
 {
 	struct admin_arg a = {.name = name, .ev = ev, .now = gh_now_ms()};
-	enum gh_code rc = store_write(s, disable_job, &a, e);
 
-	if (ended)
-		*ended = rc == GH_OK ? a.ended : 0;
-	return rc;
+	return write_ending(s, disable_job, &a, ended, e);
 }
 
 static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -164,11 +186,7 @@ static enum gh_code enable_job(struct gh_store *s, struct store_conn *w, void *a
 				     STORE_ARGS(STORE_TEXT(a->name)), "enabling an admin", &changed,
 				     e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "is not disabled", e);
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "is not disabled", 0, e);
 }
 
 enum gh_code gh_store_admin_enable(struct gh_store *s, const char *name,
@@ -188,13 +206,7 @@ static enum gh_code password_job(struct gh_store *s, struct store_conn *w, void 
 				     STORE_ARGS(STORE_TEXT(a->pwhash), STORE_TEXT(a->name)),
 				     "changing a password", &changed, e);
 
-	if (rc != GH_OK)
-		return rc;
-	if (changed == 0)
-		return unchanged(w, a, "was not changed", e);
-	if ((rc = end_sessions(w, a, e)) != GH_OK)
-		return rc;
-	return audit_in(s, w, a, e);
+	return changed_then(s, w, a, rc, changed, "was not changed", 1, e);
 }
 
 enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
@@ -204,11 +216,8 @@ enum gh_code gh_store_admin_set_password(struct gh_store *s, const char *name,
 {
 	struct admin_arg a = {.name = name, .pwhash = pwhash, .token_hash = keep_session,
 			      .ev = ev, .now = gh_now_ms()};
-	enum gh_code rc = store_write(s, password_job, &a, e);
 
-	if (ended)
-		*ended = rc == GH_OK ? a.ended : 0;
-	return rc;
+	return write_ending(s, password_job, &a, ended, e);
 }
 
 static enum gh_code session_create_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -261,15 +270,16 @@ static enum gh_code touch_job(struct gh_store *s, struct store_conn *w, void *ar
 			  "touching a session", NULL, e);
 }
 
+#define S(KIND, FIELD) STORE_COL(KIND, struct gh_admin_session, FIELD)
+static const struct store_col session_cols[] = {
+	S(TEXT, user), S(TEXT, csrf), S(INT, created_at), S(INT, last_seen_at),
+	S(INT, expires_at),
+};
+#undef S
+
 static int session_row(sqlite3_stmt *st, void *ud)
 {
-	struct gh_admin_session *out = ud;
-
-	store_col_copy(st, 0, out->user, sizeof(out->user));
-	store_col_copy(st, 1, out->csrf, sizeof(out->csrf));
-	out->created_at = sqlite3_column_int64(st, 2);
-	out->last_seen_at = sqlite3_column_int64(st, 3);
-	out->expires_at = sqlite3_column_int64(st, 4);
+	store_cols_read(st, session_cols, GH_ARRAY_LEN(session_cols), ud);
 	return 0;
 }
 

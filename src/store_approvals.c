@@ -19,54 +19,34 @@
 		      "coalesce(exec_finished_at, 0), coalesce(exec_audit_seq, 0), " \
 		      "coalesce(edited_args_sha256, ''), edited_args, edited_args_exact"
 
+#define A(KIND, FIELD) STORE_COL(KIND, struct gh_approval, FIELD)
+/* APPROVAL_COLS, in order; the last two (edited_args, edited_exact) are
+ * read only for an approval with edited arguments. */
+static const struct store_col approval_cols[] = {
+	A(TEXT, id), A(TEXT, key_id), A(TEXT, owner), A(TEXT, agent_id), A(TEXT, thread_id),
+	A(TEXT, run_id), A(TEXT, tool_call_id), A(TEXT, tool_name), A(TEXT, source),
+	A(JSON, args), A(TEXT, args_sha256), A(TEXT, policy_version), A(TEXT, approver),
+	A(DUP, rule), A(TEXT, status), A(INT, created_at), A(INT, expires_at),
+	A(INT, decided_at), A(TEXT, decided_by), A(DUP, reason), A(INT, executed_at),
+	A(TEXT, policy_name), A(TEXT, exec_outcome), A(DUP, exec_error),
+	A(INT, exec_finished_at), A(INT, exec_audit_seq), A(TEXT, edited_sha256),
+	A(JSON, edited_args), A(JSON, edited_exact),
+};
+#undef A
+#define APPROVAL_UNEDITED_COLS (GH_ARRAY_LEN(approval_cols) - 2)
+
 void gh_approval_clear(struct gh_approval *a)
 {
-	if (!a)
-		return;
-	free(a->rule);
-	free(a->reason);
-	free(a->exec_error);
-	cJSON_Delete(a->args);
-	cJSON_Delete(a->edited_args);
-	cJSON_Delete(a->edited_exact);
-	memset(a, 0, sizeof(*a));
+	store_cols_clear(approval_cols, GH_ARRAY_LEN(approval_cols), a, sizeof(*a));
 }
 
 static int approval_from(sqlite3_stmt *st, struct gh_approval *a)
 {
 	memset(a, 0, sizeof(*a));
-	store_col_copy(st, 0, a->id, sizeof(a->id));
-	store_col_copy(st, 1, a->key_id, sizeof(a->key_id));
-	store_col_copy(st, 2, a->owner, sizeof(a->owner));
-	store_col_copy(st, 3, a->agent_id, sizeof(a->agent_id));
-	store_col_copy(st, 4, a->thread_id, sizeof(a->thread_id));
-	store_col_copy(st, 5, a->run_id, sizeof(a->run_id));
-	store_col_copy(st, 6, a->tool_call_id, sizeof(a->tool_call_id));
-	store_col_copy(st, 7, a->tool_name, sizeof(a->tool_name));
-	store_col_copy(st, 8, a->source, sizeof(a->source));
-	a->args = store_col_json(st, 9);
-	store_col_copy(st, 10, a->args_sha256, sizeof(a->args_sha256));
-	store_col_copy(st, 11, a->policy_version, sizeof(a->policy_version));
-	store_col_copy(st, 12, a->approver, sizeof(a->approver));
-	a->rule = gh_strdup((const char *)sqlite3_column_text(st, 13));
-	store_col_copy(st, 14, a->status, sizeof(a->status));
-	a->created_at = sqlite3_column_int64(st, 15);
-	a->expires_at = sqlite3_column_int64(st, 16);
-	a->decided_at = sqlite3_column_int64(st, 17);
-	store_col_copy(st, 18, a->decided_by, sizeof(a->decided_by));
-	if (sqlite3_column_type(st, 19) != SQLITE_NULL)
-		a->reason = gh_strdup((const char *)sqlite3_column_text(st, 19));
-	a->executed_at = sqlite3_column_int64(st, 20);
-	store_col_copy(st, 21, a->policy_name, sizeof(a->policy_name));
-	store_col_copy(st, 22, a->exec_outcome, sizeof(a->exec_outcome));
-	if (sqlite3_column_type(st, 23) != SQLITE_NULL)
-		a->exec_error = gh_strdup((const char *)sqlite3_column_text(st, 23));
-	a->exec_finished_at = sqlite3_column_int64(st, 24);
-	a->exec_audit_seq = sqlite3_column_int64(st, 25);
-	store_col_copy(st, 26, a->edited_sha256, sizeof(a->edited_sha256));
+	store_cols_read(st, approval_cols, APPROVAL_UNEDITED_COLS, a);
 	if (a->edited_sha256[0]) {
-		a->edited_args = store_col_json(st, 27);
-		a->edited_exact = store_col_json(st, 28);
+		a->edited_args = store_col_json(st, APPROVAL_UNEDITED_COLS);
+		a->edited_exact = store_col_json(st, APPROVAL_UNEDITED_COLS + 1);
 	}
 	if (!a->args || !a->rule ||
 	    (a->edited_sha256[0] && (!a->edited_args || !a->edited_exact))) {

@@ -83,26 +83,22 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 static enum gh_code insert_checkpoint(struct gh_store *s, struct store_conn *w,
 				      struct gh_err *e)
 {
-	sqlite3_stmt *st;
 	unsigned char sig[64];
 	int64_t now = gh_now_ms();
 	struct gh_audit_checkpoint *k = &s->ckpt_new;
+	enum gh_code rc;
 
 	gh_audit_sign_ckpt(s->signer, s->chain.last_seq, s->chain.last_hash, now,
 			   s->chain.ckpt_seq, s->chain.ckpt_sig, sig);
-	st = store_stmt(w, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, signature, "
-			   "prev_seq) VALUES (?, ?, ?, ?, ?, ?)", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, s->chain.last_seq);
-	sqlite3_bind_blob(st, 2, s->chain.last_hash, GH_AUDIT_HASH_LEN, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 3, now);
-	sqlite3_bind_blob(st, 4, s->signer->pk, 32, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(st, 5, sig, 64, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 6, s->chain.ckpt_seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "writing an audit checkpoint", e);
-	sqlite3_reset(st);
+	rc = store_exec(w, "INSERT INTO audit_checkpoints (seq, hash, ts, public_key, signature, "
+			   "prev_seq) VALUES (?, ?, ?, ?, ?, ?)",
+			STORE_ARGS(STORE_INT(s->chain.last_seq),
+				   STORE_BLOB(s->chain.last_hash, GH_AUDIT_HASH_LEN), STORE_INT(now),
+				   STORE_BLOB(s->signer->pk, 32), STORE_BLOB(sig, 64),
+				   STORE_INT(s->chain.ckpt_seq)),
+			"writing an audit checkpoint", NULL, e);
+	if (rc != GH_OK)
+		return rc;
 	memset(k, 0, sizeof(*k));
 	k->seq = s->chain.last_seq;
 	k->ts = now;
@@ -157,7 +153,6 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 {
 	struct gh_audit_event ev = *in;
 	unsigned char hash[GH_AUDIT_HASH_LEN];
-	sqlite3_stmt *st;
 	enum gh_code rc;
 	int64_t seq;
 
@@ -172,42 +167,23 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 		ev.ts = s->chain.last_ts;
 	seq = s->chain.last_seq + 1;
 	gh_audit_row_hash(s->chain.last_hash, seq, &ev, hash);
-	st = store_stmt(w,
-			"INSERT INTO audit_events (seq, ts, event, key_id, owner, admin_user, "
-			"agent_id, thread_id, run_id, tool_call_id, tool_name, source, args, "
-			"outcome, duration_ms, error, reason, detail, prev_hash, hash) "
-			"VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, seq);
-	sqlite3_bind_int64(st, 2, ev.ts);
-	store_bind_text(st, 3, ev.event);
-	store_bind_text(st, 4, ev.key_id);
-	store_bind_text(st, 5, ev.owner);
-	store_bind_text(st, 6, ev.admin_user);
-	store_bind_text(st, 7, ev.agent_id);
-	store_bind_text(st, 8, ev.thread_id);
-	store_bind_text(st, 9, ev.run_id);
-	store_bind_text(st, 10, ev.tool_call_id);
-	store_bind_text(st, 11, ev.tool_name);
-	store_bind_text(st, 12, ev.source);
-	store_bind_text(st, 13, ev.args);
-	store_bind_text(st, 14, ev.outcome);
-	if (ev.duration_ms >= 0)
-		sqlite3_bind_int64(st, 15, ev.duration_ms);
-	else
-		sqlite3_bind_null(st, 15);
-	store_bind_text(st, 16, ev.error);
-	store_bind_text(st, 17, ev.reason);
-	store_bind_text(st, 18, ev.detail);
-	sqlite3_bind_blob(st, 19, s->chain.last_hash, GH_AUDIT_HASH_LEN, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(st, 20, hash, GH_AUDIT_HASH_LEN, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = store_fail(w, "appending an audit event", e);
-		sqlite3_reset(st);
+	rc = store_exec(w, "INSERT INTO audit_events (seq, ts, event, key_id, owner, admin_user, "
+			   "agent_id, thread_id, run_id, tool_call_id, tool_name, source, args, "
+			   "outcome, duration_ms, error, reason, detail, prev_hash, hash) "
+			   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			STORE_ARGS(STORE_INT(seq), STORE_INT(ev.ts), STORE_TEXT(ev.event),
+				   STORE_TEXT(ev.key_id), STORE_TEXT(ev.owner),
+				   STORE_TEXT(ev.admin_user), STORE_TEXT(ev.agent_id),
+				   STORE_TEXT(ev.thread_id), STORE_TEXT(ev.run_id),
+				   STORE_TEXT(ev.tool_call_id), STORE_TEXT(ev.tool_name),
+				   STORE_TEXT(ev.source), STORE_TEXT(ev.args), STORE_TEXT(ev.outcome),
+				   ev.duration_ms >= 0 ? STORE_INT(ev.duration_ms) : STORE_TEXT(NULL),
+				   STORE_TEXT(ev.error), STORE_TEXT(ev.reason), STORE_TEXT(ev.detail),
+				   STORE_BLOB(s->chain.last_hash, GH_AUDIT_HASH_LEN),
+				   STORE_BLOB(hash, GH_AUDIT_HASH_LEN)),
+			"appending an audit event", NULL, e);
+	if (rc != GH_OK)
 		return rc == GH_E_CONFLICT ? gh_err_set(e, GH_E_IO, "audit: sequence clash") : rc;
-	}
-	sqlite3_reset(st);
 	s->chain.last_seq = seq;
 	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
@@ -242,29 +218,21 @@ enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_eve
 static enum gh_code open_call_in(struct store_conn *w, const struct gh_audit_event *ev,
 				 const char *approval_id, int64_t *call_id, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
-					 "admin_user, agent_id, thread_id, run_id, tool_call_id, "
-					 "tool_name, source, args, approval_id) "
-					 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", e);
+	enum gh_code rc = store_exec(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
+					"admin_user, agent_id, thread_id, run_id, tool_call_id, "
+					"tool_name, source, args, approval_id) "
+					"VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+				     STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(ev->key_id),
+						STORE_TEXT(ev->owner), STORE_TEXT(ev->admin_user),
+						STORE_TEXT(ev->agent_id), STORE_TEXT(ev->thread_id),
+						STORE_TEXT(ev->run_id), STORE_TEXT(ev->tool_call_id),
+						STORE_TEXT(ev->tool_name), STORE_TEXT(ev->source),
+						STORE_TEXT(ev->args), STORE_TEXT(approval_id)),
+				     "registering an open call", NULL, e);
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, gh_now_ms());
-	store_bind_text(st, 2, ev->key_id);
-	store_bind_text(st, 3, ev->owner);
-	store_bind_text(st, 4, ev->admin_user);
-	store_bind_text(st, 5, ev->agent_id);
-	store_bind_text(st, 6, ev->thread_id);
-	store_bind_text(st, 7, ev->run_id);
-	store_bind_text(st, 8, ev->tool_call_id);
-	store_bind_text(st, 9, ev->tool_name);
-	store_bind_text(st, 10, ev->source);
-	store_bind_text(st, 11, ev->args);
-	store_bind_text(st, 12, approval_id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "registering an open call", e);
-	*call_id = sqlite3_last_insert_rowid(w->db);
-	return GH_OK;
+	if (rc == GH_OK)
+		*call_id = sqlite3_last_insert_rowid(w->db);
+	return rc;
 }
 
 enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
@@ -277,20 +245,14 @@ enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_aud
 static enum gh_code close_call_in(struct gh_store *s, struct store_conn *w, int64_t call_id,
 				  const struct gh_audit_event *ev, struct gh_err *e)
 {
-	sqlite3_stmt *st;
 	enum gh_code rc;
 
 	if (ev && (rc = store_audit_append_in(s, w, ev, NULL, e)) != GH_OK)
 		return rc;
 	if (call_id <= 0)
 		return GH_OK;
-	st = store_stmt(w, "DELETE FROM audit_open_calls WHERE id = ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, call_id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "closing an open call", e);
-	return GH_OK;
+	return store_exec(w, "DELETE FROM audit_open_calls WHERE id = ?",
+			  STORE_ARGS(STORE_INT(call_id)), "closing an open call", NULL, e);
 }
 
 struct call_arg {
@@ -375,7 +337,6 @@ static enum gh_code interrupted_job(struct gh_store *s, struct store_conn *w, vo
 					 "agent_id, thread_id, run_id, tool_call_id, tool_name, "
 					 "source, args, approval_id FROM audit_open_calls "
 					 "ORDER BY id LIMIT ?", e);
-	sqlite3_stmt *del;
 	int src, n = 0;
 	enum gh_code rc = GH_OK;
 
@@ -434,13 +395,10 @@ static enum gh_code interrupted_job(struct gh_store *s, struct store_conn *w, vo
 		return rc;
 	if (src != SQLITE_ROW && src != SQLITE_DONE)
 		return store_fail(w, "reading open calls", e);
-	del = store_stmt(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
-			    "audit_open_calls ORDER BY id LIMIT ?)", e);
-	if (!del)
-		return GH_E_IO;
-	sqlite3_bind_int(del, 1, n);
-	if (sqlite3_step(del) != SQLITE_DONE)
-		return store_fail(w, "closing interrupted calls", e);
+	if ((rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
+				"audit_open_calls ORDER BY id LIMIT ?)",
+			     STORE_ARGS(STORE_INT(n)), "closing interrupted calls", NULL, e)) != GH_OK)
+		return rc;
 	a->n = n;
 	a->more = n == INTERRUPTED_BATCH;
 	return GH_OK;
@@ -502,8 +460,8 @@ static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_e
 
 /* What a verify reads before the rows, in their snapshot. */
 struct scan_head {
-	int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a);
-	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c);
+	gh_audit_ckpt_fn anchor_fn;
+	gh_audit_ckpt_fn ckpt_fn;
 };
 
 static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
@@ -513,9 +471,7 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 			     struct gh_err *e);
 
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-			 int (*row_fn)(void *ud, const struct gh_audit_row *r),
-			 int (*block_fn)(void *ud, int64_t blk,
-					 const struct gh_audit_blockmap *stored, const char *why),
+			 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
@@ -591,19 +547,14 @@ out:
 }
 
 enum gh_code gh_store_audit_scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
-				 int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				 struct gh_err *e)
+				 gh_audit_row_fn fn, void *ud, struct gh_err *e)
 {
 	return scan(s, from_seq, to_seq, fn, NULL, NULL, ud, e);
 }
 
-enum gh_code gh_store_audit_scan_verify(
-	struct gh_store *s, int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-	int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-	int (*row_fn)(void *ud, const struct gh_audit_row *r),
-	int (*block_fn)(void *ud, int64_t blk, const struct gh_audit_blockmap *stored,
-			const char *why),
-	void *ud, struct gh_err *e)
+enum gh_code gh_store_audit_scan_verify(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+					gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn,
+					gh_audit_block_fn block_fn, void *ud, struct gh_err *e)
 {
 	struct scan_head head = {anchor_fn, ckpt_fn};
 
@@ -611,10 +562,7 @@ enum gh_code gh_store_audit_scan_verify(
 }
 
 enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
-					 int (*row_fn)(void *ud, const struct gh_audit_row *r),
-					 int (*block_fn)(void *ud, int64_t blk,
-							 const struct gh_audit_blockmap *stored,
-							 const char *why),
+					 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 					 void *ud, struct gh_err *e)
 {
 	return scan(s, from_seq, 0, row_fn, block_fn, NULL, ud, e);
@@ -676,7 +624,7 @@ struct page {
 	const struct gh_audit_filter *f;
 	const struct store_audit_cond *conds;
 	int nconds;
-	int (*fn)(void *ud, const struct gh_audit_row *r);
+	gh_audit_row_fn fn;
 	void *ud;
 	int limit, n, more, stopped;
 	int64_t last;
@@ -783,9 +731,8 @@ static int page_done(const struct page *p)
  * and SQL for the rest, so a page reads the rows it returns plus the short
  * unindexed tail, whatever the filters' combination. */
 enum gh_code gh_store_audit_query(struct gh_store *s, const struct gh_audit_filter *f,
-				  int64_t before, int limit, int ascending,
-				  int (*fn)(void *ud, const struct gh_audit_row *r), void *ud,
-				  int64_t *next_before, struct gh_err *e)
+				  int64_t before, int limit, int ascending, gh_audit_row_fn fn,
+				  void *ud, int64_t *next_before, struct gh_err *e)
 {
 	const char *vals[GH_AUDIT_DIM_LAST + 1] = {0};
 	struct store_audit_cond conds[GH_AUDIT_DIM_LAST];
@@ -925,10 +872,8 @@ enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 	return rc;
 }
 
-enum gh_code gh_store_audit_newest(struct gh_store *s,
-				   int (*anchor_fn)(void *ud, const struct gh_audit_checkpoint *a),
-				   int (*ckpt_fn)(void *ud, const struct gh_audit_checkpoint *c),
-				   int (*row_fn)(void *ud, const struct gh_audit_row *r), void *ud,
+enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
+				   gh_audit_ckpt_fn ckpt_fn, gh_audit_row_fn row_fn, void *ud,
 				   struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
@@ -1037,9 +982,8 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 	return rc;
 }
 
-enum gh_code gh_store_audit_checkpoints(struct gh_store *s,
-					int (*fn)(void *ud, const struct gh_audit_checkpoint *c),
-					void *ud, struct gh_err *e)
+enum gh_code gh_store_audit_checkpoints(struct gh_store *s, gh_audit_ckpt_fn fn, void *ud,
+					struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
 	enum gh_code rc = ckpts_on(s, c, fn, ud, e);
@@ -1120,6 +1064,7 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 	unsigned char prev[GH_AUDIT_HASH_LEN], sig[64];
 	enum gh_code rc;
 	int64_t now = gh_now_ms();
+	int deleted = 0;
 
 	if (!s->signer)
 		return gh_err_set(e, GH_E_INTERNAL, "audit: pruning needs the signing key");
@@ -1154,14 +1099,11 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 		memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
 		sqlite3_reset(st);
 	}
-	st = store_stmt(w, "DELETE FROM audit_events WHERE seq < ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, keep_seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "pruning the audit log", e);
-	a->deleted = sqlite3_changes(w->db);
-	sqlite3_reset(st);
+	if ((rc = store_exec(w, "DELETE FROM audit_events WHERE seq < ?",
+			     STORE_ARGS(STORE_INT(keep_seq)), "pruning the audit log", &deleted,
+			     e)) != GH_OK)
+		return rc;
+	a->deleted = deleted;
 	if (a->deleted == 0)
 		return GH_OK;
 	/* the index forgets the blocks that are gone and rebuilds the one
@@ -1171,28 +1113,18 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 		return rc;
 	/* the newest checkpoint of the pruned rows stays: the first kept one
 	 * chains to it, so the chain of checkpoints stays whole */
-	st = store_stmt(w, "DELETE FROM audit_checkpoints WHERE seq < (SELECT max(seq) FROM "
-			   "audit_checkpoints WHERE seq < ?1)", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, keep_seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "pruning audit checkpoints", e);
-	sqlite3_reset(st);
+	if ((rc = store_exec(w, "DELETE FROM audit_checkpoints WHERE seq < (SELECT max(seq) FROM "
+				"audit_checkpoints WHERE seq < ?1)",
+			     STORE_ARGS(STORE_INT(keep_seq)), "pruning audit checkpoints", NULL,
+			     e)) != GH_OK)
+		return rc;
 	gh_audit_sign(s->signer, "anchor", keep_seq, prev, now, sig);
-	st = store_stmt(w, "INSERT OR REPLACE INTO audit_anchor (id, seq, prev_hash, ts, "
-			   "public_key, signature) VALUES (1, ?, ?, ?, ?, ?)", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, keep_seq);
-	sqlite3_bind_blob(st, 2, prev, GH_AUDIT_HASH_LEN, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 3, now);
-	sqlite3_bind_blob(st, 4, s->signer->pk, 32, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(st, 5, sig, 64, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "writing the audit anchor", e);
-	sqlite3_reset(st);
-	return GH_OK;
+	return store_exec(w, "INSERT OR REPLACE INTO audit_anchor (id, seq, prev_hash, ts, "
+			     "public_key, signature) VALUES (1, ?, ?, ?, ?, ?)",
+			  STORE_ARGS(STORE_INT(keep_seq), STORE_BLOB(prev, GH_AUDIT_HASH_LEN),
+				     STORE_INT(now), STORE_BLOB(s->signer->pk, 32),
+				     STORE_BLOB(sig, 64)),
+			  "writing the audit anchor", NULL, e);
 }
 
 enum gh_code gh_store_audit_prune(struct gh_store *s, int64_t cutoff_ms, int64_t *deleted,

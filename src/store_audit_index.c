@@ -42,18 +42,8 @@ enum gh_code store_audit_index_next(struct store_conn *c, int64_t *next, struct 
 
 static enum gh_code set_next(struct store_conn *w, int64_t next, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "UPDATE audit_index_state SET next_blk = ? WHERE id = 1",
-				      e);
-
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, next);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sqlite3_reset(st);
-		return store_fail(w, "updating the audit index state", e);
-	}
-	sqlite3_reset(st);
-	return GH_OK;
+	return store_exec(w, "UPDATE audit_index_state SET next_blk = ? WHERE id = 1",
+			  STORE_ARGS(STORE_INT(next)), "updating the audit index state", NULL, e);
 }
 
 static struct gh_audit_blockidx *writer_bidx(struct gh_store *s, struct gh_err *e)
@@ -173,7 +163,6 @@ enum gh_code store_audit_index_rebuild(struct gh_store *s, struct store_conn *w,
 				       struct gh_err *e)
 {
 	struct gh_audit_blockidx *b;
-	sqlite3_stmt *st;
 	enum gh_code rc;
 	int64_t next, nrows;
 
@@ -181,14 +170,10 @@ enum gh_code store_audit_index_rebuild(struct gh_store *s, struct store_conn *w,
 		return rc;
 	if (blk >= next)
 		return GH_OK; /* not indexed yet: the writer will do it whole */
-	if (!(st = store_stmt(w, "DELETE FROM audit_postings WHERE blk = ?", e)))
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, blk);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sqlite3_reset(st);
-		return store_fail(w, "rebuilding the audit index", e);
-	}
-	sqlite3_reset(st);
+	if ((rc = store_exec(w, "DELETE FROM audit_postings WHERE blk = ?",
+			     STORE_ARGS(STORE_INT(blk)), "rebuilding the audit index", NULL,
+			     e)) != GH_OK)
+		return rc;
 	if (!(b = writer_bidx(s, e)))
 		return GH_E_NOMEM;
 	if ((rc = collect(w, blk, b, &nrows, e)) != GH_OK)
@@ -198,17 +183,8 @@ enum gh_code store_audit_index_rebuild(struct gh_store *s, struct store_conn *w,
 
 enum gh_code store_audit_index_drop_below(struct store_conn *w, int64_t seq, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, "DELETE FROM audit_postings WHERE blk < ?", e);
-
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, BLK(seq));
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sqlite3_reset(st);
-		return store_fail(w, "pruning the audit index", e);
-	}
-	sqlite3_reset(st);
-	return GH_OK;
+	return store_exec(w, "DELETE FROM audit_postings WHERE blk < ?",
+			  STORE_ARGS(STORE_INT(BLK(seq))), "pruning the audit index", NULL, e);
 }
 
 /* ------------------------------------------------------------ reindex */
@@ -218,16 +194,13 @@ static enum gh_code clear_job(struct gh_store *s, struct store_conn *w, void *ar
 {
 	sqlite3_stmt *st;
 	int64_t first;
+	enum gh_code rc;
 
 	(void)s;
 	(void)arg;
-	if (!(st = store_stmt(w, "DELETE FROM audit_postings", e)))
-		return GH_E_IO;
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sqlite3_reset(st);
-		return store_fail(w, "clearing the audit index", e);
-	}
-	sqlite3_reset(st);
+	if ((rc = store_exec(w, "DELETE FROM audit_postings", NULL, 0, "clearing the audit index",
+			     NULL, e)) != GH_OK)
+		return rc;
 	if (!(st = store_stmt(w, "SELECT coalesce(min(seq), 0) FROM audit_events", e)))
 		return GH_E_IO;
 	first = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;

@@ -7,6 +7,7 @@
 #define GH_STORE_INT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 
@@ -221,6 +222,28 @@ enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_a
 void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
 /* Column text parsed as JSON, or NULL when NULL/unparsable. Caller frees. */
 cJSON *store_col_json(sqlite3_stmt *st, int i);
+
+/* A row read into a struct by a table of its columns: column i goes to
+ * cols[i], at offset off of the struct (a field of size bytes). TEXT copies
+ * into a char array ("" when NULL); INT reads an int64_t; DUP a char *
+ * (NULL when NULL) and JSON a cJSON * (NULL when NULL or unparsable), both
+ * owned by the struct; SKIP leaves the column to the caller. */
+enum store_col_kind { STORE_COL_SKIP, STORE_COL_TEXT, STORE_COL_INT, STORE_COL_DUP, STORE_COL_JSON };
+struct store_col {
+	enum store_col_kind kind;
+	size_t off;
+	size_t size;
+};
+#define STORE_COL(KIND, TYPE, FIELD) \
+	{STORE_COL_##KIND, offsetof(TYPE, FIELD), sizeof(((TYPE *)0)->FIELD)}
+#define STORE_COL_SKIPPED {STORE_COL_SKIP, 0, 0}
+
+/* Reads the row's first n columns into base as cols says; the fields it
+ * does not write keep their value. */
+void store_cols_read(sqlite3_stmt *st, const struct store_col *cols, size_t n, void *base);
+/* Frees what the DUP and JSON columns of base own, then zeroes the whole
+ * struct (size bytes). base NULL: nothing. */
+void store_cols_clear(const struct store_col *cols, size_t n, void *base, size_t size);
 
 
 /* Threads and messages (store_threads.c) as the agent API shows them

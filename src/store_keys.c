@@ -43,21 +43,21 @@ enum gh_code gh_store_key_insert(struct gh_store *s, const struct gh_key *k,
 #define KEY_COLS "id, name, owner, coalesce(policy, ''), role, prefix, created_at, " \
 		 "coalesce(last_used_at, 0), coalesce(revoked_at, 0)"
 
+#define K(KIND, FIELD) STORE_COL(KIND, struct gh_key, FIELD)
+static const struct store_col key_cols[] = { /* KEY_COLS, in order; role is read by hand */
+	K(TEXT, id), K(TEXT, name), K(TEXT, owner), K(TEXT, policy), STORE_COL_SKIPPED,
+	K(TEXT, prefix), K(INT, created_at), K(INT, last_used_at), K(INT, revoked_at),
+};
+#undef K
+
 static int key_from(sqlite3_stmt *st, void *ud)
 {
 	struct gh_key *k = ud;
 	const unsigned char *role = sqlite3_column_text(st, 4);
 
 	memset(k, 0, sizeof(*k));
-	store_col_copy(st, 0, k->id, sizeof(k->id));
-	store_col_copy(st, 1, k->name, sizeof(k->name));
-	store_col_copy(st, 2, k->owner, sizeof(k->owner));
-	store_col_copy(st, 3, k->policy, sizeof(k->policy));
+	store_cols_read(st, key_cols, GH_ARRAY_LEN(key_cols), k);
 	k->admin = role && !strcmp((const char *)role, "admin");
-	store_col_copy(st, 5, k->prefix, sizeof(k->prefix));
-	k->created_at = sqlite3_column_int64(st, 6);
-	k->last_used_at = sqlite3_column_int64(st, 7);
-	k->revoked_at = sqlite3_column_int64(st, 8);
 	return 0;
 }
 

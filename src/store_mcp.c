@@ -15,31 +15,24 @@
 		 "coalesce(pending_since, 0), coalesce(pending_status, ''), " \
 		 "coalesce(rejected_by, '')"
 
+#define P(KIND, FIELD) STORE_COL(KIND, struct gh_mcp_pin, FIELD)
+static const struct store_col pin_cols[] = { /* PIN_COLS, in order */
+	P(TEXT, server), P(TEXT, tool), P(TEXT, digest), P(DUP, definition), P(INT, pinned_at),
+	P(INT, accepted_at), P(TEXT, accepted_by), P(TEXT, pending_digest),
+	P(DUP, pending_definition), P(INT, pending_since), P(TEXT, pending_status),
+	P(TEXT, rejected_by),
+};
+#undef P
+
 void gh_mcp_pin_clear(struct gh_mcp_pin *p)
 {
-	if (!p)
-		return;
-	free(p->definition);
-	free(p->pending_definition);
-	memset(p, 0, sizeof(*p));
+	store_cols_clear(pin_cols, GH_ARRAY_LEN(pin_cols), p, sizeof(*p));
 }
 
 static int pin_from(sqlite3_stmt *st, struct gh_mcp_pin *p)
 {
 	memset(p, 0, sizeof(*p));
-	store_col_copy(st, 0, p->server, sizeof(p->server));
-	store_col_copy(st, 1, p->tool, sizeof(p->tool));
-	store_col_copy(st, 2, p->digest, sizeof(p->digest));
-	p->definition = gh_strdup((const char *)sqlite3_column_text(st, 3));
-	p->pinned_at = sqlite3_column_int64(st, 4);
-	p->accepted_at = sqlite3_column_int64(st, 5);
-	store_col_copy(st, 6, p->accepted_by, sizeof(p->accepted_by));
-	store_col_copy(st, 7, p->pending_digest, sizeof(p->pending_digest));
-	if (sqlite3_column_type(st, 8) != SQLITE_NULL)
-		p->pending_definition = gh_strdup((const char *)sqlite3_column_text(st, 8));
-	p->pending_since = sqlite3_column_int64(st, 9);
-	store_col_copy(st, 10, p->pending_status, sizeof(p->pending_status));
-	store_col_copy(st, 11, p->rejected_by, sizeof(p->rejected_by));
+	store_cols_read(st, pin_cols, GH_ARRAY_LEN(pin_cols), p);
 	if (!p->definition || (p->pending_digest[0] && !p->pending_definition)) {
 		gh_mcp_pin_clear(p);
 		return -1;
@@ -274,20 +267,18 @@ void gh_store_mcp_server_put(struct gh_store *s, const struct gh_mcp_server_row 
 	store_write_async(s, server_put_job, copy, free);
 }
 
+#define S(KIND, FIELD) STORE_COL(KIND, struct gh_mcp_server_row, FIELD)
+static const struct store_col server_cols[] = {
+	S(TEXT, name), S(TEXT, transport), S(TEXT, state), S(TEXT, last_error),
+	S(INT, next_retry_at), S(TEXT, session), S(TEXT, protocol_version),
+	S(TEXT, server_info), S(INT, tools), S(INT, connected_at), S(INT, updated_at),
+};
+#undef S
+
 static int server_from(sqlite3_stmt *st, struct gh_mcp_server_row *r)
 {
 	memset(r, 0, sizeof(*r));
-	store_col_copy(st, 0, r->name, sizeof(r->name));
-	store_col_copy(st, 1, r->transport, sizeof(r->transport));
-	store_col_copy(st, 2, r->state, sizeof(r->state));
-	store_col_copy(st, 3, r->last_error, sizeof(r->last_error));
-	r->next_retry_at = sqlite3_column_int64(st, 4);
-	store_col_copy(st, 5, r->session, sizeof(r->session));
-	store_col_copy(st, 6, r->protocol_version, sizeof(r->protocol_version));
-	store_col_copy(st, 7, r->server_info, sizeof(r->server_info));
-	r->tools = sqlite3_column_int64(st, 8);
-	r->connected_at = sqlite3_column_int64(st, 9);
-	r->updated_at = sqlite3_column_int64(st, 10);
+	store_cols_read(st, server_cols, GH_ARRAY_LEN(server_cols), r);
 	return 0;
 }
 

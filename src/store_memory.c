@@ -88,15 +88,32 @@ static int fts_query(const char *q, struct gh_buf *out)
 	return words;
 }
 
+/* Appends the memory of a search's row to the array ud. */
+static int memory_row(sqlite3_stmt *st, void *ud)
+{
+	cJSON *m = cJSON_CreateObject();
+	char ts[GH_ISO8601_MAX];
+
+	if (!m)
+		return STORE_ROW_NOMEM;
+	cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
+	gh_json_add_str(m, "content", (const char *)sqlite3_column_text(st, 1));
+	gh_json_add_str(m, "tags", (const char *)sqlite3_column_text(st, 2));
+	gh_iso8601(sqlite3_column_int64(st, 3), ts, sizeof(ts));
+	cJSON_AddStringToObject(m, "createdAt", ts);
+	/* bm25 is lower-is-better and negative; report higher-is-better */
+	cJSON_AddNumberToObject(m, "score", -sqlite3_column_double(st, 4));
+	cJSON_AddItemToArray(ud, m);
+	return 0;
+}
+
 enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const char *resource,
 				    const char *query, int limit, cJSON **out, struct gh_err *e)
 {
-	struct store_conn *c;
-	sqlite3_stmt *st;
 	struct gh_buf q;
 	cJSON *arr = NULL;
-	enum gh_code rc = GH_OK;
-	int words, src;
+	enum gh_code rc;
+	int words;
 
 	*out = NULL;
 	gh_buf_init(&q, 8192);
@@ -105,57 +122,28 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 		gh_buf_free(&q);
 		return gh_err_set(e, GH_E_BADREQ, "query is too long");
 	}
-	c = store_reader(s);
-	if (words == 0)
-		st = store_stmt(c, "SELECT id, content, tags, created_at, 0.0 FROM memories "
-				   "WHERE owner = ?1 AND resource_id = ?2 "
-				   "ORDER BY id DESC LIMIT ?4", e);
-	else
-		st = store_stmt(c, "SELECT m.id, m.content, m.tags, m.created_at, "
-				   "bm25(memories_fts) AS score FROM memories_fts "
-				   "JOIN memories m ON m.id = memories_fts.rowid "
-				   "WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
-				   "AND m.resource_id = ?2 ORDER BY score LIMIT ?4", e);
-	if (!st) {
-		rc = GH_E_IO;
-		goto out;
-	}
-	store_bind_text(st, 1, owner);
-	store_bind_text(st, 2, resource);
-	if (words > 0)
-		store_bind_text(st, 3, q.data);
-	sqlite3_bind_int(st, 4, limit);
-	arr = cJSON_CreateArray();
-	if (!arr) {
+	if (!(arr = cJSON_CreateArray())) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = cJSON_CreateObject();
-		char ts[GH_ISO8601_MAX];
-
-		if (!m) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			goto out;
-		}
-		cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
-		gh_json_add_str(m, "content", (const char *)sqlite3_column_text(st, 1));
-		gh_json_add_str(m, "tags", (const char *)sqlite3_column_text(st, 2));
-		gh_iso8601(sqlite3_column_int64(st, 3), ts, sizeof(ts));
-		cJSON_AddStringToObject(m, "createdAt", ts);
-		/* bm25 is lower-is-better and negative; report higher-is-better */
-		cJSON_AddNumberToObject(m, "score", -sqlite3_column_double(st, 4));
-		cJSON_AddItemToArray(arr, m);
+	rc = store_read(s, words == 0
+			? "SELECT id, content, tags, created_at, 0.0 FROM memories "
+			  "WHERE owner = ?1 AND resource_id = ?2 "
+			  "ORDER BY id DESC LIMIT ?4"
+			: "SELECT m.id, m.content, m.tags, m.created_at, "
+			  "bm25(memories_fts) AS score FROM memories_fts "
+			  "JOIN memories m ON m.id = memories_fts.rowid "
+			  "WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
+			  "AND m.resource_id = ?2 ORDER BY score LIMIT ?4",
+			STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
+				   STORE_TEXT(words > 0 ? q.data : NULL), STORE_INT(limit)),
+			0, memory_row, arr, NULL, "searching memories", e);
+	if (rc == GH_OK) {
+		*out = arr;
+		arr = NULL;
 	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "searching memories", e);
-		goto out;
-	}
-	*out = arr;
-	arr = NULL;
 out:
 	cJSON_Delete(arr);
-	store_reader_put(s, c);
 	gh_buf_free(&q);
 	return rc;
 }

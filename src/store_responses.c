@@ -12,13 +12,16 @@
 #include "json.h"
 #include "util.h"
 
+#define R(KIND, FIELD) STORE_COL(KIND, struct gh_stored_response, FIELD)
+static const struct store_col response_cols[] = {
+	R(TEXT, id), R(TEXT, owner), R(TEXT, key_id), R(TEXT, agent_id), R(TEXT, run_id),
+	R(TEXT, previous_id), R(JSON, body), R(JSON, conversation), R(INT, created_at),
+};
+#undef R
+
 void gh_stored_response_clear(struct gh_stored_response *r)
 {
-	if (!r)
-		return;
-	cJSON_Delete(r->body);
-	cJSON_Delete(r->conversation);
-	memset(r, 0, sizeof(*r));
+	store_cols_clear(response_cols, GH_ARRAY_LEN(response_cols), r, sizeof(*r));
 }
 
 struct insert_arg {
@@ -77,15 +80,7 @@ static int response_row(sqlite3_stmt *st, void *ud)
 {
 	struct gh_stored_response *out = ud;
 
-	store_col_copy(st, 0, out->id, sizeof(out->id));
-	store_col_copy(st, 1, out->owner, sizeof(out->owner));
-	store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
-	store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
-	store_col_copy(st, 4, out->run_id, sizeof(out->run_id));
-	store_col_copy(st, 5, out->previous_id, sizeof(out->previous_id));
-	out->body = store_col_json(st, 6);
-	out->conversation = store_col_json(st, 7);
-	out->created_at = sqlite3_column_int64(st, 8);
+	store_cols_read(st, response_cols, GH_ARRAY_LEN(response_cols), out);
 	if (!cJSON_IsObject(out->body) || !cJSON_IsArray(out->conversation)) {
 		gh_stored_response_clear(out);
 		return -1;

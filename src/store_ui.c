@@ -25,14 +25,29 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 				 per_page, out, e);
 }
 
+/* Appends the run of the row to the array ud. */
+static int run_row(sqlite3_stmt *st, void *ud)
+{
+	cJSON *r = cJSON_CreateObject();
+
+	if (!r)
+		return STORE_ROW_NOMEM;
+	gh_json_add_str(r, "id", (const char *)sqlite3_column_text(st, 0));
+	gh_json_add_str(r, "status", (const char *)sqlite3_column_text(st, 1));
+	gh_json_add_str(r, "agentId", (const char *)sqlite3_column_text(st, 2));
+	gh_json_add_str(r, "keyId", (const char *)sqlite3_column_text(st, 3));
+	gh_json_add_time(r, "createdAt", sqlite3_column_int64(st, 4));
+	gh_json_add_time(r, "updatedAt", sqlite3_column_int64(st, 5));
+	cJSON_AddItemToArray(ud, r);
+	return 0;
+}
+
 enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const char *id,
 				cJSON **out, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st;
 	cJSON *res = NULL, *runs;
 	enum gh_code rc;
-	int src;
 
 	*out = NULL;
 	if ((rc = store_thread_read(c, STORE_VIEW_ADMIN, owner, id, &res, e)) != GH_OK)
@@ -41,33 +56,13 @@ enum gh_code gh_store_ui_thread(struct gh_store *s, const char *owner, const cha
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if (!(st = store_stmt(c, "SELECT id, status, agent_id, key_id, created_at, updated_at "
-				 "FROM runs WHERE thread_id = ? AND owner = ? "
-				 "ORDER BY created_at DESC, id LIMIT 100", e))) {
-		rc = GH_E_IO;
+	rc = store_rows(c, "SELECT id, status, agent_id, key_id, created_at, updated_at "
+			   "FROM runs WHERE thread_id = ? AND owner = ? "
+			   "ORDER BY created_at DESC, id LIMIT 100",
+			STORE_ARGS(STORE_TEXT(id), STORE_TEXT(gh_json_str(res, "owner"))), 0, run_row,
+			runs, NULL, "listing a thread's runs", e);
+	if (rc != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, gh_json_str(res, "owner"));
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *r = cJSON_CreateObject();
-
-		if (!r) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			goto out;
-		}
-		gh_json_add_str(r, "id", (const char *)sqlite3_column_text(st, 0));
-		gh_json_add_str(r, "status", (const char *)sqlite3_column_text(st, 1));
-		gh_json_add_str(r, "agentId", (const char *)sqlite3_column_text(st, 2));
-		gh_json_add_str(r, "keyId", (const char *)sqlite3_column_text(st, 3));
-		gh_json_add_time(r, "createdAt", sqlite3_column_int64(st, 4));
-		gh_json_add_time(r, "updatedAt", sqlite3_column_int64(st, 5));
-		cJSON_AddItemToArray(runs, r);
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "listing a thread's runs", e);
-		goto out;
-	}
 	*out = res;
 	res = NULL;
 out:
@@ -89,20 +84,47 @@ enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const c
 				   out, e);
 }
 
+/* Sets the row's count (column 1) of its event (column 0) in the object ud. */
+static int event_count_row(sqlite3_stmt *st, void *ud)
+{
+	const char *ev = (const char *)sqlite3_column_text(st, 0);
+
+	if (ev)
+		cJSON_AddNumberToObject(ud, ev, (double)sqlite3_column_int64(st, 1));
+	return 0;
+}
+
+struct buckets {
+	int64_t counts[168];
+	int n;
+};
+
+/* Adds the row's count (column 1) to its bucket (column 0), if in range. */
+static int bucket_row(sqlite3_stmt *st, void *ud)
+{
+	struct buckets *b = ud;
+	int64_t i = sqlite3_column_int64(st, 0);
+
+	if (i >= 0 && i < b->n)
+		b->counts[i] += sqlite3_column_int64(st, 1);
+	return 0;
+}
+
 enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t bucket_ms,
 				  int nbuckets, cJSON **out, struct gh_err *e)
 {
 	struct store_conn *c;
-	sqlite3_stmt *st;
 	cJSON *res = NULL, *by, *hourly;
-	int64_t counts[168], first = 1;
+	struct buckets b;
+	int64_t first = 1, calls = 0;
 	enum gh_code rc = GH_OK;
-	int src, i;
+	int i;
 
 	*out = NULL;
-	if (nbuckets < 1 || nbuckets > (int)GH_ARRAY_LEN(counts) || bucket_ms < 1)
+	if (nbuckets < 1 || nbuckets > (int)GH_ARRAY_LEN(b.counts) || bucket_ms < 1)
 		return gh_err_set(e, GH_E_BADREQ, "activity: 1..168 buckets of at least 1 ms");
-	memset(counts, 0, sizeof(counts));
+	memset(&b, 0, sizeof(b));
+	b.n = nbuckets;
 	c = store_reader(s);
 	res = cJSON_CreateObject();
 	if (!res || !(by = cJSON_AddObjectToObject(res, "byEvent"))) {
@@ -117,59 +139,29 @@ enum gh_code gh_store_ui_activity(struct gh_store *s, int64_t since_ms, int64_t 
 	}
 	if ((rc = store_audit_seq_at(c, since_ms, &first, e)) != GH_OK)
 		goto out;
-	if (!(st = store_stmt(c, "SELECT event, count(*) FROM audit_events WHERE seq >= ? "
-				 "GROUP BY event ORDER BY event", e))) {
-		rc = GH_E_IO;
+	if ((rc = store_rows(c, "SELECT event, count(*) FROM audit_events WHERE seq >= ? "
+				"GROUP BY event ORDER BY event",
+			     STORE_ARGS(STORE_INT(first)), 0, event_count_row, by, NULL,
+			     "counting audit events", e)) != GH_OK)
 		goto out;
-	}
-	sqlite3_bind_int64(st, 1, first);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *ev = (const char *)sqlite3_column_text(st, 0);
-
-		if (ev)
-			cJSON_AddNumberToObject(by, ev, (double)sqlite3_column_int64(st, 1));
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "counting audit events", e);
+	if ((rc = store_rows(c, "SELECT count(DISTINCT tool_call_id) FROM audit_events "
+				"WHERE seq >= ? AND tool_call_id IS NOT NULL",
+			     STORE_ARGS(STORE_INT(first)), 1, store_row_int, &calls, NULL,
+			     "counting tool calls", e)) != GH_OK)
 		goto out;
-	}
-	if (!(st = store_stmt(c, "SELECT count(DISTINCT tool_call_id) FROM audit_events "
-				 "WHERE seq >= ? AND tool_call_id IS NOT NULL", e))) {
-		rc = GH_E_IO;
+	cJSON_AddNumberToObject(res, "toolCalls", (double)calls);
+	if ((rc = store_rows(c, "SELECT (ts - ?1) / ?2, count(DISTINCT tool_call_id) "
+				"FROM audit_events WHERE seq >= ?3 AND tool_call_id IS NOT NULL "
+				"GROUP BY 1",
+			     STORE_ARGS(STORE_INT(since_ms), STORE_INT(bucket_ms), STORE_INT(first)),
+			     0, bucket_row, &b, NULL, "counting tool calls per hour", e)) != GH_OK)
 		goto out;
-	}
-	sqlite3_bind_int64(st, 1, first);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		rc = store_fail(c, "counting tool calls", e);
-		goto out;
-	}
-	cJSON_AddNumberToObject(res, "toolCalls", (double)sqlite3_column_int64(st, 0));
-	sqlite3_reset(st);
-	if (!(st = store_stmt(c, "SELECT (ts - ?1) / ?2, count(DISTINCT tool_call_id) "
-				 "FROM audit_events WHERE seq >= ?3 AND tool_call_id IS NOT NULL "
-				 "GROUP BY 1", e))) {
-		rc = GH_E_IO;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, since_ms);
-	sqlite3_bind_int64(st, 2, bucket_ms);
-	sqlite3_bind_int64(st, 3, first);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t b = sqlite3_column_int64(st, 0);
-
-		if (b >= 0 && b < nbuckets)
-			counts[b] += sqlite3_column_int64(st, 1);
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "counting tool calls per hour", e);
-		goto out;
-	}
 	if (!(hourly = cJSON_AddArrayToObject(res, "buckets"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < nbuckets; i++)
-		cJSON_AddItemToArray(hourly, cJSON_CreateNumber((double)counts[i]));
+		cJSON_AddItemToArray(hourly, cJSON_CreateNumber((double)b.counts[i]));
 	*out = res;
 	res = NULL;
 out:
@@ -181,36 +173,54 @@ out:
 
 enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT count(*) FROM approvals WHERE status = 'pending'",
-				      e);
-	enum gh_code rc = GH_OK;
-
 	*n = 0;
-	if (!st)
-		rc = GH_E_IO;
-	else if (sqlite3_step(st) != SQLITE_ROW)
-		rc = store_fail(c, "counting pending approvals", e);
-	else
-		*n = sqlite3_column_int64(st, 0);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, "SELECT count(*) FROM approvals WHERE status = 'pending'", NULL, 0, 1,
+			  store_row_int, n, NULL, "counting pending approvals", e);
 }
 
 /* Rows the values scan reads past the indexed blocks, at most. */
 #define VALUES_TAIL_ROWS 8192
+
+/* Replaces the string *ud with a copy of the row's first column. */
+static int dup_row(sqlite3_stmt *st, void *ud)
+{
+	char **last = ud;
+	char *v = gh_strdup((const char *)sqlite3_column_text(st, 0));
+
+	if (!v)
+		return STORE_ROW_NOMEM;
+	free(*last);
+	*last = v;
+	return 0;
+}
+
+/* The values handed to a gh_store_ui_audit_values callback so far. */
+struct values_walk {
+	int (*fn)(void *ud, const char *val);
+	void *ud;
+	int n, stop;
+};
+
+static int value_row(sqlite3_stmt *st, void *ud)
+{
+	struct values_walk *x = ud;
+
+	x->stop = x->fn(x->ud, (const char *)sqlite3_column_text(st, 0));
+	x->n++;
+	return x->stop ? 1 : 0;
+}
 
 enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 				      int (*fn)(void *ud, const char *val), void *ud,
 				      struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st;
+	struct values_walk x = {fn, ud, 0, 0};
 	const char *tail_sql;
 	char *last = NULL;
 	int64_t next = 0;
 	enum gh_code rc = GH_OK;
-	int n = 0, src = SQLITE_DONE, stop = 0;
+	int seen;
 
 	/* one statement per column: the statement cache is keyed by the
 	 * literal, and a column name cannot be bound */
@@ -239,43 +249,23 @@ enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 		goto out;
 	/* the indexed blocks: the next value after the last one, by the
 	 * (dim, val) index, until there is none */
-	while (n < max && !stop) {
-		if (!(st = store_stmt(c, "SELECT val FROM audit_postings WHERE dim = ?1 AND "
-					 "val > ?2 ORDER BY val LIMIT 1", e))) {
-			rc = GH_E_IO;
+	while (x.n < max && !x.stop) {
+		if ((rc = store_rows(c, "SELECT val FROM audit_postings WHERE dim = ?1 AND "
+					"val > ?2 ORDER BY val LIMIT 1",
+				     STORE_ARGS(STORE_INT(dim), STORE_TEXT(last ? last : "")), 1,
+				     dup_row, &last, &seen, "listing audit values", e)) != GH_OK)
 			goto out;
-		}
-		sqlite3_bind_int(st, 1, dim);
-		store_bind_text(st, 2, last ? last : "");
-		src = sqlite3_step(st);
-		if (src == SQLITE_DONE)
+		if (seen == 0)
 			break;
-		if (src != SQLITE_ROW) {
-			rc = store_fail(c, "listing audit values", e);
-			goto out;
-		}
-		free(last);
-		if (!(last = gh_strdup((const char *)sqlite3_column_text(st, 0)))) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			goto out;
-		}
-		sqlite3_reset(st);
-		stop = fn(ud, last);
-		n++;
+		x.stop = fn(ud, last);
+		x.n++;
 	}
 	/* the rows not indexed yet (fn sees a value again if it is in both) */
-	if (!(st = store_stmt(c, tail_sql, e))) {
-		rc = GH_E_IO;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, next * GH_AUDIT_BLOCK_ROWS);
-	sqlite3_bind_int(st, 2, VALUES_TAIL_ROWS);
-	while (!stop && n < max && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		stop = fn(ud, (const char *)sqlite3_column_text(st, 0));
-		n++;
-	}
-	if (!stop && n < max && src != SQLITE_DONE)
-		rc = store_fail(c, "listing audit values", e);
+	if (!x.stop && x.n < max)
+		rc = store_rows(c, tail_sql,
+				STORE_ARGS(STORE_INT(next * GH_AUDIT_BLOCK_ROWS),
+					   STORE_INT(VALUES_TAIL_ROWS)),
+				max - x.n, value_row, &x, NULL, "listing audit values", e);
 out:
 	free(last);
 	store_read_end(c);

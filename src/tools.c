@@ -69,26 +69,27 @@ static void parse_memory_schemas(void)
 	}
 }
 
-const cJSON *gh_tools_memory_schema(const char *name)
+/* The schema of memory tool name in parsed (one of the tables above), or
+ * NULL when name is no memory tool. */
+static const cJSON *memory_schema_in(cJSON *const *parsed, const char *name)
 {
 	size_t i;
 
 	pthread_once(&memory_once, parse_memory_schemas);
 	for (i = 0; gh_memory_tool_names[i]; i++)
 		if (!strcmp(gh_memory_tool_names[i], name))
-			return memory_parsed[i];
+			return parsed[i];
 	return NULL;
+}
+
+const cJSON *gh_tools_memory_schema(const char *name)
+{
+	return memory_schema_in(memory_parsed, name);
 }
 
 const cJSON *gh_tools_memory_output_schema(const char *name)
 {
-	size_t i;
-
-	pthread_once(&memory_once, parse_memory_schemas);
-	for (i = 0; gh_memory_tool_names[i]; i++)
-		if (!strcmp(gh_memory_tool_names[i], name))
-			return memory_output_parsed[i];
-	return NULL;
+	return memory_schema_in(memory_output_parsed, name);
 }
 
 /* 1 when s starts (after white space) like a JSON object or array. */
@@ -500,16 +501,6 @@ fail:
 	return rc;
 }
 
-static int is_memory_tool(const char *name)
-{
-	size_t i;
-
-	for (i = 0; gh_memory_tool_names[i]; i++)
-		if (!strcmp(gh_memory_tool_names[i], name))
-			return 1;
-	return 0;
-}
-
 static const cJSON *client_def(const cJSON *defs, const char *name)
 {
 	const cJSON *d;
@@ -568,7 +559,7 @@ void gh_tools_decide(const struct gh_config *cfg, const struct gh_mcp_tool *mt,
 	} else if (tc) {
 		out->src = GH_SRC_SERVER;
 		approval = tc->require_approval;
-	} else if (is_memory_tool(name)) {
+	} else if (gh_str_in(gh_memory_tool_names, name)) {
 		out->src = GH_SRC_MEMORY;
 	}
 	out->listed = 1;

@@ -134,6 +134,32 @@ char *gh_strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+int gh_str_in(const char *const *list, const char *s)
+{
+	size_t i;
+
+	for (i = 0; list[i]; i++)
+		if (!strcmp(list[i], s))
+			return 1;
+	return 0;
+}
+
+int gh_chars_ok(const char *s, size_t max, const char *punct)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr(punct, c)))
+			return 0;
+	}
+	return 1;
+}
+
 int gh_glob_match(const char *p, const char *s)
 {
 	const char *star = NULL, *ss = s;

@@ -56,6 +56,13 @@ int gh_fd_find(int (*match)(int fd, void *ud), void *ud);
 /* strdup that returns NULL for NULL. Caller frees. */
 char *gh_strdup(const char *s);
 
+/* 1 when s is one of the strings of list (NULL-terminated). */
+int gh_str_in(const char *const *list, const char *s);
+
+/* 1 when s is 1..max bytes, each an ASCII letter or digit or one of the
+ * characters of punct. */
+int gh_chars_ok(const char *s, size_t max, const char *punct);
+
 /* 1 when s matches glob pattern p ('*' any run, '?' one char). */
 int gh_glob_match(const char *p, const char *s);
 

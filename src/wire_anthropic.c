@@ -23,16 +23,6 @@
 static const char *const own_fields[] = {"model", "messages", "max_tokens", "stream", "tools",
 					 NULL};
 
-static int own_field(const char *name)
-{
-	size_t i;
-
-	for (i = 0; own_fields[i]; i++)
-		if (!strcmp(own_fields[i], name))
-			return 1;
-	return 0;
-}
-
 static cJSON *text_part(const char *t)
 {
 	cJSON *p = cJSON_CreateObject();
@@ -468,7 +458,7 @@ enum gh_code gh_anthropic_parse(const cJSON *body, int counting, struct gh_anthr
 	if (!(out->passthrough = cJSON_CreateObject()))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	cJSON_ArrayForEach(f, body) {
-		if (!f->string || own_field(f->string))
+		if (!f->string || gh_str_in(own_fields, f->string))
 			continue;
 		if (!cJSON_AddItemToObject(out->passthrough, f->string, cJSON_Duplicate(f, 1)))
 			return gh_err_set(e, GH_E_NOMEM, "out of memory");

@@ -177,12 +177,31 @@ static enum gh_code assistant_msg(const cJSON *m, int i, cJSON *out, struct gh_e
 	return GH_OK;
 }
 
+enum gh_code gh_openai_tool_result(cJSON *msg, const char *id, const char *text,
+				   struct gh_err *e)
+{
+	cJSON *content, *part, *result = NULL;
+	struct gh_err ignore;
+
+	if (!*text || gh_json_parse(text, strlen(text), "tool result", &result, &ignore) != GH_OK)
+		result = cJSON_CreateString(text);
+	if (!result || !cJSON_AddStringToObject(msg, "role", "tool") ||
+	    !(content = cJSON_AddArrayToObject(msg, "content")) || !(part = cJSON_CreateObject())) {
+		cJSON_Delete(result);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	cJSON_AddItemToArray(content, part);
+	cJSON_AddStringToObject(part, "type", "tool-result");
+	cJSON_AddStringToObject(part, "toolCallId", id);
+	cJSON_AddItemToObject(part, "result", result);
+	return GH_OK;
+}
+
 /* A tool message: its content is the result, as JSON when it parses. */
 static enum gh_code tool_msg(const cJSON *m, int i, cJSON *out, struct gh_err *e)
 {
 	const char *id = gh_json_str(m, "tool_call_id");
-	cJSON *parts = NULL, *content, *part, *result = NULL;
-	struct gh_err ignore;
+	cJSON *parts = NULL;
 	enum gh_code rc;
 	char *t;
 
@@ -196,17 +215,9 @@ static enum gh_code tool_msg(const cJSON *m, int i, cJSON *out, struct gh_err *e
 	cJSON_Delete(parts);
 	if (!t)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	if (!*t || gh_json_parse(t, strlen(t), "tool result", &result, &ignore) != GH_OK)
-		result = cJSON_CreateString(t);
+	rc = gh_openai_tool_result(out, id, t, e);
 	free(t);
-	cJSON_AddStringToObject(out, "role", "tool");
-	content = cJSON_AddArrayToObject(out, "content");
-	part = cJSON_CreateObject();
-	cJSON_AddItemToArray(content, part);
-	cJSON_AddStringToObject(part, "type", "tool-result");
-	cJSON_AddStringToObject(part, "toolCallId", id);
-	cJSON_AddItemToObject(part, "result", result);
-	return GH_OK;
+	return rc;
 }
 
 /* OpenAI messages -> CoreMessages, one for one. *out: caller frees. */
@@ -461,21 +472,30 @@ static int absent(const cJSON *v)
 	return !v || cJSON_IsNull(v);
 }
 
+enum gh_code gh_openai_model_stream(const cJSON *body, const char **model, int *stream,
+				    struct gh_err *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, "model");
+
+	if (!cJSON_IsString(v) || !*v->valuestring)
+		return gh_err_set(e, GH_E_BADREQ, "model: required, the id of an agent (GET "
+				  "/v1/models lists them)");
+	*model = v->valuestring;
+	v = cJSON_GetObjectItemCaseSensitive(body, "stream");
+	if (!absent(v) && !cJSON_IsBool(v))
+		return gh_err_set(e, GH_E_BADREQ, "stream: expected true or false");
+	*stream = cJSON_IsTrue(v);
+	return GH_OK;
+}
+
 enum gh_code gh_openai_parse(const cJSON *body, struct gh_openai_req *out, struct gh_err *e)
 {
 	const cJSON *v, *tc;
 	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	v = cJSON_GetObjectItemCaseSensitive(body, "model");
-	if (!cJSON_IsString(v) || !*v->valuestring)
-		return gh_err_set(e, GH_E_BADREQ, "model: required, the id of an agent (GET "
-				  "/v1/models lists them)");
-	out->model = v->valuestring;
-	v = cJSON_GetObjectItemCaseSensitive(body, "stream");
-	if (!absent(v) && !cJSON_IsBool(v))
-		return gh_err_set(e, GH_E_BADREQ, "stream: expected true or false");
-	out->stream = cJSON_IsTrue(v);
+	if ((rc = gh_openai_model_stream(body, &out->model, &out->stream, e)) != GH_OK)
+		return rc;
 	v = cJSON_GetObjectItemCaseSensitive(body, "stream_options");
 	if (!absent(v) && !cJSON_IsObject(v))
 		return gh_err_set(e, GH_E_BADREQ, "stream_options: expected an object");
@@ -558,8 +578,7 @@ cJSON *gh_openai_usage(const struct gh_run_usage *u)
 	return o;
 }
 
-/* The name the client declared for a (normalised) client tool name. */
-static const char *client_name(const cJSON *client_defs, const char *name)
+const char *gh_openai_client_name(const cJSON *client_defs, const char *name)
 {
 	const cJSON *d;
 
@@ -585,7 +604,7 @@ cJSON *gh_openai_tool_calls(const cJSON *calls, const cJSON *client_defs, int in
 		gh_json_add_str(o, "id", gh_json_str(c, "toolCallId"));
 		cJSON_AddStringToObject(o, "type", "function");
 		fn = cJSON_AddObjectToObject(o, "function");
-		cJSON_AddStringToObject(fn, "name", client_name(client_defs,
+		cJSON_AddStringToObject(fn, "name", gh_openai_client_name(client_defs,
 								str_or(c, "toolName", "")));
 		cJSON_AddStringToObject(fn, "arguments",
 					args && strcmp(args, "null") ? args : "{}");

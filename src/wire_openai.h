@@ -40,6 +40,18 @@ struct gh_openai_req {
 enum gh_code gh_openai_parse(const cJSON *body, struct gh_openai_req *out, struct gh_err *e);
 void gh_openai_req_free(struct gh_openai_req *q);
 
+/* The fields every OpenAI-style request (Chat Completions, Responses)
+ * starts with: model (required, an agent's id; *model borrowed from body)
+ * and stream (true or false; absent is false). GH_E_BADREQ naming the
+ * field. */
+enum gh_code gh_openai_model_stream(const cJSON *body, const char **model, int *stream,
+				    struct gh_err *e);
+/* Makes msg (an empty object) the CoreMessage that answers tool call id:
+ * role "tool" with one tool-result part whose result is text, as JSON when
+ * it parses, else as a string. GH_E_NOMEM (msg then partly filled). */
+enum gh_code gh_openai_tool_result(cJSON *msg, const char *id, const char *text,
+				   struct gh_err *e);
+
 /* A thread or resource id from a header or "user": 1..GH_NAME_MAX bytes
  * without control characters (it goes back out in a response header). */
 enum gh_code gh_openai_check_id(const char *v, const char *field, struct gh_err *e);
@@ -74,5 +86,8 @@ cJSON *gh_openai_usage(const struct gh_run_usage *u);
 /* tool_calls for pending client calls [{toolCallId, toolName, args}], named
  * as the client declared them in client_defs; indexed adds "index". */
 cJSON *gh_openai_tool_calls(const cJSON *calls, const cJSON *client_defs, int indexed);
+/* The name the client declared in client_defs for a (normalised) client
+ * tool name; name itself when it declared none. Borrowed. */
+const char *gh_openai_client_name(const cJSON *client_defs, const char *name);
 
 #endif

@@ -198,8 +198,7 @@ static enum gh_code output_item(const cJSON *it, const char *where, int i, cJSON
 {
 	const char *id = gh_json_str(it, "call_id");
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "output");
-	cJSON *m, *content, *part, *result = NULL;
-	struct gh_err ignore;
+	cJSON *m;
 	char *t = NULL;
 	enum gh_code rc;
 
@@ -211,22 +210,14 @@ static enum gh_code output_item(const cJSON *it, const char *where, int i, cJSON
 				  "of content parts", where, i);
 	if ((rc = content_text(o, where, i, &t, e)) != GH_OK)
 		return rc;
-	if (!*t || gh_json_parse(t, strlen(t), "tool result", &result, &ignore) != GH_OK)
-		result = cJSON_CreateString(t);
+	if (!(m = cJSON_CreateObject()))
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	else if ((rc = gh_openai_tool_result(m, id, t, e)) != GH_OK)
+		cJSON_Delete(m);
+	else
+		cJSON_AddItemToArray(out, m);
 	free(t);
-	if (!result || !(m = cJSON_CreateObject())) {
-		cJSON_Delete(result);
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
-	cJSON_AddItemToArray(out, m);
-	cJSON_AddStringToObject(m, "role", "tool");
-	content = cJSON_AddArrayToObject(m, "content");
-	part = cJSON_CreateObject();
-	cJSON_AddItemToArray(content, part);
-	cJSON_AddStringToObject(part, "type", "tool-result");
-	cJSON_AddStringToObject(part, "toolCallId", id);
-	cJSON_AddItemToObject(part, "result", result);
-	return GH_OK;
+	return rc;
 }
 
 enum gh_code gh_responses_items(const cJSON *items, const char *where, cJSON *out,
@@ -339,15 +330,8 @@ enum gh_code gh_responses_parse(const cJSON *body, struct gh_responses_req *out,
 
 	memset(out, 0, sizeof(*out));
 	out->store = 1;
-	v = cJSON_GetObjectItemCaseSensitive(body, "model");
-	if (!cJSON_IsString(v) || !*v->valuestring)
-		return gh_err_set(e, GH_E_BADREQ, "model: required, the id of an agent (GET "
-				  "/v1/models lists them)");
-	out->model = v->valuestring;
-	v = cJSON_GetObjectItemCaseSensitive(body, "stream");
-	if (!absent(v) && !cJSON_IsBool(v))
-		return gh_err_set(e, GH_E_BADREQ, "stream: expected true or false");
-	out->stream = cJSON_IsTrue(v);
+	if ((rc = gh_openai_model_stream(body, &out->model, &out->stream, e)) != GH_OK)
+		return rc;
 	v = cJSON_GetObjectItemCaseSensitive(body, "store");
 	if (!absent(v) && !cJSON_IsBool(v))
 		return gh_err_set(e, GH_E_BADREQ, "store: expected true or false");
@@ -482,14 +466,37 @@ enum gh_code gh_responses_conversation(const cJSON *prev, const cJSON *input,
 
 /* ---------------------------------------------------------------- answers */
 
-cJSON *gh_responses_text_part(const char *text)
+/* {type, text}; NULL on OOM. */
+static cJSON *text_of_type(const char *type, const char *text)
 {
 	cJSON *p = cJSON_CreateObject();
 
 	if (!p)
 		return NULL;
-	cJSON_AddStringToObject(p, "type", "output_text");
+	cJSON_AddStringToObject(p, "type", type);
 	cJSON_AddStringToObject(p, "text", text ? text : "");
+	return p;
+}
+
+/* An output item's {id, type, status}; NULL on OOM. */
+static cJSON *item_of_type(const char *id, const char *type, int done)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "type", type);
+	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
+	return o;
+}
+
+cJSON *gh_responses_text_part(const char *text)
+{
+	cJSON *p = text_of_type("output_text", text);
+
+	if (!p)
+		return NULL;
 	cJSON_AddArrayToObject(p, "annotations");
 	cJSON_AddArrayToObject(p, "logprobs");
 	return p;
@@ -497,13 +504,10 @@ cJSON *gh_responses_text_part(const char *text)
 
 cJSON *gh_responses_message_item(const char *id, const char *text, int done)
 {
-	cJSON *o = cJSON_CreateObject(), *c;
+	cJSON *o = item_of_type(id, "message", done), *c;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "message");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	cJSON_AddStringToObject(o, "role", "assistant");
 	c = cJSON_AddArrayToObject(o, "content");
 	if (done && c)
@@ -513,39 +517,19 @@ cJSON *gh_responses_message_item(const char *id, const char *text, int done)
 
 cJSON *gh_responses_summary_part(const char *text)
 {
-	cJSON *p = cJSON_CreateObject();
-
-	if (!p)
-		return NULL;
-	cJSON_AddStringToObject(p, "type", "summary_text");
-	cJSON_AddStringToObject(p, "text", text ? text : "");
-	return p;
+	return text_of_type("summary_text", text);
 }
 
 cJSON *gh_responses_reasoning_item(const char *id, const char *text, int done)
 {
-	cJSON *o = cJSON_CreateObject(), *sum;
+	cJSON *o = item_of_type(id, "reasoning", done), *sum;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "reasoning");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	sum = cJSON_AddArrayToObject(o, "summary");
 	if (done && sum)
 		cJSON_AddItemToArray(sum, gh_responses_summary_part(text));
 	return o;
-}
-
-/* The name the client declared for a (normalised) client tool name. */
-static const char *client_name(const cJSON *client_defs, const char *name)
-{
-	const cJSON *d;
-
-	cJSON_ArrayForEach(d, client_defs)
-		if (!strcmp(str_or(d, "name", ""), name))
-			return str_or(d, "origName", name);
-	return name;
 }
 
 char *gh_responses_call_args(const cJSON *call)
@@ -559,7 +543,7 @@ char *gh_responses_call_args(const cJSON *call)
 cJSON *gh_responses_call_item(const char *id, const cJSON *call, const cJSON *client_defs,
 			      int done)
 {
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o = item_of_type(id, "function_call", done);
 	char *args = done ? gh_responses_call_args(call) : NULL;
 
 	if (!o || (done && !args)) {
@@ -567,12 +551,10 @@ cJSON *gh_responses_call_item(const char *id, const cJSON *call, const cJSON *cl
 		free(args);
 		return NULL;
 	}
-	cJSON_AddStringToObject(o, "id", id);
-	cJSON_AddStringToObject(o, "type", "function_call");
-	cJSON_AddStringToObject(o, "status", done ? "completed" : "in_progress");
 	cJSON_AddStringToObject(o, "arguments", args ? args : "");
 	cJSON_AddStringToObject(o, "call_id", str_or(call, "toolCallId", ""));
-	cJSON_AddStringToObject(o, "name", client_name(client_defs, str_or(call, "toolName", "")));
+	cJSON_AddStringToObject(o, "name",
+				gh_openai_client_name(client_defs, str_or(call, "toolName", "")));
 	free(args);
 	return o;
 }

@@ -327,7 +327,33 @@ static void test_clocks_and_strdup(void)
 	free(p);
 }
 
+static void test_str_in_and_chars_ok(void)
+{
+	static const char *const list[] = {"alpha", "beta", NULL};
+	static const char *const empty[] = {NULL};
+	char long_name[66];
+
+	T_EQ_INT(gh_str_in(list, "beta"), 1);
+	T_EQ_INT(gh_str_in(list, "bet"), 0);
+	T_EQ_INT(gh_str_in(list, ""), 0);
+	T_EQ_INT(gh_str_in(empty, "alpha"), 0);
+
+	T_EQ_INT(gh_chars_ok("a-Z_09", 64, "_-"), 1);
+	T_EQ_INT(gh_chars_ok("", 64, "_-"), 0);
+	T_EQ_INT(gh_chars_ok("a.b", 64, "_-"), 0);
+	T_EQ_INT(gh_chars_ok("a.b", 64, "_-."), 1);
+	T_EQ_INT(gh_chars_ok("ann@example", 64, "_-.@"), 1);
+	T_EQ_INT(gh_chars_ok("a b", 64, "_- "), 1);
+	T_EQ_INT(gh_chars_ok("a b", 64, "_-"), 0);
+	T_EQ_INT(gh_chars_ok("caf\xc3\xa9", 64, "_-"), 0);
+	memset(long_name, 'x', 65);
+	long_name[65] = '\0';
+	T_EQ_INT(gh_chars_ok(long_name, 64, ""), 0);
+	long_name[64] = '\0';
+	T_EQ_INT(gh_chars_ok(long_name, 64, ""), 1);
+}
+
 T_MAIN(T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
        T(test_parse_time_impossible_dates), T(test_iso8601_roundtrip),
        T(test_iso8601_before_epoch), T(test_hex), T(test_id_new), T(test_strlcpy),
-       T(test_clocks_and_strdup))
+       T(test_clocks_and_strdup), T(test_str_in_and_chars_ok))
