@@ -842,26 +842,28 @@ int gh_http_stream_begin(struct gh_http_stream *s)
 	return s->gone ? -1 : 0;
 }
 
-int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
-			size_t len)
+/* One event, with an id line when id is set. */
+static int stream_event(struct gh_http_stream *s, const char *id, const char *type,
+			const char *data, size_t len)
 {
 	if (gh_http_stream_begin(s) != 0)
 		return -1;
-	if (gh_http_sse_send(s->r, type, data, len) != 0)
+	if (gh_http_sse_send_id(s->r, id, type, data, len) != 0)
 		s->gone = 1;
 	s->last_write_ns = gh_mono_ns();
 	return s->gone ? -1 : 0;
 }
 
+int gh_http_stream_send(struct gh_http_stream *s, const char *type, const char *data,
+			size_t len)
+{
+	return stream_event(s, NULL, type, data, len);
+}
+
 int gh_http_stream_send_id(struct gh_http_stream *s, const char *id, const char *data,
 			   size_t len)
 {
-	if (gh_http_stream_begin(s) != 0)
-		return -1;
-	if (gh_http_sse_send_id(s->r, id, NULL, data, len) != 0)
-		s->gone = 1;
-	s->last_write_ns = gh_mono_ns();
-	return s->gone ? -1 : 0;
+	return stream_event(s, id, NULL, data, len);
 }
 
 int gh_http_stream_json(struct gh_http_stream *s, const char *type, cJSON *o)

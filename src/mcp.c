@@ -159,6 +159,20 @@ static void lock_wait(struct mcp_upstream *u, int64_t ms)
 	pthread_cond_timedwait(&u->cv, &u->mu, &ts);
 }
 
+/* The caller's tick (its client went away?) with u->mu released meanwhile
+ * (u->mu held on entry and on return). 1 to stop waiting. */
+static int tick_unlocked(struct mcp_upstream *u, const struct gh_mcp_call_opts *o)
+{
+	int stop;
+
+	if (!o || !o->tick)
+		return 0;
+	pthread_mutex_unlock(&u->mu);
+	stop = o->tick(o->ud);
+	pthread_mutex_lock(&u->mu);
+	return stop;
+}
+
 /* Records the upstream's state for `gatehouse mcp list`. Under u->mu. */
 static void persist(struct mcp_upstream *u)
 {
@@ -1286,16 +1300,9 @@ static enum gh_code take_slot(struct mcp_upstream *u, const struct gh_mcp_call_o
 			rc = GH_E_UNAVAILABLE;
 			break;
 		}
-		if (o && o->tick) {
-			int stop;
-
-			pthread_mutex_unlock(&u->mu);
-			stop = o->tick(o->ud);
-			pthread_mutex_lock(&u->mu);
-			if (stop) {
-				rc = GH_E_CANCELLED;
-				break;
-			}
+		if (tick_unlocked(u, o)) {
+			rc = GH_E_CANCELLED;
+			break;
 		}
 		lock_wait(u, 50);
 	}
@@ -1348,15 +1355,8 @@ static int await_renewal(struct mcp_upstream *u, uint64_t old_gen, int64_t deadl
 			ok = 1;
 			break;
 		}
-		if (o && o->tick) {
-			int stop;
-
-			pthread_mutex_unlock(&u->mu);
-			stop = o->tick(o->ud);
-			pthread_mutex_lock(&u->mu);
-			if (stop)
-				break;
-		}
+		if (tick_unlocked(u, o))
+			break;
 		lock_wait(u, 50);
 	}
 	pthread_mutex_unlock(&u->mu);

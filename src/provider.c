@@ -183,21 +183,6 @@ void gh_provider_note_error(struct gh_provider_stream *st, int status, const cJS
 	scrub_text(st->conf, st->uerr->message, sizeof(st->uerr->message));
 }
 
-int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
-{
-	char what[GH_ERR_MSG_MAX];
-	va_list ap;
-
-	if (st->err.code != GH_OK)
-		return 1;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	gh_err_set(&st->err, GH_E_UPSTREAM, "provider %s (%s): %s", st->conf->name, st->type,
-		   what);
-	return 1;
-}
-
 /* Writes the whole story of a failure to st->detail, when there is one. */
 static void detail(struct gh_provider_stream *st, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -213,20 +198,41 @@ static void detail(struct gh_provider_stream *st, const char *fmt, ...)
 	va_end(ap);
 }
 
-int gh_provider_stream_fail_upstream(struct gh_provider_stream *st, const char *what,
-				     const char *fmt, ...)
+/* Records the stream's first failure: tenants see "provider NAME (TYPE): "
+ * + what, or + the formatted text when what is NULL; the detail operators
+ * see has the formatted text. Returns 1 (stop). */
+static int vfail(struct gh_provider_stream *st, const char *what, const char *fmt, va_list ap)
 {
 	char msg[GH_ERR_MSG_MAX];
-	va_list ap;
 
 	if (st->err.code != GH_OK)
 		return 1;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	detail(st, "provider %s (%s): %s", st->conf->name, st->type, msg);
+	if (what)
+		detail(st, "provider %s (%s): %s", st->conf->name, st->type, msg);
 	gh_err_set(&st->err, GH_E_UPSTREAM, "provider %s (%s): %s", st->conf->name, st->type,
-		   what);
+		   what ? what : msg);
+	return 1;
+}
+
+int gh_provider_stream_fail(struct gh_provider_stream *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(st, NULL, fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+int gh_provider_stream_fail_upstream(struct gh_provider_stream *st, const char *what,
+				     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(st, what, fmt, ap);
+	va_end(ap);
 	return 1;
 }
 

@@ -160,16 +160,23 @@ void gh_upstream_global_cleanup(void)
 	curl_global_cleanup();
 }
 
-void gh_upstream_resp_init(struct gh_upstream_resp *r, size_t cap)
+/* A response before anything was received (the body aside). */
+static void resp_blank(struct gh_upstream_resp *r)
 {
 	r->status = 0;
-	gh_buf_init(&r->body, cap);
 	r->content_type[0] = '\0';
 	r->retry_after_ms = -1;
 	r->attempts = 0;
 	r->streamed_bytes = 0;
 	r->captured[0] = '\0';
 	r->captured_long = 0;
+	r->error[0] = '\0';
+}
+
+void gh_upstream_resp_init(struct gh_upstream_resp *r, size_t cap)
+{
+	resp_blank(r);
+	gh_buf_init(&r->body, cap);
 }
 
 void gh_upstream_resp_free(struct gh_upstream_resp *r)
@@ -617,14 +624,7 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 	if (!e)
 		e = &local;
 	url_origin(req->url, origin, sizeof(origin));
-	resp->status = 0;
-	resp->content_type[0] = '\0';
-	resp->retry_after_ms = -1;
-	resp->attempts = 0;
-	resp->streamed_bytes = 0;
-	resp->captured[0] = '\0';
-	resp->captured_long = 0;
-	resp->error[0] = '\0';
+	resp_blank(resp);
 	gh_buf_reset(&resp->body);
 	if (!req->url || !method_ok(req->method)) {
 		rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
