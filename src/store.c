@@ -397,7 +397,7 @@ fail_all:
 
 /* Hands each job its result: a waiting caller is woken (except self, the
  * thread running this), an async job is freed. */
-static void finish_jobs(struct store_job *jobs, struct store_job *self)
+static void finish_jobs(struct gh_store *s, struct store_job *jobs, struct store_job *self)
 {
 	struct store_job *j, *next;
 
@@ -409,6 +409,7 @@ static void finish_jobs(struct store_job *jobs, struct store_job *self)
 			if (j->free_arg)
 				j->free_arg(j->arg);
 			free(j);
+			atomic_fetch_sub(&s->queued, 1);
 		} else if (j != self) {
 			sem_post(&j->done);
 		}
@@ -486,7 +487,7 @@ static void lead(struct gh_store *s, struct store_job *self)
 		for (j = batch; self && j; j = j->next)
 			if (j == self)
 				mine = 1;
-		finish_jobs(batch, self);
+		finish_jobs(s, batch, self);
 	}
 	pthread_mutex_lock(&s->qmu);
 	if (s->qhead)
@@ -688,7 +689,9 @@ void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
 	j->arg = arg;
 	j->free_arg = free_arg;
 	j->async = 1;
+	atomic_fetch_add(&s->queued, 1);
 	if (enqueue(s, j, NULL) != 0) {
+		atomic_fetch_sub(&s->queued, 1);
 		if (free_arg)
 			free_arg(arg);
 		free(j);
@@ -707,17 +710,10 @@ static enum gh_code nothing_job(struct gh_store *s, struct store_conn *w, void *
 	return GH_OK;
 }
 
-struct store_conn *store_reader(struct gh_store *s)
+struct store_conn *store_reader_now(struct gh_store *s)
 {
 	size_t i;
 
-	if (atomic_load(&s->later) > 0) {
-		/* a write queued before this read commits first (the queue is
-		 * in order): a reader sees every run commit made before it */
-		struct gh_err ignore;
-
-		store_write(s, nothing_job, NULL, &ignore);
-	}
 	pthread_mutex_lock(&s->rmu);
 	for (;;) {
 		for (i = 0; i < s->nreaders; i++) {
@@ -729,6 +725,18 @@ struct store_conn *store_reader(struct gh_store *s)
 		}
 		pthread_cond_wait(&s->rcv, &s->rmu);
 	}
+}
+
+struct store_conn *store_reader(struct gh_store *s)
+{
+	if (atomic_load(&s->queued) > 0) {
+		/* a write queued before this read commits first (the queue is
+		 * in order): a reader sees every write made before it */
+		struct gh_err ignore;
+
+		store_write(s, nothing_job, NULL, &ignore);
+	}
+	return store_reader_now(s);
 }
 
 void store_reader_put(struct gh_store *s, struct store_conn *c)

@@ -111,8 +111,8 @@ struct gh_store {
 	_Atomic uint64_t n_tx, n_jobs, max_batch;
 	_Atomic int wal_pages;          /* frames in the WAL after the last commit */
 	_Atomic int wal_mark;           /* frames there at the last WAL checkpoint */
-	_Atomic int later;              /* run commits queued and not yet committed
-					 * (gh_store_run_commit_later); readers wait */
+	_Atomic int queued;             /* store_write_async jobs not yet committed:
+					 * store_reader waits for them */
 	int64_t last_analyze_ms;
 };
 
@@ -124,8 +124,13 @@ enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struc
 void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
 		       void (*free_arg)(void *arg));
 
-/* Borrows a read connection from the pool (waits when all are taken). */
+/* Borrows a read connection from the pool (waits when all are taken),
+ * after the writes store_write_async queued before the call have
+ * committed, so a read sees every write made before it. */
 struct store_conn *store_reader(struct gh_store *s);
+/* The same without waiting for queued writes: for a read that none of them
+ * can change (a key's lookup: only its last use is ever queued). */
+struct store_conn *store_reader_now(struct gh_store *s);
 /* Resets every statement of c (ending its read snapshot) and returns it. */
 void store_reader_put(struct gh_store *s, struct store_conn *c);
 

@@ -681,7 +681,6 @@ enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit 
 /* A run commit made later: its own copy of what it writes. */
 struct later {
 	struct gh_run_commit c;        /* first: the job's argument is the whole */
-	struct gh_store *s;
 	char *strs[7];
 	cJSON *state, *output;
 };
@@ -691,7 +690,6 @@ static void later_free(void *arg)
 	struct later *l = arg;
 	size_t i;
 
-	atomic_fetch_sub(&l->s->later, 1);
 	for (i = 0; i < sizeof(l->strs) / sizeof(l->strs[0]); i++)
 		free(l->strs[i]);
 	cJSON_Delete(l->state);
@@ -722,7 +720,6 @@ enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_c
 				  c->run_id);
 	if (!(l = calloc(1, sizeof(*l))))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	l->s = s;
 	if (later_str(l, 0, c->run_id, &l->c.run_id) || later_str(l, 1, c->owner, &l->c.owner) ||
 	    later_str(l, 2, c->key_id, &l->c.key_id) ||
 	    later_str(l, 3, c->agent_id, &l->c.agent_id) ||
@@ -730,13 +727,11 @@ enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_c
 	    later_str(l, 5, c->status, &l->c.status) || later_str(l, 6, c->error, &l->c.error) ||
 	    !(l->state = cJSON_Duplicate(c->state, 1)) ||
 	    (c->output && !(l->output = cJSON_Duplicate(c->output, 1)))) {
-		atomic_fetch_add(&s->later, 1);
 		later_free(l);
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	}
 	l->c.state = l->state;
 	l->c.output = l->output;
-	atomic_fetch_add(&s->later, 1);
 	store_write_async(s, run_commit_job, l, later_free);
 	return GH_OK;
 }
