@@ -237,11 +237,15 @@ static int list_cb(void *ud, const struct gh_approval *a)
 enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char *owner,
 			      int limit, cJSON **out, struct gh_err *e)
 {
-	cJSON *arr = cJSON_CreateArray();
+	static const char *const known[] = {"pending", "approved", "denied", "expired", NULL};
+	cJSON *arr;
 	enum gh_code rc;
 
 	*out = NULL;
-	if (!arr)
+	if (status && !gh_str_in(known, status))
+		return gh_err_set(e, GH_E_BADREQ, "status: expected pending, approved, denied or "
+				  "expired");
+	if (!(arr = cJSON_CreateArray()))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	rc = gh_store_approval_list(app->store, status, owner, limit, list_cb, arr, e);
 	if (rc != GH_OK) {

@@ -51,7 +51,8 @@ enum gh_code gh_approval_by_call(struct gh_app *app, const char *owner,
 				 struct gh_err *e);
 
 /* Lists approvals, oldest first for "pending", newest first otherwise.
- * status NULL = all; owner NULL = every owner (admins). At most limit rows
+ * status NULL = all, else pending, approved, denied or expired (another is
+ * GH_E_BADREQ); owner NULL = every owner (admins). At most limit rows
  * with created_at/id after the cursor. *out: array of gh_approval_json. */
 enum gh_code gh_approval_list(struct gh_app *app, const char *status, const char *owner,
 			      int limit, cJSON **out, struct gh_err *e);

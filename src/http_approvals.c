@@ -26,12 +26,6 @@ static void list_approvals(struct gh_req *r)
 	cJSON *arr = NULL, *o;
 	struct gh_err e;
 
-	if (st && *st && strcmp(st, "pending") && strcmp(st, "approved") && strcmp(st, "denied") &&
-	    strcmp(st, "expired")) {
-		gh_http_errorf(r, GH_E_BADREQ, "status: expected pending, approved, denied or "
-			       "expired");
-		return;
-	}
 	if (gh_http_query(r, "limit", limit_s, sizeof(limit_s)) &&
 	    gh_parse_i64(limit_s, 1, 1000, &limit) != 0) {
 		gh_http_errorf(r, GH_E_BADREQ, "limit: expected an integer in 1..1000");

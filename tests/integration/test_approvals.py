@@ -167,6 +167,10 @@ class ApprovalsTest(GatewayTest):
         # the owner reads the same through the approvals list
         st, lst, _ = gw.get("/api/approvals?status=approved", key=key)
         self.assertEqual(lst["approvals"][0]["execution"]["status"], "failed")
+        # a status approvals never have is refused, naming those they have
+        st, err, _ = gw.get("/api/approvals?status=completed", key=key)
+        self.assertEqual(st, 400)
+        self.assertIn("status: expected pending, approved, denied or expired", str(err))
         # an undecided or denied approval has no execution
         b2 = self.suspend(gw, key)
         st, a2, _ = gw.get("/api/approvals/" + b2["approvals"][0]["id"], key=admin)
