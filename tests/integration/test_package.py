@@ -273,6 +273,68 @@ class PackageTest(unittest.TestCase):
                      "gatehouse.db-witness"):
             self.assertIn(name, made)
 
+    # ---- the maintainer scripts, in a private mount namespace ----
+
+    def test_maintainer_scripts_in_a_private_namespace(self):
+        """postinst, prerm and postrm run for real, but over copies of /etc
+        and /var/lib bind-mounted in a mount namespace of their own: the
+        user they create and the state they make never reach this machine.
+        Then `keys create` runs as that user on the installed config, the
+        way the README tells an administrator to."""
+        if os.getuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"):
+            self.skipTest("needs root, unshare and setpriv")
+        if subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("mount namespaces are not available here")
+        host_had_user = subprocess.run(["getent", "passwd", "gatehouse"],
+                                       capture_output=True).returncode == 0
+        sim = os.path.join(self.tmp, "sim")
+        os.mkdir(sim)
+        etc, varlib = os.path.join(sim, "etc"), os.path.join(sim, "varlib")
+        run(["cp", "-a", "/etc", etc])
+        shutil.copytree(os.path.join(self.root, "etc/gatehouse"), os.path.join(etc, "gatehouse"))
+        os.mkdir(varlib)
+        marker = "gh-package-test-%d" % os.getpid()
+        for d in (etc, varlib):
+            open(os.path.join(d, marker), "w").close()
+        ctl = self.control
+        binary = os.path.join(self.root, "usr/bin/gatehouse")
+        script = """set -eu
+mount --bind '{etc}' /etc
+mount --bind '{varlib}' /var/lib
+# only ever on the copies
+test -f /etc/{marker} && test -f /var/lib/{marker}
+sh '{ctl}/postinst' configure
+echo "user: $(getent passwd gatehouse)"
+echo "state: $(stat -c '%U:%G %a' /var/lib/gatehouse)"
+cd /
+setpriv --reuid=gatehouse --regid=gatehouse --init-groups -- '{binary}' keys create \
+    --config {config} --name ops >/dev/null
+echo "files: $(stat -c '%n=%U' /var/lib/gatehouse/gatehouse.db /var/lib/gatehouse/gatehouse.db-hashkey | tr '\\n' ' ')"
+sh '{ctl}/postinst' configure 0.0.1
+sh '{ctl}/prerm' remove
+sh '{ctl}/postrm' remove
+echo "after remove: $(ls /var/lib/gatehouse | tr '\\n' ' ')"
+sh '{ctl}/postrm' purge
+echo "after purge: $(ls -d /var/lib/gatehouse 2>/dev/null || echo gone)"
+""".format(etc=etc, varlib=varlib, marker=marker, ctl=ctl, binary=binary, config=CONFIG)
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                           capture_output=True, text=True, timeout=120,
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"})
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        lines = dict(l.split(": ", 1) for l in p.stdout.splitlines() if ": " in l)
+        self.assertRegex(lines["user"], r"^gatehouse:x:\d+:\d+:[^:]*:%s:/usr/sbin/nologin$" % STATE)
+        self.assertEqual(lines["state"], "gatehouse:gatehouse 750")
+        self.assertEqual(lines["files"].split(), ["/var/lib/gatehouse/gatehouse.db=gatehouse",
+                                                  "/var/lib/gatehouse/gatehouse.db-hashkey=gatehouse"])
+        self.assertIn("gatehouse.db", lines["after remove"])
+        self.assertEqual(lines["after purge"], "gone")
+        # and the machine itself got nothing
+        self.assertFalse(os.path.exists(os.path.join(STATE, "gatehouse.db")))
+        if not host_had_user:
+            self.assertNotEqual(subprocess.run(["getent", "passwd", "gatehouse"],
+                                               capture_output=True).returncode, 0)
+
 
 if __name__ == "__main__":
     unittest.main()
