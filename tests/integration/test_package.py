@@ -45,6 +45,14 @@ class PackageTest(unittest.TestCase):
             if not shutil.which(tool):
                 raise AssertionError("%s is not installed (tests/install-deps.sh --test)" % tool)
         cls.tmp = tempfile.mkdtemp(prefix="gh-deb-")
+        try:
+            cls.build_package()
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def build_package(cls):
         gh_build = os.environ.get("GH_BUILD")
         build = os.path.join(gh_build, "deb-build") if gh_build else os.path.join(cls.tmp, "build")
         src = os.path.abspath(GH_SRC)
