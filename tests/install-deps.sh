@@ -2,7 +2,8 @@
 # Installs what gatehouse needs on Debian 12, skipping what is already there.
 #   tests/install-deps.sh          build dependencies (compiler, CMake, libraries)
 #   tests/install-deps.sh --test   also what the test suite needs: python3, sqlite3,
-#                                  Node.js + npm, chromium, and the npm clients from
+#                                  Node.js + npm, chromium, dpkg-dev and systemd (the
+#                                  .deb and its unit), and the npm clients from
 #                                  tests/package-lock.json (npm ci)
 set -eu
 
@@ -12,7 +13,7 @@ want_test=0
 pkgs="build-essential cmake pkg-config curl sqlite3 libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
 libcjson-dev libsodium-dev"
 if [ "$want_test" -eq 1 ]; then
-	pkgs="$pkgs python3 chromium"
+	pkgs="$pkgs python3 chromium dpkg-dev systemd"
 	# Node.js: keep an existing installation (any vendor), else Debian's.
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		pkgs="$pkgs nodejs npm"
