@@ -811,14 +811,11 @@ int gh_http_sse_comment(struct gh_req *r, const char *text)
 
 void gh_http_sse_end(struct gh_req *r)
 {
-	if (r->hold > 0 && gh_buf_append(&r->held, "0\r\n\r\n", 5) == GH_BUF_OK) {
-		r->hold = 0;
-		flush_held(r);
-		return;
-	}
+	/* the terminating chunk leaves with whatever a hold collected */
+	r->hold = 1;
+	put(r, "0\r\n\r\n", 5);
 	r->hold = 0;
-	if (flush_held(r) == 0)
-		mg_write(r->conn, "0\r\n\r\n", 5);
+	flush_held(r);
 }
 
 /* ------------------------------------------------- one streamed response */

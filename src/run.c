@@ -1027,15 +1027,15 @@ static int64_t client_due(struct run *r)
 
 /* 1 when the run's record can be committed after the answer: a new run,
  * under a name gatehouse gave it, that ends completed in one model step
- * (it ran no tool: every audit row it has was committed already), with no
- * thread to append to and no journal. Its record is bookkeeping; nothing
- * the audit needs waits on it. */
-static int commits_later(struct run *r, enum gh_run_status status,
-			 const struct commit_ids *ids)
+ * with no call (it ran no tool: every audit row it has was committed
+ * already), no thread to append to and no journal. Its record is
+ * bookkeeping; nothing the audit needs waits on it. The store refuses
+ * anything else it would have to write (gh_store_run_commit_later). */
+static int commits_later(struct run *r, enum gh_run_status status)
 {
-	return r->is_new && status == GH_RUN_COMPLETED && !r->thread_id[0] && !r->new_thread &&
-	       !r->end && !r->calls && !r->journal && ids->np == 0 && ids->na == 0 && r->rq &&
-	       !(r->rq->run_id && *r->rq->run_id) && state_int(r, "step") <= 1;
+	return r->is_new && status == GH_RUN_COMPLETED && !r->thread_id[0] && !r->calls &&
+	       !r->journal && r->rq && !(r->rq->run_id && *r->rq->run_id) &&
+	       state_int(r, "step") <= 1;
 }
 
 static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_err *e)
@@ -1083,7 +1083,7 @@ static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_e
 		c.with_tx = deferred_tx_fn;
 		c.with_ud = r->end;
 	}
-	if (commits_later(r, status, &ids) &&
+	if (commits_later(r, status) &&
 	    gh_store_run_commit_later(r->app->store, &c, e) == GH_OK)
 		rc = GH_OK;
 	else

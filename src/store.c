@@ -168,22 +168,49 @@ enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_
 	return rc;
 }
 
+/* store_get on a reader that waits for queued writes, or not (now). */
+static enum gh_code vget(struct gh_store *s, int now, const char *sql,
+			 const struct store_arg *args, int n, store_row_fn row, void *out,
+			 size_t out_size, const char *what, struct gh_err *e, const char *notfound,
+			 va_list ap)
+{
+	struct store_conn *c = now ? store_reader_now(s) : store_reader(s);
+	int seen = 0;
+	enum gh_code rc;
+
+	memset(out, 0, out_size);
+	rc = store_rows(c, sql, args, n, 1, row, out, &seen, what, e);
+	store_reader_put(s, c);
+	if (rc != GH_OK || seen)
+		return rc;
+	gh_err_vset(e, GH_E_NOTFOUND, notfound, ap);
+	return GH_E_NOTFOUND;
+}
+
 enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 		       store_row_fn row, void *out, size_t out_size, const char *what,
 		       struct gh_err *e, const char *notfound, ...)
 {
-	int seen = 0;
 	enum gh_code rc;
 	va_list ap;
 
-	memset(out, 0, out_size);
-	rc = store_read(s, sql, args, n, 1, row, out, &seen, what, e);
-	if (rc != GH_OK || seen)
-		return rc;
 	va_start(ap, notfound);
-	gh_err_vset(e, GH_E_NOTFOUND, notfound, ap);
+	rc = vget(s, 0, sql, args, n, row, out, out_size, what, e, notfound, ap);
 	va_end(ap);
-	return GH_E_NOTFOUND;
+	return rc;
+}
+
+enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct store_arg *args,
+			   int n, store_row_fn row, void *out, size_t out_size, const char *what,
+			   struct gh_err *e, const char *notfound, ...)
+{
+	enum gh_code rc;
+	va_list ap;
+
+	va_start(ap, notfound);
+	rc = vget(s, 1, sql, args, n, row, out, out_size, what, e, notfound, ap);
+	va_end(ap);
+	return rc;
 }
 
 cJSON *store_col_json(sqlite3_stmt *st, int i)

@@ -66,16 +66,8 @@ static int key_from(sqlite3_stmt *st, void *ud)
 static enum gh_code key_lookup(struct gh_store *s, const char *sql, struct store_arg by,
 			       struct gh_key *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader_now(s);
-	enum gh_code rc;
-	int seen = 0;
-
-	memset(out, 0, sizeof(*out));
-	rc = store_rows(c, sql, &by, 1, 1, key_from, out, &seen, "looking up a key", e);
-	store_reader_put(s, c);
-	if (rc == GH_OK && !seen)
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no such key");
-	return rc;
+	return store_get_now(s, sql, &by, 1, key_from, out, sizeof(*out), "looking up a key", e,
+			     "no such key");
 }
 
 enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[32],
