@@ -168,11 +168,12 @@ enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_
 	return rc;
 }
 
-/* store_get on a reader that waits for queued writes, or not (now). */
+/* store_get on a reader that waits for queued writes, or not (now);
+ * notfound formatted with *ap, or taken as it is when ap is NULL. */
 static enum gh_code vget(struct gh_store *s, int now, const char *sql,
 			 const struct store_arg *args, int n, store_row_fn row, void *out,
 			 size_t out_size, const char *what, struct gh_err *e, const char *notfound,
-			 va_list ap)
+			 va_list *ap)
 {
 	struct store_conn *c = now ? store_reader_now(s) : store_reader(s);
 	int seen = 0;
@@ -183,7 +184,10 @@ static enum gh_code vget(struct gh_store *s, int now, const char *sql,
 	store_reader_put(s, c);
 	if (rc != GH_OK || seen)
 		return rc;
-	gh_err_vset(e, GH_E_NOTFOUND, notfound, ap);
+	if (ap)
+		gh_err_vset(e, GH_E_NOTFOUND, notfound, *ap);
+	else
+		gh_err_set(e, GH_E_NOTFOUND, "%s", notfound);
 	return GH_E_NOTFOUND;
 }
 
@@ -195,22 +199,16 @@ enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_a
 	va_list ap;
 
 	va_start(ap, notfound);
-	rc = vget(s, 0, sql, args, n, row, out, out_size, what, e, notfound, ap);
+	rc = vget(s, 0, sql, args, n, row, out, out_size, what, e, notfound, &ap);
 	va_end(ap);
 	return rc;
 }
 
 enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct store_arg *args,
 			   int n, store_row_fn row, void *out, size_t out_size, const char *what,
-			   struct gh_err *e, const char *notfound, ...)
+			   struct gh_err *e, const char *notfound)
 {
-	enum gh_code rc;
-	va_list ap;
-
-	va_start(ap, notfound);
-	rc = vget(s, 1, sql, args, n, row, out, out_size, what, e, notfound, ap);
-	va_end(ap);
-	return rc;
+	return vget(s, 1, sql, args, n, row, out, out_size, what, e, notfound, NULL);
 }
 
 cJSON *store_col_json(sqlite3_stmt *st, int i)

@@ -197,11 +197,11 @@ enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_a
 		       store_row_fn row, void *out, size_t out_size, const char *what,
 		       struct gh_err *e, const char *notfound, ...)
 	__attribute__((format(printf, 10, 11)));
-/* The same on store_reader_now: for a read no queued write can change. */
+/* The same on store_reader_now, for a read no queued write can change;
+ * notfound is the message as it is. */
 enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct store_arg *args,
 			   int n, store_row_fn row, void *out, size_t out_size, const char *what,
-			   struct gh_err *e, const char *notfound, ...)
-	__attribute__((format(printf, 10, 11)));
+			   struct gh_err *e, const char *notfound);
 
 /* Defines NAME_each (a list's callback and its argument) and NAME_each_row, a
  * store_row_fn that reads a row into a TYPE with FROM(st, &row) (0, or -1
