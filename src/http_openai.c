@@ -171,6 +171,7 @@ static enum gh_code pick_messages(struct oai *q, const char *pin, struct gh_err 
 	}
 	gh_id_new("run_", q->run_id, sizeof(q->run_id));
 	q->rq.run_id = q->run_id;
+	q->rq.run_id_new = 1;
 	if (pin && q->agent->memory_enabled) {
 		cJSON *th = NULL;
 		enum gh_code rc;

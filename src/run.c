@@ -1034,7 +1034,7 @@ static int64_t client_due(struct run *r)
 static int commits_later(struct run *r, enum gh_run_status status)
 {
 	return r->is_new && status == GH_RUN_COMPLETED && !r->thread_id[0] && !r->calls &&
-	       !r->journal && r->rq && !(r->rq->run_id && *r->rq->run_id) &&
+	       !r->journal && r->rq && (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new) &&
 	       state_int(r, "step") <= 1;
 }
 

@@ -222,6 +222,8 @@ struct gh_run_request {
 	const char *resource_id;     /* NULL: "default" */
 	const char *run_id;          /* NULL: generated (a client's runId goes through
 				      * gh_run_named_id first) */
+	int run_id_new;              /* run_id was just made by gh_id_new for this
+				      * request: no stored run can hold it */
 	const char *thread_title;    /* for a new thread */
 	const cJSON *messages;       /* the client's CoreMessages (normalised); borrowed */
 	const cJSON *client_defs;    /* from gh_tools_client_defs (may be NULL); borrowed */

@@ -468,6 +468,16 @@ static struct store_job *take_batch(struct gh_store *s)
  * writer"), and flock does not exclude threads sharing the lock file. */
 #define CKPT_PAGES 1000
 
+/* Async jobs nobody leads wait in the queue for up to LINGER_MS (or until
+ * LINGER_JOBS of them are there) so that housekeeping commits them together:
+ * at one request at a time, every run record would otherwise be a
+ * transaction and a wake-up of its own. Only bookkeeping goes async (a run
+ * record, a key's last use); a read waits for it by committing the queue
+ * itself (store_reader), so linger delays no one, and a crash in the
+ * window loses at most that bookkeeping. */
+#define LINGER_MS 5
+#define LINGER_JOBS 64
+
 static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
 {
 	struct gh_store *s = ud;
@@ -568,6 +578,16 @@ static void wal_checkpoint(struct gh_store *s)
 		atomic_store(&s->wal_mark, log);
 }
 
+/* Waits on qcv (qmu held) until woken or Unix ms time at. */
+static int wait_until(struct gh_store *s, int64_t at)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t)(at / 1000);
+	ts.tv_nsec = (long)(at % 1000) * 1000000;
+	return pthread_cond_timedwait(&s->qcv, &s->qmu, &ts);
+}
+
 /* Housekeeping: commits async jobs nobody is leading, indexes audit
  * blocks as they fill, signs an audit checkpoint when the log has been
  * quiet for a while, and checkpoints the WAL. */
@@ -579,17 +599,21 @@ static void *housekeeping(void *arg)
 		int timed_out = 0, lead_now = 0, stop;
 
 		pthread_mutex_lock(&s->qmu);
-		while (!s->stopping && !(s->qhead && !s->leader) && !s->house_lead &&
-		       !atomic_load(&s->audit_index_due) && !wal_due(s)) {
-			if (s->signer && s->ckpt_every_ms > 0) {
-				struct timespec ts;
-				int64_t ms;
+		while (!s->stopping && !s->house_lead && !atomic_load(&s->audit_index_due) &&
+		       !wal_due(s)) {
+			int64_t now = gh_now_ms(), due = 0, idle = 0;
 
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ms = (int64_t)ts.tv_nsec / 1000000 + s->ckpt_every_ms;
-				ts.tv_sec += (time_t)(ms / 1000);
-				ts.tv_nsec = (long)(ms % 1000) * 1000000;
-				if (pthread_cond_timedwait(&s->qcv, &s->qmu, &ts) == ETIMEDOUT) {
+			if (s->qhead && !s->leader) {
+				due = s->linger_from + LINGER_MS;
+				if (now >= due || atomic_load(&s->queued) >= LINGER_JOBS)
+					break;
+			}
+			if (s->signer && s->ckpt_every_ms > 0)
+				idle = now + s->ckpt_every_ms;
+			if (due && (!idle || due <= idle)) {
+				wait_until(s, due);
+			} else if (idle) {
+				if (wait_until(s, idle) == ETIMEDOUT) {
 					timed_out = 1;
 					break;
 				}
@@ -630,12 +654,15 @@ static void *housekeeping(void *arg)
 
 static int enqueue(struct gh_store *s, struct store_job *j, int *leader)
 {
+	int was_empty;
+
 	pthread_mutex_lock(&s->qmu);
 	if (s->stopping) {
 		pthread_mutex_unlock(&s->qmu);
 		return -1;
 	}
 	j->next = NULL;
+	was_empty = !s->qhead;
 	if (s->qtail)
 		s->qtail->next = j;
 	else
@@ -645,8 +672,11 @@ static int enqueue(struct gh_store *s, struct store_job *j, int *leader)
 		if (leader) {
 			s->leader = 1;
 			*leader = 1;
-		} else {
+		} else if (was_empty) {
+			s->linger_from = gh_now_ms();
 			pthread_cond_signal(&s->qcv); /* housekeeping leads async jobs */
+		} else if (atomic_load(&s->queued) >= LINGER_JOBS) {
+			pthread_cond_signal(&s->qcv);
 		}
 	}
 	pthread_mutex_unlock(&s->qmu);

@@ -88,6 +88,8 @@ struct gh_store {
 	struct store_job *qhead, *qtail;
 	int leader;                     /* someone is committing the queue */
 	int house_lead;                 /* ...and hands it to housekeeping */
+	int64_t linger_from;            /* when the queue, then empty, took an
+					 * async job (Unix ms) */
 	int stopping;
 	pthread_t house;                /* housekeeping thread */
 	int house_started;

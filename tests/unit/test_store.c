@@ -769,6 +769,36 @@ static void test_run_commit_later(void)
 	t_store_close(&t);
 }
 
+/* Runs committed later reach the database with no read to push them:
+ * housekeeping commits what waits in the queue. */
+static void test_run_commit_later_unread(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_store_stats st0, st;
+	cJSON *state = cJSON_Parse("{\"step\":1}");
+	char id[32];
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	gh_store_stats(t.s, &st0);
+	for (i = 0; i < 30; i++) {
+		snprintf(id, sizeof(id), "run_unread_%d", i);
+		c = run_commit(id, NULL, "completed", NULL, NULL, state);
+		T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
+	}
+	for (i = 0; i < 1000; i++) { /* at most 10 s */
+		gh_store_stats(t.s, &st);
+		if (st.jobs - st0.jobs >= 30)
+			break;
+		usleep(10000);
+	}
+	T_ASSERT(st.jobs - st0.jobs >= 30); /* (and whatever else committed) */
+	cJSON_Delete(state);
+	t_store_close(&t);
+}
+
 static void test_run_commit_checks_owner(void)
 {
 	struct t_store t;
@@ -1468,5 +1498,5 @@ static void test_tx_commits_effect_and_row_together(void)
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
+       T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
