@@ -1480,8 +1480,6 @@ static int loopback_host(const char *host)
 {
 	unsigned char a[16];
 
-	if (!strcmp(host, "localhost"))
-		return 1;
 	if (inet_pton(AF_INET, host, a) == 1)
 		return a[0] == 127;
 	if (inet_pton(AF_INET6, host, a) == 1) {
@@ -1505,12 +1503,16 @@ static enum gh_code read_metrics(struct ctx *c, const cJSON *obj, struct gh_metr
 
 	if (!rc && m->listen) {
 		char host[GH_LISTEN_HOST_MAX], why[200];
+		unsigned char addr[16];
 		int port, v6;
 		size_t k = push(c, "listen");
 
 		if (gh_config_listen_parse(m->listen, host, sizeof(host), &port, &v6, why,
 					   sizeof(why)) != 0)
 			rc = fail(c, "%s", why);
+		else if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+			rc = fail(c, "\"%s\": expected an IP address (127.0.0.1:9464, "
+				     "[::1]:9464), not a host name", host);
 		else if (!m->allow_remote && !loopback_host(host))
 			rc = fail(c, "\"%s\" is not a loopback address: /metrics there answers "
 				     "without authentication; set metrics.allow_remote to true to "

@@ -13,10 +13,15 @@
  */
 #include "http_metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <civetweb.h>
 
@@ -220,11 +225,78 @@ int gh_http_metrics_port(const struct gh_metrics_http *m)
 	return m ? m->port : 0;
 }
 
+/* CivetWeb's accept loop notices a stop only between polls (2 s apart):
+ * while mg_stop waits for it, this thread connects to the listener every
+ * 20 ms so the loop wakes at once. */
+struct waker {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	_Atomic int done;
+};
+
+static void *waker_main(void *arg)
+{
+	struct waker *w = arg;
+
+	while (!atomic_load(&w->done)) {
+		int fd = socket(w->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd >= 0) {
+			connect(fd, (struct sockaddr *)&w->sa, w->len);
+			close(fd);
+		}
+		usleep(20000);
+	}
+	return NULL;
+}
+
+/* Where to connect to reach the listener: its address, a wildcard one
+ * reached over loopback. 0 when known. */
+static int listener_addr(const struct gh_metrics_http *m, struct waker *w)
+{
+	char host[GH_LISTEN_HOST_MAX], why[200];
+	int port, v6;
+
+	memset(&w->sa, 0, sizeof(w->sa));
+	if (gh_config_listen_parse(m->app->cfg->metrics.listen, host, sizeof(host), &port, &v6,
+				   why, sizeof(why)) != 0)
+		return -1;
+	if (v6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&w->sa;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)m->port);
+		if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1 ||
+		    IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
+			a->sin6_addr = in6addr_loopback;
+		w->len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&w->sa;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)m->port);
+		if (inet_pton(AF_INET, host, &a->sin_addr) != 1 || a->sin_addr.s_addr == 0)
+			a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		w->len = sizeof(*a);
+	}
+	return 0;
+}
+
 void gh_http_metrics_stop(struct gh_metrics_http *m)
 {
+	struct waker w;
+	pthread_t t;
+	int started = 0;
+
 	if (!m)
 		return;
+	atomic_init(&w.done, 0);
+	if (m->port > 0 && listener_addr(m, &w) == 0)
+		started = pthread_create(&t, NULL, waker_main, &w) == 0;
 	mg_stop(m->ctx);
+	atomic_store(&w.done, 1);
+	if (started)
+		pthread_join(t, NULL);
 	mg_exit_library();
 	free(m);
 }

@@ -433,7 +433,7 @@ int gh_metrics_sample(struct gh_buf *b, const char *name, const struct gh_metric
 
 	if (rc == GH_BUF_OK)
 		rc = labels(b, l, n, NULL, NULL);
-	return rc == GH_BUF_OK ? gh_buf_printf(b, " %.17g\n", value) : rc;
+	return rc == GH_BUF_OK ? gh_buf_printf(b, " %.15g\n", value) : rc;
 }
 
 static int sample_u(struct gh_buf *b, const char *name, const struct gh_metrics_label *l,
