@@ -650,7 +650,7 @@ static int render_tools(struct gh_buf *b)
 
 static int render_audit(struct gh_buf *b, const struct gh_metrics_gauges *g)
 {
-	static const char *const wait_names[3] = {"approved", "denied", "expired"};
+	static const char *const wait_names[3] = {"approved", "denied_by_reviewer", "expired"};
 	int64_t ck = atomic_load(&m.ckpt_ms);
 	int vok = atomic_load(&m.verify_ok), i, rc;
 
