@@ -54,7 +54,7 @@ def promtool_check(test, text):
     test.assertEqual(p.returncode, 0, "promtool check metrics:\n" + p.stdout + p.stderr)
 
 
-def metrics_config(fake, model, **sections):
+def metrics_config(fake, model, ttl=3600, **sections):
     f = fake.url
     tools = {"send_email": {"type": "http", "description": "Send an email",
                             "url": f + "/tools/send-email",
@@ -67,7 +67,8 @@ def metrics_config(fake, model, **sections):
     policies = {"default": {"agents": ["*"],
                             "tools": {"allow": ["send_*", "memory_*"],
                                       "deny": ["memory_delete"]},
-                            "approval": {"require": ["send_*"], "approver": "admin"}}}
+                            "approval": {"require": ["send_*"], "approver": "admin",
+                                         "ttl_seconds": ttl}}}
     return config(fake, agents=agents, tools=tools, policies=policies, **sections)
 
 
@@ -84,7 +85,7 @@ class MetricsTest(GatewayTest):
         return text, parse(text)
 
     def wait_run(self, gw, key, run_id, status):
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         polls = 0
         while time.time() < deadline:
             st, r, _ = gw.get("/api/runs/" + run_id, key=key)
@@ -190,6 +191,44 @@ class MetricsTest(GatewayTest):
         # streams
         self.assertEqual(value(s1, "gatehouse_streams_max"), 8)
         self.assertEqual(value(s1, "gatehouse_streams_active"), 0)
+
+    def test_denied_by_reviewer_and_expired(self):
+        m = self.model()
+        gw = self.gateway(metrics_config(self.fake, m, ttl=10))
+        key, admin = gw.create_key("alice"), gw.create_key("root", admin=True)
+        runs = []
+        calls = [{"tool_calls": [{"id": "e%d" % i, "name": "send_email",
+                                  "arguments": {"to": "bob@example.com"}}]} for i in range(2)]
+        self.fake.script(m, *calls, {"text": "done"}, {"text": "done"})
+        for i in range(2):
+            st, b, _ = gw.post("/api/agents/assistant/generate", {"messages": "mail"}, key=key)
+            self.assertEqual(b["status"], "suspended", b)
+            runs.append(b)
+        _, s0 = self.scrape(gw, admin)
+        self.assertEqual(value(s0, "gatehouse_approvals_pending"), 2)
+        st, d, _ = gw.post("/api/approvals/%s/deny" % runs[0]["approvals"][0]["id"],
+                           {"reason": "no"}, key=admin)
+        self.assertEqual(st, 200, d)
+        # the other one expires (ten seconds, the shortest time to live)
+        self.wait_run(gw, key, runs[1]["runId"], "completed")
+        _, s1 = self.scrape(gw, admin)
+        lab = dict(tool="send_email", source="server")
+        self.assertEqual(value(s1, "gatehouse_tool_calls_total", decision="approval_requested",
+                               **lab), 2)
+        self.assertEqual(value(s1, "gatehouse_tool_calls_total", decision="denied_by_reviewer",
+                               **lab), 1)
+        self.assertEqual(value(s1, "gatehouse_tool_calls_total", decision="expired", **lab), 1)
+        self.assertEqual(value(s1, "gatehouse_tool_calls_total", decision="approved", **lab), 0)
+        self.assertEqual(value(s1, "gatehouse_tool_executions_total", outcome="ok", **lab), 0)
+        self.assertEqual(value(s1, "gatehouse_approval_decision_seconds_count",
+                               decision="denied_by_reviewer"), 1)
+        self.assertEqual(value(s1, "gatehouse_approval_decision_seconds_count",
+                               decision="expired"), 1)
+        self.assertGreaterEqual(value(s1, "gatehouse_approval_decision_seconds_sum",
+                                      decision="expired"), 10)
+        self.assertEqual(value(s1, "gatehouse_approval_decision_seconds_bucket",
+                               decision="expired", le="5"), 0)
+        self.assertEqual(value(s1, "gatehouse_approvals_pending"), 0)
 
     def test_main_listener_needs_an_admin(self):
         gw = self.gateway(metrics_config(self.fake, self.model()))
