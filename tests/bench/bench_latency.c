@@ -847,8 +847,8 @@ static void print_scraped(const struct side *sd, const struct side *scr, int64_t
 	side_diff(&added_scr, &added, &d, reps);
 	print_row("gatehouse, scraped", scr, reps);
 	print_row("added, scraped", &added_scr, reps);
-	printf("  added p50: %.1f us not scraped, %.1f us scraped every %d ms (difference %+.1f us,"
-	       " per rep %+.1f..%+.1f); throughput %.0f/s scraped\n",
+	printf("  added p50: %.1f us not scraped, %.1f us scraped every %d ms (scraped - not "
+	       "scraped per rep: median %+.1f us, %+.1f..%+.1f); throughput %.0f/s scraped\n",
 	       med(added.p50, reps), med(added_scr.p50, reps), SCRAPE_EVERY_MS, med(d.p50, reps),
 	       bench_min(d.p50, (size_t)reps), bench_maxd(d.p50, (size_t)reps),
 	       med(scr->rps, reps));
