@@ -13,6 +13,7 @@
 #include "hub.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 
 void gh_approval_args_hash(const cJSON *args, char out[65])
 {
@@ -381,6 +382,8 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 				      e);
 	if (rc != GH_OK)
 		goto out;
+	gh_metrics_tool(a.tool_name, a.source, approve ? GH_MD_APPROVED : GH_MD_DENIED_BY_REVIEWER);
+	gh_metrics_approval_decided(approve, 0, gh_now_ms() - a.created_at);
 	gh_approval_clear(&a);
 	rc = gh_approval_get(app, NULL, id, &a, e);
 	if (rc != GH_OK)
@@ -425,6 +428,8 @@ static void expired_cb(void *ud, const struct gh_approval *a)
 	struct expiry *x = ud;
 
 	gh_info("approval %s expired", a->id);
+	gh_metrics_tool(a->tool_name, a->source, GH_MD_EXPIRED);
+	gh_metrics_approval_decided(0, 1, gh_now_ms() - a->created_at);
 	publish(x->app, "approval-decided", a);
 	if (x->resume)
 		x->resume(x->ud, a->run_id);

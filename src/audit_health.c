@@ -13,6 +13,7 @@
 #include "audit_witness.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 enum chain { CHAIN_INTACT, CHAIN_BROKEN, CHAIN_BEHIND };
@@ -100,6 +101,9 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 	if ((rc = gh_audit_verify_newest(app->store, &vo, &q, e)) != GH_OK)
 		goto fail;
 	h->checked_at = gh_now_ms();
+	gh_metrics_audit_verified(q.ok, h->checked_at);
+	if (q.has_checkpoint)
+		gh_metrics_audit_checkpoint(q.newest.ts);
 	h->chain = q.ok ? CHAIN_INTACT : q.behind_witness ? CHAIN_BEHIND : CHAIN_BROKEN;
 	h->bad_seq = q.ok ? 0 : q.bad_seq;
 	h->signed_seq = q.has_checkpoint ? q.newest.seq : 0;
@@ -210,6 +214,7 @@ void gh_audit_health_note_verify(struct gh_audit_health *h, const struct gh_audi
 	gh_strlcpy(h->message, rep->chain_ok ? "intact" : rep->message, sizeof(h->message));
 	h->checked_by = "verify";
 	h->checked_at = gh_now_ms();
+	gh_metrics_audit_verified(rep->chain_ok, h->checked_at);
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -1475,6 +1475,54 @@ static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_
 	return rc;
 }
 
+/* 1 when host (as gh_config_listen_parse gives it) is a loopback address. */
+static int loopback_host(const char *host)
+{
+	unsigned char a[16];
+
+	if (inet_pton(AF_INET, host, a) == 1)
+		return a[0] == 127;
+	if (inet_pton(AF_INET6, host, a) == 1) {
+		static const unsigned char one[16] = {[15] = 1};
+
+		return !memcmp(a, one, 16);
+	}
+	return 0;
+}
+
+static enum gh_code read_metrics(struct ctx *c, const cJSON *obj, struct gh_metrics_conf *m)
+{
+	static const struct field f[] = {
+		{"enabled", F_BOOL, offsetof(struct gh_metrics_conf, enabled), 0, 0, 0, 1, NULL},
+		{"listen", F_STR, offsetof(struct gh_metrics_conf, listen), 0, 0, 0, 0, NULL},
+		{"allow_remote", F_BOOL, offsetof(struct gh_metrics_conf, allow_remote), 0, 0, 0, 0,
+		 NULL},
+	};
+	size_t n = push(c, "metrics");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), m, NULL);
+
+	if (!rc && m->listen) {
+		char host[GH_LISTEN_HOST_MAX], why[200];
+		unsigned char addr[16];
+		int port, v6;
+		size_t k = push(c, "listen");
+
+		if (gh_config_listen_parse(m->listen, host, sizeof(host), &port, &v6, why,
+					   sizeof(why)) != 0)
+			rc = fail(c, "%s", why);
+		else if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+			rc = fail(c, "\"%s\": expected an IP address (127.0.0.1:9464, "
+				     "[::1]:9464), not a host name", host);
+		else if (!m->allow_remote && !loopback_host(host))
+			rc = fail(c, "\"%s\" is not a loopback address: /metrics there answers "
+				     "without authentication; set metrics.allow_remote to true to "
+				     "serve it there anyway", host);
+		pop(c, k);
+	}
+	pop(c, n);
+	return rc;
+}
+
 /* Reads each member of a name -> object map with fn into an array. */
 #define READ_MAP(c, cfg, key, arr, cnt, ...)                                              \
 	do {                                                                              \
@@ -1533,7 +1581,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 {
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
 					    "default_agent", "tools", "mcp_servers", "policies",
-					    "audit", "admin", NULL};
+					    "audit", "admin", "metrics", NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1548,7 +1596,8 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			size_t n = push(c, it->string);
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
-						  "mcp_servers, policies, audit, admin)");
+						  "mcp_servers, policies, audit, admin, "
+						  "metrics)");
 			pop(c, n);
 			return rc;
 		}
@@ -1669,6 +1718,9 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 	if ((rc = read_audit(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "audit"), &cfg->audit)))
 		goto out;
 	if ((rc = read_admin(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "admin"), &cfg->admin)))
+		goto out;
+	if ((rc = read_metrics(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "metrics"),
+			       &cfg->metrics)))
 		goto out;
 	*out = cfg;
 	cfg = NULL;
@@ -1858,6 +1910,7 @@ void gh_config_free(struct gh_config *c)
 	free(c->audit.signing_key_file);
 	free(c->audit.witness.file);
 	free(c->audit.witness.webhook_url);
+	free(c->metrics.listen);
 	wipe_strings(c->root);
 	cJSON_Delete(c->root);
 	free(c->file);

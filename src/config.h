@@ -216,6 +216,14 @@ struct gh_admin_conf {
 	int64_t login_failures_per_user_per_hour; /* failed logins per user, all addresses */
 };
 
+/* GET /metrics (metrics.h): on the main listener for admins, or, with
+ * listen, only on its own listener without authentication. */
+struct gh_metrics_conf {
+	int enabled;                 /* default true */
+	char *listen;                /* "127.0.0.1:9464"; NULL: the main listener, admins only */
+	int allow_remote;            /* listen may be a non-loopback address */
+};
+
 struct gh_config {
 	char *file;
 	cJSON *root;                 /* the parsed, substituted document */
@@ -235,6 +243,7 @@ struct gh_config {
 	size_t nmcp_servers;
 	struct gh_audit_conf audit;
 	struct gh_admin_conf admin;
+	struct gh_metrics_conf metrics;
 };
 
 /* Reads, substitutes and validates path. On success *out is owned by the

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "mcp.h"
 #include "mcp_sessions.h"
+#include "metrics.h"
 #include "ratelimit.h"
 #include "run.h"
 #include "upstream.h"
@@ -67,7 +68,19 @@ static const struct gh_route *const route_tables[] = {
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
 	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic, gh_routes_agui,
+	gh_routes_metrics,
 };
+
+/* The surface each route table serves, in route_tables' order (metrics.h). */
+static const enum gh_metrics_surface route_surfaces[] = {
+	GH_MS_HEALTH, GH_MS_NATIVE, GH_MS_NATIVE, GH_MS_ADMIN, GH_MS_ADMIN,
+	GH_MS_ADMIN, GH_MS_NATIVE, GH_MS_ADMIN, GH_MS_ADMIN,
+	GH_MS_OPENAI, GH_MS_RESPONSES, GH_MS_A2A, GH_MS_A2A,
+	GH_MS_ADMIN, GH_MS_MCP, GH_MS_ANTHROPIC, GH_MS_AGUI,
+	GH_MS_METRICS,
+};
+_Static_assert(GH_ARRAY_LEN(route_surfaces) == GH_ARRAY_LEN(route_tables),
+	       "one surface per route table");
 
 /* ------------------------------------------------------------ errors */
 
@@ -485,7 +498,8 @@ fail:
 	return 0;
 }
 
-static const struct gh_route *route(struct gh_req *r, int *method_mismatch)
+static const struct gh_route *route(struct gh_req *r, int *method_mismatch,
+				   enum gh_metrics_surface *surface)
 {
 	size_t t;
 	const struct gh_route *rt;
@@ -501,6 +515,7 @@ static const struct gh_route *route(struct gh_req *r, int *method_mismatch)
 				continue;
 			}
 			match(rt->pattern, r->path, r);
+			*surface = route_surfaces[t];
 			return rt;
 		}
 	}
@@ -610,6 +625,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	struct gh_err e;
 	char *path = NULL;
 	int mismatch, i;
+	enum gh_metrics_surface surface = GH_MS_NONE;
 
 	memset(&r, 0, sizeof(r));
 	gh_buf_init(&r.held, 1024 * 1024);
@@ -634,7 +650,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 		goto done;
 	}
 	r.path = path;
-	rt = route(&r, &mismatch);
+	rt = route(&r, &mismatch, &surface);
 	if (!rt) {
 		if (mismatch)
 			gh_http_errorf(&r, GH_E_METHOD, "%s is not allowed on %s", r.method, r.path);
@@ -671,6 +687,7 @@ done:
 	gh_buf_free(&r.held);
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
+	gh_metrics_request(surface, r.status ? r.status : 200, gh_mono_ns() - r.t0_ns);
 	/* the key's id, never any part of its secret */
 	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
 		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",

@@ -13,6 +13,7 @@
 #include "provider.h"
 
 #include "json.h"
+#include "metrics.h"
 #include "provider_int.h"
 #include "sse.h"
 #include "upstream.h"
@@ -50,6 +51,66 @@ void gh_chat_response_clear(struct gh_chat_response *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* The caller's events, passed through, noting when the first token (text,
+ * reasoning or a tool call's delta) arrived: the time to first token. */
+struct first_token {
+	const struct gh_chat_events *in;
+	int64_t at_ns;                    /* 0 until then */
+};
+
+static int ft_text(void *ud, const char *text, size_t len)
+{
+	struct first_token *f = ud;
+
+	if (!f->at_ns)
+		f->at_ns = gh_mono_ns();
+	return f->in->text_delta(f->in->ud, text, len);
+}
+
+static int ft_tool(void *ud, int index, const char *id, const char *name, const char *args)
+{
+	struct first_token *f = ud;
+
+	if (!f->at_ns)
+		f->at_ns = gh_mono_ns();
+	return f->in->tool_delta(f->in->ud, index, id, name, args);
+}
+
+static int ft_reasoning(void *ud, const char *text, size_t len, const char *signature)
+{
+	struct first_token *f = ud;
+
+	if (!f->at_ns)
+		f->at_ns = gh_mono_ns();
+	return f->in->reasoning_delta(f->in->ud, text, len, signature);
+}
+
+static int ft_tick(void *ud)
+{
+	struct first_token *f = ud;
+
+	return f->in->tick(f->in->ud);
+}
+
+static int ft_batch(void *ud, int open)
+{
+	struct first_token *f = ud;
+
+	return f->in->batch(f->in->ud, open);
+}
+
+static enum gh_metrics_outcome outcome_of(enum gh_code rc)
+{
+	return rc == GH_OK ? GH_MO_OK : rc == GH_E_TIMEOUT ? GH_MO_TIMEOUT
+	       : rc == GH_E_RATELIMIT ? GH_MO_RATE_LIMITED : rc == GH_E_CANCELLED ? GH_MO_CANCELLED
+	       : GH_MO_ERROR;
+}
+
+static const char *type_name(enum gh_provider_type t)
+{
+	return t == GH_PROVIDER_OPENAI ? "openai" : t == GH_PROVIDER_ANTHROPIC ? "anthropic" : "mock";
+}
+
 enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 			      const struct gh_chat_request *req,
 			      const struct gh_chat_events *events,
@@ -57,6 +118,9 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 {
 	static const struct gh_chat_events none;
 	const struct gh_provider_ops *ops;
+	struct first_token ft = {events ? events : &none, 0};
+	struct gh_chat_events ev = *ft.in;
+	int64_t t0 = gh_mono_ns();
 	enum gh_code rc;
 
 	switch (conf->type) {
@@ -74,8 +138,17 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 	}
 	if (req->error_detail && req->error_detail_cap)
 		req->error_detail[0] = '\0';
-	rc = ops->wire ? gh_provider_http_chat(ops->wire, conf, req, events ? events : &none, out, e)
-		       : ops->chat(conf, req, events ? events : &none, out, e);
+	ev.ud = &ft;
+	ev.text_delta = ft.in->text_delta ? ft_text : NULL;
+	ev.tool_delta = ft.in->tool_delta ? ft_tool : NULL;
+	ev.reasoning_delta = ft.in->reasoning_delta ? ft_reasoning : NULL;
+	ev.tick = ft.in->tick ? ft_tick : NULL;
+	ev.batch = ft.in->batch ? ft_batch : NULL;
+	rc = ops->wire ? gh_provider_http_chat(ops->wire, conf, req, &ev, out, e)
+		       : ops->chat(conf, req, &ev, out, e);
+	gh_metrics_upstream(conf->name, type_name(conf->type), outcome_of(rc), gh_mono_ns() - t0,
+			    ft.at_ns ? ft.at_ns - t0 : -1, rc == GH_OK ? out->input_tokens : -1,
+			    rc == GH_OK ? out->output_tokens : -1);
 	if (rc != GH_OK) {
 		gh_chat_response_clear(out);
 		gh_provider_scrub(conf, e);

@@ -23,6 +23,7 @@
 #include "hub.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "messages.h"
 #include "provider.h"
 #include "ratelimit.h"
@@ -700,6 +701,12 @@ static const char *result_error(const cJSON *result)
 	return last ? last : "the tool reported an error";
 }
 
+/* The source a tool's metrics carry: its own, or "mcp" for a federated one. */
+static const char *metrics_source(const struct gh_tool *t)
+{
+	return t->mcp ? "mcp" : gh_tool_source_name(t->src);
+}
+
 /* Runs an allowed server or memory tool, opened as call_id, with its
  * "executed"/"failed" row (which closes the call) written before the
  * result is used. */
@@ -739,6 +746,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		gh_err_clear(&m.te);
 		rc = gh_store_tx_run(r->app->store, mem_tx_fn, &m, &te);
 		if (rc == GH_OK) {
+			gh_metrics_tool_exec(t->name, metrics_source(t), m.is_error ? GH_ME_ERROR
+				: GH_ME_OK, gh_mono_ns() - t0);
 			call_done(c, m.result, m.is_error);
 			emit_call(r, GH_EV_TOOL_RESULT, c);
 			return GH_OK;
@@ -763,6 +772,8 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 				       sizeof(detail), &te);
 		dur = (gh_mono_ns() - t0) / 1000000;
 	}
+	gh_metrics_tool_exec(t->name, metrics_source(t), rc != GH_OK ? GH_ME_FAILED : is_error
+			     ? GH_ME_ERROR : GH_ME_OK, gh_mono_ns() - t0);
 	if (rc == GH_E_CANCELLED) {
 		r->cancelled = 1;
 		audit_write(r, AUDIT_CLOSE, &call_id, "failed", c, "error", dur,
@@ -849,6 +860,7 @@ static enum gh_code ask_approval(struct run *r, cJSON *c, const struct gh_tool *
 
 	if ((rc = gh_approval_create(r->app, &ar, id, &expires, e)) != GH_OK)
 		return rc;
+	gh_metrics_tool(t->name, metrics_source(t), GH_MD_APPROVAL_REQUESTED);
 	cJSON_AddStringToObject(c, "approvalId", id);
 	cJSON_AddNumberToObject(c, "expiresAt", (double)expires);
 	call_set_state(c, GH_CALL_PENDING_APPROVAL);
@@ -878,23 +890,29 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	gh_toolset_decision(&r->ts, name, &d);
 	/* the policy's conditions on this call's arguments: deny > approval > allow */
 	gh_policy_args(r->policy, name, args, &d);
-	if (!t)
+	if (!t) {
+		gh_metrics_tool(NULL, NULL, GH_MD_DENIED); /* the name is the model's free text */
 		return refuse(r, c, "denied", "denied", NULL, "unknown tool",
 			      gh_json_error_result("unknown tool \"%s\": not available to this agent", name),
 			      e);
+	}
 	cJSON_DeleteItemFromObjectCaseSensitive(c, "source");
 	cJSON_AddStringToObject(c, "source", gh_tool_source_name(t->src));
 	if (t->mcp && !cJSON_GetObjectItemCaseSensitive(c, "mcpServer")) {
 		cJSON_AddStringToObject(c, "mcpServer", t->mcp->server);
 		cJSON_AddStringToObject(c, "mcpTool", t->mcp->upstream_name);
 	}
-	if (d.verdict == GH_V_DENY)
+	if (d.verdict == GH_V_DENY) {
+		gh_metrics_tool(t->name, metrics_source(t), GH_MD_DENIED);
 		return refuse(r, c, "denied", "denied", NULL, d.rule,
 			      gh_json_error_result("denied by %s", d.rule), e);
-	if (rate_limited(r, name, msg, sizeof(msg), &retry_s))
+	}
+	if (rate_limited(r, name, msg, sizeof(msg), &retry_s)) {
+		gh_metrics_tool(t->name, metrics_source(t), GH_MD_RATE_LIMITED);
 		return refuse(r, c, "rate_limited", "rate_limited", NULL, msg,
 			      gh_json_error_result("rate limited, retry after %lld s (%s)",
 					   (long long)retry_s, msg), e);
+	}
 	if (!args || raw) {
 		char ex[128];
 
@@ -908,6 +926,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			      gh_json_error_result("invalid arguments for %s: %s", name, msg), e);
 	if (d.verdict == GH_V_APPROVAL)
 		return ask_approval(r, c, t, &d, e);
+	gh_metrics_tool(t->name, metrics_source(t), GH_MD_ALLOWED);
 	if (t->src == GH_SRC_CLIENT) {
 		rc = audit_call(r, "allowed", c, "allowed", -1, NULL, d.rule, NULL, e);
 		if (rc != GH_OK)
@@ -2039,6 +2058,7 @@ static enum gh_code init_run(struct run *r, struct gh_app *app, const struct gh_
 	r->cfg = app->cfg;
 	r->who = who;
 	r->agent = agent;
+	gh_metrics_set_agent(agent ? agent->id : NULL);
 	r->policy = who ? who->policy : NULL;
 	r->sink = sink;
 	r->answered = cJSON_CreateArray();

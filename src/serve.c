@@ -28,6 +28,7 @@
 #include "background.h"
 #include "cli_common.h"
 #include "http.h"
+#include "http_metrics.h"
 #include "hub.h"
 #include "json.h"
 #include "keys.h"
@@ -276,6 +277,7 @@ int gh_cmd_serve(struct gh_cli *c)
 {
 	struct gh_app app;
 	struct gh_http *http = NULL;
+	struct gh_metrics_http *mhttp = NULL;
 	struct gh_err e;
 	struct created cr;
 	sigset_t set;
@@ -333,6 +335,14 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
+	if (c->cfg->metrics.enabled && c->cfg->metrics.listen) {
+		if (gh_http_metrics_start(&app, &mhttp, &e) != GH_OK) {
+			fprintf(stderr, "gatehouse: %s\n", e.msg);
+			goto out;
+		}
+		printf("gatehouse metrics on port %d (metrics.listen %s)\n",
+		       gh_http_metrics_port(mhttp), c->cfg->metrics.listen);
+	}
 	announce(c, listen, &app, http);
 	while (sigwait(&set, &sig) != 0)
 		;
@@ -343,6 +353,7 @@ out:
 	{
 		int64_t t0 = gh_mono_ns(), t1, t2, t3;
 
+		gh_http_metrics_stop(mhttp);
 		gh_http_stop(http);
 		t1 = gh_mono_ns();
 		gh_bg_stop(app.bg);

@@ -24,6 +24,7 @@
 #include "embed.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -347,6 +348,7 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 	struct store_job *j;
 	struct gh_err be;
 	uint64_t n = 0, prev;
+	int64_t t0 = gh_mono_ns();
 	int ok = 0;
 
 	gh_err_clear(&be);
@@ -360,8 +362,10 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 		goto fail_all;
 	}
 	s->chain.known = 0;
+	s->audit_rows_tx = 0;
 	for (j = jobs; j; j = j->next) {
 		struct store_chain saved = s->chain;
+		int64_t rows = s->audit_rows_tx;
 
 		n++;
 		gh_err_clear(&j->err);
@@ -375,6 +379,7 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 
 			step_done(&s->w, "ROLLBACK TO job", &ignore);
 			s->chain = saved;
+			s->audit_rows_tx = rows;
 		}
 		if (step_done(&s->w, "RELEASE job", &be) != 0) {
 			/* The transaction is in an unknown state: give up on it. */
@@ -402,6 +407,8 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 	}
 	unlock_writer(s);
 	store_checkpoint_committed(s, 1);
+	if (n)
+		gh_metrics_audit_commit((int64_t)n, s->audit_rows_tx, gh_mono_ns() - t0);
 	ok = 1;
 	atomic_fetch_add(&s->n_tx, 1);
 	atomic_fetch_add(&s->n_jobs, n);

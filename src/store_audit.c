@@ -12,6 +12,7 @@
 #include "audit_index.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 static const unsigned char genesis[GH_AUDIT_HASH_LEN];
@@ -118,6 +119,8 @@ static enum gh_code insert_checkpoint(struct gh_store *s, struct store_conn *w,
 
 void store_checkpoint_committed(struct gh_store *s, int ok)
 {
+	if (s->ckpt_pending && ok)
+		gh_metrics_audit_checkpoint(s->ckpt_new.ts);
 	if (s->ckpt_pending && ok && s->on_checkpoint)
 		s->on_checkpoint(s->on_checkpoint_ud, &s->ckpt_new, s->ckpt_new_prev_sig);
 	s->ckpt_pending = 0;
@@ -185,6 +188,7 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 	if (rc != GH_OK)
 		return rc == GH_E_CONFLICT ? gh_err_set(e, GH_E_IO, "audit: sequence clash") : rc;
 	s->chain.last_seq = seq;
+	s->audit_rows_tx++;
 	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
 	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0)

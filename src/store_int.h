@@ -111,6 +111,8 @@ struct gh_store {
 	_Atomic int audit_index_due;    /* a block may be complete */
 
 	_Atomic uint64_t n_tx, n_jobs, max_batch;
+	int64_t audit_rows_tx;          /* audit rows the open transaction appended
+					 * (writer only; metrics.h at its commit) */
 	_Atomic int wal_pages;          /* frames in the WAL after the last commit */
 	_Atomic int wal_mark;           /* frames there at the last WAL checkpoint */
 	_Atomic int queued;             /* store_write_async jobs not yet committed:

@@ -3,7 +3,8 @@
 #   tests/install-deps.sh          build dependencies (compiler, CMake, libraries)
 #   tests/install-deps.sh --test   also what the test suite needs: python3, sqlite3,
 #                                  Node.js + npm, chromium, dpkg-dev and systemd (the
-#                                  .deb and its unit), and the npm clients from
+#                                  .deb and its unit), prometheus (promtool checks
+#                                  /metrics), and the npm clients from
 #                                  tests/package-lock.json (npm ci)
 set -eu
 
@@ -13,7 +14,7 @@ want_test=0
 pkgs="build-essential cmake pkg-config curl sqlite3 libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
 libcjson-dev libsodium-dev"
 if [ "$want_test" -eq 1 ]; then
-	pkgs="$pkgs python3 chromium dpkg-dev systemd"
+	pkgs="$pkgs python3 chromium dpkg-dev systemd prometheus"
 	# Node.js: keep an existing installation (any vendor), else Debian's.
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		pkgs="$pkgs nodejs npm"

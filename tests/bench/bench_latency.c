@@ -42,10 +42,18 @@
  * so the tool scenario has no Portkey row. GH_NODE and GH_PORTKEY (the
  * package's build/start-server.js) override where they are found.
  *
- * Threading: main sets up, workers only measure (one connection each).
+ * --scrape adds, to every scenario, a gatehouse block run while a thread
+ * GETs /metrics (admin key, the main listener) every 100 ms, and prints its
+ * added latency next to the unscraped block's: scraping takes no lock on
+ * the request path, so the two should agree within noise. The scraped
+ * block runs last in even repetitions and first in odd ones.
+ *
+ * Threading: main sets up, workers only measure (one connection each); the
+ * scraper thread only scrapes.
  */
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 
 #include <cjson/cJSON.h>
 
@@ -68,6 +76,7 @@ struct opts {
 	int nlogs;
 	int plain, tool;
 	int keep;
+	int scrape;             /* also a block scraped every 100 ms */
 };
 
 /* What one block of requests shares. */
@@ -273,6 +282,67 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 	free(all);
 	return res;
 }
+
+/* ----------------------------------------------------------- scraper */
+
+#define SCRAPE_EVERY_MS 100
+
+/* GETs /metrics every SCRAPE_EVERY_MS until stopped. */
+struct scraper {
+	int port;
+	const char *auth;            /* an admin key's header */
+	_Atomic int stop;
+	int64_t scrapes, errors, bytes;
+	pthread_t t;
+};
+
+static void *scraper_main(void *arg)
+{
+	struct scraper *sc = arg;
+	struct bconn c;
+	int open = bconn_open(&c, sc->port, 30000) == 0;
+
+	while (open && !atomic_load(&sc->stop)) {
+		int64_t next = bench_ns() + SCRAPE_EVERY_MS * 1000000LL;
+		struct bresp r;
+
+		if (bconn_request(&c, "GET", "/metrics", sc->auth, NULL, 0, &r) == 0 &&
+		    r.status == 200 && r.body && strstr(r.body, "gatehouse_http_requests_total")) {
+			sc->scrapes++;
+			sc->bytes += (int64_t)strlen(r.body);
+		} else {
+			sc->errors++;
+		}
+		bresp_free(&r);
+		while (!atomic_load(&sc->stop) && bench_ns() < next)
+			bench_sleep_ms(5);
+	}
+	if (open)
+		bconn_close(&c);
+	else
+		sc->errors++;
+	return NULL;
+}
+
+static void scraper_start(struct scraper *sc, int port, const char *auth)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->port = port;
+	sc->auth = auth;
+	atomic_init(&sc->stop, 0);
+	if (pthread_create(&sc->t, NULL, scraper_main, sc) != 0)
+		bench_die("pthread_create failed");
+}
+
+static void scraper_stop(struct scraper *sc)
+{
+	atomic_store(&sc->stop, 1);
+	pthread_join(sc->t, NULL);
+}
+
+/* The admin key's header the scraper sends. */
+static char scrape_auth[300];
+static int64_t scrapes_total, scrape_errors, scrape_bytes;
 
 /* ---------------------------------------------------------- set-up */
 
@@ -767,8 +837,25 @@ static void print_portkey(const struct side *sd, int conc, int64_t reps)
 		       "16: %s\n", q >= 10 ? "met" : "NOT met");
 }
 
+/* The scraped block's rows beside the unscraped one's. */
+static void print_scraped(const struct side *sd, const struct side *scr, int64_t reps)
+{
+	struct side added, added_scr, d;
+
+	side_diff(&sd[S_GH], &sd[S_DIRECT], &added, reps);
+	side_diff(scr, &sd[S_DIRECT], &added_scr, reps);
+	side_diff(&added_scr, &added, &d, reps);
+	print_row("gatehouse, scraped", scr, reps);
+	print_row("added, scraped", &added_scr, reps);
+	printf("  added p50: %.1f us not scraped, %.1f us scraped every %d ms (scraped - not "
+	       "scraped per rep: median %+.1f us, %+.1f..%+.1f); throughput %.0f/s scraped\n",
+	       med(added.p50, reps), med(added_scr.p50, reps), SCRAPE_EVERY_MS, med(d.p50, reps),
+	       bench_min(d.p50, (size_t)reps), bench_maxd(d.p50, (size_t)reps),
+	       med(scr->rps, reps));
+}
+
 static void print_scenario(const struct opts *o, const char *log, int tool, int conc,
-			   int64_t reps, const struct side *sd, int with_pk)
+			   int64_t reps, const struct side *sd, int with_pk, const struct side *scr)
 {
 	struct side added;
 
@@ -782,6 +869,8 @@ static void print_scenario(const struct opts *o, const char *log, int tool, int 
 	print_row(tool ? "direct (2 calls)" : "direct", &sd[S_DIRECT], reps);
 	print_row("through gatehouse", &sd[S_GH], reps);
 	print_row("added", &added, reps);
+	if (scr)
+		print_scraped(sd, scr, reps);
 	printf("  added p50 over reps: min %.1f, max %.1f us; throughput direct %.0f/s, "
 	       "gatehouse %.0f/s (%.2f" TIMES " direct)%s\n",
 	       bench_min(added.p50, (size_t)reps), bench_maxd(added.p50, (size_t)reps),
@@ -835,19 +924,35 @@ static void summary_add(const char *log, int tool, int conc, int64_t reps, const
 		row->gh_pk_rps = ratio(sd[S_GH].rps, sd[S_PK].rps, reps, NULL, NULL);
 }
 
+/* One gatehouse block while /metrics is scraped every SCRAPE_EVERY_MS. */
+static void scraped_block(const struct opts *o, const struct target *gh, int conc, int64_t r,
+			  struct side *scr)
+{
+	struct scraper sc;
+	struct result x;
+
+	scraper_start(&sc, gh->port, scrape_auth);
+	x = run_target(gh, conc, o->requests, o->max_seconds);
+	scraper_stop(&sc);
+	side_add(scr, r, &x);
+	scrapes_total += sc.scrapes;
+	scrape_errors += sc.errors;
+	scrape_bytes += sc.bytes;
+}
+
 /* Runs one scenario: warm-ups, then reps rounds of direct, gatehouse and
  * (plain, when it runs) Portkey blocks, the order rotating each round.
  * Returns the requests gatehouse answered. */
 static int64_t scenario(const struct opts *o, const char *log, int tool, int conc, int gh_port,
 			int fake_port, const char *auth, FILE *csv)
 {
-	struct side *sd = calloc(S_N, sizeof(*sd));
+	struct side *sd = calloc(S_N, sizeof(*sd)), *scr = calloc(1, sizeof(*scr));
 	struct target t[S_N];
 	char *b1 = NULL, *b2 = NULL;
 	int64_t r, reps = o->reps < MAX_REPS ? o->reps : MAX_REPS, gw_requests;
 	int nt, k;
 
-	if (!sd)
+	if (!sd || !scr)
 		bench_die("out of memory");
 	gw_requests = warm_up(o, tool, conc, gh_port, fake_port, auth, &b1, &b2);
 	t[S_DIRECT] = (struct target){tool ? DIRECT_TOOL : DIRECT_PLAIN, fake_port, NULL, b1, b2};
@@ -856,20 +961,25 @@ static int64_t scenario(const struct opts *o, const char *log, int tool, int con
 	nt = !tool && pk.pid > 0 && portkey_warm_up(o, conc, &t[S_PK]) == 0 ? 3 : 2;
 	for (r = 0; r < reps; r++) {
 		if (tool)
-			script_fake(fake_port, conc, o->requests / conc + 2);
+			script_fake(fake_port, conc, (o->scrape ? 2 : 1) * (o->requests / conc + 2));
+		if (o->scrape && r % 2)
+			scraped_block(o, &t[S_GH], conc, r, scr);
 		for (k = 0; k < nt; k++) {
 			int which = (int)((r + k) % nt);
 			struct result x = run_target(&t[which], conc, o->requests, o->max_seconds);
 
 			side_add(&sd[which], r, &x);
 		}
+		if (o->scrape && !(r % 2))
+			scraped_block(o, &t[S_GH], conc, r, scr);
 		if (csv)
 			csv_row(csv, log, tool, conc, r, sd, nt == 3);
 	}
-	gw_requests += sd[S_GH].n;
-	print_scenario(o, log, tool, conc, reps, sd, nt == 3);
+	gw_requests += sd[S_GH].n + scr->n;
+	print_scenario(o, log, tool, conc, reps, sd, nt == 3, o->scrape ? scr : NULL);
 	summary_add(log, tool, conc, reps, sd, nt == 3);
 	free(sd);
+	free(scr);
 	free(b1);
 	free(b2);
 	return gw_requests;
@@ -905,7 +1015,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: bench_latency [--requests N] [--reps R] [--warmup N] [--conc 1,16]\n"
 		"                     [--log warn,info] [--scenario plain,tool] [--max-seconds S]\n"
-		"                     [--csv FILE] [--keep]\n"
+		"                     [--csv FILE] [--keep] [--scrape]\n"
+		"--scrape: also a gatehouse block while GET /metrics runs every 100 ms.\n"
 		"Binaries: BUILD/gatehouse and BUILD/tests/fake_upstream next to this program,\n"
 		"or GH_BIN / GH_FAKE. Temp files under GH_BENCH_TMP (default /tmp).\n"
 		"Portkey's gateway (plain scenario): node from PATH or GH_NODE, the package from\n"
@@ -968,6 +1079,8 @@ int main(int argc, char **argv)
 			o.tool = strstr(v, "tool") != NULL;
 		} else if (!strcmp(argv[i], "--keep")) {
 			o.keep = 1;
+		} else if (!strcmp(argv[i], "--scrape")) {
+			o.scrape = 1;
 		} else {
 			usage();
 		}
@@ -993,6 +1106,10 @@ int main(int argc, char **argv)
 	write_config(cfg, fp.port);
 	bench_key_create(gh, dir, cfg, "bench", 0, key, sizeof(key));
 	bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
+	if (o.scrape) {
+		bench_key_create(gh, dir, cfg, "scraper", 1, key, sizeof(key));
+		bench_fmt(scrape_auth, sizeof(scrape_auth), "Authorization: Bearer %s\r\n", key);
+	}
 
 	for (li = 0; li < o.nlogs; li++) {
 		int rc;
@@ -1017,6 +1134,10 @@ int main(int argc, char **argv)
 		printf("\naudit rows for memory_search: %lld (expected 2 per tool request: %lld)\n",
 		       (long long)rows, (long long)(2 * gw_tool_requests));
 	}
+	if (o.scrape)
+		printf("\n/metrics scrapes during the scraped blocks: %lld (%lld failed), %.0f bytes "
+		       "each on average\n", (long long)scrapes_total, (long long)scrape_errors,
+		       scrapes_total ? (double)scrape_bytes / (double)scrapes_total : 0.0);
 	print_summary();
 	portkey_stop(NULL);
 	bench_stop(fp.pid, 10000);

@@ -65,7 +65,7 @@ fi
 args_for() {
 	if [ "$quick" = 1 ]; then
 		case "$1" in
-		latency) echo "--requests 500 --reps 3 --warmup 100" ;;
+		latency) echo "--requests 500 --reps 3 --warmup 100 --scrape" ;;
 		audit) echo "--threads 1,64 --seconds 5 --reps 1 --rows 1000000 --verify-reps 2" \
 			"--queries 40" ;;
 		policy) echo "--iterations 50000 --reps 3" ;;
@@ -75,7 +75,7 @@ args_for() {
 		esac
 	else
 		case "$1" in
-		latency) echo "--requests 2000 --reps 5 --warmup 200" ;;
+		latency) echo "--requests 2000 --reps 5 --warmup 200 --scrape" ;;
 		audit) echo "--threads 1,16,64,256 --seconds 10 --reps 3 --rows 10000000" \
 			"--verify-reps 3 --queries 100" ;;
 		policy) echo "--iterations 200000 --reps 5" ;;

@@ -1009,7 +1009,57 @@ static void test_mcp_servers(void)
 	gh_config_free(cfg);
 }
 
-T_MAIN(T(test_bad_configs), T(test_mcp_servers), T(test_wrong_types_of_special_options),
+/* metrics: on by default on the main listener; a listener of its own
+ * must be loopback unless allow_remote says otherwise */
+static void test_metrics_section(void)
+{
+	static const struct {
+		const char *listen;
+		int allow_remote;
+		const char *msg; /* NULL: accepted */
+	} c[] = {
+		{"127.0.0.1:9464", 0, NULL},
+		{"127.0.0.2:0", 0, NULL},
+		{"[::1]:9464", 0, NULL},
+		{"localhost:9464", 0, "\"localhost\": expected an IP address"},
+		{"0.0.0.0:9464", 0, "t.json: $.metrics.listen: \"0.0.0.0\" is not a loopback address"},
+		{"[::]:9464", 0, "$.metrics.listen: \"::\" is not a loopback address"},
+		{"10.1.2.3:9464", 0, "set metrics.allow_remote to true"},
+		{"metrics.example:9464", 1, "expected an IP address"},
+		{"0.0.0.0:9464", 1, NULL},
+		{"127.0.0.1", 0, "$.metrics.listen: expected HOST:PORT"},
+	};
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+	char text[512];
+	size_t i;
+
+	T_EQ_INT(load("{" MIN "}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->metrics.enabled, 1);
+	T_ASSERT(cfg->metrics.listen == NULL);
+	T_EQ_INT(cfg->metrics.allow_remote, 0);
+	gh_config_free(cfg);
+	T_EQ_INT(load("{" MIN ",'metrics':{'enabled':false}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->metrics.enabled, 0);
+	gh_config_free(cfg);
+	T_EQ_INT(load("{" MIN ",'metrics':{'port':1}}", &cfg, &e), GH_E_BADREQ);
+	T_CONTAINS(e.msg, "$.metrics.port: unknown option (known: enabled, listen, allow_remote)");
+	for (i = 0; i < GH_ARRAY_LEN(c); i++) {
+		snprintf(text, sizeof(text), "{" MIN ",'metrics':{'listen':'%s','allow_remote':%s}}",
+			 c[i].listen, c[i].allow_remote ? "true" : "false");
+		cfg = NULL;
+		if (!c[i].msg) {
+			T_EQ_INT(load(text, &cfg, &e), GH_OK);
+			T_EQ_STR(cfg->metrics.listen, c[i].listen);
+			gh_config_free(cfg);
+			continue;
+		}
+		T_EQ_INT(load(text, &cfg, &e), GH_E_BADREQ);
+		T_CONTAINS(e.msg, c[i].msg);
+	}
+}
+
+T_MAIN(T(test_bad_configs), T(test_metrics_section), T(test_mcp_servers), T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),
