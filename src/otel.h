@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 #include "err.h"
 

@@ -24,11 +24,11 @@
 #include "json.h"
 #include "log.h"
 #include "messages.h"
-#include "otel.h"
 #include "provider.h"
 #include "ratelimit.h"
 #include "run_int.h"
 #include "run_journal.h"
+#include "run_trace.h"
 #include "schema.h"
 #include "tools.h"
 #include "upstream.h"
@@ -264,161 +264,25 @@ static void emit_call(struct run *r, enum gh_run_event_kind kind, const cJSON *c
 
 /* -------------------------------------------------------------- traces */
 
-/* Spans (otel.h): each request's part of a run is an invoke_agent span,
- * each model call a chat span under it, each gated or settled tool call an
- * execute_tool span. Every function here is a no-op without a run span
- * (no exporter). */
+/* The run's spans (run_trace.h): a no-op without an exporter. */
 
-static const char *provider_name(const struct run *r)
-{
-	const struct gh_provider_conf *p = r->agent->prov;
-
-	return !p ? NULL : p->type == GH_PROVIDER_ANTHROPIC ? "anthropic"
-		: p->type == GH_PROVIDER_OPENAI ? "openai" : "gatehouse.mock";
-}
-
-/* The run's span: a child of the request's traceparent; else, for a run
- * that began in an earlier request, of that request's span (the context
- * kept in the run's state as "trace"), so approvals and client results
- * continue the run's trace. With both, the stored one becomes a link. */
 static void trace_run_begin(struct run *r)
 {
-	struct gh_trace_ctx in, stored;
-	const struct gh_trace_ctx *parent = NULL, *link = NULL;
-	char name[GH_NAME_MAX + 16];
-
-	if (!gh_otel_enabled() || r->span)
-		return;
-	gh_traceparent_parse(r->state ? gh_json_str(r->state, "trace") : NULL, NULL, &stored);
-	if (gh_otel_incoming(&in) == 0) {
-		parent = &in;
-		link = stored.valid ? &stored : NULL;
-	} else if (stored.valid) {
-		parent = &stored;
-	}
-	snprintf(name, sizeof(name), "invoke_agent %s", r->agent->id);
-	if (!(r->span = gh_otel_span_begin(name, GH_SPAN_INTERNAL, parent, link)))
-		return;
-	gh_otel_set_str(r->span, "gen_ai.operation.name", "invoke_agent");
-	gh_otel_set_str(r->span, "gen_ai.agent.id", r->agent->id);
-	gh_otel_set_str(r->span, "gen_ai.agent.name", r->agent->name ? r->agent->name
-								      : r->agent->id);
-	gh_otel_set_str(r->span, "gen_ai.provider.name", provider_name(r));
-	if (r->agent->model && *r->agent->model)
-		gh_otel_set_str(r->span, "gen_ai.request.model", r->agent->model);
-	if (r->run_id[0])
-		gh_otel_set_str(r->span, "gatehouse.run.id", r->run_id);
-	if (r->who && r->who->key.id[0])
-		gh_otel_set_str(r->span, "gatehouse.key.id", r->who->key.id);
-	gh_otel_set_str(r->span, "gatehouse.surface", r->surface);
-	if (r->resumed)
-		gh_otel_set_bool(r->span, "gatehouse.run.resumed", 1);
-}
-
-/* Keeps the run's first span context with the run (its state). */
-static void trace_remember(struct run *r)
-{
-	struct gh_trace_ctx c;
-	char tp[GH_TRACEPARENT_LEN + 1];
-
-	if (!r->span || !r->state || cJSON_GetObjectItemCaseSensitive(r->state, "trace"))
-		return;
-	gh_otel_span_ctx(r->span, &c);
-	gh_traceparent_format(&c, tp, sizeof(tp));
-	cJSON_AddStringToObject(r->state, "trace", tp);
+	if (!r->span)
+		r->span = gh_run_trace_begin(r->agent, r->who, r->run_id, r->surface, r->resumed,
+					     r->state);
 }
 
 static void trace_run_end(struct run *r, enum gh_code rc, const struct gh_err *e)
 {
-	if (!r->span)
-		return;
-	gh_otel_set_str(r->span, "gatehouse.run.id", r->run_id[0] ? r->run_id : NULL);
-	if (r->thread_id[0])
-		gh_otel_set_str(r->span, "gen_ai.conversation.id", r->thread_id);
-	gh_otel_set_int(r->span, "gen_ai.usage.input_tokens", r->used.input_tokens);
-	gh_otel_set_int(r->span, "gen_ai.usage.output_tokens", r->used.output_tokens);
-	if (rc != GH_OK) {
-		gh_otel_set_str(r->span, "error.type", gh_code_name(rc));
-		gh_otel_set_error(r->span, e ? e->msg : gh_code_name(rc));
-	}
-	gh_otel_activate(NULL);
-	gh_otel_span_end(r->span);
+	gh_run_trace_end(r->span, r->run_id, r->thread_id, &r->used, rc, e);
 	r->span = NULL;
-}
-
-static struct gh_span *trace_chat_begin(struct run *r, const char *model)
-{
-	struct gh_trace_ctx parent;
-	struct gh_span *sp;
-	char name[160];
-
-	if (!r->span)
-		return NULL;
-	gh_otel_span_ctx(r->span, &parent);
-	snprintf(name, sizeof(name), "chat %s", model ? model : "");
-	if (!(sp = gh_otel_span_begin(name, GH_SPAN_CLIENT, &parent, NULL)))
-		return NULL;
-	gh_otel_set_str(sp, "gen_ai.operation.name", "chat");
-	gh_otel_set_str(sp, "gen_ai.provider.name", provider_name(r));
-	gh_otel_set_str(sp, "gen_ai.request.model", model);
-	gh_otel_set_str(sp, "gatehouse.provider", r->agent->provider);
-	if (r->thread_id[0])
-		gh_otel_set_str(sp, "gen_ai.conversation.id", r->thread_id);
-	gh_otel_activate(sp);
-	return sp;
-}
-
-static void trace_chat_end(struct run *r, struct gh_span *sp, enum gh_code rc,
-			   const struct gh_err *e, const struct gh_chat_response *resp)
-{
-	if (!sp)
-		return;
-	gh_otel_activate(NULL);
-	if (rc == GH_OK) {
-		gh_otel_set_int(sp, "gen_ai.usage.input_tokens", resp->input_tokens);
-		gh_otel_set_int(sp, "gen_ai.usage.output_tokens", resp->output_tokens);
-		gh_otel_set_int(sp, "gatehouse.tool_calls", (int64_t)resp->ncalls);
-	} else {
-		gh_otel_set_str(sp, "error.type", gh_code_name(rc));
-		gh_otel_set_error(sp, e->msg);
-	}
-	gh_otel_span_end(sp);
-}
-
-/* The call's arguments or result as the audit log would store them
- * (redacted, cut), when the operator asked for content on spans. */
-static void trace_content(struct run *r, const char *key, const cJSON *v)
-{
-	char *j;
-
-	if (!r->tool_span || !v || !gh_otel_capture_content())
-		return;
-	j = gh_audit_args_json(v, &r->cfg->audit.redact, GH_OTEL_VALUE_MAX);
-	gh_otel_set_str(r->tool_span, key, j);
-	free(j);
 }
 
 static void trace_tool_begin(struct run *r, const cJSON *c)
 {
-	struct gh_trace_ctx parent;
-	const char *name = gh_json_str(c, "toolName");
-	char sname[160];
-
-	if (!r->span)
-		return;
-	gh_otel_span_ctx(r->span, &parent);
-	snprintf(sname, sizeof(sname), "execute_tool %s", name ? name : "");
-	if (!(r->tool_span = gh_otel_span_begin(sname, GH_SPAN_INTERNAL, &parent, NULL)))
-		return;
-	gh_otel_set_str(r->tool_span, "gen_ai.operation.name", "execute_tool");
-	gh_otel_set_str(r->tool_span, "gen_ai.tool.name", name);
-	gh_otel_set_str(r->tool_span, "gen_ai.tool.call.id", gh_json_str(c, "toolCallId"));
-	if (r->thread_id[0])
-		gh_otel_set_str(r->tool_span, "gen_ai.conversation.id", r->thread_id);
-	gh_otel_set_str(r->tool_span, "gatehouse.run.id", r->run_id);
-	if (r->who && r->who->key.id[0])
-		gh_otel_set_str(r->tool_span, "gatehouse.key.id", r->who->key.id);
-	trace_content(r, "gen_ai.tool.call.arguments", cJSON_GetObjectItemCaseSensitive(c, "args"));
+	r->tool_span = gh_run_trace_tool(r->span, c, r->run_id, r->thread_id, r->who,
+					 &r->cfg->audit.redact);
 }
 
 static const char *result_error(const cJSON *result);
@@ -426,46 +290,15 @@ static const char *result_error(const cJSON *result);
 static void trace_tool_end(struct run *r, const cJSON *c, enum gh_code rc,
 			   const struct gh_err *e)
 {
-	const char *src = gh_json_str(c, "source");
 	const cJSON *result = cJSON_GetObjectItemCaseSensitive(c, "result");
-	struct gh_span *sp = r->tool_span;
 
-	if (!sp)
-		return;
-	r->tool_span = NULL;
-	gh_otel_activate(NULL);
-	if (src) {
-		gh_otel_set_str(sp, "gatehouse.tool.source", src);
-		gh_otel_set_str(sp, "gen_ai.tool.type", !strcmp(src, "client") ? "function"
-							: !strcmp(src, "memory") ? "datastore"
-							: "extension");
-	}
-	if (gh_json_str(c, "mcpServer"))
-		gh_otel_set_str(sp, "gatehouse.mcp.server", gh_json_str(c, "mcpServer"));
-	if (rc != GH_OK) {
-		gh_otel_set_str(sp, "error.type", gh_code_name(rc));
-		gh_otel_set_error(sp, e->msg);
-	} else if (result && gh_json_bool(c, "isError", 0)) {
-		gh_otel_set_str(sp, "error.type", "tool_error");
-		gh_otel_set_error(sp, result_error(result));
-	}
-	if (result && gh_otel_capture_content()) {
-		r->tool_span = sp;
-		trace_content(r, "gen_ai.tool.call.result", result);
-		r->tool_span = NULL;
-	}
-	gh_otel_span_end(sp);
-}
-
-/* What the gate decided about the call in hand, and the audit row that
- * says so. */
-static void trace_decision(struct run *r, const char *event, int64_t seq)
-{
 	if (!r->tool_span)
 		return;
-	gh_otel_set_str(r->tool_span, "gatehouse.decision", event);
-	if (seq > 0)
-		gh_otel_set_int(r->tool_span, "gatehouse.audit.seq", seq);
+	gh_run_trace_tool_end(r->tool_span, c, rc,
+			      rc != GH_OK ? e->msg
+			      : result && gh_json_bool(c, "isError", 0) ? result_error(result) : NULL,
+			      &r->cfg->audit.redact);
+	r->tool_span = NULL;
 }
 
 /* --------------------------------------------------------------- audit */
@@ -663,7 +496,7 @@ static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *ca
 		rc = gh_store_audit_append(r->app->store, &row.ev, &seq, &ae);
 	}
 	if (rc == GH_OK && mark != AUDIT_CLOSE)
-		trace_decision(r, event, seq);
+		gh_run_trace_decision(r->tool_span, event, seq);
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
@@ -1001,11 +834,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		cJSON_Delete(result);
 		return rc;
 	}
-	if (r->tool_span) {
-		gh_otel_set_str(r->tool_span, "gatehouse.tool.outcome",
-				is_error ? "failed" : "executed");
-		gh_otel_set_int(r->tool_span, "gatehouse.tool.duration_ms", dur);
-	}
+	gh_run_trace_ran(r->tool_span, is_error, dur);
 	call_done(c, result, is_error);
 	emit_call(r, GH_EV_TOOL_RESULT, c);
 	return GH_OK;
@@ -1073,12 +902,8 @@ static enum gh_code ask_approval(struct run *r, cJSON *c, const struct gh_tool *
 	cJSON_AddStringToObject(c, "approvalId", id);
 	cJSON_AddNumberToObject(c, "expiresAt", (double)expires);
 	call_set_state(c, GH_CALL_PENDING_APPROVAL);
-	if (r->tool_span) {
-		trace_decision(r, "approval_requested", 0);
-		gh_otel_set_str(r->tool_span, "gatehouse.approval.id", id);
-		gh_otel_event(r->tool_span, "gatehouse.approval.requested", "gatehouse.approver",
-			      d->approver == GH_APPROVER_CALLER ? "caller" : "admin", NULL, 0);
-	}
+	gh_run_trace_asked(r->tool_span, id, d->approver == GH_APPROVER_CALLER ? "caller"
+								       : "admin");
 	gh_run_call_read(c, &call);
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = GH_EV_APPROVAL;
@@ -1740,9 +1565,9 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	detail[0] = '\0';
 	req.error_detail = detail;
 	req.error_detail_cap = sizeof(detail);
-	sp = trace_chat_begin(r, req.model);
+	sp = gh_run_trace_chat(r->span, r->agent, req.model, r->thread_id);
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
-	trace_chat_end(r, sp, rc, e, &resp);
+	gh_run_trace_chat_end(sp, rc, e, &resp);
 	free(sys);
 	if (rc != GH_OK) {
 		if (rc == GH_E_CANCELLED)
@@ -2235,7 +2060,7 @@ static enum gh_code continue_run(struct run *r, struct gh_run_result *out, struc
 	enum gh_code rc;
 
 	trace_run_begin(r);
-	trace_remember(r);
+	gh_run_trace_remember(r->span, r->state);
 	r->response_from = cJSON_GetArraySize(r->context);
 	if ((rc = setup_tools(r, e)) != GH_OK)
 		return rc;
@@ -2478,7 +2303,7 @@ static enum gh_code new_run(struct run *r, const struct gh_run_request *rq,
 	if ((rc = load_history(r, rq, &hist, e)) != GH_OK ||
 	    (rc = new_state(r, rq, hist, e)) != GH_OK || (rc = setup_tools(r, e)) != GH_OK)
 		return rc;
-	trace_remember(r);
+	gh_run_trace_remember(r->span, r->state);
 	emit_kind(r, GH_EV_START);
 	if ((rc = loop(r, e)) != GH_OK)
 		return rc;
@@ -2621,24 +2446,6 @@ static enum gh_code settle_approved(struct run *r, cJSON *c, const struct gh_app
 	return execute(r, c, t, call_id, e);
 }
 
-/* A decided approval-bound call's execute_tool span: the reviewer's
- * decision and how long the call waited for it. */
-static void trace_settle_begin(struct run *r, const cJSON *c, const struct gh_approval *a)
-{
-	int64_t waited = (a->decided_at ? a->decided_at : gh_now_ms()) - a->created_at;
-
-	trace_tool_begin(r, c);
-	if (!r->tool_span)
-		return;
-	trace_decision(r, !strcmp(a->status, "approved") ? "approved"
-			  : !strcmp(a->status, "denied") ? "denied_by_reviewer" : a->status, 0);
-	gh_otel_set_str(r->tool_span, "gatehouse.approval.id", a->id);
-	gh_otel_set_str(r->tool_span, "gatehouse.policy.rule", a->rule);
-	gh_otel_set_int(r->tool_span, "gatehouse.approval.wait_ms", waited > 0 ? waited : 0);
-	gh_otel_event(r->tool_span, "gatehouse.approval.decided", "gatehouse.approval.status",
-		      a->status, "gatehouse.approval.wait_ms", waited > 0 ? waited : 0);
-}
-
 /* Settles the run's approval-bound calls from their decisions: approved
  * ones as settle_approved says, denied or expired ones get an error
  * result. */
@@ -2655,8 +2462,10 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 		rc = gh_approval_get(r->app, NULL, gh_json_str(c, "approvalId"), &a, e);
 		if (rc != GH_OK)
 			return rc;
-		if (strcmp(a.status, "pending"))
-			trace_settle_begin(r, c, &a);
+		if (strcmp(a.status, "pending")) {
+			trace_tool_begin(r, c);
+			gh_run_trace_settled(r->tool_span, &a);
+		}
 		if (!strcmp(a.status, "pending")) {
 			rc = GH_OK;
 		} else if (!strcmp(a.status, "approved")) {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include "otel.h"
