@@ -7,7 +7,10 @@ leaves requests alone and the lost spans are counted."""
 
 import json
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -15,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import GatewayTest, config, free_port
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+MCP_SERVER = os.path.join(HERE, "mcp_test_server.py")
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
 
@@ -270,6 +275,59 @@ class OtelTest(GatewayTest):
             self.dead_collector("http://127.0.0.1:%d" % s.getsockname()[1])
         finally:
             s.close()
+
+    def test_mcp_servers_get_the_tool_call_span(self):
+        tdir = tempfile.mkdtemp(prefix="gh-otel-mcp-")
+        self.addCleanup(shutil.rmtree, tdir, True)
+        pf, hlog, slog = (os.path.join(tdir, n) for n in ("port", "hlog", "slog"))
+        proc = subprocess.Popen(["python3", MCP_SERVER, "--http", pf],
+                                env=dict(os.environ, MCP_TEST_LOG=hlog),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.wait, 10)
+        self.addCleanup(proc.terminate)
+        deadline = time.time() + 20
+        while not os.path.exists(pf) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(pf) as f:
+            port = int(f.read())
+        servers = {"h": {"transport": "http", "url": "http://127.0.0.1:%d/mcp" % port},
+                   "s": {"transport": "stdio", "command": "python3", "args": [MCP_SERVER],
+                         "env": {"MCP_TEST_LOG": slog}}}
+        agents = {"assistant": {"provider": "fake", "model": self.m, "max_steps": 4,
+                                "tools": ["h_*", "s_*"]}}
+        gw = self.gateway(config(self.fake, agents=agents, mcp_servers=servers,
+                                 otel={"endpoint": self.rx.url, "interval_ms": 50}))
+        key = gw.create_key("alice")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            st, h, _ = gw.get("/healthz")
+            if all(x["state"] == "connected" for x in h.get("mcp", {}).get("servers", [])):
+                break
+            time.sleep(0.05)
+        self.fake.script(self.m, {"tool_calls": [
+            {"id": "c1", "name": "h_echo", "arguments": {"text": "one"}},
+            {"id": "c2", "name": "s_echo", "arguments": {"text": "two"}}]}, {"text": "done"})
+        st, b, _ = gw.post("/api/agents/assistant/generate", {"messages": "go"}, key=key,
+                           headers={"traceparent": "00-%s-%s-01" % (TRACE, PARENT)})
+        self.assertEqual(st, 200, b)
+        spans = self.rx.wait(lambda s: len(by_name(s, "execute_tool")) >= 2)
+        ids = {s["name"]: "00-%s-%s-01" % (TRACE, s["spanId"]) for s in spans}
+        self.assertEqual(attrs([s for s in spans if s["name"] == "execute_tool h_echo"][0])
+                         ["gatehouse.mcp.server"], "h")
+
+        def calls(path):
+            with open(path) as f:
+                msgs = [json.loads(line) for line in f if line.strip()]
+            return [m for m in msgs if m.get("method") == "tools/call"]
+        # over HTTP: the header and params._meta; over stdio: params._meta
+        hc = calls(hlog)[-1]
+        self.assertEqual(hc["traceparent"], ids["execute_tool h_echo"])
+        self.assertEqual(hc["meta"]["traceparent"], ids["execute_tool h_echo"])
+        sc = calls(slog)[-1]
+        self.assertEqual(sc["params"]["_meta"]["traceparent"], ids["execute_tool s_echo"])
+        # the connection's own requests (initialize, tools/list) carry none
+        self.assertIsNone([m for m in (json.loads(x) for x in open(hlog) if x.strip())
+                           if m.get("method") == "initialize"][0]["traceparent"])
 
     def test_no_otel_section_sends_no_traceparent(self):
         cfg_gw = self.gateway(config(self.fake, agents={
