@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include "config.h"
 #include "otel.h"
 #include "t.h"
 #include "util.h"
@@ -521,7 +522,71 @@ static void test_a_full_queue_drops_instead_of_growing(void)
 	T_EQ_INT(after.queued, 0);
 }
 
-T_MAIN(T(test_parses_a_valid_traceparent), T(test_refuses_invalid_traceparents),
+/* ------------------------------------------------------------- config */
+
+#define MIN "\"providers\":{\"m\":{\"type\":\"mock\"}},\"agents\":{\"a\":{\"provider\":\"m\"}}"
+
+static enum gh_code load(const char *text, struct gh_config **out, struct gh_err *e)
+{
+	gh_err_clear(e);
+	return gh_config_parse("t.json", text, strlen(text), out, e);
+}
+
+static void test_the_otel_section(void)
+{
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{"{" MIN ",\"otel\":{}}", "$.otel.endpoint: required"},
+		{"{" MIN ",\"otel\":{\"endpoint\":\"udp://x\"}}",
+		 "$.otel.endpoint: expected an http:// or https:// URL"},
+		{"{" MIN ",\"otel\":{\"endpoint\":\"http://c:4318\",\"sample_ratio\":1.5}}",
+		 "$.otel.sample_ratio: expected a number in 0..1"},
+		{"{" MIN ",\"otel\":{\"endpoint\":\"http://c:4318\",\"max_queue\":0}}",
+		 "$.otel.max_queue: expected an integer in 1..1000000"},
+		{"{" MIN ",\"otel\":{\"endpoint\":\"http://c:4318\",\"headers\":{\"a:b\":\"x\"}}}",
+		 "$.otel.headers: \"a:b\": not a valid header name"},
+		{"{" MIN ",\"otel\":{\"endpoint\":\"http://c:4318\",\"url\":\"x\"}}",
+		 "$.otel.url: unknown option"},
+	};
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(bad); i++) {
+		if (load(bad[i].text, &cfg, &e) == GH_OK) {
+			gh_config_free(cfg);
+			T_FAIL("accepted: %s", bad[i].text);
+		}
+		T_CONTAINS(e.msg, bad[i].msg);
+	}
+	/* absent: nothing traced */
+	T_EQ_INT(load("{" MIN "}", &cfg, &e), GH_OK);
+	T_ASSERT(!cfg->otel.endpoint);
+	gh_config_free(cfg);
+	T_EQ_INT(load("{" MIN ",\"otel\":{\"endpoint\":\"http://c:4318\"}}", &cfg, &e), GH_OK);
+	T_EQ_STR(cfg->otel.endpoint, "http://c:4318");
+	T_EQ_INT(cfg->otel.capture_content, 0);
+	T_ASSERT(cfg->otel.sample_ratio == 1.0);
+	T_EQ_INT(cfg->otel.max_queue, 2048);
+	T_EQ_INT(cfg->otel.max_batch, 512);
+	T_EQ_INT(cfg->otel.interval_ms, 1000);
+	T_EQ_INT(cfg->otel.timeout_ms, 5000);
+	T_EQ_INT(cfg->otel.shutdown_timeout_ms, 2000);
+	gh_config_free(cfg);
+	setenv("GH_TEST_OTLP", "secret-token", 1);
+	T_EQ_INT(load("{" MIN ",\"otel\":{\"endpoint\":\"https://c\",\"sample_ratio\":0.25,"
+		      "\"capture_content\":true,\"headers\":{\"Authorization\":"
+		      "\"Bearer ${GH_TEST_OTLP}\"}}}", &cfg, &e), GH_OK);
+	T_ASSERT(cfg->otel.sample_ratio == 0.25);
+	T_EQ_INT(cfg->otel.capture_content, 1);
+	T_EQ_INT(cfg->otel.nheaders, 1);
+	T_EQ_STR(cfg->otel.headers[0].name, "Authorization");
+	T_EQ_STR(cfg->otel.headers[0].value, "Bearer secret-token");
+	gh_config_free(cfg);
+}
+
+T_MAIN(T(test_the_otel_section), T(test_parses_a_valid_traceparent), T(test_refuses_invalid_traceparents),
        T(test_a_bad_tracestate_is_dropped_not_the_traceparent), T(test_encodes_otlp_json),
        T(test_attributes_and_events_are_bounded), T(test_sampling_and_propagation),
        T(test_exporter_sends_what_threads_end), T(test_a_failing_collector_drops_and_counts),
