@@ -1523,6 +1523,46 @@ static enum gh_code read_metrics(struct ctx *c, const cJSON *obj, struct gh_metr
 	return rc;
 }
 
+static enum gh_code read_otel(struct ctx *c, const cJSON *obj, struct gh_otel_conf *o)
+{
+	static const struct field f[] = {
+		{"endpoint", F_STR, offsetof(struct gh_otel_conf, endpoint), 1, 0, 0, 0, NULL},
+		{"headers", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"capture_content", F_BOOL, offsetof(struct gh_otel_conf, capture_content), 0, 0, 1,
+		 0, NULL},
+		{"sample_ratio", F_DOUBLE, offsetof(struct gh_otel_conf, sample_ratio), 0, 0, 1, 1,
+		 NULL},
+		{"max_queue", F_INT, offsetof(struct gh_otel_conf, max_queue), 0, 1, 1000000, 2048,
+		 NULL},
+		{"max_batch", F_INT, offsetof(struct gh_otel_conf, max_batch), 0, 1, 65536, 512,
+		 NULL},
+		{"interval_ms", F_INT, offsetof(struct gh_otel_conf, interval_ms), 0, 10, 60000, 1000,
+		 NULL},
+		{"timeout_ms", F_INT, offsetof(struct gh_otel_conf, timeout_ms), 0, 100, 60000, 5000,
+		 NULL},
+		{"shutdown_timeout_ms", F_INT, offsetof(struct gh_otel_conf, shutdown_timeout_ms), 0,
+		 0, 60000, 2000, NULL},
+	};
+	size_t n, m;
+	enum gh_code rc;
+
+	if (!obj)
+		return GH_OK;
+	n = push(c, "otel");
+	o->sample_ratio = 1.0;
+	rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), o, NULL);
+	if (!rc && !is_http_url(o->endpoint)) {
+		m = push(c, "endpoint");
+		rc = fail(c, "expected an http:// or https:// URL");
+		pop(c, m);
+	}
+	if (!rc)
+		rc = read_pairs(c, cJSON_GetObjectItemCaseSensitive(obj, "headers"), "headers", 0,
+				&o->headers, &o->nheaders);
+	pop(c, n);
+	return rc;
+}
+
 /* Reads each member of a name -> object map with fn into an array. */
 #define READ_MAP(c, cfg, key, arr, cnt, ...)                                              \
 	do {                                                                              \
@@ -1581,7 +1621,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 {
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
 					    "default_agent", "tools", "mcp_servers", "policies",
-					    "audit", "admin", "metrics", NULL};
+					    "audit", "admin", "metrics", "otel", NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1597,7 +1637,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
 						  "mcp_servers, policies, audit, admin, "
-						  "metrics)");
+						  "metrics, otel)");
 			pop(c, n);
 			return rc;
 		}
@@ -1721,6 +1761,8 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 		goto out;
 	if ((rc = read_metrics(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "metrics"),
 			       &cfg->metrics)))
+		goto out;
+	if ((rc = read_otel(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "otel"), &cfg->otel)))
 		goto out;
 	*out = cfg;
 	cfg = NULL;
@@ -1911,6 +1953,8 @@ void gh_config_free(struct gh_config *c)
 	free(c->audit.witness.file);
 	free(c->audit.witness.webhook_url);
 	free(c->metrics.listen);
+	free(c->otel.endpoint);
+	free_pairs(c->otel.headers, c->otel.nheaders);
 	wipe_strings(c->root);
 	cJSON_Delete(c->root);
 	free(c->file);

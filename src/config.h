@@ -224,6 +224,21 @@ struct gh_metrics_conf {
 	int allow_remote;            /* listen may be a non-loopback address */
 };
 
+/* OpenTelemetry trace export (otel.h); endpoint NULL: no `otel` section,
+ * nothing traced. */
+struct gh_otel_conf {
+	char *endpoint;              /* OTLP/HTTP base URL: spans go to {endpoint}/v1/traces */
+	struct gh_header_conf *headers; /* values may hold secrets */
+	size_t nheaders;
+	int capture_content;         /* tool arguments and results on spans (redacted) */
+	double sample_ratio;         /* traces gatehouse starts; an incoming one decides itself */
+	int64_t max_queue;           /* spans waiting for export; more are dropped */
+	int64_t max_batch;           /* spans per export request */
+	int64_t interval_ms;         /* a partial batch waits at most this */
+	int64_t timeout_ms;          /* one export request */
+	int64_t shutdown_timeout_ms; /* flushing at shutdown */
+};
+
 struct gh_config {
 	char *file;
 	cJSON *root;                 /* the parsed, substituted document */
@@ -244,6 +259,7 @@ struct gh_config {
 	struct gh_audit_conf audit;
 	struct gh_admin_conf admin;
 	struct gh_metrics_conf metrics;
+	struct gh_otel_conf otel;
 };
 
 /* Reads, substitutes and validates path. On success *out is owned by the

@@ -41,6 +41,7 @@
 #include "mcp.h"
 #include "mcp_sessions.h"
 #include "metrics.h"
+#include "otel.h"
 #include "ratelimit.h"
 #include "run.h"
 #include "upstream.h"
@@ -638,6 +639,9 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	r.sock = -1;
 	gh_id_new("req_", r.id, sizeof(r.id));
 	gh_err_clear(&e);
+	if (gh_otel_enabled())
+		gh_otel_request_begin(mg_get_header(conn, "traceparent"),
+				      mg_get_header(conn, "tracestate"));
 
 	if (check_framing(&r, &e) != GH_OK) {
 		r.must_close = 1;
@@ -682,6 +686,8 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	if (!r.responded)
 		gh_http_errorf(&r, GH_E_INTERNAL, "the handler sent no response");
 done:
+	if (gh_otel_enabled())
+		gh_otel_request_end();
 	r.hold = 0;
 	flush_held(&r);
 	gh_buf_free(&r.held);
@@ -1153,6 +1159,17 @@ static void health(struct gh_req *r)
 	m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
 	if (m)
 		cJSON_AddItemToObject(o, "mcp", m);
+	if (gh_otel_enabled()) {
+		/* trace export: counts only (the collector's address stays private) */
+		cJSON *t = cJSON_AddObjectToObject(o, "otel");
+		struct gh_otel_stats os;
+
+		gh_otel_stats(&os);
+		cJSON_AddNumberToObject(t, "exported", (double)os.exported);
+		cJSON_AddNumberToObject(t, "dropped", (double)os.dropped);
+		cJSON_AddNumberToObject(t, "queued", (double)os.queued);
+		cJSON_AddNumberToObject(t, "failedExports", (double)os.failed_exports);
+	}
 	if (degraded && st_item)
 		cJSON_SetValuestring(st_item, "degraded");
 	gh_http_json(r, 200, o);

@@ -25,6 +25,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "otel.h"
 #include "mcp_int.h"
 #include "store_mcp.h"
 #include "tools.h"
@@ -1411,6 +1412,7 @@ again:
 		give_slot(u, c, 1);
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	}
+	gh_otel_inject_meta(params); /* _meta.traceparent, when a span is active */
 	left = u->conf->timeout_ms - (gh_mono_ns() - start) / 1000000;
 	memset(&ro, 0, sizeof(ro));
 	ro.timeout_ms = left > 1 ? left : 1;

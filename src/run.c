@@ -29,6 +29,7 @@
 #include "ratelimit.h"
 #include "run_int.h"
 #include "run_journal.h"
+#include "run_trace.h"
 #include "schema.h"
 #include "tools.h"
 #include "upstream.h"
@@ -78,6 +79,8 @@ struct run {
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
 	struct deferred_end *end;          /* a direct call's end row, committed with the run */
+	struct gh_span *span;              /* invoke_agent: this request's part of the run */
+	struct gh_span *tool_span;         /* execute_tool: the call being gated or settled */
 };
 
 /* ------------------------------------------------------------- events */
@@ -260,6 +263,45 @@ static void emit_call(struct run *r, enum gh_run_event_kind kind, const cJSON *c
 	emit(r, &ev);
 }
 
+/* -------------------------------------------------------------- traces */
+
+/* The run's spans (run_trace.h): a no-op without an exporter. */
+
+static void trace_run_begin(struct run *r)
+{
+	if (!r->span)
+		r->span = gh_run_trace_begin(r->agent, r->who, r->run_id, r->surface, r->resumed,
+					     r->state);
+}
+
+static void trace_run_end(struct run *r, enum gh_code rc, const struct gh_err *e)
+{
+	gh_run_trace_end(r->span, r->run_id, r->thread_id, &r->used, rc, e);
+	r->span = NULL;
+}
+
+static void trace_tool_begin(struct run *r, const cJSON *c)
+{
+	r->tool_span = gh_run_trace_tool(r->span, c, r->run_id, r->thread_id, r->who,
+					 &r->cfg->audit.redact);
+}
+
+static const char *result_error(const cJSON *result);
+
+static void trace_tool_end(struct run *r, const cJSON *c, enum gh_code rc,
+			   const struct gh_err *e)
+{
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(c, "result");
+
+	if (!r->tool_span)
+		return;
+	gh_run_trace_tool_end(r->tool_span, c, rc,
+			      rc != GH_OK ? e->msg
+			      : result && gh_json_bool(c, "isError", 0) ? result_error(result) : NULL,
+			      &r->cfg->audit.redact);
+	r->tool_span = NULL;
+}
+
 /* --------------------------------------------------------------- audit */
 
 /* One audit row about call c, built for appending; the strings ev points
@@ -439,20 +481,23 @@ static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *ca
 {
 	struct audit_row row;
 	struct gh_err ae;
+	int64_t seq = 0;
 	enum gh_code rc;
 
 	rc = audit_row_build(r, event, c, outcome, duration_ms, error, reason, result, &row, e);
 	if (rc != GH_OK)
 		return rc;
 	if (mark == AUDIT_OPEN) {
-		rc = gh_store_audit_call_open(r->app->store, &row.ev, call_id, &ae);
+		rc = gh_store_audit_call_open(r->app->store, &row.ev, call_id, &seq, &ae);
 	} else if (mark == AUDIT_CLOSE || gh_json_str(c, "approvalId")) {
 		struct end_tx x = {c, mark == AUDIT_CLOSE ? *call_id : 0, &row, result};
 
 		rc = gh_store_tx_run(r->app->store, end_tx_fn, &x, &ae);
 	} else {
-		rc = gh_store_audit_append(r->app->store, &row.ev, NULL, &ae);
+		rc = gh_store_audit_append(r->app->store, &row.ev, &seq, &ae);
 	}
+	if (rc == GH_OK && mark != AUDIT_CLOSE)
+		gh_run_trace_decision(r->tool_span, event, seq);
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
@@ -730,8 +775,10 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 
 		pc.r = r;
 		pc.c = c;
+		gh_otel_activate(r->tool_span);
 		rc = gh_mcp_call(r->app->mcp, t->mcp, args, &mo, &result, &is_error, session,
 				 sizeof(session), &te);
+		gh_otel_activate(NULL);
 		if (session[0])
 			cJSON_AddStringToObject(c, "mcpSession", session);
 		dur = (gh_mono_ns() - t0) / 1000000;
@@ -768,8 +815,10 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 					 t->name, args, &result, &is_error, &te);
 		dur = (gh_mono_ns() - t0) / 1000000;
 	} else {
+		gh_otel_activate(r->tool_span);
 		rc = gh_tool_http_exec(t->conf, args, tick, r, &result, &is_error, detail,
 				       sizeof(detail), &te);
+		gh_otel_activate(NULL);
 		dur = (gh_mono_ns() - t0) / 1000000;
 	}
 	gh_metrics_tool_exec(t->name, metrics_source(t), rc != GH_OK ? GH_ME_FAILED : is_error
@@ -796,6 +845,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		cJSON_Delete(result);
 		return rc;
 	}
+	gh_run_trace_ran(r->tool_span, is_error, dur);
 	call_done(c, result, is_error);
 	emit_call(r, GH_EV_TOOL_RESULT, c);
 	return GH_OK;
@@ -864,6 +914,8 @@ static enum gh_code ask_approval(struct run *r, cJSON *c, const struct gh_tool *
 	cJSON_AddStringToObject(c, "approvalId", id);
 	cJSON_AddNumberToObject(c, "expiresAt", (double)expires);
 	call_set_state(c, GH_CALL_PENDING_APPROVAL);
+	gh_run_trace_asked(r->tool_span, id, d->approver == GH_APPROVER_CALLER ? "caller"
+								       : "admin");
 	gh_run_call_read(c, &call);
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = GH_EV_APPROVAL;
@@ -876,7 +928,7 @@ static enum gh_code ask_approval(struct run *r, cJSON *c, const struct gh_tool *
 
 /* The gate for one call: allowlist -> rate limit -> arguments -> approval,
  * then run it, hand it to the client or suspend it. */
-static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
+static enum gh_code gate_call(struct run *r, cJSON *c, struct gh_err *e)
 {
 	const char *name = gh_json_str(c, "toolName");
 	const struct gh_tool *t = gh_toolset_find(&r->ts, name);
@@ -890,6 +942,7 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 	gh_toolset_decision(&r->ts, name, &d);
 	/* the policy's conditions on this call's arguments: deny > approval > allow */
 	gh_policy_args(r->policy, name, args, &d);
+	gh_otel_set_str(r->tool_span, "gatehouse.policy.rule", d.rule);
 	if (!t) {
 		gh_metrics_tool(NULL, NULL, GH_MD_DENIED); /* the name is the model's free text */
 		return refuse(r, c, "denied", "denied", NULL, "unknown tool",
@@ -945,6 +998,17 @@ static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
 			return rc;
 		return execute(r, c, t, call_id, e);
 	}
+}
+
+/* gate_call under the call's execute_tool span. */
+static enum gh_code gate(struct run *r, cJSON *c, struct gh_err *e)
+{
+	enum gh_code rc;
+
+	trace_tool_begin(r, c);
+	rc = gate_call(r, c, e);
+	trace_tool_end(r, c, rc, e);
+	return rc;
 }
 
 /* ------------------------------------------------------------ persist */
@@ -1459,6 +1523,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_request req;
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch};
 	struct gh_chat_response resp;
+	struct gh_span *sp;
 	char *sys, detail[GH_ERR_MSG_MAX];
 	enum gh_code rc;
 
@@ -1519,7 +1584,9 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	detail[0] = '\0';
 	req.error_detail = detail;
 	req.error_detail_cap = sizeof(detail);
+	sp = gh_run_trace_chat(r->span, r->agent, req.model, r->thread_id);
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
+	gh_run_trace_chat_end(sp, rc, e, &resp);
 	free(sys);
 	if (rc != GH_OK) {
 		if (rc == GH_E_CANCELLED)
@@ -2011,6 +2078,8 @@ static enum gh_code continue_run(struct run *r, struct gh_run_result *out, struc
 {
 	enum gh_code rc;
 
+	trace_run_begin(r);
+	gh_run_trace_remember(r->span, r->state);
 	r->response_from = cJSON_GetArraySize(r->context);
 	if ((rc = setup_tools(r, e)) != GH_OK)
 		return rc;
@@ -2247,12 +2316,14 @@ static enum gh_code new_run(struct run *r, const struct gh_run_request *rq,
 	}
 	if ((rc = gh_run_hold(r->app, rq->who->key.owner, r->run_id, &r->hold, e)) != GH_OK)
 		return rc;
+	trace_run_begin(r);
 	r->memory = rq->agent->memory_enabled;
 	gh_strlcpy(r->resource_id, rq->resource_id && *rq->resource_id ? rq->resource_id : "default",
 		   sizeof(r->resource_id));
 	if ((rc = load_history(r, rq, &hist, e)) != GH_OK ||
 	    (rc = new_state(r, rq, hist, e)) != GH_OK || (rc = setup_tools(r, e)) != GH_OK)
 		return rc;
+	gh_run_trace_remember(r->span, r->state);
 	emit_kind(r, GH_EV_START);
 	if ((rc = loop(r, e)) != GH_OK)
 		return rc;
@@ -2308,6 +2379,7 @@ out:
 		emit_error(&r, rc, e);
 		gh_run_result_clear(out);
 	}
+	trace_run_end(&r, rc, e);
 	cJSON_Delete(results);
 	run_free(&r);
 	return rc;
@@ -2410,6 +2482,10 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 		rc = gh_approval_get(r->app, NULL, gh_json_str(c, "approvalId"), &a, e);
 		if (rc != GH_OK)
 			return rc;
+		if (strcmp(a.status, "pending")) {
+			trace_tool_begin(r, c);
+			gh_run_trace_settled(r->tool_span, &a);
+		}
 		if (!strcmp(a.status, "pending")) {
 			rc = GH_OK;
 		} else if (!strcmp(a.status, "approved")) {
@@ -2425,6 +2501,7 @@ static enum gh_code settle_approvals(struct run *r, struct gh_err *e)
 			emit_call(r, GH_EV_TOOL_RESULT, c);
 			rc = GH_OK;
 		}
+		trace_tool_end(r, c, rc, e);
 		gh_approval_clear(&a);
 		if (rc != GH_OK)
 			return rc;
@@ -2501,6 +2578,7 @@ enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 out:
 	if (rc != GH_OK)
 		gh_run_result_clear(out);
+	trace_run_end(&r, rc, e);
 	gh_run_row_clear(&row);
 	run_free(&r);
 	return rc;

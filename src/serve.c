@@ -34,6 +34,7 @@
 #include "keys.h"
 #include "log.h"
 #include "mcp.h"
+#include "otel.h"
 #include "policy.h"
 #include "ratelimit.h"
 #include "upstream.h"
@@ -246,6 +247,40 @@ static enum gh_code open_store(struct gh_app *app, struct gh_cli *c, struct gh_e
 	return GH_OK;
 }
 
+/* The trace exporter, when the config has an `otel` section. */
+static enum gh_code start_otel(const struct gh_config *cfg, struct gh_err *e)
+{
+	const struct gh_otel_conf *o = &cfg->otel;
+	struct gh_otel_header h[64];
+	struct gh_otel_settings s;
+	size_t i;
+
+	if (!o->endpoint)
+		return GH_OK;
+	if (o->nheaders > GH_ARRAY_LEN(h))
+		return gh_err_set(e, GH_E_BADREQ, "otel.headers: at most %zu headers",
+				  GH_ARRAY_LEN(h));
+	for (i = 0; i < o->nheaders; i++)
+		h[i] = (struct gh_otel_header){o->headers[i].name, o->headers[i].value};
+	memset(&s, 0, sizeof(s));
+	s.endpoint = o->endpoint;
+	s.headers = h;
+	s.nheaders = o->nheaders;
+	s.capture_content = o->capture_content;
+	s.sample_ratio = o->sample_ratio;
+	s.max_queue = o->max_queue;
+	s.max_batch = o->max_batch;
+	s.interval_ms = o->interval_ms;
+	s.timeout_ms = o->timeout_ms;
+	s.shutdown_ms = o->shutdown_timeout_ms;
+	if (gh_otel_start(&s, e) != GH_OK)
+		return e->code;
+	/* not the endpoint: its address may carry credentials */
+	gh_info("otel: exporting traces (sample ratio %g, queue %lld spans)", o->sample_ratio,
+		(long long)o->max_queue);
+	return GH_OK;
+}
+
 /* The line the operator (and the test harness) waits for. */
 static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 		     struct gh_http *http)
@@ -331,6 +366,10 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
+	if (start_otel(c->cfg, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
 	if (gh_http_start(&app, listen, &http, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
@@ -360,6 +399,8 @@ out:
 		t2 = gh_mono_ns();
 		/* after every request and background run: no call is in flight */
 		gh_mcp_stop(app.mcp);
+		/* after every span's end: what waits is flushed, for a bounded time */
+		gh_otel_stop();
 		t3 = gh_mono_ns();
 		gh_store_close(app.store);
 		gh_audit_serve_close(&app);

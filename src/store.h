@@ -316,9 +316,10 @@ enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_eve
  * closes them at the next start). */
 
 /* Appends ev (the "allowed" row) and registers the call it names as open,
- * in one transaction. *call_id identifies the call for its end. */
+ * in one transaction. *call_id identifies the call for its end; *seq_out
+ * (may be NULL) gets the row's seq. */
 enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_event *ev,
-				      int64_t *call_id, struct gh_err *e);
+				      int64_t *call_id, int64_t *seq_out, struct gh_err *e);
 /* Appends ev (the "executed" or "failed" row) and closes call_id, in one
  * transaction. call_id 0: a plain append. */
 enum gh_code gh_store_audit_call_close(struct gh_store *s, int64_t call_id,

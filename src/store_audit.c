@@ -262,24 +262,27 @@ static enum gh_code close_call_in(struct gh_store *s, struct store_conn *w, int6
 struct call_arg {
 	const struct gh_audit_event *ev;
 	int64_t call_id;
+	int64_t seq;
 };
 
 static enum gh_code call_open_job(struct gh_store *s, struct store_conn *w, void *arg,
 				  struct gh_err *e)
 {
 	struct call_arg *a = arg;
-	enum gh_code rc = store_audit_append_in(s, w, a->ev, NULL, e);
+	enum gh_code rc = store_audit_append_in(s, w, a->ev, &a->seq, e);
 
 	return rc == GH_OK ? open_call_in(w, a->ev, NULL, &a->call_id, e) : rc;
 }
 
 enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_event *ev,
-				      int64_t *call_id, struct gh_err *e)
+				      int64_t *call_id, int64_t *seq_out, struct gh_err *e)
 {
-	struct call_arg a = {ev, 0};
+	struct call_arg a = {ev, 0, 0};
 	enum gh_code rc = store_write(s, call_open_job, &a, e);
 
 	*call_id = rc == GH_OK ? a.call_id : 0;
+	if (seq_out)
+		*seq_out = rc == GH_OK ? a.seq : 0;
 	return rc;
 }
 
@@ -294,7 +297,7 @@ static enum gh_code call_close_job(struct gh_store *s, struct store_conn *w, voi
 enum gh_code gh_store_audit_call_close(struct gh_store *s, int64_t call_id,
 				       const struct gh_audit_event *ev, struct gh_err *e)
 {
-	struct call_arg a = {ev, call_id};
+	struct call_arg a = {ev, call_id, 0};
 
 	return store_write(s, call_close_job, &a, e);
 }

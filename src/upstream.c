@@ -22,6 +22,7 @@
  */
 #include "upstream.h"
 
+#include "otel.h"
 #include "util.h"
 
 #include <curl/curl.h>
@@ -324,6 +325,20 @@ static void headers_free(struct curl_slist *list)
 	curl_slist_free_all(list);
 }
 
+/* Appends "name: value" to *list; -1 when out of memory. */
+static int add_line(struct curl_slist **list, struct gh_buf *line, const char *name,
+		    const char *value)
+{
+	struct curl_slist *t;
+
+	gh_buf_reset(line);
+	if (gh_buf_printf(line, "%s: %s", name, value) != GH_BUF_OK ||
+	    !(t = curl_slist_append(*list, line->data)))
+		return -1;
+	*list = t;
+	return 0;
+}
+
 /* Builds the header list once per request: "Expect:" first so curl never
  * waits for a 100-continue, then the caller's headers. */
 static enum gh_code make_headers(const struct gh_upstream_req *req, const char *origin,
@@ -361,6 +376,15 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 			break;
 		}
 		list = t;
+	}
+	if (rc == GH_OK && gh_otel_enabled()) {
+		/* the span this thread works under goes on with the request */
+		char tp[GH_TRACEPARENT_LEN + 1], ts[GH_TRACESTATE_MAX + 1];
+
+		if (gh_otel_outgoing(tp, sizeof(tp), ts, sizeof(ts)) &&
+		    (add_line(&list, &line, "traceparent", tp) ||
+		     (ts[0] && add_line(&list, &line, "tracestate", ts))))
+			rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: out of memory", origin);
 	}
 	if (line.data)
 		sodium_memzero(line.data, line.alloc);

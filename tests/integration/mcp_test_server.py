@@ -18,7 +18,8 @@ With --http PORTFILE it is a Streamable HTTP server instead, on a loopback
 port it writes to PORTFILE: it speaks 2025-06-18 only, answers every request
 with one JSON body (never SSE), offers no GET stream (405), answers 404 to a
 session it does not know, and SIGUSR1 makes it forget every session (SIGUSR2
-is not used). It logs each request's method, session and protocol headers.
+is not used). It logs each request's method, session, protocol and
+traceparent headers and its params._meta.
 
 Environment: MCP_TEST_PIDFILE (its pid is written there), MCP_TEST_LOG
 (every message it receives is appended there, one JSON per line),
@@ -270,7 +271,9 @@ class McpHandler(http.server.BaseHTTPRequestHandler):
         sid = self.headers.get("Mcp-Session-Id")
         log({"http": "POST", "method": msg.get("method"), "session": sid,
              "version": self.headers.get("MCP-Protocol-Version"),
-             "accept": self.headers.get("Accept")})
+             "accept": self.headers.get("Accept"),
+             "traceparent": self.headers.get("traceparent"),
+             "meta": (msg.get("params") or {}).get("_meta")})
         method, req_id = msg.get("method"), msg.get("id")
         if method == "initialize":
             new = uuid.uuid4().hex

@@ -1403,16 +1403,16 @@ static void test_open_calls(void)
 	T_EQ_INT(t_store_reopen(&t, 1, 100, &e), GH_OK);
 	/* opened with its "allowed" row, closed with its end: nothing left */
 	call_event(&ev, "allowed", "call_a", "memory");
-	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &a, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &a, NULL, &e), GH_OK);
 	T_ASSERT(a > 0);
 	call_event(&ev, "executed", "call_a", "memory");
 	T_EQ_INT(gh_store_audit_call_close(t.s, a, &ev, &e), GH_OK);
 	/* two calls cut off: one of a memory tool, one of a server tool */
 	call_event(&ev, "allowed", "call_b", "memory");
-	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &b, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &b, NULL, &e), GH_OK);
 	call_event(&ev, "allowed", "call_c", "server");
 	ev.tool_name = "send_email";
-	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &c, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &c, NULL, &e), GH_OK);
 	gh_store_close(t.s);
 	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM audit_open_calls"), 2);
 	/* the next start closes them, each with an "interrupted" row */
@@ -1473,7 +1473,7 @@ static void test_tx_commits_effect_and_row_together(void)
 
 	T_EQ_INT(t_store_open(&t), 0);
 	call_event(&ev, "allowed", "call_t", "memory");
-	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &x.call_id, &e), GH_OK);
+	T_EQ_INT(gh_store_audit_call_open(t.s, &ev, &x.call_id, NULL, &e), GH_OK);
 	/* a failure anywhere in the function: neither the memory nor the row,
 	 * and the call stays open */
 	x.fail_after = 1;
