@@ -13,6 +13,7 @@
 #include "hub.h"
 #include "json.h"
 #include "log.h"
+#include "notify.h"
 
 void gh_approval_args_hash(const cJSON *args, char out[65])
 {
@@ -205,6 +206,7 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 		*expires_at = a.expires_at;
 	a.args = gh_json_parse_stored(args);
 	publish(app, "approval-requested", &a);
+	gh_notify_approval(app->notify, GH_NOTIFY_EV_REQUESTED, &a);
 	cJSON_Delete(a.args);
 	free(args);
 	gh_info("approval %s requested for %s in run %s (%s)", a.id, a.tool_name, a.run_id,
@@ -388,6 +390,7 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 	gh_info("approval %s %s%s by %s", id, a.status, edited ? " with edited arguments" : "",
 		who->actor);
 	publish(app, "approval-decided", &a);
+	gh_notify_approval(app->notify, GH_NOTIFY_EV_DECIDED, &a);
 	if (out) {
 		*out = a;
 		memset(&a, 0, sizeof(a));
@@ -426,6 +429,7 @@ static void expired_cb(void *ud, const struct gh_approval *a)
 
 	gh_info("approval %s expired", a->id);
 	publish(x->app, "approval-decided", a);
+	gh_notify_approval(x->app->notify, GH_NOTIFY_EV_EXPIRED, a);
 	if (x->resume)
 		x->resume(x->ud, a->run_id);
 }

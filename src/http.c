@@ -67,6 +67,7 @@ static const struct gh_route *const route_tables[] = {
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
 	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic, gh_routes_agui,
+	gh_routes_notify,
 };
 
 /* ------------------------------------------------------------ errors */

@@ -29,6 +29,7 @@
 #include "cli_common.h"
 #include "http.h"
 #include "hub.h"
+#include "notify.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -325,6 +326,10 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
+	if (!app.read_only && gh_notify_start(&app, &app.notify, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
 	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
@@ -349,6 +354,8 @@ out:
 		t2 = gh_mono_ns();
 		/* after every request and background run: no call is in flight */
 		gh_mcp_stop(app.mcp);
+		/* after everything that decides or expires approvals */
+		gh_notify_stop(app.notify);
 		t3 = gh_mono_ns();
 		gh_store_close(app.store);
 		gh_audit_serve_close(&app);
