@@ -656,7 +656,9 @@ static int resume_cb(void *ud, const struct gh_notify_row *r)
 	gh_strlcpy(j->event_id, r->event_id, sizeof(j->event_id));
 	gh_strlcpy(j->approval_id, r->approval_id, sizeof(j->approval_id));
 	j->attempts = r->attempts;
-	j->next_at = r->next_attempt_at;
+	/* a restart is a fresh chance: tried at once, the backoff then goes
+	 * on from the attempts already made */
+	j->next_at = gh_now_ms();
 	j->created_at = r->created_at;
 	n->q[n->n++] = j;
 	return 0;
