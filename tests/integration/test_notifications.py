@@ -34,9 +34,10 @@ class Receiver:
     """A webhook receiver on loopback: keeps every request; answers with
     the statuses in `answers` first, then 200."""
 
-    def __init__(self, port=0, answers=()):
+    def __init__(self, port=0, answers=(), delay=0.0):
         self.got = []
         self.answers = list(answers)
+        self.delay = delay
         self.lock = threading.Lock()
         outer = self
 
@@ -48,10 +49,14 @@ class Receiver:
                     outer.got.append((self.path, {k.lower(): v for k, v in self.headers.items()},
                                       body))
                     st = outer.answers.pop(0) if outer.answers else 200
-                self.send_response(st)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                time.sleep(outer.delay)
+                try:
+                    self.send_response(st)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:
+                    pass  # gatehouse gave up on this request (its timeout, or stopping)
 
             def log_message(self, *a):
                 pass
@@ -164,11 +169,13 @@ class NotificationsTest(GatewayTest):
         gw = self.gateway(setup_config(self.fake, self.m, targets, **kw), env=env)
         return gw, gw.create_key("alice"), gw.create_key("root", admin=True)
 
-    def suspend(self, gw, key, to="bob@example.com"):
-        self.fake.script(self.m, {"tool_calls": [{"id": "e1", "name": "send_email",
-                                                   "arguments": {"to": to, "body": "hello",
-                                                                 "password": "hunter2-secret"}}]},
-                         {"text": "Email sent."})
+    def suspend(self, gw, key, to="bob@example.com", then="Email sent."):
+        replies = [{"tool_calls": [{"id": "e1", "name": "send_email",
+                                    "arguments": {"to": to, "body": "hello",
+                                                  "password": "hunter2-secret"}}]}]
+        if then:
+            replies.append({"text": then})
+        self.fake.script(self.m, *replies)
         st, b, _ = gw.post("/api/agents/assistant/generate", {"messages": "email bob"}, key=key)
         self.assertEqual(st, 200, b)
         self.assertEqual(b["status"], "suspended", b)
@@ -356,6 +363,28 @@ class NotificationsTest(GatewayTest):
         self.assertEqual(rows[0]["target"], "later")
         self.assertEqual(rows[0]["attempts"], 2)
         self.assertEqual(len(rx.requests()), 1)  # a refusal is not retried
+
+    def test_full_queue_drops_logged_and_recorded(self):
+        # a receiver that takes its time holds the one slot of the queue
+        rx = Receiver(delay=3.0)
+        self.addCleanup(rx.stop)
+        gw, key, admin = self.start({"hook": {"kind": "webhook", "url": rx.url + "/hook",
+                                              "secret": "${NOTIFY_SECRET}",
+                                              "events": ["approval-requested"]}},
+                                    queue_max=1)
+        first = self.suspend(gw, key, then=None)
+        t0 = time.time()
+        second = self.suspend(gw, key, to="carol@example.com", then=None)
+        # queuing never waited for the slow receiver
+        self.assertLess(time.time() - t0, 2.5)
+        dropped = self.wait_state(gw, admin, second, "failed")
+        self.assertEqual(dropped[0]["lastError"], "dropped: the notification queue was full")
+        self.assertEqual(dropped[0]["attempts"], 0)
+        self.wait_state(gw, admin, first, "delivered")
+        r = self.deliveries(gw, admin, first)
+        self.assertEqual(r["stats"]["dropped"], 1)
+        self.assertIn("dropped: the queue is full", gw.logs())
+        self.assertEqual(len(rx.requests()), 1)
 
     def test_smtp_delivery(self):
         smtp = SMTPServer()
