@@ -128,7 +128,8 @@ void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval
 		if (!(c->targets[i].events & event))
 			continue;
 		j = NULL;
-		if (payload && n->n + (size_t)n->inflight < (size_t)c->queue_max &&
+		/* stopping: the thread is handing the queue over to the store */
+		if (payload && !n->stopping && n->n + (size_t)n->inflight < (size_t)c->queue_max &&
 		    (j = calloc(1, sizeof(*j))) && !(j->payload = cJSON_Duplicate(payload, 1))) {
 			free(j);
 			j = NULL;
@@ -566,7 +567,7 @@ static void *delivery_main(void *ud)
 {
 	struct gh_notify *n = ud;
 	struct drop drops[DROPS_MAX];
-	size_t nd, i, best;
+	size_t nd, i, best, left;
 	struct job *j;
 
 	pthread_mutex_lock(&n->mu);
@@ -611,19 +612,21 @@ static void *delivery_main(void *ud)
 		n->inflight = 0;
 	}
 	/* stopping: what is queued but not recorded yet is recorded pending,
-	 * for the next start; dropped ones are recorded as such */
+	 * for the next start; dropped ones are recorded as such. Nothing is
+	 * queued from now on (gh_notify_approval sees stopping). */
 	nd = n->ndrops;
 	memcpy(drops, n->drops, nd * sizeof(*drops));
 	n->ndrops = 0;
+	left = n->n;
+	n->n = 0;
 	pthread_mutex_unlock(&n->mu);
 	record_drops(n, drops, nd);
-	for (i = 0; i < n->n; i++) {
+	for (i = 0; i < left; i++) {
 		if (n->q[i]->row == 0)
 			record(n, n->q[i]);
 		job_free(n->q[i]);
 		n->q[i] = NULL;
 	}
-	n->n = 0;
 	gh_upstream_thread_cleanup();
 	return NULL;
 }
@@ -642,6 +645,8 @@ static int resume_cb(void *ud, const struct gh_notify_row *r)
 	for (ev = GH_NOTIFY_EV_REQUESTED; ev <= GH_NOTIFY_EV_EXPIRED; ev <<= 1)
 		if (!strcmp(r->event, gh_notify_event_name(ev)))
 			break;
+	if (ev > GH_NOTIFY_EV_EXPIRED)
+		return 0; /* not an event this binary sends: left as it is */
 	j = calloc(1, sizeof(*j));
 	if (!j || !(j->body = gh_strdup(r->payload ? r->payload : "null"))) {
 		free(j);
