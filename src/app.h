@@ -21,6 +21,7 @@ struct gh_bg;
 struct gh_mcp;
 struct gh_audit_health;
 struct gh_mcp_sessions;
+struct gh_notify;
 
 struct gh_app {
 	const struct gh_config *cfg;
@@ -39,6 +40,7 @@ struct gh_app {
 	struct gh_mcp_sessions *mcp_sessions; /* MCP clients' sessions at /mcp (http.c) */
 	_Atomic int active_streams;
 	_Atomic int stopping;
+	struct gh_notify *notify;             /* approval notifications (notify.h); may be NULL */
 };
 
 #endif

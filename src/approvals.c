@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 
 void gh_approval_args_hash(const cJSON *args, char out[65])
 {
@@ -206,6 +207,7 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 		*expires_at = a.expires_at;
 	a.args = gh_json_parse_stored(args);
 	publish(app, "approval-requested", &a);
+	gh_notify_approval(app->notify, GH_NOTIFY_EV_REQUESTED, &a);
 	cJSON_Delete(a.args);
 	free(args);
 	gh_info("approval %s requested for %s in run %s (%s)", a.id, a.tool_name, a.run_id,
@@ -391,6 +393,7 @@ enum gh_code gh_approval_decide(struct gh_app *app, const struct gh_principal *w
 	gh_info("approval %s %s%s by %s", id, a.status, edited ? " with edited arguments" : "",
 		who->actor);
 	publish(app, "approval-decided", &a);
+	gh_notify_approval(app->notify, GH_NOTIFY_EV_DECIDED, &a);
 	if (out) {
 		*out = a;
 		memset(&a, 0, sizeof(a));
@@ -431,6 +434,7 @@ static void expired_cb(void *ud, const struct gh_approval *a)
 	gh_metrics_tool(a->tool_name, a->source, GH_MD_EXPIRED);
 	gh_metrics_approval_decided(0, 1, gh_now_ms() - a->created_at);
 	publish(x->app, "approval-decided", a);
+	gh_notify_approval(x->app->notify, GH_NOTIFY_EV_EXPIRED, a);
 	if (x->resume)
 		x->resume(x->ud, a->run_id);
 }

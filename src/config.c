@@ -1563,6 +1563,232 @@ static enum gh_code read_otel(struct ctx *c, const cJSON *obj, struct gh_otel_co
 	return rc;
 }
 
+/* ---- notifications ---- */
+
+/* A bare address "local@domain": printable ASCII without spaces or the
+ * characters that would start a display name, a comment or a list. */
+static int valid_mail(const char *s)
+{
+	const char *at = strchr(s, '@');
+	const unsigned char *p;
+
+	if (!at || at == s || !at[1] || strchr(at + 1, '@') || strlen(s) > 254)
+		return 0;
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || strchr("<>()[]\\,;:\"", *p))
+			return 0;
+	return 1;
+}
+
+/* smtp://HOST[:PORT][/] or smtps://...: a host and nothing after it but
+ * an optional '/' (curl reads a path as the HELO name). */
+static int valid_smtp_url(const char *s)
+{
+	size_t n = !strncmp(s, "smtp://", 7) ? 7 : !strncmp(s, "smtps://", 8) ? 8 : 0;
+	const char *slash;
+	const unsigned char *p;
+
+	if (!n || !s[n] || strchr("/?#@", s[n]))
+		return 0;
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p <= ' ' || *p == 0x7f || *p == '?' || *p == '#' || *p == '@')
+			return 0;
+	slash = strchr(s + n, '/');
+	return !slash || !slash[1];
+}
+
+static enum gh_code read_notify_target(struct ctx *c, const cJSON *obj,
+				       struct gh_notify_target_conf *t)
+{
+	static const struct field f[] = {
+		{"kind", F_STR, NOFIELD, 1, 0, 0, 0, NULL},
+		{"url", F_STR, offsetof(struct gh_notify_target_conf, url), 1, 0, 0, 0, NULL},
+		{"events", F_ARR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"timeout_ms", F_INT, offsetof(struct gh_notify_target_conf, timeout_ms), 0, 100,
+		 120000, 10000, NULL},
+		{"format", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"secret", F_STR, offsetof(struct gh_notify_target_conf, secret), 0, 0, 0, 0, NULL},
+		{"username", F_STR, offsetof(struct gh_notify_target_conf, username), 0, 0, 0, 0,
+		 NULL},
+		{"password", F_STR, offsetof(struct gh_notify_target_conf, password), 0, 0, 0, 0,
+		 NULL},
+		{"from", F_STR, offsetof(struct gh_notify_target_conf, from), 0, 0, 0, 0, NULL},
+		{"to", F_LIST, offsetof(struct gh_notify_target_conf, to), 0, 0, 0, 0, NULL},
+		{"starttls", F_BOOL, offsetof(struct gh_notify_target_conf, starttls), 0, 0, 0, 1,
+		 NULL},
+	};
+	static const char *const webhook_only[] = {"format", "secret", NULL};
+	static const char *const smtp_only[] = {"username", "password", "from", "to", "starttls",
+						NULL};
+	static const char *const event_names[] = {"approval-requested", "approval-decided",
+						  "approval-expired", NULL};
+	const char *const *other;
+	const cJSON *v, *it;
+	enum gh_code rc;
+	size_t m, i;
+
+	if ((rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), t, NULL)))
+		return rc;
+	v = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+	m = push(c, "kind");
+	if (!strcmp(v->valuestring, "webhook"))
+		t->kind = GH_NOTIFY_WEBHOOK;
+	else if (!strcmp(v->valuestring, "smtp"))
+		t->kind = GH_NOTIFY_SMTP;
+	else
+		rc = fail(c, "expected \"webhook\" or \"smtp\"");
+	pop(c, m);
+	if (rc)
+		return rc;
+	/* an option of the other kind is a mistake, not something to ignore */
+	other = t->kind == GH_NOTIFY_WEBHOOK ? smtp_only : webhook_only;
+	for (i = 0; other[i]; i++) {
+		if (!cJSON_GetObjectItemCaseSensitive(obj, other[i]))
+			continue;
+		m = push(c, other[i]);
+		rc = fail(c, "not an option of a %s target", t->kind == GH_NOTIFY_WEBHOOK
+								 ? "webhook" : "smtp");
+		pop(c, m);
+		return rc;
+	}
+	t->events = 0;
+	v = cJSON_GetObjectItemCaseSensitive(obj, "events");
+	m = push(c, "events");
+	if (v && !cJSON_IsNull(v) && !cJSON_IsArray(v))
+		rc = fail(c, "expected an array, got %s", type_name(v));
+	if (!v || cJSON_IsNull(v))
+		t->events = GH_NOTIFY_EV_REQUESTED | GH_NOTIFY_EV_DECIDED | GH_NOTIFY_EV_EXPIRED;
+	for (it = v && !rc ? v->child : NULL, i = 0; it && !rc; it = it->next, i++) {
+		size_t j;
+
+		for (j = 0; event_names[j]; j++)
+			if (cJSON_IsString(it) && !strcmp(it->valuestring, event_names[j]))
+				break;
+		if (!event_names[j])
+			rc = fail(c, "item %zu: expected \"approval-requested\", "
+				     "\"approval-decided\" or \"approval-expired\"", i);
+		else
+			t->events |= 1 << j;
+	}
+	if (!rc && !t->events)
+		rc = fail(c, "expected at least one event (leave the option out for all)");
+	pop(c, m);
+	if (rc)
+		return rc;
+	m = push(c, "url");
+	if (t->kind == GH_NOTIFY_WEBHOOK && !is_http_url(t->url))
+		rc = fail(c, "expected an http:// or https:// URL");
+	else if (t->kind == GH_NOTIFY_SMTP && !valid_smtp_url(t->url))
+		rc = fail(c, "expected smtp://HOST[:PORT] or smtps://HOST[:PORT] (credentials go "
+			     "in username and password)");
+	pop(c, m);
+	if (rc)
+		return rc;
+	if (t->kind == GH_NOTIFY_WEBHOOK) {
+		v = cJSON_GetObjectItemCaseSensitive(obj, "format");
+		t->format = GH_NOTIFY_FORMAT_JSON;
+		m = push(c, "format");
+		if (v && !cJSON_IsNull(v)) {
+			if (!strcmp(v->valuestring, "slack"))
+				t->format = GH_NOTIFY_FORMAT_SLACK;
+			else if (strcmp(v->valuestring, "json"))
+				rc = fail(c, "expected \"json\" or \"slack\"");
+		}
+		pop(c, m);
+		if (rc)
+			return rc;
+		m = push(c, "secret");
+		if (t->secret && strlen(t->secret) < 16)
+			rc = fail(c, "expected at least 16 characters (take it from the environment: "
+				     "\"${NAME}\")");
+		else if (!t->secret && t->format == GH_NOTIFY_FORMAT_JSON)
+			rc = fail(c, "required option is missing: a json webhook is signed with it");
+		pop(c, m);
+		return rc;
+	}
+	m = push(c, "from");
+	if (!t->from)
+		rc = fail(c, "required option is missing");
+	else if (!valid_mail(t->from))
+		rc = fail(c, "expected an address like gatehouse@example.com");
+	pop(c, m);
+	if (rc)
+		return rc;
+	m = push(c, "to");
+	if (!t->to.n || t->to.n > 100)
+		rc = fail(c, "expected 1 to 100 addresses");
+	for (i = 0; !rc && i < t->to.n; i++)
+		if (!valid_mail(t->to.v[i]))
+			rc = fail(c, "item %zu: expected an address like reviewer@example.com", i);
+	pop(c, m);
+	if (rc)
+		return rc;
+	if (!t->username != !t->password) {
+		m = push(c, t->username ? "password" : "username");
+		rc = fail(c, "username and password go together");
+		pop(c, m);
+	}
+	return rc;
+}
+
+static enum gh_code read_notifications(struct ctx *c, const cJSON *obj, struct gh_notify_conf *nc)
+{
+	static const struct field f[] = {
+		{"targets", F_OBJ, NOFIELD, 0, 0, 0, 0, NULL},
+		{"queue_max", F_INT, offsetof(struct gh_notify_conf, queue_max), 0, 1, 100000, 1000,
+		 NULL},
+		{"max_attempts", F_INT, offsetof(struct gh_notify_conf, max_attempts), 0, 1, 20, 6,
+		 NULL},
+		{"retry_base_ms", F_INT, offsetof(struct gh_notify_conf, retry_base_ms), 0, 10,
+		 3600000, 20000, NULL},
+		{"retry_max_ms", F_INT, offsetof(struct gh_notify_conf, retry_max_ms), 0, 10,
+		 86400000, 600000, NULL},
+	};
+	size_t n = push(c, "notifications"), m, i;
+	const cJSON *map, *it;
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), nc, NULL);
+
+	if (rc)
+		goto out;
+	if (nc->retry_max_ms < nc->retry_base_ms) {
+		m = push(c, "retry_max_ms");
+		rc = fail(c, "%lld is below retry_base_ms (%lld)", (long long)nc->retry_max_ms,
+			  (long long)nc->retry_base_ms);
+		pop(c, m);
+		goto out;
+	}
+	map = obj ? cJSON_GetObjectItemCaseSensitive(obj, "targets") : NULL;
+	if (!map || cJSON_IsNull(map))
+		goto out;
+	m = push(c, "targets");
+	for (it = map->child, i = 0; it; it = it->next)
+		i++;
+	nc->targets = calloc(i ? i : 1, sizeof(*nc->targets));
+	if (!nc->targets) {
+		rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		pop(c, m);
+		goto out;
+	}
+	for (it = map->child; it && !rc; it = it->next) {
+		size_t p = push(c, it->string);
+		struct gh_notify_target_conf *t = &nc->targets[nc->ntargets];
+
+		if (!valid_id(it->string))
+			rc = fail(c, "names may use letters, digits, '_', '-', '.' (at most 64)");
+		else if (!(t->name = strdup(it->string)))
+			rc = gh_err_set(c->e, GH_E_NOMEM, "out of memory");
+		else
+			nc->ntargets++;
+		if (!rc)
+			rc = read_notify_target(c, it, t);
+		pop(c, p);
+	}
+	pop(c, m);
+out:
+	pop(c, n);
+	return rc;
+}
+
 /* Reads each member of a name -> object map with fn into an array. */
 #define READ_MAP(c, cfg, key, arr, cnt, ...)                                              \
 	do {                                                                              \
@@ -1621,7 +1847,8 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 {
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
 					    "default_agent", "tools", "mcp_servers", "policies",
-					    "audit", "admin", "metrics", "otel", NULL};
+					    "audit", "admin", "metrics", "otel", "notifications",
+					    NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1637,7 +1864,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
 						  "mcp_servers, policies, audit, admin, "
-						  "metrics, otel)");
+						  "metrics, otel, notifications)");
 			pop(c, n);
 			return rc;
 		}
@@ -1763,6 +1990,9 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 			       &cfg->metrics)))
 		goto out;
 	if ((rc = read_otel(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "otel"), &cfg->otel)))
+		goto out;
+	if ((rc = read_notifications(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "notifications"),
+				     &cfg->notifications)))
 		goto out;
 	*out = cfg;
 	cfg = NULL;
@@ -1920,6 +2150,19 @@ static void free_policy(void *elt)
 	free_array(p->arg_rules, p->narg_rules, sizeof(*p->arg_rules), free_arg_rule);
 }
 
+static void free_notify_target(void *elt)
+{
+	struct gh_notify_target_conf *t = elt;
+
+	free(t->name);
+	free_secret(t->url);
+	free_secret(t->secret);
+	free(t->username);
+	free_secret(t->password);
+	free(t->from);
+	free_list(&t->to);
+}
+
 static void free_mcp_server(void *elt)
 {
 	struct gh_mcp_server_conf *m = elt;
@@ -1955,6 +2198,8 @@ void gh_config_free(struct gh_config *c)
 	free(c->metrics.listen);
 	free(c->otel.endpoint);
 	free_pairs(c->otel.headers, c->otel.nheaders);
+	free_array(c->notifications.targets, c->notifications.ntargets,
+		   sizeof(*c->notifications.targets), free_notify_target);
 	wipe_strings(c->root);
 	cJSON_Delete(c->root);
 	free(c->file);

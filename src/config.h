@@ -239,6 +239,40 @@ struct gh_otel_conf {
 	int64_t shutdown_timeout_ms; /* flushing at shutdown */
 };
 
+/* Approval notifications (notify.h): where each event goes. */
+enum gh_notify_kind { GH_NOTIFY_WEBHOOK, GH_NOTIFY_SMTP };
+enum gh_notify_format { GH_NOTIFY_FORMAT_JSON, GH_NOTIFY_FORMAT_SLACK };
+
+#define GH_NOTIFY_EV_REQUESTED 1
+#define GH_NOTIFY_EV_DECIDED 2
+#define GH_NOTIFY_EV_EXPIRED 4
+
+struct gh_notify_target_conf {
+	char *name;
+	enum gh_notify_kind kind;
+	char *url;                   /* may itself be a secret (a Slack hook): never logged */
+	int events;                  /* GH_NOTIFY_EV_* bits */
+	int64_t timeout_ms;          /* one delivery attempt, connect included */
+	/* webhook */
+	enum gh_notify_format format;
+	char *secret;                /* HMAC-SHA256 key; secret; NULL: unsigned (slack only) */
+	/* smtp */
+	char *username;              /* NULL: no authentication */
+	char *password;              /* secret */
+	char *from;
+	struct gh_strlist to;
+	int starttls;                /* smtp://: require STARTTLS (default true) */
+};
+
+struct gh_notify_conf {
+	struct gh_notify_target_conf *targets;
+	size_t ntargets;
+	int64_t queue_max;           /* deliveries held in memory; more are dropped */
+	int64_t max_attempts;        /* per delivery, the first included */
+	int64_t retry_base_ms;       /* backoff: base * 2^(n-1), jittered, ... */
+	int64_t retry_max_ms;        /* ... at most this */
+};
+
 struct gh_config {
 	char *file;
 	cJSON *root;                 /* the parsed, substituted document */
@@ -260,6 +294,7 @@ struct gh_config {
 	struct gh_admin_conf admin;
 	struct gh_metrics_conf metrics;
 	struct gh_otel_conf otel;
+	struct gh_notify_conf notifications;
 };
 
 /* Reads, substitutes and validates path. On success *out is owned by the

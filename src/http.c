@@ -69,7 +69,7 @@ static const struct gh_route *const route_tables[] = {
 	gh_routes_approvals, gh_routes_runs, gh_routes_policy, gh_routes_audit,
 	gh_routes_openai,  gh_routes_responses, gh_routes_a2a, gh_routes_a2a_cards,
 	gh_routes_mcp_servers, gh_routes_mcp, gh_routes_anthropic, gh_routes_agui,
-	gh_routes_metrics,
+	gh_routes_metrics, gh_routes_notify,
 };
 
 /* The surface each route table serves, in route_tables' order (metrics.h). */
@@ -78,7 +78,7 @@ static const enum gh_metrics_surface route_surfaces[] = {
 	GH_MS_ADMIN, GH_MS_NATIVE, GH_MS_ADMIN, GH_MS_ADMIN,
 	GH_MS_OPENAI, GH_MS_RESPONSES, GH_MS_A2A, GH_MS_A2A,
 	GH_MS_ADMIN, GH_MS_MCP, GH_MS_ANTHROPIC, GH_MS_AGUI,
-	GH_MS_METRICS,
+	GH_MS_METRICS, GH_MS_ADMIN,
 };
 _Static_assert(GH_ARRAY_LEN(route_surfaces) == GH_ARRAY_LEN(route_tables),
 	       "one surface per route table");

@@ -90,6 +90,7 @@ extern const struct gh_route gh_routes_mcp_servers[]; /* http_mcp_servers.c */
 extern const struct gh_route gh_routes_mcp[];         /* http_mcp.c */
 extern const struct gh_route gh_routes_agui[];        /* http_agui.c */
 extern const struct gh_route gh_routes_metrics[];     /* http_metrics.c */
+extern const struct gh_route gh_routes_notify[];      /* http_notify.c */
 
 /* Where A2A agent cards say gatehouse is: server.public_url, else the
  * address it listens on with port (a wildcard address is announced as

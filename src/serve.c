@@ -30,6 +30,7 @@
 #include "http.h"
 #include "http_metrics.h"
 #include "hub.h"
+#include "notify.h"
 #include "json.h"
 #include "keys.h"
 #include "log.h"
@@ -362,6 +363,10 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
+	if (!app.read_only && gh_notify_start(&app, &app.notify, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
 	if (!app.read_only && gh_bg_start(&app, &app.bg, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
@@ -401,6 +406,8 @@ out:
 		gh_mcp_stop(app.mcp);
 		/* after every span's end: what waits is flushed, for a bounded time */
 		gh_otel_stop();
+		/* after everything that decides or expires approvals */
+		gh_notify_stop(app.notify);
 		t3 = gh_mono_ns();
 		gh_store_close(app.store);
 		gh_audit_serve_close(&app);

@@ -602,4 +602,44 @@ enum gh_code gh_store_ratelimit_load(struct gh_store *s,
 				     int (*fn)(void *ud, const char *key, int64_t tat_ms),
 				     void *ud, struct gh_err *e);
 
+/* ------------------------------------------- notification deliveries */
+
+/* One delivery of one approval event to one notification target
+ * (notify.h). Never holds a target's URL or secret. */
+struct gh_notify_row {
+	int64_t id;
+	char event_id[GH_ID_MAX];           /* the payload's id, shared by its targets */
+	char target[72];
+	char kind[16];                      /* webhook | smtp */
+	char event[24];                     /* approval-requested | -decided | -expired */
+	char approval_id[GH_ID_MAX];
+	char *payload;                      /* owned: the event's JSON, or NULL */
+	char state[16];                     /* pending | delivered | failed */
+	int64_t attempts;
+	int64_t last_code;                  /* HTTP status or SMTP reply; 0 = none */
+	char *last_error;                   /* owned or NULL */
+	int64_t next_attempt_at;            /* Unix ms; 0 = none */
+	int64_t created_at, updated_at, delivered_at;
+};
+/* Frees what r owns and zeroes it. */
+void gh_notify_row_clear(struct gh_notify_row *r);
+/* Inserts r (its id ignored); *id gets the new row's. */
+enum gh_code gh_store_notify_insert(struct gh_store *s, const struct gh_notify_row *r,
+				    int64_t *id, struct gh_err *e);
+/* Writes r's state, attempts, last_code, last_error, next_attempt_at,
+ * updated_at and delivered_at to row r->id. */
+enum gh_code gh_store_notify_update(struct gh_store *s, const struct gh_notify_row *r,
+				    struct gh_err *e);
+/* The oldest `limit` pending deliveries, oldest first; then every pending
+ * one after them is marked failed with error `overflow` (they would not
+ * fit the queue). */
+enum gh_code gh_store_notify_pending(struct gh_store *s, int limit, const char *overflow,
+				     int (*fn)(void *ud, const struct gh_notify_row *r), void *ud,
+				     struct gh_err *e);
+/* Deliveries of approval_id (NULL: of every approval), newest first, at
+ * most limit. */
+enum gh_code gh_store_notify_list(struct gh_store *s, const char *approval_id, int limit,
+				  int (*fn)(void *ud, const struct gh_notify_row *r), void *ud,
+				  struct gh_err *e);
+
 #endif

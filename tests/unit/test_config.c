@@ -269,6 +269,54 @@ static void test_bad_configs(void)
 		 "$.providers.m.rules[0]: expected an object"},
 		{"{'providers':{'m':{'type':'mock','rulez':[]}}," MIN_AGENTS "}",
 		 "$.providers.m.rulez: unknown option"},
+		/* notifications: each target checked whole, by kind */
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'pager','url':'http://x'}}}}",
+		 "t.json: $.notifications.targets.h.kind: expected \"webhook\" or \"smtp\""},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x'}}}}",
+		 "$.notifications.targets.h.secret: required option is missing: a json webhook is "
+		 "signed with it"},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'secret':'short'}}}}",
+		 "$.notifications.targets.h.secret: expected at least 16 characters"},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'smtp://x',"
+		 "'format':'slack'}}}}",
+		 "$.notifications.targets.h.url: expected an http:// or https:// URL"},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'format':'teams','secret':'0123456789abcdef'}}}}",
+		 "$.notifications.targets.h.format: expected \"json\" or \"slack\""},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'format':'slack','to':['a@b']}}}}",
+		 "$.notifications.targets.h.to: not an option of a webhook target"},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'format':'slack','events':['approval-requested','approved']}}}}",
+		 "$.notifications.targets.h.events: item 1: expected \"approval-requested\""},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'format':'slack','events':[]}}}}",
+		 "$.notifications.targets.h.events: expected at least one event"},
+		{"{" MIN ",'notifications':{'targets':{'h':{'kind':'webhook','url':'http://x',"
+		 "'format':'slack','events':'approval-requested'}}}}",
+		 "$.notifications.targets.h.events: expected an array, got a string"},
+		{"{" MIN ",'notifications':{'targets':{'m':{'kind':'smtp','url':'smtp://x',"
+		 "'to':['r@example.com']}}}}",
+		 "$.notifications.targets.m.from: required option is missing"},
+		{"{" MIN ",'notifications':{'targets':{'m':{'kind':'smtp','url':'smtp://x',"
+		 "'from':'g@example.com','to':['r@example.com>\\r\\nBcc: e@x']}}}}",
+		 "$.notifications.targets.m.to: item 0: expected an address like reviewer@example.com"},
+		{"{" MIN ",'notifications':{'targets':{'m':{'kind':'smtp',"
+		 "'url':'smtp://user:pw@x','from':'g@example.com','to':['r@example.com']}}}}",
+		 "$.notifications.targets.m.url: expected smtp://HOST[:PORT] or smtps://HOST[:PORT]"},
+		{"{" MIN ",'notifications':{'targets':{'m':{'kind':'smtp','url':'smtps://x:465',"
+		 "'from':'g@example.com','to':['r@example.com'],'username':'u'}}}}",
+		 "$.notifications.targets.m.password: username and password go together"},
+		{"{" MIN ",'notifications':{'targets':{'m':{'kind':'smtp','url':'smtp://x',"
+		 "'from':'g@example.com','to':['r@example.com'],'secret':'0123456789abcdef'}}}}",
+		 "$.notifications.targets.m.secret: not an option of a smtp target"},
+		{"{" MIN ",'notifications':{'retry_base_ms':5}}",
+		 "$.notifications.retry_base_ms: expected an integer in 10..3600000"},
+		{"{" MIN ",'notifications':{'retry_base_ms':5000,'retry_max_ms':1000}}",
+		 "$.notifications.retry_max_ms: 1000 is below retry_base_ms (5000)"},
+		{"{" MIN ",'notifications':{'targets':{'b a d':{'kind':'smtp'}}}}",
+		 "$.notifications.targets.b a d: names may use letters"},
 	};
 	struct gh_config *cfg;
 	struct gh_err e;
@@ -530,6 +578,47 @@ static void test_env(void)
 	unsetenv("GH_TEST_MODEL");
 	unsetenv("GH_TEST_KEY");
 	unsetenv("GH_TEST_EMPTY");
+}
+
+/* notifications: targets by name, defaults, ${ENV} secrets */
+static void test_notifications(void)
+{
+	struct gh_config *cfg = NULL;
+	struct gh_err e;
+	const struct gh_notify_target_conf *h, *m;
+
+	setenv("GH_TEST_HOOK_SECRET", "0123456789abcdef-secret", 1);
+	T_EQ_INT(load("{" MIN ",'notifications':{'targets':{"
+		      "'hook':{'kind':'webhook','url':'https://h.example/x',"
+		      "'secret':'${GH_TEST_HOOK_SECRET}','events':['approval-expired']},"
+		      "'mail':{'kind':'smtp','url':'smtps://mail.example:465','username':'u',"
+		      "'password':'p','from':'g@example.com','to':['a@example.com','b@example.com']}"
+		      "}}}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->notifications.ntargets, 2);
+	T_EQ_INT(cfg->notifications.queue_max, 1000);
+	T_EQ_INT(cfg->notifications.max_attempts, 6);
+	T_EQ_INT(cfg->notifications.retry_base_ms, 20000);
+	T_EQ_INT(cfg->notifications.retry_max_ms, 600000);
+	h = &cfg->notifications.targets[0];
+	m = &cfg->notifications.targets[1];
+	T_EQ_STR(h->name, "hook");
+	T_EQ_INT(h->kind, GH_NOTIFY_WEBHOOK);
+	T_EQ_INT(h->format, GH_NOTIFY_FORMAT_JSON);
+	T_EQ_STR(h->secret, "0123456789abcdef-secret");
+	T_EQ_INT(h->events, GH_NOTIFY_EV_EXPIRED);
+	T_EQ_INT(h->timeout_ms, 10000);
+	T_EQ_STR(m->name, "mail");
+	T_EQ_INT(m->kind, GH_NOTIFY_SMTP);
+	T_EQ_INT(m->events, GH_NOTIFY_EV_REQUESTED | GH_NOTIFY_EV_DECIDED | GH_NOTIFY_EV_EXPIRED);
+	T_EQ_INT(m->to.n, 2);
+	T_EQ_STR(m->to.v[1], "b@example.com");
+	T_EQ_INT(m->starttls, 1);
+	gh_config_free(cfg);
+	/* none configured: none */
+	T_EQ_INT(load("{" MIN "}", &cfg, &e), GH_OK);
+	T_EQ_INT(cfg->notifications.ntargets, 0);
+	gh_config_free(cfg);
+	unsetenv("GH_TEST_HOOK_SECRET");
 }
 
 static void test_defaults(void)
@@ -1059,7 +1148,8 @@ static void test_metrics_section(void)
 	}
 }
 
-T_MAIN(T(test_bad_configs), T(test_metrics_section), T(test_mcp_servers), T(test_wrong_types_of_special_options),
+T_MAIN(T(test_bad_configs), T(test_metrics_section), T(test_notifications), T(test_mcp_servers),
+       T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
        T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),

@@ -1,6 +1,7 @@
 // gatehouse admin UI: session, shell, routing.
 //
-// Hash routes: #/approvals (landing), #/approvals/decided, #/audit?filters,
+// Hash routes: #/approvals (landing), #/approvals/decided, #/approvals/<id>
+// (one approval, the link notifications carry), #/audit?filters,
 // #/threads?filters, #/threads/<id>, #/keys, #/overview, #/mcp?server=. Each page module
 // exports render(main, ctx, params) and may return a cleanup function.
 
@@ -29,6 +30,7 @@ const NAV = [
 const ROUTES = [
   { re: /^$/, page: approvals, nav: 'approvals', title: 'Approvals' },
   { re: /^approvals(?:\/(decided))?$/, page: approvals, nav: 'approvals', title: 'Approvals' },
+  { re: /^approvals\/(apr_[A-Za-z0-9_-]+)$/, page: approvals, nav: 'approvals', title: 'Approval' },
   { re: /^audit$/, page: audit, nav: 'audit', title: 'Audit log' },
   { re: /^threads$/, page: threads, nav: 'threads', title: 'Threads' },
   { re: /^threads\/([^/]+)$/, page: threads, nav: 'threads', title: 'Thread' },

@@ -1,17 +1,23 @@
 // Approvals: what is waiting for a person, oldest first, kept live by the
 // approvals stream; approve or deny with an optional reason, then watch the
-// run carry on. The "Decided" tab lists recent decisions.
+// run carry on. The "Decided" tab lists recent decisions. #/approvals/<id>
+// shows one approval (the link notifications carry) with the notifications
+// sent about it.
 
 import { api, withQuery } from './api.js';
 import {
-  ago, argsView, fmtTime, h, message, replace, routeQuery, shortId, tablist, threadRoute, toast, until,
+  ago, argsView, fmtTime, h, message, replace, route, routeQuery, shortId, tablist, threadRoute, toast, until,
 } from './dom.js';
+import { deliveriesSection } from './notifications.js';
 import { checkArgs } from './schema.js';
 
 const FOLLOW_MS = 60000;
 const POLL_MS = 700;
 
+const NOTIFY_REFRESH_MS = 3000;
+
 export async function render(main, ctx, { match }) {
+  if (match[0] && match[0].startsWith('apr_')) return single(main, ctx, match[0]);
   const tab = match[0] === 'decided' ? 'decided' : 'pending';
   await ctx.keysFor(keyIds(ctx.live.list()));
 
@@ -42,6 +48,40 @@ export async function render(main, ctx, { match }) {
   return () => {
     ctx.live.removeEventListener('change', setCount);
     stop();
+  };
+}
+
+// ------------------------------------------------------------- one approval
+
+async function single(main, ctx, id) {
+  const head = (sub) => h('div', { class: 'page-head' },
+    h('div', null,
+      h('h1', null, 'Approval'),
+      h('p', { class: 'sub' }, sub, ' · ', h('a', { href: '#/approvals' }, 'All pending approvals'))));
+  let a;
+  try {
+    a = await api(`/api/approvals/${encodeURIComponent(id)}`);
+  } catch (err) {
+    replace(main, head(h('code', null, id)),
+      h('div', { class: 'notice bad', role: 'alert' }, `Could not load the approval: ${err.message}`));
+    return () => {};
+  }
+  await ctx.keysFor(keyIds([a]));
+  const c = approvalCard(a, ctx, true);
+  c.onDismiss = () => { location.hash = '#/approvals'; };
+  const notes = deliveriesSection(id);
+  replace(main, head(h('code', null, id)), h('div', { class: 'approvals' }, c.el), notes.el);
+  if (a.status !== 'pending') c.decidedElsewhere(a);
+  const onDecided = (ev) => {
+    if (ev.detail.id === id) c.decidedElsewhere(ev.detail);
+  };
+  ctx.live.addEventListener('decided', onDecided);
+  // deliveries go on in the background (retries): keep the list current
+  const timer = setInterval(() => { notes.refresh(); }, NOTIFY_REFRESH_MS);
+  return () => {
+    clearInterval(timer);
+    ctx.live.removeEventListener('decided', onDecided);
+    c.stop();
   };
 }
 
@@ -256,7 +296,8 @@ function approvalCard(a, ctx, openContext) {
         h('div', { class: 'meta' },
           'agent ', h('strong', null, a.agentId), ' · asked by key ', h('strong', null, keyLabel),
           ' · owner ', h('strong', null, a.owner)),
-        h('div', { class: 'meta' }, a.rule ? `Needs approval: ${a.rule}` : null)),
+        h('div', { class: 'meta' }, a.rule ? `Needs approval: ${a.rule}` : null,
+          a.rule ? ' · ' : null, h('a', { href: route('approvals', id), class: 'permalink' }, 'Link to this approval'))),
       h('div', { class: 'timers' },
         h('span', { class: 'badge' }, 'asked ', ago(a.createdAt)),
         until(a.expiresAt))),
@@ -463,7 +504,7 @@ async function decidedPanel(panel, ctx) {
     await ctx.keysFor(keyIds(rows));
     replace(tbody, rows.map((x) => h('tr', null,
       h('td', { class: 'nowrap' }, x.decidedAt ? ago(x.decidedAt) : ago(x.expiresAt)),
-      h('td', null, h('code', null, x.toolName)),
+      h('td', null, h('a', { href: route('approvals', x.id) }, h('code', null, x.toolName))),
       h('td', null, x.agentId),
       h('td', null, ctx.keyLabel(x.keyId)),
       h('td', null, h('span', { class: `badge ${x.status === 'approved' ? 'ok' : 'bad'}` }, x.status)),

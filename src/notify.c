@@ -1,0 +1,732 @@
+/*
+ * notify.c - the notifier: a bounded queue of deliveries and the one
+ * thread that records, sends and retries them; see notify.h.
+ *
+ * Threading: gh_notify_approval runs on any thread and only takes the
+ * queue's mutex for a few pointer moves. Everything slow (the store, the
+ * network) happens on the delivery thread, which holds no lock while it
+ * does. A target that hangs delays other targets' deliveries by at most
+ * its timeout_ms, and never a request.
+ */
+#include "notify.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <sodium.h>
+
+#include "json.h"
+#include "log.h"
+#include "upstream.h"
+#include "util.h"
+
+#define DROPS_MAX 64          /* dropped deliveries remembered for the record */
+#define IDLE_WAIT_MS 1000
+#define RESPONSE_MAX 4096
+
+#define NO_TARGET ((size_t)-1)
+
+struct job {
+	int64_t row;                 /* its deliveries row; 0: not recorded yet; -1: could
+				      * not be recorded (sent all the same) */
+	size_t target;               /* index in conf->targets, NO_TARGET: gone from it */
+	int event;
+	char event_id[GH_ID_MAX];
+	char approval_id[GH_ID_MAX];
+	char key_id[GH_ID_MAX];
+	cJSON *payload;              /* until recorded (then body holds it) */
+	char *body;                  /* the payload's JSON */
+	int64_t attempts;
+	int64_t next_at;             /* Unix ms */
+	int64_t created_at;
+};
+
+struct drop {
+	size_t target;
+	int event;
+	char event_id[GH_ID_MAX];
+	char approval_id[GH_ID_MAX];
+	int64_t at;
+};
+
+struct gh_notify {
+	struct gh_app *app;
+	const struct gh_notify_conf *conf;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;           /* CLOCK_MONOTONIC */
+	struct job **q;              /* queue_max slots, the job in flight included */
+	size_t n;
+	int inflight;
+	struct drop drops[DROPS_MAX];
+	size_t ndrops;
+	int stopping;
+	_Atomic int abort_send;      /* stop: cut the request in flight */
+	pthread_t thread;
+	int started;
+	_Atomic uint64_t delivered, failed, dropped, retries;
+};
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	cJSON_Delete(j->payload);
+	free(j->body);
+	free(j);
+}
+
+/* ------------------------------------------------------------ enqueue */
+
+/* Under mu: remembers a dropped delivery for the record (beyond
+ * DROPS_MAX only counted and logged). */
+static void note_drop(struct gh_notify *n, size_t target, int event, const char *event_id,
+		      const char *approval_id)
+{
+	struct drop *d;
+
+	atomic_fetch_add(&n->dropped, 1);
+	if (n->ndrops == DROPS_MAX)
+		return;
+	d = &n->drops[n->ndrops++];
+	d->target = target;
+	d->event = event;
+	gh_strlcpy(d->event_id, event_id, sizeof(d->event_id));
+	gh_strlcpy(d->approval_id, approval_id, sizeof(d->approval_id));
+	d->at = gh_now_ms();
+}
+
+void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval *a)
+{
+	const struct gh_notify_conf *c;
+	cJSON *payload;
+	char id[GH_ID_MAX];
+	size_t i, dropped = 0;
+	int64_t now;
+
+	if (!n || !gh_notify_event_name(event))
+		return;
+	c = n->conf;
+	for (i = 0; i < c->ntargets; i++)
+		if (c->targets[i].events & event)
+			break;
+	if (i == c->ntargets)
+		return;
+	gh_id_new("ntf_", id, sizeof(id));
+	now = gh_now_ms();
+	/* the key's name is looked up by the delivery thread (a read) */
+	payload = gh_notify_payload(id, event, a, NULL, &n->app->cfg->audit.redact,
+				    n->app->cfg->server.public_url);
+	pthread_mutex_lock(&n->mu);
+	for (i = 0; i < c->ntargets; i++) {
+		struct job *j;
+
+		if (!(c->targets[i].events & event))
+			continue;
+		j = NULL;
+		/* stopping: the thread is handing the queue over to the store */
+		if (payload && !n->stopping && n->n + (size_t)n->inflight < (size_t)c->queue_max &&
+		    (j = calloc(1, sizeof(*j))) && !(j->payload = cJSON_Duplicate(payload, 1))) {
+			free(j);
+			j = NULL;
+		}
+		if (!j) {
+			note_drop(n, i, event, id, a->id);
+			dropped++;
+			continue;
+		}
+		j->target = i;
+		j->event = event;
+		gh_strlcpy(j->event_id, id, sizeof(j->event_id));
+		gh_strlcpy(j->approval_id, a->id, sizeof(j->approval_id));
+		gh_strlcpy(j->key_id, a->key_id, sizeof(j->key_id));
+		j->next_at = now;
+		j->created_at = now;
+		n->q[n->n++] = j;
+	}
+	pthread_cond_signal(&n->cv);
+	pthread_mutex_unlock(&n->mu);
+	cJSON_Delete(payload);
+	if (dropped)
+		gh_warn("notifications: %zu deliveries of %s for approval %s dropped: the queue "
+			"is full (notifications.queue_max %lld)", dropped,
+			gh_notify_event_name(event), a->id, (long long)c->queue_max);
+}
+
+void gh_notify_stats(struct gh_notify *n, struct gh_notify_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->mu);
+	out->queued = n->n + (size_t)n->inflight;
+	pthread_mutex_unlock(&n->mu);
+	out->delivered = atomic_load(&n->delivered);
+	out->failed = atomic_load(&n->failed);
+	out->dropped = atomic_load(&n->dropped);
+	out->retries = atomic_load(&n->retries);
+}
+
+/* ------------------------------------------------------------ sending */
+
+enum sent { SENT_OK, SENT_RETRY, SENT_FAIL, SENT_ABORTED };
+
+static int aborting(void *ud)
+{
+	struct gh_notify *n = ud;
+
+	return atomic_load(&n->abort_send);
+}
+
+static enum sent send_webhook(struct gh_notify *n, const struct gh_notify_target_conf *t,
+			      const struct job *j, int64_t *code, char *err, size_t errcap)
+{
+	struct gh_upstream_header h[7];
+	struct gh_upstream_req req;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char ts[24], sig[GH_NOTIFY_SIG_MAX], delivery[32];
+	char *slack = NULL;
+	const char *body = j->body;
+	size_t nh = 0;
+	enum sent r;
+	enum gh_code rc;
+
+	if (t->format == GH_NOTIFY_FORMAT_SLACK) {
+		cJSON *p = gh_json_parse_stored(j->body), *s = p ? gh_notify_slack(p) : NULL;
+
+		slack = s ? gh_json_dump(s) : NULL;
+		cJSON_Delete(p);
+		cJSON_Delete(s);
+		if (!slack) {
+			gh_strlcpy(err, "cannot build the Slack message", errcap);
+			return SENT_RETRY;
+		}
+		body = slack;
+	}
+	snprintf(ts, sizeof(ts), "%lld", (long long)(gh_now_ms() / 1000));
+	snprintf(delivery, sizeof(delivery), "%lld", (long long)j->row);
+	h[nh++] = (struct gh_upstream_header){"Content-Type", "application/json"};
+	h[nh++] = (struct gh_upstream_header){"User-Agent", "gatehouse"};
+	h[nh++] = (struct gh_upstream_header){"X-Gatehouse-Event", gh_notify_event_name(j->event)};
+	h[nh++] = (struct gh_upstream_header){"X-Gatehouse-Delivery", delivery};
+	h[nh++] = (struct gh_upstream_header){"X-Gatehouse-Timestamp", ts};
+	if (t->secret) {
+		gh_notify_sign(t->secret, strtoll(ts, NULL, 10), body, strlen(body), sig);
+		h[nh++] = (struct gh_upstream_header){"X-Gatehouse-Signature", sig};
+	}
+	memset(&req, 0, sizeof(req));
+	req.url = t->url;
+	req.headers = h;
+	req.nheaders = nh;
+	req.body = body;
+	req.body_len = strlen(body);
+	req.timeout_ms = t->timeout_ms;
+	req.connect_timeout_ms = t->timeout_ms;
+	req.max_response = RESPONSE_MAX;
+	req.on_tick = aborting;
+	req.ud = n;
+	gh_upstream_resp_init(&resp, RESPONSE_MAX);
+	gh_err_clear(&e);
+	rc = gh_upstream_do(&req, &resp, &e);
+	if (rc == GH_E_CANCELLED) {
+		r = SENT_ABORTED;
+	} else if (rc != GH_OK) {
+		/* resp.error names what failed without the address (the URL may
+		 * be a secret itself) */
+		snprintf(err, errcap, "%s", resp.error[0] ? resp.error : "request failed");
+		r = SENT_RETRY;
+	} else {
+		*code = resp.status;
+		if (resp.status >= 200 && resp.status < 300) {
+			r = SENT_OK;
+		} else {
+			snprintf(err, errcap, "the receiver answered HTTP %ld", resp.status);
+			/* a refusal will not change by asking again; an overload,
+			 * a timeout or a server error may */
+			r = resp.status == 408 || resp.status == 429 || resp.status >= 500
+				    ? SENT_RETRY : SENT_FAIL;
+		}
+	}
+	gh_upstream_resp_free(&resp);
+	sodium_memzero(sig, sizeof(sig));
+	free(slack);
+	return r;
+}
+
+struct upload {
+	const char *p;
+	size_t left;
+};
+
+static size_t upload_read(char *dst, size_t size, size_t nmemb, void *ud)
+{
+	struct upload *u = ud;
+	size_t k = size * nmemb < u->left ? size * nmemb : u->left;
+
+	memcpy(dst, u->p, k);
+	u->p += k;
+	u->left -= k;
+	return k;
+}
+
+static int smtp_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return aborting(ud);
+}
+
+static enum sent send_smtp(struct gh_notify *n, const struct gh_notify_target_conf *t,
+			   const struct job *j, int64_t *code, char *err, size_t errcap)
+{
+	struct gh_notify_mail m;
+	struct curl_slist *rcpt = NULL;
+	struct upload u;
+	cJSON *p = gh_json_parse_stored(j->body);
+	char *subject = p ? gh_notify_subject(p) : NULL, *text = p ? gh_notify_text(p) : NULL;
+	char *mail = NULL, from[300], mid[GH_ID_MAX + 32];
+	CURL *c = NULL;
+	CURLcode cc;
+	long reply = 0;
+	enum sent r = SENT_RETRY;
+	size_t i;
+
+	if (!subject || !text) {
+		gh_strlcpy(err, "cannot build the message", errcap);
+		goto out;
+	}
+	snprintf(mid, sizeof(mid), "%s.%lld", j->event_id, (long long)j->row);
+	memset(&m, 0, sizeof(m));
+	m.from = t->from;
+	m.to = (const char *const *)t->to.v;
+	m.nto = t->to.n;
+	m.subject = subject;
+	m.body = text;
+	m.message_id = mid;
+	m.date_ms = gh_now_ms();
+	m.event = gh_notify_event_name(j->event);
+	m.approval_id = j->approval_id;
+	mail = gh_notify_mail_build(&m);
+	c = curl_easy_init();
+	if (!mail || !c) {
+		gh_strlcpy(err, "out of memory", errcap);
+		goto out;
+	}
+	for (i = 0; i < t->to.n; i++) {
+		char addr[300];
+		struct curl_slist *x;
+
+		snprintf(addr, sizeof(addr), "<%s>", t->to.v[i]);
+		if (!(x = curl_slist_append(rcpt, addr))) {
+			gh_strlcpy(err, "out of memory", errcap);
+			goto out;
+		}
+		rcpt = x;
+	}
+	snprintf(from, sizeof(from), "<%s>", t->from);
+	u.p = mail;
+	u.left = strlen(mail);
+	curl_easy_setopt(c, CURLOPT_URL, t->url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "smtp,smtps");
+	curl_easy_setopt(c, CURLOPT_MAIL_FROM, from);
+	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, upload_read);
+	curl_easy_setopt(c, CURLOPT_READDATA, &u);
+	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)u.left);
+	if (t->username) {
+		curl_easy_setopt(c, CURLOPT_USERNAME, t->username);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, t->password);
+	}
+	if (t->starttls && !strncmp(t->url, "smtp://", 7))
+		curl_easy_setopt(c, CURLOPT_USE_SSL, (long)CURLUSESSL_ALL);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)t->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)t->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, smtp_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, n);
+	cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply);
+	*code = reply;
+	if (cc == CURLE_OK) {
+		r = SENT_OK;
+	} else if (cc == CURLE_ABORTED_BY_CALLBACK) {
+		r = SENT_ABORTED;
+	} else {
+		/* curl's own words, never the server's address or our login */
+		if (reply > 0)
+			snprintf(err, errcap, "%s (SMTP reply %ld)", curl_easy_strerror(cc), reply);
+		else
+			snprintf(err, errcap, "%s", curl_easy_strerror(cc));
+		/* a 5xx reply (unknown mailbox, authentication refused) is final */
+		r = reply >= 500 && reply < 600 ? SENT_FAIL : SENT_RETRY;
+	}
+out:
+	curl_easy_cleanup(c);
+	curl_slist_free_all(rcpt);
+	free(mail);
+	free(subject);
+	free(text);
+	cJSON_Delete(p);
+	return r;
+}
+
+/* ----------------------------------------------------------- delivery */
+
+static const char *kind_name(enum gh_notify_kind k)
+{
+	return k == GH_NOTIFY_SMTP ? "smtp" : "webhook";
+}
+
+/* The row of j as it stands (borrowing j's strings; caller fills state). */
+static void row_of(const struct gh_notify *n, const struct job *j, struct gh_notify_row *r)
+{
+	const struct gh_notify_target_conf *t =
+		j->target == NO_TARGET ? NULL : &n->conf->targets[j->target];
+
+	memset(r, 0, sizeof(*r));
+	r->id = j->row;
+	gh_strlcpy(r->event_id, j->event_id, sizeof(r->event_id));
+	if (t) {
+		gh_strlcpy(r->target, t->name, sizeof(r->target));
+		gh_strlcpy(r->kind, kind_name(t->kind), sizeof(r->kind));
+	}
+	gh_strlcpy(r->event, gh_notify_event_name(j->event), sizeof(r->event));
+	gh_strlcpy(r->approval_id, j->approval_id, sizeof(r->approval_id));
+	r->payload = j->body;
+	r->attempts = j->attempts;
+	r->next_attempt_at = j->next_at;
+	r->created_at = j->created_at;
+	r->updated_at = gh_now_ms();
+}
+
+/* Fills in the key's name, serialises the payload and records j as
+ * pending. */
+static void record(struct gh_notify *n, struct job *j)
+{
+	struct gh_notify_row r;
+	struct gh_key k;
+	struct gh_err e;
+
+	if (j->payload && j->key_id[0] &&
+	    gh_store_key_by_id(n->app->store, j->key_id, &k, &e) == GH_OK)
+		cJSON_ReplaceItemInObjectCaseSensitive(j->payload, "key_name",
+						       cJSON_CreateString(k.name));
+	if (j->payload) {
+		j->body = gh_json_dump(j->payload);
+		cJSON_Delete(j->payload);
+		j->payload = NULL;
+	}
+	row_of(n, j, &r);
+	gh_strlcpy(r.state, "pending", sizeof(r.state));
+	if (!j->body || gh_store_notify_insert(n->app->store, &r, &j->row, &e) != GH_OK) {
+		gh_warn("notifications: cannot record the delivery of %s for approval %s to %s: "
+			"%s", r.event, j->approval_id, r.target, j->body ? e.msg : "out of memory");
+		j->row = -1;
+	}
+}
+
+static void update(struct gh_notify *n, const struct job *j, const char *state, int64_t code,
+		   const char *error)
+{
+	struct gh_notify_row r;
+	struct gh_err e;
+
+	if (j->row <= 0)
+		return;
+	row_of(n, j, &r);
+	gh_strlcpy(r.state, state, sizeof(r.state));
+	r.last_code = code;
+	r.last_error = (char *)(uintptr_t)(error && *error ? error : NULL);
+	if (strcmp(state, "pending"))
+		r.next_attempt_at = 0;
+	if (!strcmp(state, "delivered"))
+		r.delivered_at = r.updated_at;
+	if (gh_store_notify_update(n->app->store, &r, &e) != GH_OK)
+		gh_warn("notifications: cannot record the outcome of delivery %lld: %s",
+			(long long)j->row, e.msg);
+}
+
+/* The wait before attempt number `attempts` + 1: base * 2^(attempts-1)
+ * capped at retry_max_ms, then a random point in its upper half. */
+static int64_t backoff(const struct gh_notify_conf *c, int64_t attempts)
+{
+	int64_t d = c->retry_base_ms;
+
+	for (int64_t i = 1; i < attempts && d < c->retry_max_ms; i++)
+		d *= 2;
+	if (d > c->retry_max_ms)
+		d = c->retry_max_ms;
+	return d / 2 + (int64_t)randombytes_uniform((uint32_t)(d / 2 + 1));
+}
+
+/* Sends j once and records how it went; 1 when it is to be tried again. */
+static int deliver(struct gh_notify *n, struct job *j)
+{
+	const struct gh_notify_target_conf *t;
+	char err[256] = "";
+	int64_t code = 0, now;
+	enum sent s;
+
+	if (j->row == 0)
+		record(n, j);
+	if (j->target == NO_TARGET) {
+		update(n, j, "failed", 0, "the target is no longer configured");
+		atomic_fetch_add(&n->failed, 1);
+		return 0;
+	}
+	t = &n->conf->targets[j->target];
+	if (!j->body) {
+		update(n, j, "failed", 0, "out of memory");
+		atomic_fetch_add(&n->failed, 1);
+		return 0;
+	}
+	if (j->attempts > 0)
+		atomic_fetch_add(&n->retries, 1);
+	s = t->kind == GH_NOTIFY_SMTP ? send_smtp(n, t, j, &code, err, sizeof(err))
+				      : send_webhook(n, t, j, &code, err, sizeof(err));
+	now = gh_now_ms();
+	if (s == SENT_ABORTED) {
+		/* stopping: not an attempt; the next start sends it */
+		j->next_at = now;
+		update(n, j, "pending", 0, "interrupted by shutdown");
+		return 0;
+	}
+	j->attempts++;
+	if (s == SENT_OK) {
+		update(n, j, "delivered", code, NULL);
+		atomic_fetch_add(&n->delivered, 1);
+		return 0;
+	}
+	if (s == SENT_FAIL || j->attempts >= n->conf->max_attempts) {
+		update(n, j, "failed", code, err);
+		atomic_fetch_add(&n->failed, 1);
+		gh_warn("notifications: %s for approval %s to %s failed after %lld attempt%s: %s",
+			gh_notify_event_name(j->event), j->approval_id, t->name,
+			(long long)j->attempts, j->attempts == 1 ? "" : "s", err);
+		return 0;
+	}
+	j->next_at = now + backoff(n->conf, j->attempts);
+	update(n, j, "pending", code, err);
+	gh_info("notifications: %s for approval %s to %s: attempt %lld failed (%s); next in "
+		"%lld ms", gh_notify_event_name(j->event), j->approval_id, t->name,
+		(long long)j->attempts, err, (long long)(j->next_at - now));
+	return 1;
+}
+
+/* Records the deliveries the queue had no room for. */
+static void record_drops(struct gh_notify *n, const struct drop *d, size_t nd)
+{
+	for (size_t i = 0; i < nd; i++) {
+		struct job j;
+
+		memset(&j, 0, sizeof(j));
+		j.target = d[i].target;
+		j.event = d[i].event;
+		gh_strlcpy(j.event_id, d[i].event_id, sizeof(j.event_id));
+		gh_strlcpy(j.approval_id, d[i].approval_id, sizeof(j.approval_id));
+		j.created_at = d[i].at;
+		{
+			struct gh_notify_row r;
+			struct gh_err e;
+
+			row_of(n, &j, &r);
+			gh_strlcpy(r.state, "failed", sizeof(r.state));
+			r.last_error = "dropped: the notification queue was full";
+			r.next_attempt_at = 0;
+			if (gh_store_notify_insert(n->app->store, &r, NULL, &e) != GH_OK)
+				gh_warn("notifications: cannot record a dropped delivery: %s",
+					e.msg);
+		}
+	}
+}
+
+static void wait_ms(struct gh_notify *n, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+}
+
+static void *delivery_main(void *ud)
+{
+	struct gh_notify *n = ud;
+	struct drop drops[DROPS_MAX];
+	size_t nd, i, best, left;
+	struct job *j;
+
+	pthread_mutex_lock(&n->mu);
+	while (!n->stopping) {
+		int64_t now;
+
+		if (n->ndrops) {
+			nd = n->ndrops;
+			memcpy(drops, n->drops, nd * sizeof(*drops));
+			n->ndrops = 0;
+			pthread_mutex_unlock(&n->mu);
+			record_drops(n, drops, nd);
+			pthread_mutex_lock(&n->mu);
+			continue;
+		}
+		if (!n->n) {
+			wait_ms(n, IDLE_WAIT_MS);
+			continue;
+		}
+		best = 0;
+		for (i = 1; i < n->n; i++)
+			if (n->q[i]->next_at < n->q[best]->next_at)
+				best = i;
+		now = gh_now_ms();
+		if (n->q[best]->next_at > now) {
+			int64_t d = n->q[best]->next_at - now;
+
+			wait_ms(n, d < IDLE_WAIT_MS ? d : IDLE_WAIT_MS);
+			continue;
+		}
+		j = n->q[best];
+		n->q[best] = n->q[--n->n];
+		n->inflight = 1;
+		pthread_mutex_unlock(&n->mu);
+		if (deliver(n, j)) {
+			pthread_mutex_lock(&n->mu);
+			n->q[n->n++] = j; /* its slot was kept: inflight */
+		} else {
+			job_free(j);
+			pthread_mutex_lock(&n->mu);
+		}
+		n->inflight = 0;
+	}
+	/* stopping: what is queued but not recorded yet is recorded pending,
+	 * for the next start; dropped ones are recorded as such. Nothing is
+	 * queued from now on (gh_notify_approval sees stopping). */
+	nd = n->ndrops;
+	memcpy(drops, n->drops, nd * sizeof(*drops));
+	n->ndrops = 0;
+	left = n->n;
+	n->n = 0;
+	pthread_mutex_unlock(&n->mu);
+	record_drops(n, drops, nd);
+	for (i = 0; i < left; i++) {
+		if (n->q[i]->row == 0)
+			record(n, n->q[i]);
+		job_free(n->q[i]);
+		n->q[i] = NULL;
+	}
+	gh_upstream_thread_cleanup();
+	return NULL;
+}
+
+/* -------------------------------------------------------- start, stop */
+
+static int resume_cb(void *ud, const struct gh_notify_row *r)
+{
+	struct gh_notify *n = ud;
+	struct job *j;
+	size_t i;
+	int ev;
+
+	if (n->n >= (size_t)n->conf->queue_max)
+		return 1;
+	for (ev = GH_NOTIFY_EV_REQUESTED; ev <= GH_NOTIFY_EV_EXPIRED; ev <<= 1)
+		if (!strcmp(r->event, gh_notify_event_name(ev)))
+			break;
+	if (ev > GH_NOTIFY_EV_EXPIRED)
+		return 0; /* not an event this binary sends: left as it is */
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->body = gh_strdup(r->payload ? r->payload : "null"))) {
+		free(j);
+		return 1;
+	}
+	j->row = r->id;
+	j->target = NO_TARGET;
+	for (i = 0; i < n->conf->ntargets; i++)
+		if (!strcmp(n->conf->targets[i].name, r->target))
+			j->target = i;
+	j->event = ev;
+	gh_strlcpy(j->event_id, r->event_id, sizeof(j->event_id));
+	gh_strlcpy(j->approval_id, r->approval_id, sizeof(j->approval_id));
+	j->attempts = r->attempts;
+	/* a restart is a fresh chance: tried at once, the backoff then goes
+	 * on from the attempts already made */
+	j->next_at = gh_now_ms();
+	j->created_at = r->created_at;
+	n->q[n->n++] = j;
+	return 0;
+}
+
+enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct gh_err *e)
+{
+	const struct gh_notify_conf *c = &app->cfg->notifications;
+	struct gh_notify *n;
+	pthread_condattr_t ca;
+	enum gh_code rc;
+
+	*out = NULL;
+	if (!c->ntargets)
+		return GH_OK;
+	n = calloc(1, sizeof(*n));
+	if (!n || !(n->q = calloc((size_t)c->queue_max, sizeof(*n->q)))) {
+		free(n);
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	n->app = app;
+	n->conf = c;
+	pthread_mutex_init(&n->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = gh_store_notify_pending(app->store, (int)c->queue_max,
+				     "not resumed at start: more were pending than "
+				     "notifications.queue_max", resume_cb, n, e);
+	if (rc != GH_OK) {
+		gh_notify_stop(n);
+		return rc;
+	}
+	if (n->n)
+		gh_info("notifications: %zu pending deliveries resumed", n->n);
+	if (pthread_create(&n->thread, NULL, delivery_main, n) != 0) {
+		gh_notify_stop(n);
+		return gh_err_set(e, GH_E_INTERNAL, "cannot start the notification thread");
+	}
+	n->started = 1;
+	*out = n;
+	return GH_OK;
+}
+
+void gh_notify_stop(struct gh_notify *n)
+{
+	size_t i;
+
+	if (!n)
+		return;
+	if (n->started) {
+		pthread_mutex_lock(&n->mu);
+		n->stopping = 1;
+		atomic_store(&n->abort_send, 1);
+		pthread_cond_broadcast(&n->cv);
+		pthread_mutex_unlock(&n->mu);
+		pthread_join(n->thread, NULL);
+	}
+	for (i = 0; i < n->n; i++)
+		job_free(n->q[i]);
+	free(n->q);
+	pthread_cond_destroy(&n->cv);
+	pthread_mutex_destroy(&n->mu);
+	free(n);
+}
