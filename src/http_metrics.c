@@ -31,6 +31,8 @@
 #include "log.h"
 #include "mcp.h"
 #include "metrics.h"
+#include "notify.h"
+#include "otel.h"
 #include "store_ui.h"
 #include "util.h"
 
@@ -68,9 +70,80 @@ static int render_mcp(struct gh_app *app, struct gh_buf *b)
 
 /* Families gathered from other modules at scrape time: one function call
  * and a family + sample each (gh_metrics_family, gh_metrics_sample). */
+/* One counter or gauge family with a single unlabelled sample. */
+static int render_one(struct gh_buf *b, const char *name, const char *type, const char *help,
+		      double v)
+{
+	int rc = gh_metrics_family(b, name, type, help);
+
+	return rc == GH_BUF_OK ? gh_metrics_sample(b, name, NULL, 0, v) : rc;
+}
+
+/* The trace exporter's counts (otel.h), when tracing is on. */
+static int render_otel(struct gh_buf *b)
+{
+	struct gh_otel_stats st;
+	int rc;
+
+	if (!gh_otel_enabled())
+		return GH_BUF_OK;
+	gh_otel_stats(&st);
+	rc = render_one(b, "gatehouse_otel_spans_exported_total", "counter",
+			"Spans the collector accepted.", (double)st.exported);
+	if (rc == GH_BUF_OK)
+		rc = render_one(b, "gatehouse_otel_spans_dropped_total", "counter",
+				"Spans dropped: the queue was full, the collector refused or "
+				"failed their batch, or shutdown came first.",
+				(double)st.dropped);
+	if (rc == GH_BUF_OK)
+		rc = render_one(b, "gatehouse_otel_spans_queued", "gauge",
+				"Spans waiting for export.", (double)st.queued);
+	if (rc == GH_BUF_OK)
+		rc = render_one(b, "gatehouse_otel_export_failures_total", "counter",
+				"Export requests that failed or were refused.",
+				(double)st.failed_exports);
+	return rc;
+}
+
+/* The approval notifications' deliveries (notify.h), when there are targets. */
+static int render_notify(struct gh_app *app, struct gh_buf *b)
+{
+	static const char *const outcomes[] = {"delivered", "failed", "dropped", "retried"};
+	struct gh_notify_stats st;
+	double v[4];
+	size_t i;
+	int rc;
+
+	if (!app->notify)
+		return GH_BUF_OK;
+	gh_notify_stats(app->notify, &st);
+	v[0] = (double)st.delivered;
+	v[1] = (double)st.failed;
+	v[2] = (double)st.dropped;
+	v[3] = (double)st.retries;
+	rc = gh_metrics_family(b, "gatehouse_notifications_total", "counter",
+			       "Approval notification deliveries by outcome (retried: attempts "
+			       "after the first).");
+	for (i = 0; rc == GH_BUF_OK && i < GH_ARRAY_LEN(outcomes); i++) {
+		struct gh_metrics_label l = {"outcome", outcomes[i]};
+
+		rc = gh_metrics_sample(b, "gatehouse_notifications_total", &l, 1, v[i]);
+	}
+	if (rc == GH_BUF_OK)
+		rc = render_one(b, "gatehouse_notifications_queued", "gauge",
+				"Approval notifications waiting or in flight.", (double)st.queued);
+	return rc;
+}
+
 static int render_extra(struct gh_app *app, struct gh_buf *b)
 {
-	return render_mcp(app, b);
+	int rc = render_mcp(app, b);
+
+	if (rc == GH_BUF_OK)
+		rc = render_otel(b);
+	if (rc == GH_BUF_OK)
+		rc = render_notify(app, b);
+	return rc;
 }
 
 int gh_http_metrics_text(struct gh_app *app, struct gh_buf *b)

@@ -273,6 +273,10 @@ class NotificationsTest(GatewayTest):
             self.assertEqual(x["attempts"], 1)
             self.assertEqual(x["lastCode"], 200)
         self.assertEqual(r["stats"]["delivered"], 3)
+        st, text, _ = gw.get("/metrics", key=admin)
+        self.assertEqual(st, 200, text)
+        self.assertIn('gatehouse_notifications_total{outcome="delivered"} 3\n', text)
+        self.assertIn('gatehouse_notifications_total{outcome="failed"} 0\n', text)
         gw.stop()
         self.assert_no_secrets(gw, SECRET, "/slack/T000/B000/xyz", "hunter2")
 

@@ -7,6 +7,7 @@ leaves requests alone and the lost spans are counted."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -262,6 +263,15 @@ class OtelTest(GatewayTest):
         self.assertEqual(o["exported"], 0)
         self.assertLessEqual(o["queued"], 4)
         self.assertEqual(h["status"], "ok")
+        # /metrics counts the same (they only grow)
+        st, text, _ = gw.get("/metrics", key=gw.create_key("root", admin=True))
+        self.assertEqual(st, 200, text)
+        m = dict(re.findall(r"^(gatehouse_otel_\w+) (\d+)$", text, re.M))
+        self.assertGreaterEqual(int(m["gatehouse_otel_spans_dropped_total"]), o["dropped"], text)
+        self.assertGreaterEqual(int(m["gatehouse_otel_export_failures_total"]),
+                                o["failedExports"], text)
+        self.assertEqual(int(m["gatehouse_otel_spans_exported_total"]), 0, text)
+        self.assertLessEqual(int(m["gatehouse_otel_spans_queued"]), 4, text)
         gw.stop()
 
     def test_a_closed_port_leaves_requests_alone(self):
