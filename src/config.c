@@ -1519,6 +1519,44 @@ static enum gh_code read_admin(struct ctx *c, const cJSON *obj, struct gh_admin_
 
 /* 1 when name may be a tool of an MCP server (discovered at run time):
  * it starts with a server's prefix (any name when a prefix is empty). */
+static enum gh_code read_log(struct ctx *c, const cJSON *obj, struct gh_log_conf *l)
+{
+	static const struct field f[] = {
+		{"format", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"level", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	static const char *const levels[] = {"debug", "info", "warn", "error"};
+	size_t n = push(c, "log");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), l, NULL);
+	const char *fmt = obj && !rc ? gh_json_str(obj, "format") : NULL;
+	const char *lvl = obj && !rc ? gh_json_str(obj, "level") : NULL;
+	size_t i, m;
+
+	l->level = 1; /* info */
+	if (fmt && strcmp(fmt, "text")) {
+		if (!strcmp(fmt, "json")) {
+			l->json = 1;
+		} else {
+			m = push(c, "format");
+			rc = fail(c, "expected \"text\" or \"json\"");
+			pop(c, m);
+		}
+	}
+	if (!rc && lvl) {
+		for (i = 0; i < GH_ARRAY_LEN(levels) && strcmp(lvl, levels[i]); i++)
+			;
+		if (i == GH_ARRAY_LEN(levels)) {
+			m = push(c, "level");
+			rc = fail(c, "expected \"debug\", \"info\", \"warn\" or \"error\"");
+			pop(c, m);
+		} else {
+			l->level = (int)i;
+		}
+	}
+	pop(c, n);
+	return rc;
+}
+
 static int mcp_prefixed(const struct gh_config *cfg, const char *name)
 {
 	size_t i;
@@ -1533,7 +1571,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 {
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
 					    "default_agent", "tools", "mcp_servers", "policies",
-					    "audit", "admin", NULL};
+					    "audit", "admin", "log", NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1548,7 +1586,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			size_t n = push(c, it->string);
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
-						  "mcp_servers, policies, audit, admin)");
+						  "mcp_servers, policies, audit, admin, log)");
 			pop(c, n);
 			return rc;
 		}
@@ -1669,6 +1707,8 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 	if ((rc = read_audit(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "audit"), &cfg->audit)))
 		goto out;
 	if ((rc = read_admin(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "admin"), &cfg->admin)))
+		goto out;
+	if ((rc = read_log(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "log"), &cfg->log)))
 		goto out;
 	*out = cfg;
 	cfg = NULL;

@@ -216,6 +216,13 @@ struct gh_admin_conf {
 	int64_t login_failures_per_user_per_hour; /* failed logins per user, all addresses */
 };
 
+/* "log": how gatehouse writes its stderr log (applied at start and by
+ * every reload; GH_LOG in the environment wins over level). */
+struct gh_log_conf {
+	int json;                    /* format "json"; default "text" */
+	int level;                   /* enum gh_log_level (log.h); default info */
+};
+
 struct gh_config {
 	char *file;
 	cJSON *root;                 /* the parsed, substituted document */
@@ -235,6 +242,7 @@ struct gh_config {
 	size_t nmcp_servers;
 	struct gh_audit_conf audit;
 	struct gh_admin_conf admin;
+	struct gh_log_conf log;
 };
 
 /* Reads, substitutes and validates path. On success *out is owned by the

@@ -297,7 +297,7 @@ const char *gh_http_header(struct gh_req *r, const char *name)
 /* Reads the body into r->body, bounded by max_body_bytes. */
 static GH_NOINLINE enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 {
-	int64_t max = r->app->cfg->server.max_body_bytes;
+	int64_t max = gh_app_cfg(r->app)->server.max_body_bytes;
 	long long cl = r->ri->content_length;
 	struct gh_buf b;
 	char chunk[4096]; /* small: a stream's worker keeps its stack for the stream's life */
@@ -548,7 +548,7 @@ static enum gh_code authenticate_key(struct gh_req *r, const char *auth, struct 
 	if (rc != GH_OK)
 		return rc;
 	r->authed = 1;
-	r->who.policy = gh_policy_for_key(r->app->cfg, &r->who.key);
+	r->who.policy = gh_policy_for_key(gh_app_cfg(r->app), &r->who.key);
 	r->who.admin = r->who.key.admin;
 	snprintf(r->who.actor, sizeof(r->who.actor), "key:%s", r->who.key.id);
 	if (r->who.key.last_used_at < gh_now_ms() - 60000)
@@ -606,10 +606,13 @@ role:
 static int dispatch(struct mg_connection *conn, void *cbdata)
 {
 	struct gh_req r;
-	const struct gh_route *rt;
+	const struct gh_route *rt = NULL;
 	struct gh_err e;
 	char *path = NULL;
 	int mismatch, i;
+	/* the request runs under the config current when it arrived, however
+	 * long it streams and whatever a reload installs meanwhile */
+	struct gh_cfg_gen *gen = gh_app_cfg_acquire(cbdata), *prev_gen = gh_app_cfg_enter(gen);
 
 	memset(&r, 0, sizeof(r));
 	gh_buf_init(&r.held, 1024 * 1024);
@@ -671,14 +674,20 @@ done:
 	gh_buf_free(&r.held);
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
-	/* the key's id, never any part of its secret */
-	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
-		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",
-		r.who.key.id);
+	{
+		/* the key's id, never any part of its secret */
+		struct gh_log_request lr = {r.id, r.method, r.path, rt ? rt->pattern : NULL,
+					    r.status, (double)(gh_mono_ns() - r.t0_ns) / 1e6,
+					    r.who.key.id};
+
+		gh_log_request(&lr);
+	}
 	for (i = 0; i < GH_ROUTE_PARAMS; i++)
 		free(r.params[i]);
 	free(r.body);
 	free(path);
+	gh_app_cfg_leave(prev_gen);
+	gh_app_cfg_release(gen);
 	return r.status ? r.status : 200;
 }
 
@@ -686,7 +695,7 @@ done:
 
 int gh_http_stream_acquire(struct gh_req *r)
 {
-	int max = (int)r->app->cfg->server.max_streams;
+	int max = (int)gh_app_cfg(r->app)->server.max_streams;
 
 	if (atomic_fetch_add(&r->app->active_streams, 1) >= max) {
 		struct gh_err e;
@@ -894,7 +903,7 @@ int gh_http_stream_tick(struct gh_http_stream *s)
 		gh_info("%s: the client went away mid-stream", s->r->id);
 		return 1;
 	}
-	if (now - s->last_write_ns >= s->r->app->cfg->server.heartbeat_ms * 1000000) {
+	if (now - s->last_write_ns >= gh_app_cfg(s->r->app)->server.heartbeat_ms * 1000000) {
 		if (!s->begun)
 			gh_http_stream_begin(s);
 		else
@@ -1046,7 +1055,7 @@ int gh_http_client_fd(struct gh_req *r)
 
 void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms)
 {
-	int64_t hb = r->app->cfg->server.heartbeat_ms;
+	int64_t hb = gh_app_cfg(r->app)->server.heartbeat_ms;
 
 	*wake_fd = gh_http_client_fd(r);
 	/* the ticks left are for heartbeats: a quarter of the interval late at
@@ -1133,7 +1142,7 @@ static void health(struct gh_req *r)
 		degraded = 1;
 	/* every upstream MCP server's state: one failing is reported, and the
 	 * gateway is degraded, not down */
-	m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
+	m = gh_app_mcp(r->app) ? gh_mcp_status_json(gh_app_mcp(r->app), 1, &degraded) : NULL;
 	if (m)
 		cJSON_AddItemToObject(o, "mcp", m);
 	if (degraded && st_item)
@@ -1214,7 +1223,7 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e)
 {
-	const struct gh_server_conf *sc = &app->cfg->server;
+	const struct gh_server_conf *sc = &gh_app_cfg(app)->server;
 	struct gh_http *h = calloc(1, sizeof(*h));
 	struct gh_front_conf fc = {sc->head_timeout_ms, sc->max_connections_per_address};
 	struct mg_callbacks cb;
