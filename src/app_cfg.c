@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "log.h"
 #include "mcp.h"
 
 static _Thread_local struct gh_cfg_gen *pinned;
@@ -69,6 +70,8 @@ void gh_app_cfg_release(struct gh_cfg_gen *g)
 	if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	/* the last holder: nothing can reach g any more */
+	gh_debug("config generation %llu released%s", (unsigned long long)g->n,
+		 g->owned_mcp ? "; stopping its upstream MCP servers" : "");
 	gh_mcp_stop(g->owned_mcp);
 	gh_app_cfg_release(g->mcp_from);
 	gh_config_free(g->owned_cfg);

@@ -615,6 +615,7 @@ static int dispatch(struct mg_connection *conn, void *cbdata)
 	struct gh_cfg_gen *gen = gh_app_cfg_acquire(cbdata), *prev_gen = gh_app_cfg_enter(gen);
 
 	memset(&r, 0, sizeof(r));
+	r.gen = gen;
 	gh_buf_init(&r.held, 1024 * 1024);
 	r.conn = conn;
 	r.ri = mg_get_request_info(conn);
@@ -687,7 +688,7 @@ done:
 	free(r.body);
 	free(path);
 	gh_app_cfg_leave(prev_gen);
-	gh_app_cfg_release(gen);
+	gh_app_cfg_release(r.gen);
 	return r.status ? r.status : 200;
 }
 
@@ -927,6 +928,23 @@ void gh_http_stream_end(struct gh_http_stream *s, int done_marker)
 	gh_http_sse_end(s->r);
 }
 
+/* A watch stream (it holds nothing from the config but its key's policy)
+ * moves to the current config generation when a reload installed one, so
+ * an admin's event stream left open for days does not keep an old
+ * generation, and the upstream MCP servers it started, alive. */
+static void follow_reload(struct gh_req *r)
+{
+	struct gh_cfg_gen *g;
+
+	if (!r->gen || atomic_load(&r->app->gen) == r->gen || !(g = gh_app_cfg_acquire(r->app)))
+		return;
+	gh_app_cfg_enter(g);
+	gh_app_cfg_release(r->gen);
+	r->gen = g;
+	if (r->who.key.id[0])
+		r->who.policy = gh_policy_for_key(g->cfg, &r->who.key);
+}
+
 void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
 			   int (*on_event)(void *ud, const char *type, const char *data),
 			   int (*on_lost)(void *ud), int (*on_idle)(void *ud), void *ud)
@@ -947,6 +965,7 @@ void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
 		}
 		if (gh_http_stream_tick(s) || (on_idle && on_idle(ud)))
 			break;
+		follow_reload(s->r);
 	}
 }
 

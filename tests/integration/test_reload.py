@@ -209,6 +209,26 @@ class ReloadTest(GatewayTest):
         self.assertEqual(st, 200, b)
         self.assertFalse(os.path.exists(os.path.join(gw.dir, "elsewhere.db")))
 
+    def test_an_open_event_stream_lets_the_old_generation_go(self):
+        self.m = self.model()
+        gw = self.gateway(config(self.fake), env={"GH_LOG": "debug"})
+        admin = gw.create_key("root", admin=True)
+        c = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+        c.request("GET", "/api/approvals/events", headers={"Authorization": "Bearer " + admin})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.readline())
+        self.edit(gw, lambda cfg: cfg["policies"]["default"].update(agents=["nobody"]))
+        st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
+        self.assertEqual(st, 200, b)
+        # the watch moved to generation 2: generation 1 is freed while it is open
+        deadline = time.time() + 10
+        while time.time() < deadline and "config generation 1 released" not in gw.logs():
+            time.sleep(0.05)
+        self.assertIn("config generation 1 released", gw.logs())
+        self.assertIsNone(gw.proc.poll())
+        c.close()
+
     def test_an_approval_asked_under_a_changed_policy_is_void(self):
         f = self.fake.url
         tools = {"send_email": {"type": "http", "description": "Send an email",
