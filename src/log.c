@@ -75,6 +75,10 @@ static void put_json_str(struct line *l, const char *s, size_t reserve)
 			esc[0] = '\\';
 			esc[1] = (char)*p;
 			k = 2;
+		} else if (*p == '\n' || *p == '\t' || *p == '\r') {
+			esc[0] = '\\';
+			esc[1] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+			k = 2;
 		} else if (*p < 0x20 || *p == 0x7f) {
 			k = (size_t)snprintf(esc, sizeof(esc), "\\u%04x", *p);
 		}
@@ -84,13 +88,20 @@ static void put_json_str(struct line *l, const char *s, size_t reserve)
 			put(l, esc, k);
 			continue;
 		}
-		/* a whole UTF-8 sequence or nothing */
-		need = *p < 0x80 ? 1 : *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc0 ? 2 : 1;
-		if (l->n + need > cap)
-			break;
-		for (k = 0; k < need && p[k]; k++)
+		/* a whole UTF-8 sequence or nothing; a byte that starts none
+		 * (or a sequence cut short) becomes U+FFFD, so the line stays
+		 * valid UTF-8 whatever a client sent */
+		need = *p < 0x80 ? 1 : *p >= 0xc2 && *p < 0xe0 ? 2 : *p >= 0xe0 && *p < 0xf0 ? 3
+		       : *p >= 0xf0 && *p < 0xf5 ? 4 : 0;
+		for (k = 1; k < need && (p[k] & 0xc0) == 0x80; k++)
 			;
-		if (k < need) /* truncated sequence at the end of s */
+		if (!need || k < need) {
+			if (l->n + 6 > cap)
+				break;
+			put(l, "\\ufffd", 6);
+			continue;
+		}
+		if (l->n + need > cap)
 			break;
 		put(l, (const char *)p, need);
 		p += need - 1;
