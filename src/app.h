@@ -69,9 +69,10 @@ struct gh_app {
 	int gen_inited;
 };
 
-/* Installs the first generation: cfg and mcp are borrowed (they outlive
- * the app), digest is the config text's (may be ""). 0, or -1 out of
- * memory. */
+/* Installs the first generation: cfg is borrowed (it outlives the app),
+ * mcp is taken over (stopped when the generation goes: at a reload that
+ * replaces the MCP servers, or at gh_app_cfg_fini), digest is the config
+ * text's (may be ""). 0, or -1 out of memory (mcp is then the caller's). */
 int gh_app_cfg_init(struct gh_app *app, const struct gh_config *cfg, struct gh_mcp *mcp,
 		    const char *digest);
 /* Drops the app's reference to its generation (at shutdown, after every

@@ -29,7 +29,7 @@ int gh_app_cfg_init(struct gh_app *app, const struct gh_config *cfg, struct gh_m
 	atomic_init(&g->refs, 1);
 	g->n = 1;
 	g->cfg = cfg;
-	g->mcp = mcp;
+	g->mcp = g->owned_mcp = mcp;
 	snprintf(g->digest, sizeof(g->digest), "%s", digest ? digest : "");
 	pthread_mutex_init(&app->gen_mu, NULL);
 	atomic_store(&app->gen, g);

@@ -11,7 +11,9 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 import unittest
@@ -266,6 +268,90 @@ class ReloadTest(GatewayTest):
         self.assertEqual(len(self.fake.requests(tool="send-email")), 0)
         last = self.fake.requests(self.m)[-1]
         self.assertIn("no longer applies", json.dumps(last))
+
+
+TEST_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_test_server.py")
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class McpReloadTest(GatewayTest):
+    """Upstream MCP servers added and removed by a reload."""
+
+    def server(self, tdir, name):
+        return {"transport": "stdio", "command": "python3", "args": [TEST_SERVER],
+                "env": {"MCP_TEST_PIDFILE": os.path.join(tdir, name + ".pid"),
+                        "MCP_TEST_LOG": os.path.join(tdir, name + ".log"),
+                        "MCP_TEST_STATE": os.path.join(tdir, name + ".state")},
+                "timeout_ms": 20000, "connect_timeout_ms": 20000, "shutdown_grace_ms": 500}
+
+    def states(self, gw, admin):
+        st, b, _ = gw.get("/api/mcp/servers", key=admin)
+        self.assertEqual(st, 200, b)
+        return {s["name"]: s["state"] for s in b["servers"]}
+
+    def wait(self, what, fn, timeout=40):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if fn():
+                return
+            time.sleep(0.1)
+        self.fail("never: " + what)
+
+    def test_servers_added_and_removed(self):
+        m = self.model()
+        agents = {"assistant": {"provider": "fake", "model": m, "tools": ["one_*", "two_*"]}}
+        gw = self.gateway(config(self.fake, agents=agents,
+                                 mcp_servers={"one": self.server(self.tdir, "one")}))
+        admin = gw.create_key("root", admin=True)
+        self.wait("one connected", lambda: self.states(gw, admin) == {"one": "connected"})
+        with open(os.path.join(self.tdir, "one.pid")) as f:
+            one_pid = int(f.read())
+        # add two
+        servers = {"one": self.server(self.tdir, "one"), "two": self.server(self.tdir, "two")}
+        self.edit(gw, lambda cfg: cfg.update(mcp_servers=servers))
+        st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["changed"], ["mcp_servers.two"])
+        self.wait("both connected", lambda: self.states(gw, admin) == {"one": "connected",
+                                                                       "two": "connected"})
+        self.assertIn("upstream MCP servers restarted with the new set (2)", gw.logs())
+        # the old set stopped once nothing used it: one runs as a new process
+        self.wait("the first one's process to end", lambda: not alive(one_pid))
+        # remove one
+        self.edit(gw, lambda cfg: cfg.update(mcp_servers={"two": servers["two"]}))
+        st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["changed"], ["mcp_servers.one"])
+        self.assertEqual(self.states(gw, admin).keys(), {"two"})
+        with open(os.path.join(self.tdir, "one.pid")) as f:
+            one_pid = int(f.read())
+        self.wait("one's process to end", lambda: not alive(one_pid))
+        # a tools-only edit elsewhere keeps the running servers
+        with open(os.path.join(self.tdir, "two.pid")) as f:
+            two_pid = int(f.read())
+        self.edit(gw, lambda cfg: cfg["policies"]["default"].update(agents=["assistant"]))
+        st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
+        self.assertEqual(st, 200, b)
+        time.sleep(0.5)
+        self.assertTrue(alive(two_pid))
+        self.assertEqual(self.states(gw, admin), {"two": "connected"})
+
+    def setUp(self):
+        super().setUp()
+        self.tdir = tempfile.mkdtemp(prefix="gh-reload-mcp-")
+
+    def tearDown(self):
+        super().tearDown()
+        shutil.rmtree(self.tdir, ignore_errors=True)
+
+    edit = ReloadTest.edit
 
 
 class LogFormatTest(GatewayTest):
