@@ -326,7 +326,7 @@ static void reload_on_signal(struct gh_app *app, const struct gh_cli *c)
 	char *txt;
 	FILE *f;
 
-	gh_info("received SIGHUP: reloading %s", gh_app_cfg(app)->file);
+	gh_info("received SIGHUP: reloading %s", app->boot_cfg->file);
 	if (gh_reload(app, &o, &res, &e) != GH_OK) {
 		res = cJSON_CreateObject();
 		cJSON_AddBoolToObject(res, "ok", 0);
@@ -421,7 +421,15 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	announce(c, listen, &app, http);
+	{
+		/* the main thread reads the config under a reference like
+		 * every other thread: a reload may free what it read */
+		struct gh_cfg_gen *g = gh_app_cfg_acquire(&app), *prev = gh_app_cfg_enter(g);
+
+		announce(c, listen, &app, http);
+		gh_app_cfg_leave(prev);
+		gh_app_cfg_release(g);
+	}
 	pidfile_write(c);
 	for (;;) {
 		if (sigwait(&set, &sig) != 0)

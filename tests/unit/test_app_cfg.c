@@ -87,12 +87,17 @@ static void test_references_outlive_a_swap(void)
 struct race {
 	struct gh_app *app;
 	_Atomic int stop;
-	long reads;
+};
+
+struct reader_arg {
+	struct race *r;
+	long reads;  /* how many, or -1 when one saw a wrong generation */
 };
 
 static void *reader(void *p)
 {
-	struct race *r = p;
+	struct reader_arg *a = p;
+	struct race *r = a->r;
 	long n = 0, bad = 0;
 
 	while (!atomic_load(&r->stop)) {
@@ -108,7 +113,7 @@ static void *reader(void *p)
 		gh_app_cfg_release(g);
 		n++;
 	}
-	r->reads = bad ? -1 : n;
+	a->reads = bad ? -1 : n;
 	return NULL;
 }
 
@@ -117,6 +122,7 @@ static void test_threads_read_while_generations_swap(void)
 	struct gh_config *boot = conf("odd");
 	struct gh_app app;
 	struct race r;
+	struct reader_arg ra[READERS];
 	pthread_t t[READERS];
 	int i;
 
@@ -125,9 +131,11 @@ static void test_threads_read_while_generations_swap(void)
 	T_EQ_INT(gh_app_cfg_init(&app, boot, NULL, ""), 0);
 	r.app = &app;
 	atomic_init(&r.stop, 0);
-	r.reads = 0;
-	for (i = 0; i < READERS; i++)
-		T_EQ_INT(pthread_create(&t[i], NULL, reader, &r), 0);
+	for (i = 0; i < READERS; i++) {
+		ra[i].r = &r;
+		ra[i].reads = 0;
+		T_EQ_INT(pthread_create(&t[i], NULL, reader, &ra[i]), 0);
+	}
 	for (i = 2; i < SWAPS + 2; i++) {
 		struct gh_config *c = conf(i % 2 ? "odd" : "even");
 
@@ -138,7 +146,8 @@ static void test_threads_read_while_generations_swap(void)
 	atomic_store(&r.stop, 1);
 	for (i = 0; i < READERS; i++)
 		pthread_join(t[i], NULL);
-	T_ASSERT(r.reads > 0);
+	for (i = 0; i < READERS; i++)
+		T_ASSERT(ra[i].reads > 0);
 	gh_app_cfg_fini(&app);
 	gh_config_free(boot);
 }
