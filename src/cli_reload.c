@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli_common.h"
+#include "json.h"
 #include "reload.h"
 #include "util.h"
 
@@ -53,7 +54,8 @@ static long status_count(const char *path, long pid, cJSON **doc)
 	long n = 0;
 
 	*doc = NULL;
-	if (read_small(path, buf, sizeof(buf)) != 0 || !(o = cJSON_Parse(buf)))
+	/* serve wrote it */
+	if (read_small(path, buf, sizeof(buf)) != 0 || !(o = gh_json_parse_stored(buf)))
 		return 0;
 	c = cJSON_GetObjectItemCaseSensitive(o, "signal");
 	p = cJSON_GetObjectItemCaseSensitive(o, "pid");
@@ -61,6 +63,31 @@ static long status_count(const char *path, long pid, cJSON **doc)
 		n = (long)c->valuedouble;
 	*doc = o;
 	return n;
+}
+
+/* 1 when process pid runs "gatehouse ... serve ...": a pid file left by a
+ * server that crashed may name a process that is something else now,
+ * which must not get a SIGHUP (for most programs, a kill). */
+static int is_serve(long pid)
+{
+	char path[64], args[4096];
+	FILE *f;
+	size_t n, i;
+	int serve = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	if (!(f = fopen(path, "rb")))
+		return 0;
+	n = fread(args, 1, sizeof(args) - 1, f);
+	fclose(f);
+	args[n] = '\0';
+	/* NUL-separated arguments: the first names the binary */
+	if (!strstr(args, "gatehouse"))
+		return 0;
+	for (i = strlen(args) + 1; i < n; i += strlen(args + i) + 1)
+		if (!strcmp(args + i, "serve"))
+			serve = 1;
+	return serve;
 }
 
 static char *with_suffix(const char *db, const char *sfx)
@@ -116,6 +143,11 @@ int gh_cmd_reload(int argc, char **argv)
 	pid = strtol(buf, &end, 10);
 	if (errno || pid <= 1 || (*end && *end != '\n')) {
 		fprintf(stderr, "gatehouse: %s holds no process id\n", pidf);
+		goto out;
+	}
+	if (!is_serve(pid)) {
+		fprintf(stderr, "gatehouse: process %ld (from %s) is not gatehouse serve; the pid "
+			"file is stale: is the server running?\n", pid, pidf);
 		goto out;
 	}
 	before = status_count(statf, pid, &doc);

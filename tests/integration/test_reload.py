@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -191,6 +192,19 @@ class ReloadTest(GatewayTest):
         self.assertEqual(rc, 1)
         self.assertIn("$.policies.default.agents", err)
         self.assertEqual(len(self.reload_rows(gw)), 1)
+        # a stale pid file naming some other process: that one is left alone
+        self.edit(gw, lambda cfg: cfg["policies"]["default"].update(agents=["*"]))
+        other = subprocess.Popen(["sleep", "30"])
+        try:
+            with open(gw.db_path + ".pid", "w") as f:
+                f.write("%d\n" % other.pid)
+            rc, out, err = gw.cli("reload", "--config", gw.config_path)
+            self.assertEqual(rc, 1)
+            self.assertIn("is not gatehouse serve", err)
+            self.assertIsNone(other.poll())
+        finally:
+            other.kill()
+            other.wait()
 
     def test_listener_and_database_changes_need_a_restart(self):
         gw, key, admin = self.start()
