@@ -265,15 +265,16 @@ class ReloadTest(GatewayTest):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["status"], "suspended")
         apr = b["approvals"][0]
-        # the policy's text changes (a rate limit added): its version with it
+        # the policy's text changes (one more allow glob): its version with it
         self.edit(gw, lambda cfg: cfg["policies"]["default"].update(
-            rate_limits={"requests_per_minute": 1000}))
+            tools={"allow": ["send_*", "memory_*"]}))
         self.assertTrue(self.sighup(gw)["ok"])
         st, a, _ = gw.post("/api/approvals/%s/approve" % apr["id"], {}, key=admin)
         self.assertEqual(st, 200, a)
         deadline = time.time() + 15
         while time.time() < deadline:
             st, r, _ = gw.get("/api/runs/" + b["runId"], key=key)
+            self.assertEqual(st, 200, r)
             if r["status"] not in ("suspended", "running"):
                 break
             time.sleep(0.05)
