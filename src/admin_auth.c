@@ -90,7 +90,7 @@ enum gh_code gh_admin_session_auth(struct gh_app *app, const char *cookie_header
 				   struct gh_principal *who, char csrf[GH_ADMIN_CSRF_MAX],
 				   struct gh_err *e)
 {
-	const struct gh_admin_conf *ac = &app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(app)->admin;
 	struct gh_admin_session s;
 	char tok[TOKEN_B64_MAX];
 	unsigned char h[32];
@@ -135,7 +135,7 @@ enum gh_code gh_admin_csrf_check(const char *m, const char *sent, const char *or
 
 int gh_admin_session_alive(struct gh_app *app, const char *cookie_header)
 {
-	const struct gh_admin_conf *ac = &app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(app)->admin;
 	struct gh_admin_session s;
 	char tok[TOKEN_B64_MAX];
 	unsigned char h[32];
@@ -245,7 +245,7 @@ struct login_limits {
 static void login_limits(struct gh_app *app, const char *address, const char *user,
 			 struct login_limits *l)
 {
-	const struct gh_admin_conf *ac = &app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(app)->admin;
 	const char *addr = address ? address : "";
 	unsigned char a6[16];
 	char net[INET6_ADDRSTRLEN];
@@ -351,7 +351,7 @@ enum gh_code gh_admin_login(struct gh_app *app, const char *user, const char *pa
 			    const char *address, const char *origin, const char *host,
 			    struct gh_admin_login *out, struct gh_err *e)
 {
-	const struct gh_admin_conf *ac = &app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(app)->admin;
 	struct login_limits lim;
 	struct gh_admin_user u;
 	struct gh_err ue;

@@ -63,19 +63,19 @@ static enum gh_code run_tools(struct gh_app *app, const struct gh_approval *a,
 	rc = gh_store_key_by_id(app->store, a->key_id, &key, e);
 	if (rc != GH_OK)
 		goto out;
-	*p = gh_policy_for_key(app->cfg, &key);
+	*p = gh_policy_for_key(gh_app_cfg(app), &key);
 	if (strcmp(a->policy_version, *p ? (*p)->version : "")) {
 		rc = gh_err_set(e, GH_E_CONFLICT, "approval %s no longer applies: the policy "
 				"changed since it was asked", a->id);
 		goto out;
 	}
-	agent = gh_config_agent(app->cfg, row.agent_id);
+	agent = gh_config_agent(gh_app_cfg(app), row.agent_id);
 	if (!agent) {
 		rc = gh_err_set(e, GH_E_CONFLICT, "run %s belongs to agent %s, which is no "
 				"longer configured", a->run_id, row.agent_id);
 		goto out;
 	}
-	rc = gh_toolset_build(app->cfg, app->mcp, agent, *p,
+	rc = gh_toolset_build(gh_app_cfg(app), gh_app_mcp(app), agent, *p,
 			      cJSON_GetObjectItemCaseSensitive(row.state, "client_tools"), ts, e);
 out:
 	if (rc == GH_OK)
@@ -294,7 +294,7 @@ enum gh_code gh_answer_await(struct gh_app *app, const char *owner, const char *
 			     struct gh_err *e)
 {
 	enum gh_code rc = gh_run_wait(app, owner, run_id, GH_UNTIL_SETTLED,
-				      app->cfg->server.approval_wait_ms, gone, ud, out, e);
+				      gh_app_cfg(app)->server.approval_wait_ms, gone, ud, out, e);
 
 	if (rc == GH_E_TIMEOUT)
 		gh_err_clear(e);

@@ -170,8 +170,8 @@ enum gh_code gh_approval_create(struct gh_app *app, const struct gh_approval_req
 	gh_strlcpy(a.status, "pending", sizeof(a.status));
 	a.created_at = gh_now_ms();
 	a.expires_at = a.created_at + (rq->decision->ttl_s > 0 ? rq->decision->ttl_s : 3600) * 1000;
-	args = gh_audit_args_json(rq->args, &app->cfg->audit.redact,
-				  (size_t)app->cfg->audit.max_args_bytes);
+	args = gh_audit_args_json(rq->args, &gh_app_cfg(app)->audit.redact,
+				  (size_t)gh_app_cfg(app)->audit.max_args_bytes);
 	if (!args) {
 		return gh_err_set(e, GH_E_UNAVAILABLE, "audit log unavailable: out of memory; "
 						       "the tool was not run");
@@ -311,8 +311,8 @@ static enum gh_code edit_prepare(struct gh_app *app, const cJSON *edited, struct
 	}
 	x->exact = b.data; /* taken from b (NUL-terminated) */
 	gh_approval_args_hash(edited, x->sha);
-	x->redacted = gh_audit_args_json(edited, &app->cfg->audit.redact,
-					 (size_t)app->cfg->audit.max_args_bytes);
+	x->redacted = gh_audit_args_json(edited, &gh_app_cfg(app)->audit.redact,
+					 (size_t)gh_app_cfg(app)->audit.max_args_bytes);
 	if (!x->redacted || !x->sha[0]) {
 		edit_free(x);
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");

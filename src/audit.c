@@ -339,7 +339,7 @@ const char *const gh_audit_event_names[] = {
 	/* admin actions */
 	"key_created", "key_revoked", "policy_reload", "admin_created", "admin_disabled",
 	"admin_enabled", "admin_password_changed", "admin_login", "admin_login_failed",
-	"admin_logout",
+	"admin_logout", "config_reload",
 	/* the log itself */
 	"audit_check_failed",
 	NULL,
@@ -347,5 +347,5 @@ const char *const gh_audit_event_names[] = {
 
 const char *const gh_audit_outcome_names[] = {
 	"ok", "error", "allowed", "denied", "rate_limited", "pending", "approved", "expired",
-	"failed", "cancelled", "unknown", "no_effect", "broken", NULL,
+	"failed", "cancelled", "unknown", "no_effect", "broken", "refused", NULL,
 };

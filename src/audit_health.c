@@ -97,7 +97,7 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 	o.signer = NULL;
 	if ((rc = gh_store_open(&o, &app->store, e)) != GH_OK)
 		goto fail;
-	gh_audit_health_verify_opts(h, app->cfg, app->signer.pk, &vo);
+	gh_audit_health_verify_opts(h, gh_app_cfg(app), app->signer.pk, &vo);
 	if ((rc = gh_audit_verify_newest(app->store, &vo, &q, e)) != GH_OK)
 		goto fail;
 	h->checked_at = gh_now_ms();
@@ -113,7 +113,7 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 		gh_error("AUDIT LOG BEHIND ITS WITNESS: %s", q.message);
 		gh_store_close(app->store);
 		app->store = NULL;
-		if (app->cfg->audit.witness.when_behind != GH_WITNESS_READ_ONLY) {
+		if (gh_app_cfg(app)->audit.witness.when_behind != GH_WITNESS_READ_ONLY) {
 			rc = gh_err_set(e, GH_E_CONFLICT,
 					"the audit log is behind its witness, refusing to start: %s. "
 					"Compare with `gatehouse audit verify`; restore the database "
@@ -138,10 +138,10 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 	if (h->witness_file) {
 		struct gh_witness_opts wo = {
 			.path = h->witness_file,
-			.webhook_url = app->cfg->audit.witness.webhook_url,
-			.webhook_timeout_ms = app->cfg->audit.witness.webhook_timeout_ms,
-			.syslog = app->cfg->audit.witness.syslog,
-			.database = app->cfg->database.path,
+			.webhook_url = gh_app_cfg(app)->audit.witness.webhook_url,
+			.webhook_timeout_ms = gh_app_cfg(app)->audit.witness.webhook_timeout_ms,
+			.syslog = gh_app_cfg(app)->audit.witness.syslog,
+			.database = gh_app_cfg(app)->database.path,
 		};
 
 		if ((rc = gh_witness_open(&wo, &h->witness, e)) != GH_OK)

@@ -152,7 +152,15 @@ static void *resumer_main(void *p)
 			continue;
 		}
 		pthread_mutex_unlock(&bg->mu);
-		rc = gh_run_resume(bg->app, it.run_id, NULL, &res, &e);
+		{
+			/* a resumed run takes the config current now, not the one
+			 * it was suspended under */
+			struct gh_cfg_gen *g = gh_app_cfg_acquire(bg->app), *prev = gh_app_cfg_enter(g);
+
+			rc = gh_run_resume(bg->app, it.run_id, NULL, &res, &e);
+			gh_app_cfg_leave(prev);
+			gh_app_cfg_release(g);
+		}
 		if (rc == GH_OK) {
 			gh_info("background: run %s resumed: %s", it.run_id,
 				gh_run_status_name(res.status));
@@ -249,22 +257,26 @@ static void *maint_main(void *p)
 	struct gh_bg *bg = p;
 	struct gh_app *app = bg->app;
 	int64_t last_snap = gh_now_ms(), last_prune = 0, last_analyze = gh_now_ms();
-	/* retention: prune hourly, or more often for short retention windows */
-	int64_t keep_ms = app->cfg->audit.retention_seconds > 0
-				  ? app->cfg->audit.retention_seconds * 1000
-				  : app->cfg->audit.retention_days * 86400000LL;
-	int64_t prune_every = keep_ms / 4 < 3600000 ? keep_ms / 4 : 3600000;
 
 	pthread_mutex_lock(&bg->mu);
 	while (!bg->stopping) {
-		int64_t now;
+		int64_t now, keep_ms, prune_every;
 		struct gh_err e;
 		int n = 0;
+		struct gh_cfg_gen *g, *prev;
 
 		timed_wait(&bg->cv, &bg->mu, 1000);
 		if (bg->stopping)
 			break;
 		pthread_mutex_unlock(&bg->mu);
+		/* each round under the config current then */
+		g = gh_app_cfg_acquire(app);
+		prev = gh_app_cfg_enter(g);
+		/* retention: prune hourly, or more often for short retention windows */
+		keep_ms = gh_app_cfg(app)->audit.retention_seconds > 0
+				  ? gh_app_cfg(app)->audit.retention_seconds * 1000
+				  : gh_app_cfg(app)->audit.retention_days * 86400000LL;
+		prune_every = keep_ms / 4 < 3600000 ? keep_ms / 4 : 3600000;
 		now = gh_now_ms();
 		if (gh_approvals_expire(app, resume_cb, bg, &n, &e) != GH_OK)
 			gh_warn("approvals: expiry failed: %s", e.msg);
@@ -285,6 +297,8 @@ static void *maint_main(void *p)
 				gh_warn("audit: retention pruning failed: %s", e.msg);
 			last_prune = now;
 		}
+		gh_app_cfg_leave(prev);
+		gh_app_cfg_release(g);
 		pthread_mutex_lock(&bg->mu);
 	}
 	pthread_mutex_unlock(&bg->mu);

@@ -1833,6 +1833,44 @@ out:
 
 /* 1 when name may be a tool of an MCP server (discovered at run time):
  * it starts with a server's prefix (any name when a prefix is empty). */
+static enum gh_code read_log(struct ctx *c, const cJSON *obj, struct gh_log_conf *l)
+{
+	static const struct field f[] = {
+		{"format", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+		{"level", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
+	};
+	static const char *const levels[] = {"debug", "info", "warn", "error"};
+	size_t n = push(c, "log");
+	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), l, NULL);
+	const char *fmt = obj && !rc ? gh_json_str(obj, "format") : NULL;
+	const char *lvl = obj && !rc ? gh_json_str(obj, "level") : NULL;
+	size_t i, m;
+
+	l->level = 1; /* info */
+	if (fmt && strcmp(fmt, "text")) {
+		if (!strcmp(fmt, "json")) {
+			l->json = 1;
+		} else {
+			m = push(c, "format");
+			rc = fail(c, "expected \"text\" or \"json\"");
+			pop(c, m);
+		}
+	}
+	if (!rc && lvl) {
+		for (i = 0; i < GH_ARRAY_LEN(levels) && strcmp(lvl, levels[i]); i++)
+			;
+		if (i == GH_ARRAY_LEN(levels)) {
+			m = push(c, "level");
+			rc = fail(c, "expected \"debug\", \"info\", \"warn\" or \"error\"");
+			pop(c, m);
+		} else {
+			l->level = (int)i;
+		}
+	}
+	pop(c, n);
+	return rc;
+}
+
 static int mcp_prefixed(const struct gh_config *cfg, const char *name)
 {
 	size_t i;
@@ -1848,7 +1886,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 	static const char *const known[] = {"server", "database", "auth", "providers", "agents",
 					    "default_agent", "tools", "mcp_servers", "policies",
 					    "audit", "admin", "metrics", "otel", "notifications",
-					    NULL};
+					    "log", NULL};
 	const cJSON *it;
 	size_t i;
 
@@ -1864,7 +1902,7 @@ static enum gh_code check_top(struct ctx *c, const cJSON *root)
 			enum gh_code rc = fail(c, "unknown section (known: server, database, auth, "
 						  "providers, agents, default_agent, tools, "
 						  "mcp_servers, policies, audit, admin, "
-						  "metrics, otel, notifications)");
+						  "metrics, otel, notifications, log)");
 			pop(c, n);
 			return rc;
 		}
@@ -1993,6 +2031,8 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 		goto out;
 	if ((rc = read_notifications(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "notifications"),
 				     &cfg->notifications)))
+		goto out;
+	if ((rc = read_log(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "log"), &cfg->log)))
 		goto out;
 	*out = cfg;
 	cfg = NULL;

@@ -273,6 +273,13 @@ struct gh_notify_conf {
 	int64_t retry_max_ms;        /* ... at most this */
 };
 
+/* "log": how gatehouse writes its stderr log (applied at start and by
+ * every reload; GH_LOG in the environment wins over level). */
+struct gh_log_conf {
+	int json;                    /* format "json"; default "text" */
+	int level;                   /* enum gh_log_level (log.h); default info */
+};
+
 struct gh_config {
 	char *file;
 	cJSON *root;                 /* the parsed, substituted document */
@@ -295,6 +302,7 @@ struct gh_config {
 	struct gh_metrics_conf metrics;
 	struct gh_otel_conf otel;
 	struct gh_notify_conf notifications;
+	struct gh_log_conf log;
 };
 
 /* Reads, substitutes and validates path. On success *out is owned by the

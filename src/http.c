@@ -311,7 +311,7 @@ const char *gh_http_header(struct gh_req *r, const char *name)
 /* Reads the body into r->body, bounded by max_body_bytes. */
 static GH_NOINLINE enum gh_code read_body(struct gh_req *r, struct gh_err *e)
 {
-	int64_t max = r->app->cfg->server.max_body_bytes;
+	int64_t max = gh_app_cfg(r->app)->server.max_body_bytes;
 	long long cl = r->ri->content_length;
 	struct gh_buf b;
 	char chunk[4096]; /* small: a stream's worker keeps its stack for the stream's life */
@@ -564,7 +564,7 @@ static enum gh_code authenticate_key(struct gh_req *r, const char *auth, struct 
 	if (rc != GH_OK)
 		return rc;
 	r->authed = 1;
-	r->who.policy = gh_policy_for_key(r->app->cfg, &r->who.key);
+	r->who.policy = gh_policy_for_key(gh_app_cfg(r->app), &r->who.key);
 	r->who.admin = r->who.key.admin;
 	snprintf(r->who.actor, sizeof(r->who.actor), "key:%s", r->who.key.id);
 	if (r->who.key.last_used_at < gh_now_ms() - 60000)
@@ -622,13 +622,17 @@ role:
 static int dispatch(struct mg_connection *conn, void *cbdata)
 {
 	struct gh_req r;
-	const struct gh_route *rt;
+	const struct gh_route *rt = NULL;
 	struct gh_err e;
 	char *path = NULL;
 	int mismatch, i;
 	enum gh_metrics_surface surface = GH_MS_NONE;
+	/* the request runs under the config current when it arrived, however
+	 * long it streams and whatever a reload installs meanwhile */
+	struct gh_cfg_gen *gen = gh_app_cfg_acquire(cbdata), *prev_gen = gh_app_cfg_enter(gen);
 
 	memset(&r, 0, sizeof(r));
+	r.gen = gen;
 	gh_buf_init(&r.held, 1024 * 1024);
 	r.conn = conn;
 	r.ri = mg_get_request_info(conn);
@@ -694,14 +698,20 @@ done:
 	if (r.streaming)
 		atomic_fetch_sub(&r.app->active_streams, 1);
 	gh_metrics_request(surface, r.status ? r.status : 200, gh_mono_ns() - r.t0_ns);
-	/* the key's id, never any part of its secret */
-	gh_info("%s %s %s %d %.2fms%s%s", r.id, r.method, r.path, r.status,
-		(double)(gh_mono_ns() - r.t0_ns) / 1e6, r.who.key.id[0] ? " key=" : "",
-		r.who.key.id);
+	{
+		/* the key's id, never any part of its secret */
+		struct gh_log_request lr = {r.id, r.method, r.path, rt ? rt->pattern : NULL,
+					    r.status, (double)(gh_mono_ns() - r.t0_ns) / 1e6,
+					    r.who.key.id};
+
+		gh_log_request(&lr);
+	}
 	for (i = 0; i < GH_ROUTE_PARAMS; i++)
 		free(r.params[i]);
 	free(r.body);
 	free(path);
+	gh_app_cfg_leave(prev_gen);
+	gh_app_cfg_release(r.gen);
 	return r.status ? r.status : 200;
 }
 
@@ -709,7 +719,7 @@ done:
 
 int gh_http_stream_acquire(struct gh_req *r)
 {
-	int max = (int)r->app->cfg->server.max_streams;
+	int max = (int)gh_app_cfg(r->app)->server.max_streams;
 
 	if (atomic_fetch_add(&r->app->active_streams, 1) >= max) {
 		struct gh_err e;
@@ -917,7 +927,7 @@ int gh_http_stream_tick(struct gh_http_stream *s)
 		gh_info("%s: the client went away mid-stream", s->r->id);
 		return 1;
 	}
-	if (now - s->last_write_ns >= s->r->app->cfg->server.heartbeat_ms * 1000000) {
+	if (now - s->last_write_ns >= gh_app_cfg(s->r->app)->server.heartbeat_ms * 1000000) {
 		if (!s->begun)
 			gh_http_stream_begin(s);
 		else
@@ -941,6 +951,23 @@ void gh_http_stream_end(struct gh_http_stream *s, int done_marker)
 	gh_http_sse_end(s->r);
 }
 
+/* A watch stream (it holds nothing from the config but its key's policy)
+ * moves to the current config generation when a reload installed one, so
+ * an admin's event stream left open for days does not keep an old
+ * generation, and the upstream MCP servers it started, alive. */
+static void follow_reload(struct gh_req *r)
+{
+	struct gh_cfg_gen *g;
+
+	if (!r->gen || atomic_load(&r->app->gen) == r->gen || !(g = gh_app_cfg_acquire(r->app)))
+		return;
+	gh_app_cfg_enter(g);
+	gh_app_cfg_release(r->gen);
+	r->gen = g;
+	if (r->who.key.id[0])
+		r->who.policy = gh_policy_for_key(g->cfg, &r->who.key);
+}
+
 void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
 			   int (*on_event)(void *ud, const char *type, const char *data),
 			   int (*on_lost)(void *ud), int (*on_idle)(void *ud), void *ud)
@@ -961,6 +988,7 @@ void gh_http_stream_follow(struct gh_http_stream *s, struct gh_hub_sub *sub,
 		}
 		if (gh_http_stream_tick(s) || (on_idle && on_idle(ud)))
 			break;
+		follow_reload(s->r);
 	}
 }
 
@@ -1069,7 +1097,7 @@ int gh_http_client_fd(struct gh_req *r)
 
 void gh_http_stream_wake(struct gh_req *r, int *wake_fd, int64_t *tick_ms)
 {
-	int64_t hb = r->app->cfg->server.heartbeat_ms;
+	int64_t hb = gh_app_cfg(r->app)->server.heartbeat_ms;
 
 	*wake_fd = gh_http_client_fd(r);
 	/* the ticks left are for heartbeats: a quarter of the interval late at
@@ -1156,7 +1184,7 @@ static void health(struct gh_req *r)
 		degraded = 1;
 	/* every upstream MCP server's state: one failing is reported, and the
 	 * gateway is degraded, not down */
-	m = r->app->mcp ? gh_mcp_status_json(r->app->mcp, 1, &degraded) : NULL;
+	m = gh_app_mcp(r->app) ? gh_mcp_status_json(gh_app_mcp(r->app), 1, &degraded) : NULL;
 	if (m)
 		cJSON_AddItemToObject(o, "mcp", m);
 	if (gh_otel_enabled()) {
@@ -1248,7 +1276,7 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e)
 {
-	const struct gh_server_conf *sc = &app->cfg->server;
+	const struct gh_server_conf *sc = &gh_app_cfg(app)->server;
 	struct gh_http *h = calloc(1, sizeof(*h));
 	struct gh_front_conf fc = {sc->head_timeout_ms, sc->max_connections_per_address};
 	struct mg_callbacks cb;

@@ -61,6 +61,7 @@ struct gh_req {
 	 * leaves in one write when the hold ends. */
 	int hold;
 	struct gh_buf held;
+	struct gh_cfg_gen *gen;           /* the config generation it runs under (app.h) */
 };
 
 typedef void (*gh_handler)(struct gh_req *r);

@@ -743,7 +743,7 @@ static int tools_refused(struct rpc *c, const struct gh_a2a_incoming *in)
 
 	if (!in->client_defs)
 		return 0;
-	if (gh_toolset_build(c->r->app->cfg, c->r->app->mcp, c->agent, c->r->who.policy,
+	if (gh_toolset_build(gh_app_cfg(c->r->app), gh_app_mcp(c->r->app), c->agent, c->r->who.policy,
 			     in->client_defs, &ts, &e) != GH_OK) {
 		rpc_error(c, GH_RPC_INVALID_PARAMS, "%s", e.msg);
 		return -1;

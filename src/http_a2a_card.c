@@ -22,8 +22,8 @@
 
 void gh_a2a_base_url(const struct gh_app *app, int port, char *out, size_t cap)
 {
-	const char *pub = app->cfg->server.public_url;
-	const char *listen = app->listen ? app->listen : app->cfg->server.listen;
+	const char *pub = gh_app_cfg(app)->server.public_url;
+	const char *listen = app->listen ? app->listen : gh_app_cfg(app)->server.listen;
 	const char *colon = listen ? strrchr(listen, ':') : NULL;
 	char host[256];
 	size_t n = colon ? (size_t)(colon - listen) : 0;
@@ -151,7 +151,7 @@ static cJSON *card_json(struct gh_req *r, const struct gh_agent_conf *a, enum gh
 
 static void send_card(struct gh_req *r, const char *agent_id)
 {
-	const struct gh_agent_conf *a = gh_config_agent(r->app->cfg, agent_id);
+	const struct gh_agent_conf *a = gh_config_agent(gh_app_cfg(r->app), agent_id);
 	const char *ver = gh_http_header(r, "A2A-Version");
 	cJSON *card;
 
@@ -173,7 +173,7 @@ static void send_card(struct gh_req *r, const char *agent_id)
 
 static void default_card(struct gh_req *r)
 {
-	send_card(r, r->app->cfg->default_agent);
+	send_card(r, gh_app_cfg(r->app)->default_agent);
 }
 
 static void agent_card(struct gh_req *r)

@@ -30,6 +30,7 @@
 #include "http.h"
 #include "hub.h"
 #include "json.h"
+#include "reload.h"
 #include "keys.h"
 #include "log.h"
 #include "mcp_sessions.h"
@@ -398,7 +399,7 @@ static void keys_create(struct gh_req *r)
 		gh_http_errorf(r, GH_E_BADREQ, "admin: expected true or false");
 		goto out;
 	}
-	if (policy && !gh_config_policy(r->app->cfg, policy)) {
+	if (policy && !gh_config_policy(gh_app_cfg(r->app), policy)) {
 		gh_http_errorf(r, GH_E_BADREQ, "policy: no policy \"%s\" in the config", policy);
 		goto out;
 	}
@@ -491,7 +492,7 @@ static cJSON *policy_json(const struct gh_policy_conf *p)
 
 static void policies(struct gh_req *r)
 {
-	const struct gh_config *cfg = r->app->cfg;
+	const struct gh_config *cfg = gh_app_cfg(r->app);
 	cJSON *o = cJSON_CreateObject(), *ps, *as, *ts;
 	size_t i;
 
@@ -526,6 +527,23 @@ static void policies(struct gh_req *r)
 	send_owned(r, 200, o);
 }
 
+/* POST /api/admin/reload: re-reads the config file (reload.h) and answers
+ * {"ok":true,"digest","generation","changed":[...],"restart_required":[...]},
+ * or the usual error (400 for a config that is refused). This request
+ * itself finishes under the config it started with. */
+static void reload(struct gh_req *r)
+{
+	struct gh_reload_opts o = {"api", r->who.actor, r->app->db_override};
+	struct gh_err e;
+	cJSON *res = NULL;
+
+	if (gh_reload(r->app, &o, &res, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		return;
+	}
+	send_owned(r, 200, res);
+}
+
 const struct gh_route gh_routes_admin[] = {
 	{"GET", "/admin", GH_AUTH_NONE, ui_redirect},
 	{"GET", "/admin/", GH_AUTH_NONE, ui_index},
@@ -540,5 +558,6 @@ const struct gh_route gh_routes_admin[] = {
 	{"POST", "/api/keys", GH_AUTH_ADMIN, keys_create},
 	{"POST", "/api/keys/:id/revoke", GH_AUTH_ADMIN, keys_revoke},
 	{"GET", "/api/policies", GH_AUTH_ADMIN, policies},
+	{"POST", "/api/admin/reload", GH_AUTH_ADMIN, reload},
 	{NULL, NULL, GH_AUTH_NONE, NULL},
 };

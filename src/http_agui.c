@@ -609,7 +609,7 @@ static void suspended(struct ag *q, const char *run_id)
 	}
 	cJSON_Delete(list);
 	rc = gh_run_wait(q->r->app, q->r->who.key.owner, run_id, GH_UNTIL_SETTLED,
-			 q->r->app->cfg->server.approval_wait_ms, wait_gone, q, &v, &e);
+			 gh_app_cfg(q->r->app)->server.approval_wait_ms, wait_gone, q, &v, &e);
 	if (rc == GH_OK || rc == GH_E_TIMEOUT || rc == GH_E_CANCELLED)
 		settled(q, &v, rc != GH_OK);
 	else
@@ -651,7 +651,7 @@ static enum gh_code answer_all(struct ag *q, struct gh_run_result *res, int *ran
 		ta.reason = en->reason ? en->reason : en->cancelled ? "cancelled by the user" : NULL;
 		ta.edited_args = en->edited_args;
 		ta.mode = GH_ANSWER_CONTINUE;
-		ta.wait_ms = q->r->app->cfg->server.approval_wait_ms;
+		ta.wait_ms = gh_app_cfg(q->r->app)->server.approval_wait_ms;
 		ta.gone = wait_gone;
 		ta.ud = q;
 		rc = gh_answer_tool_call(q->r->app, &q->r->who, &ta, &q->sink, &out, e);

@@ -121,7 +121,7 @@ static enum gh_code parse_request(struct an *q, int counting, struct gh_err *e)
 	if ((rc = gh_http_body_object(r, &q->body, e)) != GH_OK ||
 	    (rc = gh_anthropic_parse(q->body, counting, &q->req, e)) != GH_OK)
 		return rc;
-	q->agent = gh_anthropic_agent(r->app->cfg, r->who.policy, q->req.model);
+	q->agent = gh_anthropic_agent(gh_app_cfg(r->app), r->who.policy, q->req.model);
 	if (!q->agent)
 		return gh_err_set(e, GH_E_NOTFOUND, "model: %s (no agent answers to this model "
 				  "name: name an agent id, or list it in an agent's \"models\")",
@@ -436,7 +436,7 @@ static char *pending_note(const struct an *q, const struct gh_run_view *v)
 static int wait_gone(void *ud)
 {
 	struct an *q = ud;
-	int64_t every = q->r->app->cfg->server.heartbeat_ms / 2;
+	int64_t every = gh_app_cfg(q->r->app)->server.heartbeat_ms / 2;
 
 	if (!q->req.stream)
 		return gh_http_client_gone(q->r);

@@ -163,7 +163,7 @@ static cJSON *filter_values(struct gh_req *r, int dim, const char *const *known,
  * every tool the log names (client tools among them). */
 static void audit_values(struct gh_req *r)
 {
-	const struct gh_config *cfg = r->app->cfg;
+	const struct gh_config *cfg = gh_app_cfg(r->app);
 	const char **tools = calloc(cfg->ntools + 8, sizeof(*tools));
 	cJSON *o = cJSON_CreateObject(), *a;
 	size_t i, n = 0;
@@ -293,7 +293,7 @@ static void audit_verify(struct gh_req *r)
 
 	struct gh_audit_verify_opts vo;
 
-	gh_audit_health_verify_opts(r->app->audit, r->app->cfg, r->app->signer.pk, &vo);
+	gh_audit_health_verify_opts(r->app->audit, gh_app_cfg(r->app), r->app->signer.pk, &vo);
 	if (gh_audit_verify_ex(r->app->store, &vo, &rep, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;

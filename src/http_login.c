@@ -47,7 +47,7 @@ static void wipe_body(struct gh_req *r, cJSON *body)
 
 static void login(struct gh_req *r)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(r->app)->admin;
 	struct gh_admin_login in;
 	struct gh_err e;
 	cJSON *body = NULL, *o;
@@ -66,8 +66,8 @@ static void login(struct gh_req *r)
 	n = snprintf(cookie, sizeof(cookie),
 		     "Set-Cookie: " GH_ADMIN_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; "
 		     "Max-Age=%lld%s\r\n", in.token, (long long)ac->session_max_s,
-		     r->ri->is_ssl || (r->app->cfg->server.public_url &&
-					!strncmp(r->app->cfg->server.public_url, "https://", 8))
+		     r->ri->is_ssl || (gh_app_cfg(r->app)->server.public_url &&
+					!strncmp(gh_app_cfg(r->app)->server.public_url, "https://", 8))
 			     ? "; Secure" : "");
 	if (n <= 0 || n >= (int)sizeof(cookie)) {
 		gh_http_errorf(r, GH_E_INTERNAL, "session cookie too long");
@@ -111,7 +111,7 @@ static void logout(struct gh_req *r)
 
 static void me(struct gh_req *r)
 {
-	const struct gh_admin_conf *ac = &r->app->cfg->admin;
+	const struct gh_admin_conf *ac = &gh_app_cfg(r->app)->admin;
 	cJSON *o = cJSON_CreateObject();
 	char ts[GH_ISO8601_MAX];
 

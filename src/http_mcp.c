@@ -229,7 +229,7 @@ static int hold_tick(void *ud)
 	cJSON *p;
 
 	if (m->streaming && m->in.progress_token &&
-	    now - m->last_progress_ns >= m->r->app->cfg->server.heartbeat_ms * 1000000) {
+	    now - m->last_progress_ns >= gh_app_cfg(m->r->app)->server.heartbeat_ms * 1000000) {
 		m->last_progress_ns = now;
 		p = cJSON_CreateObject();
 		if (p) {
@@ -267,7 +267,7 @@ static int origin_ok(struct gh_req *r)
 		n--;
 	if (n == strlen(base) && !strncasecmp(origin, base, n))
 		return 1;
-	if (r->app->cfg->server.public_url && *r->app->cfg->server.public_url)
+	if (gh_app_cfg(r->app)->server.public_url && *gh_app_cfg(r->app)->server.public_url)
 		return 0;
 	snprintf(local, sizeof(local), "http://localhost:%d", r->ri->server_port);
 	return n == strlen(local) && !strncasecmp(origin, local, n);
@@ -284,7 +284,7 @@ static enum gh_code tools_json(struct mcp *m, cJSON **out, struct gh_err *e)
 	enum gh_code rc;
 
 	*out = NULL;
-	rc = gh_toolset_build(m->r->app->cfg, m->r->app->mcp, m->agent, m->r->who.policy, NULL, &ts,
+	rc = gh_toolset_build(gh_app_cfg(m->r->app), gh_app_mcp(m->r->app), m->agent, m->r->who.policy, NULL, &ts,
 			      e);
 	if (rc != GH_OK)
 		return rc;
@@ -466,7 +466,7 @@ static void decide_and_answer(struct mcp *m, const struct gh_approval *a, const 
 		ta.reason = approve ? "approved by the caller (MCP elicitation)"
 				    : "declined by the caller (MCP elicitation)";
 	ta.mode = GH_ANSWER_CONTINUE;
-	ta.wait_ms = m->r->app->cfg->server.approval_wait_ms;
+	ta.wait_ms = gh_app_cfg(m->r->app)->server.approval_wait_ms;
 	ta.gone = gone;
 	ta.ud = m;
 	rc = gh_answer_tool_call(m->r->app, &m->r->who, &ta, NULL, &out, &e);
@@ -518,7 +518,7 @@ static void elicit(struct mcp *m, const struct gh_approval *a)
 		elicit_remove(&p);
 		return;
 	}
-	answered = elicit_wait(&p, m->r->app->cfg->server.approval_wait_ms, gone, m);
+	answered = elicit_wait(&p, gh_app_cfg(m->r->app)->server.approval_wait_ms, gone, m);
 	if (!answered) {
 		char msg[512];
 
@@ -545,7 +545,7 @@ static void hold(struct mcp *m, const struct gh_approval *a)
 		return;
 	m->last_progress_ns = 0;
 	rc = gh_run_wait(m->r->app, m->r->who.key.owner, a->run_id, GH_UNTIL_SETTLED,
-			 m->r->app->cfg->server.approval_wait_ms, hold_tick, m, &v, &e);
+			 gh_app_cfg(m->r->app)->server.approval_wait_ms, hold_tick, m, &v, &e);
 	if (rc == GH_E_CANCELLED) {
 		gh_run_view_clear(&v);
 		return;
@@ -662,9 +662,9 @@ static void tools_call(struct mcp *m)
 	/* the same call again, after an approval was asked for it (only a tool
 	 * that needs approval can have one) */
 	{
-		struct gh_mcp_tool *mt = gh_mcp_tool_find(m->r->app->mcp, call.name);
+		struct gh_mcp_tool *mt = gh_mcp_tool_find(gh_app_mcp(m->r->app), call.name);
 
-		gh_tools_decide(m->r->app->cfg, mt, m->agent, m->r->who.policy, call.name, NULL,
+		gh_tools_decide(gh_app_cfg(m->r->app), mt, m->agent, m->r->who.policy, call.name, NULL,
 				&v);
 		gh_mcp_tool_unref(mt);
 	}
@@ -823,7 +823,7 @@ static void accepted(struct gh_req *r)
 static int pick_agent(struct gh_req *r, const struct gh_agent_conf **out)
 {
 	struct gh_err e;
-	const char *id = r->params[0] ? r->params[0] : r->app->cfg->default_agent;
+	const char *id = r->params[0] ? r->params[0] : gh_app_cfg(r->app)->default_agent;
 
 	if (gh_run_agent(r->app, &r->who, id, out, &e) != GH_OK) {
 		gh_http_error(r, &e);

@@ -20,7 +20,7 @@
 
 static void servers(struct gh_req *r)
 {
-	cJSON *o = gh_mcp_status_json(r->app->mcp, 0, NULL);
+	cJSON *o = gh_mcp_status_json(gh_app_mcp(r->app), 0, NULL);
 
 	if (!o) {
 		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
@@ -35,7 +35,7 @@ static void server_tools(struct gh_req *r)
 	cJSON *o = NULL;
 	struct gh_err e;
 
-	if (gh_mcp_server_tools_json(r->app->mcp, r->params[0], &o, &e) != GH_OK) {
+	if (gh_mcp_server_tools_json(gh_app_mcp(r->app), r->params[0], &o, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}
@@ -67,7 +67,7 @@ static void decide(struct gh_req *r, int accept)
 	who.key_id = r->who.key.id[0] ? r->who.key.id : NULL;
 	who.by = r->who.actor;
 	who.via = r->session ? "web" : "api";
-	if (gh_mcp_decide(r->app->mcp, r->params[0], r->params[1], digest, accept, &who, &e) !=
+	if (gh_mcp_decide(gh_app_mcp(r->app), r->params[0], r->params[1], digest, accept, &who, &e) !=
 	    GH_OK) {
 		cJSON_Delete(body);
 		gh_http_error(r, &e);
@@ -76,7 +76,7 @@ static void decide(struct gh_req *r, int accept)
 	gh_info("%s MCP server %s: %s %s tool %s", r->id, r->params[0], r->who.actor,
 		accept ? "accepted" : "rejected", r->params[1]);
 	cJSON_Delete(body);
-	if (gh_mcp_server_tools_json(r->app->mcp, r->params[0], &o, &e) != GH_OK) {
+	if (gh_mcp_server_tools_json(gh_app_mcp(r->app), r->params[0], &o, &e) != GH_OK) {
 		gh_http_error(r, &e);
 		return;
 	}

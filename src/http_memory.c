@@ -72,13 +72,13 @@ static void create_thread(struct gh_req *r)
 	}
 	if (!gh_http_query(r, "agentId", agent, sizeof(agent)))
 		gh_strlcpy(agent, gh_json_str(body, "agentId") ? gh_json_str(body, "agentId")
-							      : r->app->cfg->default_agent,
+							      : gh_app_cfg(r->app)->default_agent,
 			   sizeof(agent));
 	res = gh_json_str(body, "resourceId");
 	title = gh_json_str(body, "title");
 	tid = gh_json_str(body, "threadId");
 	md = cJSON_GetObjectItemCaseSensitive(body, "metadata");
-	if (!gh_config_agent(r->app->cfg, agent)) {
+	if (!gh_config_agent(gh_app_cfg(r->app), agent)) {
 		gh_http_errorf(r, GH_E_NOTFOUND, "no agent \"%s\"", agent);
 	} else if (!res || !*res || strlen(res) > GH_NAME_MAX) {
 		gh_http_errorf(r, GH_E_BADREQ, "resourceId: required, at most %d characters",
@@ -186,8 +186,8 @@ static void memory_status(struct gh_req *r)
 {
 	char agent[GH_NAME_MAX + 1];
 	const struct gh_agent_conf *a =
-		gh_config_agent(r->app->cfg, gh_http_query(r, "agentId", agent, sizeof(agent))
-						     ? agent : r->app->cfg->default_agent);
+		gh_config_agent(gh_app_cfg(r->app), gh_http_query(r, "agentId", agent, sizeof(agent))
+						     ? agent : gh_app_cfg(r->app)->default_agent);
 	cJSON *o = cJSON_CreateObject();
 
 	cJSON_AddBoolToObject(o, "result", a && a->memory_enabled);

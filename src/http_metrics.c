@@ -47,7 +47,7 @@
 static int render_mcp(struct gh_app *app, struct gh_buf *b)
 {
 	static const char *const states[] = {"connecting", "connected", "failing", "stopped"};
-	cJSON *st = app->mcp ? gh_mcp_status_json(app->mcp, 1, NULL) : NULL;
+	cJSON *st = gh_app_mcp(app) ? gh_mcp_status_json(gh_app_mcp(app), 1, NULL) : NULL;
 	const cJSON *s;
 	int rc = gh_metrics_family(b, "gatehouse_mcp_server_state", "gauge",
 				   "Each upstream MCP server's connection state: 1 for the "
@@ -159,7 +159,7 @@ int gh_http_metrics_text(struct gh_app *app, struct gh_buf *b)
 	}
 	memset(&g, 0, sizeof(g));
 	g.active_streams = atomic_load(&app->active_streams);
-	g.max_streams = app->cfg->server.max_streams;
+	g.max_streams = gh_app_cfg(app)->server.max_streams;
 	g.approvals_pending = pending;
 	g.now_ms = gh_now_ms();
 	rc = gh_metrics_render(b, &g);
@@ -170,7 +170,7 @@ int gh_http_metrics_text(struct gh_app *app, struct gh_buf *b)
 
 static void metrics_get(struct gh_req *r)
 {
-	const struct gh_metrics_conf *mc = &r->app->cfg->metrics;
+	const struct gh_metrics_conf *mc = &gh_app_cfg(r->app)->metrics;
 	struct gh_buf b;
 
 	if (!mc->enabled) {
@@ -221,7 +221,9 @@ static int metrics_only(struct mg_connection *conn, void *cbdata)
 	const struct mg_request_info *ri = mg_get_request_info(conn);
 	int head = ri->request_method && !strcmp(ri->request_method, "HEAD");
 	int64_t t0 = gh_mono_ns();
+	struct gh_cfg_gen *gen, *prev;
 	struct gh_buf b;
+	int rc;
 
 	if (!ri->local_uri || strcmp(ri->local_uri, "/metrics")) {
 		static const char nf[] = "only /metrics is served here\n";
@@ -237,7 +239,13 @@ static int metrics_only(struct mg_connection *conn, void *cbdata)
 		return 405;
 	}
 	gh_buf_init(&b, SCRAPE_MAX);
-	if (gh_http_metrics_text(m->app, &b) != GH_BUF_OK) {
+	/* the scrape reads the config current when it came, like a request */
+	gen = gh_app_cfg_acquire(m->app);
+	prev = gh_app_cfg_enter(gen);
+	rc = gh_http_metrics_text(m->app, &b);
+	gh_app_cfg_leave(prev);
+	gh_app_cfg_release(gen);
+	if (rc != GH_BUF_OK) {
 		static const char big[] = "the metrics did not fit\n";
 
 		gh_buf_free(&b);
@@ -261,7 +269,7 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 enum gh_code gh_http_metrics_start(struct gh_app *app, struct gh_metrics_http **out,
 				   struct gh_err *e)
 {
-	const char *listen = app->cfg->metrics.listen;
+	const char *listen = app->boot_cfg->metrics.listen; /* restart-only */
 	struct gh_metrics_http *m = calloc(1, sizeof(*m));
 	struct mg_callbacks cb;
 	struct mg_server_port ports[2];
@@ -331,7 +339,7 @@ static int listener_addr(const struct gh_metrics_http *m, struct waker *w)
 	int port, v6;
 
 	memset(&w->sa, 0, sizeof(w->sa));
-	if (gh_config_listen_parse(m->app->cfg->metrics.listen, host, sizeof(host), &port, &v6,
+	if (gh_config_listen_parse(m->app->boot_cfg->metrics.listen, host, sizeof(host), &port, &v6,
 				   why, sizeof(why)) != 0)
 		return -1;
 	if (v6) {

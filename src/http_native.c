@@ -73,7 +73,7 @@ static cJSON *agent_json(struct gh_req *r, const struct gh_agent_conf *a)
 	cJSON_AddNumberToObject(o, "maxSteps", (double)a->max_steps);
 	cJSON_AddBoolToObject(o, "memory", a->memory_enabled);
 	tools = cJSON_AddObjectToObject(o, "tools");
-	if (gh_toolset_build(r->app->cfg, r->app->mcp, a, r->who.policy, NULL, &ts, &e) == GH_OK) {
+	if (gh_toolset_build(gh_app_cfg(r->app), gh_app_mcp(r->app), a, r->who.policy, NULL, &ts, &e) == GH_OK) {
 		for (i = 0; i < ts.n; i++) {
 			const struct gh_tool *t = &ts.v[i];
 
@@ -93,8 +93,8 @@ static void list_agents(struct gh_req *r)
 	cJSON *o = cJSON_CreateObject();
 	size_t i;
 
-	for (i = 0; i < r->app->cfg->nagents; i++) {
-		const struct gh_agent_conf *a = &r->app->cfg->agents[i];
+	for (i = 0; i < gh_app_cfg(r->app)->nagents; i++) {
+		const struct gh_agent_conf *a = &gh_app_cfg(r->app)->agents[i];
 
 		if (r->who.admin || gh_policy_agent_allowed(r->who.policy, a->id))
 			cJSON_AddItemToObject(o, a->id, agent_json(r, a));
@@ -402,7 +402,7 @@ static void answer_call(struct gh_req *r, struct gh_tool_answer *ta, int as_stre
 	memset(&out, 0, sizeof(out));
 	memset(&s, 0, sizeof(s));
 	ta->mode = GH_ANSWER_CONTINUE;
-	ta->wait_ms = r->app->cfg->server.approval_wait_ms;
+	ta->wait_ms = gh_app_cfg(r->app)->server.approval_wait_ms;
 	ta->gone = client_gone;
 	ta->ud = r;
 	/* the stream's head waits for the first chunk, so a refusal of the

@@ -102,7 +102,7 @@ static void list_notifications(struct gh_req *r)
 		return;
 	}
 	cJSON_AddBoolToObject(o, "enabled", r->app->notify != NULL);
-	cJSON_AddItemToObject(o, "targets", targets_json(&r->app->cfg->notifications));
+	cJSON_AddItemToObject(o, "targets", targets_json(&r->app->boot_cfg->notifications) /* read at start */);
 	gh_notify_stats(r->app->notify, &st);
 	s = cJSON_AddObjectToObject(o, "stats");
 	if (s) {

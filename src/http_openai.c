@@ -79,7 +79,7 @@ struct outcome {
  * answers 404 / 403 and returns NULL. */
 static const struct gh_agent_conf *find_agent(struct gh_req *r, const char *id)
 {
-	const struct gh_agent_conf *a = gh_config_agent(r->app->cfg, id);
+	const struct gh_agent_conf *a = gh_config_agent(gh_app_cfg(r->app), id);
 	struct gh_decision d;
 
 	if (!a) {
@@ -116,9 +116,9 @@ static void list_models(struct gh_req *r)
 	cJSON_AddStringToObject(o, "object", "list");
 	data = cJSON_AddArrayToObject(o, "data");
 	/* what the key may use, admin or not: the run enforces the same */
-	for (i = 0; i < r->app->cfg->nagents; i++)
-		if (gh_policy_agent_allowed(r->who.policy, r->app->cfg->agents[i].id))
-			cJSON_AddItemToArray(data, model_json(r, &r->app->cfg->agents[i]));
+	for (i = 0; i < gh_app_cfg(r->app)->nagents; i++)
+		if (gh_policy_agent_allowed(r->who.policy, gh_app_cfg(r->app)->agents[i].id))
+			cJSON_AddItemToArray(data, model_json(r, &gh_app_cfg(r->app)->agents[i]));
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 }

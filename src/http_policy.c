@@ -52,14 +52,14 @@ static void explain(struct gh_req *r)
 			cJSON_Delete(args);
 			return;
 		}
-		p.policy = gh_policy_for_key(r->app->cfg, &p.key);
+		p.policy = gh_policy_for_key(gh_app_cfg(r->app), &p.key);
 	}
-	if (ag && *ag && !(a = gh_config_agent(r->app->cfg, ag))) {
+	if (ag && *ag && !(a = gh_config_agent(gh_app_cfg(r->app), ag))) {
 		gh_http_errorf(r, GH_E_NOTFOUND, "no agent \"%s\"", ag);
 		cJSON_Delete(args);
 		return;
 	}
-	o = gh_explain_call_json(r->app->cfg, r->app->mcp, &p, a, tl, args);
+	o = gh_explain_call_json(gh_app_cfg(r->app), gh_app_mcp(r->app), &p, a, tl, args);
 	gh_http_json(r, 200, o);
 	cJSON_Delete(o);
 	cJSON_Delete(args);

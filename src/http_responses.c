@@ -458,7 +458,7 @@ static enum gh_code answer_approval(struct rsp *q, struct gh_run_result *res, in
 	ta.approve = q->req.approve;
 	ta.reason = q->req.approval_reason;
 	ta.mode = GH_ANSWER_CONTINUE;
-	ta.wait_ms = q->r->app->cfg->server.approval_wait_ms;
+	ta.wait_ms = gh_app_cfg(q->r->app)->server.approval_wait_ms;
 	ta.gone = wait_gone;
 	ta.ud = q;
 	*ran = 0;

@@ -119,8 +119,8 @@ void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval
 	gh_id_new("ntf_", id, sizeof(id));
 	now = gh_now_ms();
 	/* the key's name is looked up by the delivery thread (a read) */
-	payload = gh_notify_payload(id, event, a, NULL, &n->app->cfg->audit.redact,
-				    n->app->cfg->server.public_url);
+	payload = gh_notify_payload(id, event, a, NULL, &gh_app_cfg(n->app)->audit.redact,
+				    gh_app_cfg(n->app)->server.public_url);
 	pthread_mutex_lock(&n->mu);
 	for (i = 0; i < c->ntargets; i++) {
 		struct job *j;
@@ -671,7 +671,7 @@ static int resume_cb(void *ud, const struct gh_notify_row *r)
 
 enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct gh_err *e)
 {
-	const struct gh_notify_conf *c = &app->cfg->notifications;
+	const struct gh_notify_conf *c = &app->boot_cfg->notifications;
 	struct gh_notify *n;
 	pthread_condattr_t ca;
 	enum gh_code rc;

@@ -776,7 +776,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		pc.r = r;
 		pc.c = c;
 		gh_otel_activate(r->tool_span);
-		rc = gh_mcp_call(r->app->mcp, t->mcp, args, &mo, &result, &is_error, session,
+		rc = gh_mcp_call(gh_app_mcp(r->app), t->mcp, args, &mo, &result, &is_error, session,
 				 sizeof(session), &te);
 		gh_otel_activate(NULL);
 		if (session[0])
@@ -1894,7 +1894,7 @@ static enum gh_code claim(struct run *r, const char *run_id, enum gh_run_status 
 
 static enum gh_code setup_tools(struct run *r, struct gh_err *e)
 {
-	return gh_toolset_build(r->cfg, r->app->mcp, r->agent, r->policy,
+	return gh_toolset_build(r->cfg, gh_app_mcp(r->app), r->agent, r->policy,
 				state_get(r, "client_tools"), &r->ts, e);
 }
 
@@ -2124,7 +2124,7 @@ static enum gh_code init_run(struct run *r, struct gh_app *app, const struct gh_
 {
 	memset(r, 0, sizeof(*r));
 	r->app = app;
-	r->cfg = app->cfg;
+	r->cfg = gh_app_cfg(app);
 	r->who = who;
 	r->agent = agent;
 	gh_metrics_set_agent(agent ? agent->id : NULL);
@@ -2516,7 +2516,7 @@ static enum gh_code act_as_owner(struct run *r, const char *key_id, struct gh_er
 
 	if (rc != GH_OK)
 		return rc;
-	r->owner_key.policy = gh_policy_for_key(r->app->cfg, &r->owner_key.key);
+	r->owner_key.policy = gh_policy_for_key(gh_app_cfg(r->app), &r->owner_key.key);
 	snprintf(r->owner_key.actor, sizeof(r->owner_key.actor), "key:%s", key_id);
 	r->who = &r->owner_key;
 	r->policy = r->owner_key.policy;

@@ -438,7 +438,7 @@ enum gh_code gh_run_agent(struct gh_app *app, const struct gh_principal *who, co
 {
 	struct gh_decision d;
 
-	*out = gh_config_agent(app->cfg, id);
+	*out = gh_config_agent(gh_app_cfg(app), id);
 	if (!*out)
 		return gh_err_set(e, GH_E_NOTFOUND, "no agent \"%s\"", id);
 	gh_policy_agent(who->policy, (*out)->id, &d);

@@ -8,8 +8,10 @@
  * and key files' directories, the listen address by binding it once); a
  * start that fails later removes the files it created itself.
  *
- * Runs on the main thread; SIGINT/SIGTERM are blocked in every thread and
- * taken with sigwait here.
+ * Runs on the main thread; SIGINT/SIGTERM/SIGHUP are blocked in every
+ * thread and taken with sigwait here. SIGHUP reloads the config
+ * (reload.h); the outcome goes to the log, the audit log and, for
+ * `gatehouse reload`, to DB.reload.json beside the pid file DB.pid.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -38,6 +40,7 @@
 #include "otel.h"
 #include "policy.h"
 #include "ratelimit.h"
+#include "reload.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -168,10 +171,11 @@ static void audit_policies(struct gh_app *app)
 	char *ds;
 	size_t i;
 
-	for (i = 0; i < app->cfg->npolicies; i++)
-		cJSON_AddStringToObject(p, app->cfg->policies[i].name,
-					app->cfg->policies[i].version);
-	cJSON_AddStringToObject(d, "config", app->cfg->file);
+	const struct gh_config *cfg = gh_app_cfg(app);
+
+	for (i = 0; i < cfg->npolicies; i++)
+		cJSON_AddStringToObject(p, cfg->policies[i].name, cfg->policies[i].version);
+	cJSON_AddStringToObject(d, "config", cfg->file);
 	ds = gh_json_dump(d);
 	cJSON_Delete(d);
 	se.detail = ds;
@@ -309,6 +313,77 @@ static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 	}
 }
 
+/* ------------------------------------------------------ pid and reload */
+
+/* DB + sfx, or NULL out of memory; caller frees. */
+static char *state_path(const struct gh_cli *c, const char *sfx)
+{
+	size_t n = strlen(c->cfg->database.path) + strlen(sfx) + 1;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s%s", c->cfg->database.path, sfx);
+	return p;
+}
+
+/* DB.pid: how `gatehouse reload` finds this process. */
+static void pidfile_write(const struct gh_cli *c)
+{
+	char *p = state_path(c, GH_RELOAD_PID_SUFFIX), num[32];
+	FILE *f;
+
+	if (!p)
+		return;
+	snprintf(num, sizeof(num), "%ld\n", (long)getpid());
+	if (!(f = fopen(p, "w")) || fputs(num, f) < 0 || fclose(f) != 0)
+		gh_warn("cannot write %s (gatehouse reload finds the server by it): %s", p,
+			strerror(errno));
+	free(p);
+}
+
+static void pidfile_remove(const struct gh_cli *c)
+{
+	char *p = state_path(c, GH_RELOAD_PID_SUFFIX);
+
+	if (p)
+		unlink(p);
+	free(p);
+}
+
+/* SIGHUP: reloads, and leaves the outcome (the admin API's answer, or
+ * {"ok":false,"error":...}) with the signal count in DB.reload.json,
+ * written whole (renamed into place), for `gatehouse reload`. */
+static void reload_on_signal(struct gh_app *app, const struct gh_cli *c)
+{
+	static long count;
+	struct gh_reload_opts o = {"signal", NULL, app->db_override};
+	struct gh_err e;
+	cJSON *res = NULL;
+	char *p = state_path(c, GH_RELOAD_STATUS_SUFFIX), *tmp = state_path(c, ".reload.tmp");
+	char *txt;
+	FILE *f;
+
+	gh_info("received SIGHUP: reloading %s", app->boot_cfg->file);
+	if (gh_reload(app, &o, &res, &e) != GH_OK) {
+		res = cJSON_CreateObject();
+		cJSON_AddBoolToObject(res, "ok", 0);
+		cJSON_AddStringToObject(res, "error", e.msg);
+	}
+	cJSON_AddNumberToObject(res, "signal", (double)++count);
+	cJSON_AddNumberToObject(res, "pid", (double)getpid());
+	txt = gh_json_dump(res);
+	cJSON_Delete(res);
+	if (p && tmp && txt && (f = fopen(tmp, "w"))) {
+		int ok = fputs(txt, f) >= 0;
+
+		if (fclose(f) != 0 || !ok || rename(tmp, p) != 0)
+			unlink(tmp);
+	}
+	free(txt);
+	free(tmp);
+	free(p);
+}
+
 int gh_cmd_serve(struct gh_cli *c)
 {
 	struct gh_app app;
@@ -320,15 +395,21 @@ int gh_cmd_serve(struct gh_cli *c)
 	int sig, rc = GH_EXIT_RUNTIME;
 	const char *listen = c->listen ? c->listen : c->cfg->server.listen;
 
+	struct gh_mcp *mcp = NULL;
+	char digest[65];
+
 	memset(&app, 0, sizeof(app));
 	memset(&cr, 0, sizeof(cr));
-	app.cfg = c->cfg;
+	gh_reload_apply_log(c->cfg);
+	app.boot_cfg = c->cfg;
 	app.listen = listen;
+	app.db_override = c->db;
 	app.started_ms = gh_now_ms();
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	if (preflight(c, listen, &cr) != 0)
@@ -359,8 +440,15 @@ int gh_cmd_serve(struct gh_cli *c)
 	if (app.read_only && c->cfg->nmcp_servers)
 		gh_warn("read-only: the %zu upstream MCP servers are not started",
 			c->cfg->nmcp_servers);
-	if (!app.read_only && gh_mcp_start(c->cfg, app.store, &app.mcp, &e) != GH_OK) {
+	if (!app.read_only && gh_mcp_start(c->cfg, app.store, &mcp, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
+		goto out;
+	}
+	/* the first config generation; reloads replace it (reload.h) */
+	gh_reload_digest_file(c->cfg->file, digest);
+	if (gh_app_cfg_init(&app, c->cfg, mcp, digest) != 0) {
+		gh_mcp_stop(mcp);
+		fprintf(stderr, "gatehouse: out of memory\n");
 		goto out;
 	}
 	if (!app.read_only && gh_notify_start(&app, &app.notify, &e) != GH_OK) {
@@ -387,9 +475,24 @@ int gh_cmd_serve(struct gh_cli *c)
 		printf("gatehouse metrics on port %d (metrics.listen %s)\n",
 		       gh_http_metrics_port(mhttp), c->cfg->metrics.listen);
 	}
-	announce(c, listen, &app, http);
-	while (sigwait(&set, &sig) != 0)
-		;
+	{
+		/* the main thread reads the config under a reference like
+		 * every other thread: a reload may free what it read */
+		struct gh_cfg_gen *g = gh_app_cfg_acquire(&app), *prev = gh_app_cfg_enter(g);
+
+		announce(c, listen, &app, http);
+		gh_app_cfg_leave(prev);
+		gh_app_cfg_release(g);
+	}
+	pidfile_write(c);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		reload_on_signal(&app, c);
+	}
+	pidfile_remove(c);
 	gh_info("received %s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	atomic_store(&app.stopping, 1);
 	rc = GH_EXIT_OK;
@@ -402,8 +505,9 @@ out:
 		t1 = gh_mono_ns();
 		gh_bg_stop(app.bg);
 		t2 = gh_mono_ns();
-		/* after every request and background run: no call is in flight */
-		gh_mcp_stop(app.mcp);
+		/* after every request and background run: no call is in flight,
+		 * and the last generation (with its MCP servers) goes */
+		gh_app_cfg_fini(&app);
 		/* after every span's end: what waits is flushed, for a bounded time */
 		gh_otel_stop();
 		/* after everything that decides or expires approvals */

@@ -19,6 +19,7 @@ NESTING = (10, 64, 65, 800, 100000)
 
 # Routes that read no body: a nested one is not an error for them.
 NO_BODY = {("POST", "/api/admin/logout"), ("POST", "/api/keys/:id/revoke"),
+           ("POST", "/api/admin/reload"),
            ("DELETE", "/api/memory/threads/:id"), ("DELETE", "/mcp"), ("DELETE", "/mcp/:id")}
 # JSON-RPC answers a parse error in its own envelope with HTTP 200
 # (code -32700), as A2A clients expect.

@@ -49,7 +49,7 @@ static void test_port_in_use_names_address_and_reason(void)
 
 	T_EQ_INT(gh_config_parse("t.json", conf_text, strlen(conf_text), &cfg, &e), GH_OK);
 	memset(&app, 0, sizeof(app));
-	app.cfg = cfg;
+	app.boot_cfg = cfg;
 	fd = occupy(&port);
 	T_ASSERT(fd >= 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
@@ -74,7 +74,7 @@ static void test_port_zero_picks_one(void)
 
 	T_EQ_INT(gh_config_parse("t.json", conf_text, strlen(conf_text), &cfg, &e), GH_OK);
 	memset(&app, 0, sizeof(app));
-	app.cfg = cfg;
+	app.boot_cfg = cfg;
 	T_EQ_INT(gh_http_start(&app, "127.0.0.1:0", &h, &e), GH_OK);
 	T_ASSERT(gh_http_port(h) > 0);
 	gh_http_stop(h);
