@@ -30,6 +30,8 @@ static const char usage_main[] =
 	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
 	"  mcp      list|tools|accept|reject                         upstream MCP servers and "
 	"their pinned tools\n"
+	"  policy   test                                             replay recorded tool calls "
+	"against a candidate config\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
@@ -338,6 +340,8 @@ int gh_cli_main(int argc, char **argv)
 		return gh_cmd_admin(argc, argv);
 	if (!strcmp(argv[1], "mcp"))
 		return gh_cmd_mcp(argc, argv);
+	if (!strcmp(argv[1], "policy"))
+		return gh_cmd_policy(argc, argv);
 	fprintf(stderr, "gatehouse: unknown command \"%s\"\n\n%s", argv[1], usage_main);
 	return GH_EXIT_USAGE;
 }

@@ -101,5 +101,7 @@ int gh_cmd_audit(int argc, char **argv);
 int gh_cmd_admin(int argc, char **argv);
 /* cli_mcp.c */
 int gh_cmd_mcp(int argc, char **argv);
+/* cli_policy.c */
+int gh_cmd_policy(int argc, char **argv);
 
 #endif
