@@ -39,6 +39,7 @@ struct gh_app {
 	struct gh_mcp_sessions *mcp_sessions; /* MCP clients' sessions at /mcp (http.c) */
 	_Atomic int active_streams;
 	_Atomic int stopping;
+	const char *config_path;              /* the config file serve was started with */
 };
 
 #endif

@@ -287,6 +287,7 @@ int gh_cmd_serve(struct gh_cli *c)
 	app.cfg = c->cfg;
 	app.listen = listen;
 	app.started_ms = gh_now_ms();
+	app.config_path = c->config;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
