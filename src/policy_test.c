@@ -191,13 +191,15 @@ void gh_ptest_decide(const struct gh_config *cand, struct gh_mcp *mcp, const str
 	memset(out, 0, sizeof(*out));
 	memset(&d, 0, sizeof(d));
 	out->before = before_word(c->event);
-	if (!k || k->revoked_at) {
+	if (c->key_id && (!k || k->revoked_at)) {
 		out->kind = GH_PT_KEY_GONE;
-		snprintf(out->rule, sizeof(out->rule), "key %.48s %s", c->key_id ? c->key_id : "-",
+		snprintf(out->rule, sizeof(out->rule), "key %.48s %s", c->key_id,
 			 k ? "is revoked" : "no longer exists");
 		return;
 	}
-	p = gh_policy_for_key(cand, k);
+	/* a call without a key came from an admin session, which runs under
+	 * no policy (http.c) */
+	p = c->key_id ? gh_policy_for_key(cand, k) : NULL;
 	a = gh_config_agent(cand, c->agent_id);
 	if (!a) {
 		out->agent_gone = 1;

@@ -59,7 +59,9 @@ struct gh_ptest_verdict {
 	char rule[320];         /* the candidate's deciding rule, or why undecidable */
 };
 
-/* Decides call again under cand for key k (NULL or revoked: GH_PT_KEY_GONE).
+/* Decides call again under cand for key k, the key of call->key_id (NULL
+ * or revoked: GH_PT_KEY_GONE; a call without a key id, an admin
+ * session's, runs under no policy).
  * mcp (may be NULL) has the federated tools published now. */
 void gh_ptest_decide(const struct gh_config *cand, struct gh_mcp *mcp, const struct gh_key *k,
 		     const struct gh_ptest_call *call, struct gh_ptest_verdict *out);

@@ -201,6 +201,15 @@ static void test_decide(void)
 	k.revoked_at = 5;
 	decide(cand, &k, "allowed", "a", "read", "server", "{}", &v);
 	T_EQ_INT(v.kind, GH_PT_KEY_GONE);
+	/* an admin session's call (no key) runs under no policy */
+	{
+		struct gh_ptest_call c = {.seq = 1, .ts = 1, .event = "denied", .agent_id = "a",
+					  .tool = "read", .source = "server", .args = "{}"};
+
+		gh_ptest_decide(cand, NULL, NULL, &c, &v);
+		T_EQ_INT(v.kind, GH_PT_SAME);
+		T_CONTAINS(v.rule, "no policy applies");
+	}
 	/* a key whose policy the candidate lacks runs under none */
 	k.revoked_at = 0;
 	gh_strlcpy(k.policy, "old", sizeof(k.policy));
