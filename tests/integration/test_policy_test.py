@@ -2,7 +2,8 @@
 replayed against a candidate config. A tightened rule is reported on
 exactly the calls it would refuse, and the gate, once the candidate is in
 force, refuses exactly those; a rule reading a redacted argument is
-undecidable; --since filters; the admin API gives the same report."""
+undecidable, and so is one on arguments stored truncated; --since filters;
+the admin API gives the same report."""
 
 import copy
 import json
@@ -42,7 +43,7 @@ class PolicyTestTest(GatewayTest):
         self.policies = {"default": {"agents": ["*"],
                                      "tools": {"allow": ["*"], "deny": ["deploy"]}}}
         self.cfg = config(self.fake, agents=agents, tools=tools, policies=self.policies,
-                          audit={"redact": ["token"]})
+                          audit={"redact": ["token"], "max_args_bytes": 256})
         self.gw = self.gateway(self.cfg)
         self.key = self.gw.create_key("alice")
         self.admin = self.gw.create_key("root", admin=True)
@@ -155,6 +156,17 @@ class PolicyTestTest(GatewayTest):
         self.assertEqual(rep["undecidableRules"], [{"rule": why, "calls": 1}])
         rc, out, _ = self.policy_test(cand, "--since", SINCE_ALL)
         self.assertIn("UNDECIDABLE: 1 call", out)
+        # arguments stored truncated (over audit.max_args_bytes): a rule on them is
+        # undecidable for that call only
+        self.call("lookup", {"q": "x" * 300})
+        long_seq = self.decisions(recorded[-1][0])[0][0]
+        rule = {"name": "no-x", "tool": "lookup", "pointer": "/q", "regex": "^x", "effect": "deny"}
+        rc, rep = self.report(self.write("candidate2.json", self.candidate(rule)))
+        self.assertEqual(rc, 0)
+        self.assertEqual(rep["totals"]["decisions"], 7)
+        self.assertEqual([u["seq"] for u in rep["undecidable"]], [long_seq])
+        self.assertIn('arguments "no-x" reads the arguments, which the audit log stores truncated',
+                      rep["undecidable"][0]["why"])
         # the secret itself never reached the log the report reads
         self.assertNotIn("secret-1", json.dumps(self.gw.query("SELECT * FROM audit_events"),
                                                      default=str))
