@@ -69,6 +69,7 @@ struct gh_app {
 	pthread_mutex_t gen_mu;               /* held to add a reference to gen */
 	struct gh_cfg_gen *_Atomic gen;
 	int gen_inited;
+	const char *config_path;              /* the config file serve was started with */
 };
 
 /* Installs the first generation: cfg is borrowed (it outlives the app),

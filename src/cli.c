@@ -32,6 +32,8 @@ static const char usage_main[] =
 	"their pinned tools\n"
 	"  reload   --config FILE                                    make the running server "
 	"re-read its config\n"
+	"  policy   test                                             replay recorded tool calls "
+	"against a candidate config\n"
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
@@ -342,6 +344,8 @@ int gh_cli_main(int argc, char **argv)
 		return gh_cmd_mcp(argc, argv);
 	if (!strcmp(argv[1], "reload"))
 		return gh_cmd_reload(argc, argv);
+	if (!strcmp(argv[1], "policy"))
+		return gh_cmd_policy(argc, argv);
 	fprintf(stderr, "gatehouse: unknown command \"%s\"\n\n%s", argv[1], usage_main);
 	return GH_EXIT_USAGE;
 }

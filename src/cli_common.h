@@ -103,5 +103,7 @@ int gh_cmd_admin(int argc, char **argv);
 int gh_cmd_mcp(int argc, char **argv);
 /* gatehouse reload (cli_reload.c) */
 int gh_cmd_reload(int argc, char **argv);
+/* cli_policy.c */
+int gh_cmd_policy(int argc, char **argv);
 
 #endif

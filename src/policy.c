@@ -437,13 +437,56 @@ static int value_matches(const struct gh_arg_rule *rule, const char *v)
 	return 0;
 }
 
-/* Whether rule applies to args. */
-static int rule_applies(const struct gh_arg_rule *rule, const cJSON *args)
+/* 1 when v is what the audit log stores in place of a redacted value, or
+ * holds one at any depth. */
+static int holds_redacted(const cJSON *v, int depth)
 {
-	const cJSON *v = pointer_get(args, rule->pointer);
+	const cJSON *c;
+
+	if (cJSON_IsString(v))
+		return !strcmp(v->valuestring, GH_POLICY_REDACTED);
+	if (depth > 64)
+		return 1; /* deeper than redaction looks: cannot say it holds none */
+	cJSON_ArrayForEach(c, v)
+		if (holds_redacted(c, depth + 1))
+			return 1;
+	return 0;
+}
+
+/* 1 when the value rule reads lies under, is or holds a redacted value
+ * (each step of the pointer checked: a redacted object hides its members). */
+static int reads_redacted(const cJSON *args, const char *ptr)
+{
+	char prefix[1024];
+	size_t i, n = strlen(ptr);
+	const cJSON *v;
+
+	for (i = 1; i <= n && i < sizeof(prefix); i++) {
+		if (i < n && ptr[i] != '/')
+			continue;
+		memcpy(prefix, ptr, i);
+		prefix[i] = '\0';
+		v = pointer_get(args, prefix);
+		if (!v)
+			return 0;
+		if (cJSON_IsString(v) && !strcmp(v->valuestring, GH_POLICY_REDACTED))
+			return 1;
+	}
+	v = pointer_get(args, ptr);
+	return v && holds_redacted(v, 0);
+}
+
+/* Whether rule applies to args: 1 or 0, or -1 when recorded is set and the
+ * answer depends on a value the audit log does not hold. */
+static int rule_applies(const struct gh_arg_rule *rule, const cJSON *args, int recorded)
+{
+	const cJSON *v;
 	char *text = NULL;
 	int m;
 
+	if (recorded && reads_redacted(args, rule->pointer))
+		return -1;
+	v = pointer_get(args, rule->pointer);
 	if (!v)
 		m = 0;
 	else if (cJSON_IsString(v))
@@ -473,29 +516,70 @@ static void arg_rule_name(const struct gh_policy_conf *p, const struct gh_arg_ru
 	    rule->regex ? rule->regex : rule->glob);
 }
 
-void gh_policy_args(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
-		    struct gh_decision *d)
+/* The argument conditions, as the gate applies them: deny > approval >
+ * allow, the first matching deny or approval rule naming the decision.
+ * With recorded (arguments as the audit log stores them), a rule whose
+ * answer is unknown (-1) makes the decision unknown when it could change
+ * it: a deny rule before any deny that applies, or an approval rule of an
+ * allowed call before the first approval rule that applies. Returns 0 when
+ * d is the decision, 1 when it is unknown (*unknown names the rule). args
+ * NULL with recorded: every rule is unknown (arguments stored truncated). */
+static int args_eval(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
+		     int recorded, struct gh_decision *d, const struct gh_arg_rule **unknown)
 {
-	const struct gh_arg_rule *approval = NULL;
+	const struct gh_arg_rule *approval = NULL, *open = NULL;
 	size_t i;
+	int m;
 
-	if (!p || !args || !tool_name || d->verdict == GH_V_DENY)
-		return;
+	if (!p || (!args && !recorded) || !tool_name || d->verdict == GH_V_DENY)
+		return 0;
 	for (i = 0; i < p->narg_rules; i++) {
 		const struct gh_arg_rule *rule = &p->arg_rules[i];
 
-		if (!gh_glob_match(rule->tool, tool_name) || !rule_applies(rule, args))
+		if (!gh_glob_match(rule->tool, tool_name))
+			continue;
+		m = args ? rule_applies(rule, args, recorded) : -1;
+		if (m == 0)
 			continue;
 		if (rule->effect == GH_ARG_DENY) {
+			if (m < 0) {
+				*unknown = rule;
+				return 1;
+			}
 			arg_rule_name(p, rule, tool_name, d, GH_V_DENY);
-			return;
+			return 0;
 		}
-		if (!approval)
+		if (approval || open)
+			continue;
+		if (m < 0)
+			open = rule; /* matters unless a deny applies */
+		else
 			approval = rule;
+	}
+	if (open && d->verdict == GH_V_ALLOW) {
+		*unknown = open;
+		return 1;
 	}
 	if (approval && d->verdict == GH_V_ALLOW) {
 		d->approver = p->approver;
 		d->ttl_s = p->approval_ttl_s;
 		arg_rule_name(p, approval, tool_name, d, GH_V_APPROVAL);
 	}
+	return 0;
+}
+
+void gh_policy_args(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
+		    struct gh_decision *d)
+{
+	const struct gh_arg_rule *unknown = NULL;
+
+	args_eval(p, tool_name, args, 0, d, &unknown);
+}
+
+int gh_policy_args_recorded(const struct gh_policy_conf *p, const char *tool_name,
+			    const cJSON *args, struct gh_decision *d,
+			    const struct gh_arg_rule **unknown)
+{
+	*unknown = NULL;
+	return args_eval(p, tool_name, args, 1, d, unknown);
 }

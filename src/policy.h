@@ -89,6 +89,24 @@ void gh_policy_arg_rule_free(struct gh_arg_rule *rule);
 void gh_policy_args(const struct gh_policy_conf *p, const char *tool_name, const cJSON *args,
 		    struct gh_decision *d);
 
+/* What the audit log stores in place of a redacted argument value
+ * (gh_audit_redact). */
+#define GH_POLICY_REDACTED "[REDACTED]"
+
+/* gh_policy_args over a call's arguments as the audit log recorded them,
+ * for replaying the call against another config (policy_test.h): the same
+ * rules in the same order, except that a rule whose pointer reads a
+ * redacted value (GH_POLICY_REDACTED at the value, above it or inside it)
+ * cannot be answered. args NULL: the arguments were stored truncated, so
+ * no rule on this tool can be answered. Returns 0 with d as the gate
+ * decides it, or 1 when the decision (its verdict or the rule naming it)
+ * depends on an unanswerable rule, *unknown naming the first such rule (d
+ * is then meaningless). Rules that cannot change d (d a deny already, an
+ * approval rule after one that applies) never make it unknown. */
+int gh_policy_args_recorded(const struct gh_policy_conf *p, const char *tool_name,
+			    const cJSON *args, struct gh_decision *d,
+			    const struct gh_arg_rule **unknown);
+
 /* Tool calls per minute for (policy, tool): an exact entry wins over globs,
  * "*" last; 0 = no limit. rule gets the entry's name. */
 int64_t gh_policy_tool_limit(const struct gh_policy_conf *p, const char *tool_name,

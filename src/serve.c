@@ -405,6 +405,7 @@ int gh_cmd_serve(struct gh_cli *c)
 	app.listen = listen;
 	app.db_override = c->db;
 	app.started_ms = gh_now_ms();
+	app.config_path = c->config;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

@@ -2,7 +2,7 @@
 //
 // Hash routes: #/approvals (landing), #/approvals/decided, #/approvals/<id>
 // (one approval, the link notifications carry), #/audit?filters,
-// #/threads?filters, #/threads/<id>, #/keys, #/overview, #/mcp?server=. Each page module
+// #/threads?filters, #/threads/<id>, #/keys, #/overview, #/mcp?server=, #/policy. Each page module
 // exports render(main, ctx, params) and may return a cleanup function.
 
 import { api, ApiError, onUnauthorized, setCsrf } from './api.js';
@@ -15,6 +15,7 @@ import * as threads from './threads.js';
 import * as keys from './keys.js';
 import * as overview from './overview.js';
 import * as mcp from './mcp.js';
+import * as policy from './policy.js';
 
 const app = document.getElementById('app');
 
@@ -25,6 +26,7 @@ const NAV = [
   { path: 'threads', label: 'Threads' },
   { path: 'keys', label: 'Keys & policies' },
   { path: 'mcp', label: 'MCP servers' },
+  { path: 'policy', label: 'Policy change' },
 ];
 
 const ROUTES = [
@@ -37,6 +39,7 @@ const ROUTES = [
   { re: /^keys$/, page: keys, nav: 'keys', title: 'Keys & policies' },
   { re: /^overview$/, page: overview, nav: 'overview', title: 'Overview' },
   { re: /^mcp$/, page: mcp, nav: 'mcp', title: 'MCP servers' },
+  { re: /^policy$/, page: policy, nav: 'policy', title: 'Policy change' },
 ];
 
 // What every page can use.
