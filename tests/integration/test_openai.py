@@ -351,9 +351,14 @@ class OpenAITest(GatewayTest):
         # a later turn resends the finished tool round: told to the model, not re-answered
         history += [b2["choices"][0]["message"],
                     {"role": "user", "content": "What did I ask?"}]
-        st, b3, _ = self.chat({"model": "assistant", "messages": history, "tools": [WEATHER]})
+        st, b3, h3 = self.chat({"model": "assistant", "messages": history, "tools": [WEATHER]})
         self.assertEqual(st, 200, b3)
         self.assertEqual(b3["choices"][0]["message"]["content"], "You asked about Oslo.")
+        # a run that ran no tool has its record committed after the answer: the
+        # next read through gatehouse finds it (and the database has it after)
+        st, r3, _ = self.gw.get("/api/runs/" + h3["x-gatehouse-run"], key=self.key)
+        self.assertEqual(st, 200, r3)
+        self.assertEqual(r3["status"], "completed")
         up = self.sent()[2]["messages"]
         self.assertEqual([m["role"] for m in up], ["system", "user", "assistant", "user"])
         self.assertIn('[called get_weather({"city":"Oslo"}) -> "-5 C"]', up[2]["content"])
