@@ -107,13 +107,7 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	gh_deadline(CLOCK_REALTIME, ms, &ts);
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 

@@ -44,6 +44,7 @@
 #include "run.h"
 #include "store.h"
 #include "tools.h"
+#include "util.h"
 #include "wire_mcp.h"
 
 /* -------------------------------------------------- elicitation answers */
@@ -121,12 +122,7 @@ static int elicit_wait(struct pending_elicit *p, int64_t ms, int (*gone)(void *)
 			break;
 		}
 		pthread_mutex_lock(&elicit_mu);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		gh_deadline(CLOCK_REALTIME, 100, &ts);
 		if (!p->done)
 			pthread_cond_timedwait(&elicit_cv, &elicit_mu, &ts);
 	}

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "util.h"
 
 struct item {
 	char *type;
@@ -197,13 +198,7 @@ int gh_hub_next(struct gh_hub_sub *s, int timeout_ms, char **type, char **data)
 	int rc = 0;
 
 	*type = *data = NULL;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	gh_deadline(CLOCK_MONOTONIC, timeout_ms, &ts);
 	pthread_mutex_lock(&s->mu);
 	while (!s->len && !s->lost) {
 		if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT)

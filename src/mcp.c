@@ -150,13 +150,7 @@ static void lock_wait(struct mcp_upstream *u, int64_t ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	gh_deadline(CLOCK_MONOTONIC, ms, &ts);
 	pthread_cond_timedwait(&u->cv, &u->mu, &ts);
 }
 

@@ -130,18 +130,6 @@ static void sleep_ms(int64_t ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A deadline for pthread_cond_timedwait (CLOCK_MONOTONIC) ms from now. */
-static void deadline(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ms / 1000);
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static struct pending *find_pending(struct stdio_conn *c, int64_t id)
 {
 	struct pending *p;
@@ -494,8 +482,9 @@ static enum gh_code stdio_request(struct mcp_conn *base, int64_t id, const char 
 			if (p.done)
 				continue;
 		}
-		deadline(&ts, o->timeout_ms - waited_ms < SLICE_MS ? o->timeout_ms - waited_ms
-								    : SLICE_MS);
+		gh_deadline(CLOCK_MONOTONIC,
+			    o->timeout_ms - waited_ms < SLICE_MS ? o->timeout_ms - waited_ms : SLICE_MS,
+			    &ts);
 		pthread_cond_timedwait(&p.cv, &c->mu, &ts);
 	}
 	pthread_mutex_unlock(&c->mu);

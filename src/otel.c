@@ -662,17 +662,6 @@ static void export_batch(CURL *c, struct gh_span *batch, size_t n, int64_t timeo
 	free(body);
 }
 
-static void deadline_in(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
 static void *exporter_main(void *arg)
 {
 	CURL *c = curl_easy_init();
@@ -686,7 +675,7 @@ static void *exporter_main(void *arg)
 		size_t n;
 		int64_t budget = X.timeout_ms;
 
-		deadline_in(&until, X.interval_ms);
+		gh_deadline(CLOCK_MONOTONIC, X.interval_ms, &until);
 		while (!X.stopping && X.n < X.max_batch &&
 		       pthread_cond_timedwait(&X.cv, &X.mu, &until) == 0)
 			;

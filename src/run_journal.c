@@ -251,12 +251,7 @@ static void wait_tick(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += FOLLOW_TICK_MS * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	gh_deadline(CLOCK_REALTIME, FOLLOW_TICK_MS, &ts);
 	pthread_cond_timedwait(&cv, &mu, &ts);
 }
 

@@ -28,6 +28,17 @@ int64_t gh_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void gh_deadline(clockid_t clk, int64_t ms, struct timespec *out)
+{
+	clock_gettime(clk, out);
+	out->tv_sec += (time_t)(ms / 1000);
+	out->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (out->tv_nsec >= 1000000000L) {
+		out->tv_sec++;
+		out->tv_nsec -= 1000000000L;
+	}
+}
+
 void gh_id_make(const char *prefix, int64_t ms, const unsigned char rnd[14], char *out,
 		size_t cap)
 {

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define GH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -20,6 +21,9 @@
 int64_t gh_now_ms(void);
 /* Monotonic clock in nanoseconds (for durations and rate limits). */
 int64_t gh_mono_ns(void);
+/* *out = clock clk's time now plus ms (ms >= 0): a deadline for
+ * pthread_cond_timedwait on a condition variable using that clock. */
+void gh_deadline(clockid_t clk, int64_t ms, struct timespec *out);
 
 /* Writes prefix + 24 base32 chars + NUL into out (cap bytes): 10 for the
  * time in milliseconds, then 14 random ones (70 bits). The alphabet is in

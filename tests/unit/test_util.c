@@ -353,7 +353,29 @@ static void test_str_in_and_chars_ok(void)
 	T_EQ_INT(gh_chars_ok(long_name, 64, ""), 1);
 }
 
-T_MAIN(T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
+/* A deadline is the clock's time plus ms, normalised, between the clock
+ * read before the call and the one after. */
+static void test_deadline(void)
+{
+	static const int64_t ms[] = {0, 1, 999, 1000, 1001, 123456};
+	size_t i;
+
+	for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+		struct timespec a, d, b;
+		int64_t an, dn, bn;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		gh_deadline(CLOCK_MONOTONIC, ms[i], &d);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		T_ASSERT(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+		an = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec + ms[i] * 1000000;
+		dn = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+		bn = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec + ms[i] * 1000000;
+		T_ASSERT(an <= dn && dn <= bn);
+	}
+}
+
+T_MAIN(T(test_deadline), T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
        T(test_parse_time_impossible_dates), T(test_iso8601_roundtrip),
        T(test_iso8601_before_epoch), T(test_hex), T(test_id_new), T(test_strlcpy),
        T(test_clocks_and_strdup), T(test_str_in_and_chars_ok))
