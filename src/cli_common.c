@@ -67,7 +67,7 @@ int gh_cli_parse(int argc, char **argv, int from, const struct gh_opt *opts, con
 	return 0;
 }
 
-static char *path_with(const char *db, const char *suffix)
+char *gh_cli_path_with(const char *db, const char *suffix)
 {
 	size_t n = strlen(db) + strlen(suffix) + 1;
 	char *p = malloc(n);
@@ -98,15 +98,15 @@ int gh_cli_load(struct gh_cli *c)
 		c->cfg->database.path = p;
 	}
 	c->key_hash_file = c->cfg->key_hash_file ? strdup(c->cfg->key_hash_file)
-						 : path_with(c->cfg->database.path, "-hashkey");
+						 : gh_cli_path_with(c->cfg->database.path, "-hashkey");
 	c->signing_key_file = c->cfg->audit.signing_key_file
 				      ? strdup(c->cfg->audit.signing_key_file)
-				      : path_with(c->cfg->database.path, "-audit.key");
+				      : gh_cli_path_with(c->cfg->database.path, "-audit.key");
 	if (!c->key_hash_file || !c->signing_key_file)
 		return GH_EXIT_RUNTIME;
 	if (c->cfg->audit.witness.enabled) {
 		c->witness_file = c->cfg->audit.witness.file ? strdup(c->cfg->audit.witness.file)
-							     : path_with(c->cfg->database.path,
+							     : gh_cli_path_with(c->cfg->database.path,
 									 "-witness");
 		if (!c->witness_file)
 			return GH_EXIT_RUNTIME;

@@ -58,6 +58,9 @@ int gh_cli_dispatch(int argc, char **argv, const char *cmd, const struct gh_cli_
 /* Loads the config named by --config and resolves paths (--db wins over
  * the config). Prints the error and returns nonzero on failure. */
 int gh_cli_load(struct gh_cli *c);
+/* A malloc'ed "<db><suffix>" (the files kept beside the database), or
+ * NULL out of memory. */
+char *gh_cli_path_with(const char *db, const char *suffix);
 void gh_cli_free(struct gh_cli *c);
 
 /* Before a command that writes creates anything: checks that the database

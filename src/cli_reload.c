@@ -90,16 +90,6 @@ static int is_serve(long pid)
 	return serve;
 }
 
-static char *with_suffix(const char *db, const char *sfx)
-{
-	size_t n = strlen(db) + strlen(sfx) + 1;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s%s", db, sfx);
-	return p;
-}
-
 int gh_cmd_reload(int argc, char **argv)
 {
 	struct gh_cli c = {0};
@@ -128,8 +118,8 @@ int gh_cmd_reload(int argc, char **argv)
 		return rc;
 	}
 	rc = GH_EXIT_RUNTIME;
-	pidf = with_suffix(c.cfg->database.path, GH_RELOAD_PID_SUFFIX);
-	statf = with_suffix(c.cfg->database.path, GH_RELOAD_STATUS_SUFFIX);
+	pidf = gh_cli_path_with(c.cfg->database.path, GH_RELOAD_PID_SUFFIX);
+	statf = gh_cli_path_with(c.cfg->database.path, GH_RELOAD_STATUS_SUFFIX);
 	if (!pidf || !statf) {
 		fprintf(stderr, "gatehouse: out of memory\n");
 		goto out;
