@@ -384,6 +384,51 @@ static void reload_on_signal(struct gh_app *app, const struct gh_cli *c)
 	free(p);
 }
 
+/* Serves until SIGINT or SIGTERM (returned), reloading the config at
+ * each SIGHUP; the pid file names this process meanwhile. */
+static int serve_until_signal(struct gh_app *app, const struct gh_cli *c, const sigset_t *set)
+{
+	int sig;
+
+	pidfile_write(c);
+	for (;;) {
+		if (sigwait(set, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		reload_on_signal(app, c);
+	}
+	pidfile_remove(c);
+	return sig;
+}
+
+/* Stops what serve started, in the order that lets each part finish what
+ * the others hand it. Each part may be missing (a start that failed). */
+static void stop_all(struct gh_app *app, struct gh_http *http, struct gh_metrics_http *mhttp)
+{
+	int64_t t0 = gh_mono_ns(), t1, t2, t3;
+
+	gh_http_metrics_stop(mhttp);
+	gh_http_stop(http);
+	t1 = gh_mono_ns();
+	gh_bg_stop(app->bg);
+	t2 = gh_mono_ns();
+	/* after every request and background run: no call is in flight,
+	 * and the last generation (with its MCP servers) goes */
+	gh_app_cfg_fini(app);
+	/* after every span's end: what waits is flushed, for a bounded time */
+	gh_otel_stop();
+	/* after everything that decides or expires approvals */
+	gh_notify_stop(app->notify);
+	t3 = gh_mono_ns();
+	gh_store_close(app->store);
+	gh_audit_serve_close(app);
+	if (http)
+		gh_info("stopped: http %.0f ms, background %.0f ms, mcp %.0f ms, store %.0f ms",
+			(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6,
+			(double)(gh_mono_ns() - t3) / 1e6);
+}
+
 int gh_cmd_serve(struct gh_cli *c)
 {
 	struct gh_app app;
@@ -485,42 +530,12 @@ int gh_cmd_serve(struct gh_cli *c)
 		gh_app_cfg_leave(prev);
 		gh_app_cfg_release(g);
 	}
-	pidfile_write(c);
-	for (;;) {
-		if (sigwait(&set, &sig) != 0)
-			continue;
-		if (sig != SIGHUP)
-			break;
-		reload_on_signal(&app, c);
-	}
-	pidfile_remove(c);
+	sig = serve_until_signal(&app, c, &set);
 	gh_info("received %s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	atomic_store(&app.stopping, 1);
 	rc = GH_EXIT_OK;
 out:
-	{
-		int64_t t0 = gh_mono_ns(), t1, t2, t3;
-
-		gh_http_metrics_stop(mhttp);
-		gh_http_stop(http);
-		t1 = gh_mono_ns();
-		gh_bg_stop(app.bg);
-		t2 = gh_mono_ns();
-		/* after every request and background run: no call is in flight,
-		 * and the last generation (with its MCP servers) goes */
-		gh_app_cfg_fini(&app);
-		/* after every span's end: what waits is flushed, for a bounded time */
-		gh_otel_stop();
-		/* after everything that decides or expires approvals */
-		gh_notify_stop(app.notify);
-		t3 = gh_mono_ns();
-		gh_store_close(app.store);
-		gh_audit_serve_close(&app);
-		if (http)
-			gh_info("stopped: http %.0f ms, background %.0f ms, mcp %.0f ms, store %.0f ms",
-				(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
-				(double)(t3 - t2) / 1e6, (double)(gh_mono_ns() - t3) / 1e6);
-	}
+	stop_all(&app, http, mhttp);
 	if (rc != GH_EXIT_OK && !http)
 		created_undo(&cr);
 	created_free(&cr);
