@@ -271,8 +271,12 @@ enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsig
 {
 	int max_depth = flags & GH_JSON_DEEP ? GH_JSON_MAX_DEPTH_STORED : GH_JSON_MAX_DEPTH;
 	const char *end = NULL, *text;
+	/* one per thread, not on the stack (worker stacks are kept small)
+	 * and not from malloc (a block this size makes glibc consolidate
+	 * its free lists on every parse); nothing here parses re-entrantly */
+	static _Thread_local struct scan scan;
+	struct scan *sc = &scan;
 	enum scan_fault f;
-	struct scan *sc;
 	enum gh_code rc;
 	cJSON *v;
 	size_t off;
@@ -284,10 +288,6 @@ enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsig
 	if (n > GH_JSON_MAX_BYTES)
 		return gh_err_set(e, GH_E_TOOBIG, "%s is larger than %zu bytes", what,
 				  GH_JSON_MAX_BYTES);
-	/* on the heap: worker stacks are kept small */
-	sc = malloc(sizeof(*sc));
-	if (!sc)
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	f = prescan(s, n, flags, max_depth, sc);
 	if (f != SCAN_OK) {
 		rc = scan_error(s, what, f, sc, max_depth, e);
@@ -331,7 +331,7 @@ enum gh_code gh_json_parse_opts(const char *s, size_t n, const char *what, unsig
 			col);
 out:
 	free(sc->patched);
-	free(sc);
+	sc->patched = NULL;
 	return rc;
 }
 
