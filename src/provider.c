@@ -274,6 +274,7 @@ static void detail(struct gh_provider_stream *st, const char *fmt, ...)
 /* Records the stream's first failure: tenants see "provider NAME (TYPE): "
  * + what, or + the formatted text when what is NULL; the detail operators
  * see has the formatted text. Returns 1 (stop). */
+__attribute__((format(printf, 3, 0)))
 static int vfail(struct gh_provider_stream *st, const char *what, const char *fmt, va_list ap)
 {
 	char msg[GH_ERR_MSG_MAX];
