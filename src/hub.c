@@ -138,7 +138,6 @@ void gh_hub_notify_state(struct gh_hub *h, const char *run_id)
 struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic)
 {
 	struct gh_hub_sub *s = calloc(1, sizeof(*s));
-	pthread_condattr_t ca;
 
 	if (!s)
 		return NULL;
@@ -148,10 +147,7 @@ struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic)
 		return NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	gh_cond_init_mono(&s->cv);
 	pthread_mutex_lock(&h->mu);
 	s->next = h->subs;
 	h->subs = s;

@@ -1074,7 +1074,6 @@ enum gh_code gh_mcp_start(const struct gh_config *cfg, struct gh_store *store,
 			  struct gh_mcp **out, struct gh_err *e)
 {
 	struct gh_mcp *m;
-	pthread_condattr_t ca;
 	int64_t end = 0;
 	size_t i, j;
 	enum gh_code rc = GH_OK;
@@ -1092,20 +1091,17 @@ enum gh_code gh_mcp_start(const struct gh_config *cfg, struct gh_store *store,
 	m->n = cfg->nmcp_servers;
 	atomic_init(&m->stopping, 0);
 	pthread_mutex_init(&m->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	for (i = 0; i < m->n; i++) {
 		struct mcp_upstream *u = &m->ups[i];
 
 		u->m = m;
 		u->conf = &cfg->mcp_servers[i];
 		pthread_mutex_init(&u->mu, NULL);
-		pthread_cond_init(&u->cv, &ca);
+		gh_cond_init_mono(&u->cv);
 		atomic_init(&u->next_id, 1);
 		if (u->conf->connect_timeout_ms > end)
 			end = u->conf->connect_timeout_ms;
 	}
-	pthread_condattr_destroy(&ca);
 	for (i = 0; i < m->n; i++) {
 		struct mcp_upstream *u = &m->ups[i];
 

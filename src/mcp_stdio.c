@@ -403,7 +403,6 @@ static enum gh_code stdio_request(struct mcp_conn *base, int64_t id, const char 
 	struct pending p;
 	struct pending **pp;
 	struct gh_buf b;
-	pthread_condattr_t ca;
 	uint64_t seen = 0;
 	int64_t start = gh_mono_ns(), waited_ms;
 	enum gh_code rc;
@@ -411,10 +410,7 @@ static enum gh_code stdio_request(struct mcp_conn *base, int64_t id, const char 
 	memset(reply, 0, sizeof(*reply));
 	memset(&p, 0, sizeof(p));
 	p.id = id;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p.cv, &ca);
-	pthread_condattr_destroy(&ca);
+	gh_cond_init_mono(&p.cv);
 	gh_buf_init(&b, (size_t)c->conf->max_message_bytes);
 	if (gh_mcp_build_request(&b, id, method, params) != GH_BUF_OK) {
 		rc = gh_err_set(e, GH_E_TOOBIG, "MCP server %s: the %s request is over %lld bytes",

@@ -736,7 +736,6 @@ enum gh_code gh_otel_start(const struct gh_otel_settings *s, struct gh_err *e)
 {
 	struct gh_buf b;
 	struct curl_slist *t;
-	pthread_condattr_t ca;
 	size_t i, n;
 	enum gh_code rc = GH_OK;
 
@@ -770,11 +769,8 @@ enum gh_code gh_otel_start(const struct gh_otel_settings *s, struct gh_err *e)
 	X.interval_ms = s->interval_ms > 0 ? s->interval_ms : 1000;
 	X.timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : 5000;
 	X.shutdown_ms = s->shutdown_ms > 0 ? s->shutdown_ms : 2000;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_destroy(&X.cv);
-	pthread_cond_init(&X.cv, &ca);
-	pthread_condattr_destroy(&ca);
+	gh_cond_init_mono(&X.cv);
 	X.stopping = 0;
 	X.accepting = 1;
 	if (pthread_create(&X.th, NULL, exporter_main, NULL) != 0) {

@@ -28,6 +28,16 @@ int64_t gh_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void gh_cond_init_mono(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 void gh_deadline(clockid_t clk, int64_t ms, struct timespec *out)
 {
 	clock_gettime(clk, out);

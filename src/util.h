@@ -6,6 +6,7 @@
 #ifndef GH_UTIL_H
 #define GH_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -24,6 +25,10 @@ int64_t gh_mono_ns(void);
 /* *out = clock clk's time now plus ms (ms >= 0): a deadline for
  * pthread_cond_timedwait on a condition variable using that clock. */
 void gh_deadline(clockid_t clk, int64_t ms, struct timespec *out);
+/* Initialises cv to time its waits on CLOCK_MONOTONIC (deadlines from
+ * gh_deadline(CLOCK_MONOTONIC, ...)), so a wall-clock step never stretches
+ * or cuts a wait. */
+void gh_cond_init_mono(pthread_cond_t *cv);
 
 /* Writes prefix + 24 base32 chars + NUL into out (cap bytes): 10 for the
  * time in milliseconds, then 14 random ones (70 bits). The alphabet is in
