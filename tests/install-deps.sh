@@ -4,7 +4,8 @@
 #   tests/install-deps.sh --test   also what the test suite needs: python3, sqlite3,
 #                                  Node.js + npm, chromium, dpkg-dev and systemd (the
 #                                  .deb and its unit), prometheus (promtool checks
-#                                  /metrics), and the npm clients from
+#                                  /metrics), postgresql (the tests start a
+#                                  throwaway server), and the npm clients from
 #                                  tests/package-lock.json (npm ci)
 set -eu
 
@@ -12,9 +13,9 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 pkgs="build-essential cmake pkg-config curl sqlite3 libsqlite3-dev libcivetweb-dev libcurl4-openssl-dev \
-libcjson-dev libsodium-dev"
+libcjson-dev libsodium-dev libpq-dev"
 if [ "$want_test" -eq 1 ]; then
-	pkgs="$pkgs python3 chromium dpkg-dev systemd prometheus"
+	pkgs="$pkgs python3 chromium dpkg-dev systemd prometheus postgresql"
 	# Node.js: keep an existing installation (any vendor), else Debian's.
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		pkgs="$pkgs nodejs npm"

@@ -1,0 +1,378 @@
+/*
+ * test_pg.c - pg.c against a real PostgreSQL server: the test starts its
+ * own throwaway cluster with tests/pg/pg_server.sh (Debian's postgresql),
+ * restarts and stops it to see the pool fail fast and recover, and
+ * removes it at the end.
+ */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "pg.h"
+#include "t.h"
+#include "util.h"
+
+static char state[512], url[1024];
+
+/* Runs pg_server.sh cmd on this test's state directory: 0 on success. */
+static int server(const char *cmd)
+{
+	char line[1400];
+	const char *src = getenv("GH_SRC");
+
+	snprintf(line, sizeof(line), "%s/tests/pg/pg_server.sh %s %s >&2", src ? src : "../..",
+		 cmd, state);
+	return system(line);
+}
+
+static int ensure_server(void)
+{
+	const char *build = getenv("GH_BUILD");
+	FILE *f;
+
+	if (url[0])
+		return 0;
+	snprintf(state, sizeof(state), "%s/pg-test_pg", build ? build : ".");
+	if (server("start") != 0)
+		return -1;
+	snprintf(url, sizeof(url), "%s/url", state);
+	f = fopen(url, "r");
+	url[0] = '\0';
+	if (!f || !fgets(url, sizeof(url), f)) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	url[strcspn(url, "\n")] = '\0';
+	return 0;
+}
+
+static struct gh_pg_pool *open_pool(int size, int stmt_timeout_ms)
+{
+	struct gh_pg_opts o = {url, size, 2, stmt_timeout_ms, 2000};
+	struct gh_pg_pool *p = NULL;
+	struct gh_err e;
+
+	if (ensure_server() != 0)
+		return NULL;
+	if (gh_pg_pool_open(&o, &p, &e) != GH_OK)
+		fprintf(stderr, "  pool: %s\n", e.msg);
+	return p;
+}
+
+static void test_sql_rewrite(void)
+{
+	char out[256];
+	int n = 0;
+
+	T_EQ_INT(gh_pg_sql_rewrite("SELECT a FROM t WHERE b = ? AND c = ?", out, sizeof(out), &n), 0);
+	T_EQ_STR(out, "SELECT a FROM t WHERE b = $1 AND c = $2");
+	T_EQ_INT(n, 2);
+	/* numbered ones, re-used, and a bare one after them (SQLite's rule) */
+	T_EQ_INT(gh_pg_sql_rewrite("UPDATE t SET a = ?2 WHERE id = ?1 OR p = ?2 AND q = ?", out,
+				   sizeof(out), &n), 0);
+	T_EQ_STR(out, "UPDATE t SET a = $2 WHERE id = $1 OR p = $2 AND q = $3");
+	T_EQ_INT(n, 3);
+	/* quoted text, names and comments are left alone */
+	T_EQ_INT(gh_pg_sql_rewrite("SELECT '?', 'it''s ?', \"a?\" -- why?\n, ? /* ? */", out,
+				   sizeof(out), &n), 0);
+	T_EQ_STR(out, "SELECT '?', 'it''s ?', \"a?\" -- why?\n, $1 /* ? */");
+	T_EQ_INT(n, 1);
+	/* too small, a number out of range */
+	T_EQ_INT(gh_pg_sql_rewrite("SELECT ?, ?, ?", out, 10, &n), -1);
+	T_EQ_INT(gh_pg_sql_rewrite("SELECT ?0", out, sizeof(out), &n), -1);
+	T_EQ_INT(gh_pg_sql_rewrite("SELECT ?10000", out, sizeof(out), &n), -1);
+}
+
+static void test_url_redact(void)
+{
+	char out[256];
+	struct gh_err e;
+
+	gh_pg_url_redact("postgresql://gh:s3cret@db.example:5432/gate?sslmode=require", out,
+			 sizeof(out));
+	T_EQ_STR(out, "postgresql://gh:***@db.example:5432/gate?sslmode=require");
+	gh_pg_url_redact("postgres://db/gate?user=gh&password=s3cret&sslmode=require", out,
+			 sizeof(out));
+	T_EQ_STR(out, "postgres://db/gate?user=gh&password=***&sslmode=require");
+	gh_pg_url_redact("postgres://gh@db/gate", out, sizeof(out));
+	T_EQ_STR(out, "postgres://gh@db/gate");
+	gh_pg_url_redact("postgres://gh:p@ss@db/gate", out, sizeof(out));
+	T_EQ_STR(out, "postgres://gh:***@db/gate");
+	gh_pg_url_redact("postgres://gh:s3cret@db/gate", out, 12);
+	T_EQ_STR(out, "postgres://");
+
+	T_ASSERT(gh_pg_is_url("postgres://x/y"));
+	T_ASSERT(gh_pg_is_url("postgresql://x/y"));
+	T_ASSERT(!gh_pg_is_url("mysql://x/y"));
+	T_EQ_INT(gh_pg_url_check("postgresql://gh:s3cret@db:5432/gate", "database.url", &e), GH_OK);
+	T_EQ_INT(gh_pg_url_check("sqlite:/tmp/x", "database.url", &e), GH_E_BADREQ);
+	T_CONTAINS(e.msg, "postgres://");
+	/* libpq quotes a bad URL whole: its message is not shown */
+	T_EQ_INT(gh_pg_url_check("postgresql://gh:s3cret@[db/gate", "database.url", &e),
+		 GH_E_BADREQ);
+	T_ASSERT(!strstr(e.msg, "s3cret"));
+	T_EQ_INT(gh_pg_url_check("postgresql://gh:s3cret@db/gate?nosuchoption=1", "database.url",
+				 &e), GH_E_BADREQ);
+	T_ASSERT(!strstr(e.msg, "s3cret"));
+	T_CONTAINS(e.msg, "nosuchoption");
+}
+
+static const char SQL_MK[] =
+	"CREATE TEMP TABLE kv (k text PRIMARY KEY, n bigint, b bytea)";
+static const char SQL_PUT[] = "INSERT INTO kv (k, n, b) VALUES (?, ?, ?)";
+static const char SQL_GET[] = "SELECT k, n, b FROM kv WHERE k = ?1 OR k = ?1 || 'x'";
+
+static void test_exec_and_rows(void)
+{
+	struct gh_pg_pool *p = open_pool(2, 0);
+	static const unsigned char bin[] = {0, 1, 0xff, '\'', '\\', 0};
+	struct gh_pg_conn *c;
+	PGresult *r = NULL;
+	unsigned char *got;
+	struct gh_err e;
+	size_t len;
+	int ok;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, SQL_MK, "make", &e), GH_OK);
+	T_EQ_INT(gh_pg_exec(c, SQL_PUT, (const struct gh_pg_arg[]){
+				    {GH_PG_TEXT, "a", 0}, {GH_PG_INT, NULL, INT64_MIN},
+				    {GH_PG_BYTES, bin, sizeof(bin)}}, 3, "put", NULL, &e), GH_OK);
+	T_EQ_INT(gh_pg_exec(c, SQL_PUT, (const struct gh_pg_arg[]){
+				    {GH_PG_TEXT, "ax", 0}, {GH_PG_INT, NULL, 7},
+				    {GH_PG_BYTES, NULL, 0}}, 3, "put", NULL, &e), GH_OK);
+	/* a second key alike: unique violation is a conflict */
+	T_EQ_INT(gh_pg_exec(c, SQL_PUT, (const struct gh_pg_arg[]){
+				    {GH_PG_TEXT, "a", 0}, {GH_PG_INT, NULL, 1},
+				    {GH_PG_TEXT, NULL, 0}}, 3, "put", NULL, &e), GH_E_CONFLICT);
+	T_CONTAINS(e.msg, "database: put: ");
+	T_EQ_INT(gh_pg_exec(c, SQL_GET, (const struct gh_pg_arg[]){{GH_PG_TEXT, "a", 0}}, 1, "get",
+			    &r, &e), GH_OK);
+	T_EQ_INT(PQntuples(r), 2);
+	T_EQ_STR(gh_pg_text(r, 0, 0), "a");
+	T_EQ_INT(gh_pg_int(r, 0, 1, &ok), INT64_MIN);
+	T_EQ_INT(ok, 1);
+	got = gh_pg_bytes(r, 0, 2, &len);
+	T_EQ_INT(len, sizeof(bin));
+	T_ASSERT(got && !memcmp(got, bin, sizeof(bin)));
+	free(got);
+	/* an empty bytea is not NULL */
+	got = gh_pg_bytes(r, 1, 2, &len);
+	T_ASSERT(got);
+	T_EQ_INT(len, 0);
+	free(got);
+	T_EQ_STR(gh_pg_text(r, 1, 0), "ax");
+	PQclear(r);
+	/* the statement was prepared once per connection: running it again
+	 * re-uses the name */
+	T_EQ_INT(gh_pg_exec(c, SQL_GET, (const struct gh_pg_arg[]){{GH_PG_TEXT, "zz", 0}}, 1, "get",
+			    &r, &e), GH_OK);
+	T_EQ_INT(PQntuples(r), 0);
+	PQclear(r);
+	/* a syntax error names what was being done */
+	T_EQ_INT(gh_pg_run(c, "SELEC 1", "typo", &e), GH_E_IO);
+	T_CONTAINS(e.msg, "database: typo: syntax error");
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+}
+
+static void test_statement_timeout(void)
+{
+	struct gh_pg_pool *p = open_pool(1, 100);
+	struct gh_pg_conn *c;
+	struct gh_err e;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "SELECT pg_sleep(2)", "sleep", &e), GH_E_TIMEOUT);
+	/* the connection is still good */
+	T_EQ_INT(gh_pg_run(c, "SELECT 1", "one", &e), GH_OK);
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+}
+
+static void test_transaction_left_open(void)
+{
+	struct gh_pg_pool *p = open_pool(1, 0);
+	struct gh_pg_conn *c;
+	PGresult *r = NULL;
+	struct gh_err e;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "CREATE TEMP TABLE t1 (x int)", "make", &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "BEGIN", "begin", &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "INSERT INTO t1 VALUES (1)", "put", &e), GH_OK);
+	/* given back inside a transaction: rolled back, not left open */
+	gh_pg_release(p, c);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(PQtransactionStatus(gh_pg_conn_raw(c)), PQTRANS_IDLE);
+	r = PQexec(gh_pg_conn_raw(c), "SELECT count(*) FROM t1");
+	T_EQ_INT(gh_pg_int(r, 0, 0, NULL), 0);
+	PQclear(r);
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+}
+
+static void test_wrong_password_not_shown(void)
+{
+	char bad[1100], *at;
+	struct gh_pg_opts o = {bad, 1, 2, 0, 1000};
+	struct gh_pg_pool *p = NULL;
+	struct gh_err e;
+
+	T_ASSERT(ensure_server() == 0);
+	/* the URL is postgresql://gatehouse:PASSWORD@/...: change the password */
+	gh_strlcpy(bad, url, sizeof(bad));
+	at = strchr(bad + 13, '@');
+	T_ASSERT(at && at - bad > 26);
+	memcpy(at - 12, "NOTTHEPASSWD", 12);
+	T_EQ_INT(gh_pg_pool_open(&o, &p, &e), GH_E_UNAVAILABLE);
+	T_ASSERT(!p);
+	T_CONTAINS(e.msg, "password authentication failed");
+	T_CONTAINS(e.msg, "gatehouse:***@");
+	T_ASSERT(!strstr(e.msg, "NOTTHEPASSWD"));
+}
+
+struct mig_arg {
+	int version;
+	enum gh_code rc;
+	char msg[GH_ERR_MSG_MAX];
+};
+
+static const struct gh_pg_migration MIGS[] = {
+	{1, "one", "CREATE TABLE mig_a (x int); SELECT pg_sleep(0.3);"},
+	{2, "two", "CREATE TABLE mig_b (y int); INSERT INTO mig_b VALUES (1);"},
+};
+
+static void *migrate_thread(void *ud)
+{
+	struct mig_arg *a = ud;
+	struct gh_pg_opts o = {url, 1, 2, 0, 2000};
+	struct gh_pg_pool *p = NULL;
+	struct gh_pg_conn *c;
+	struct gh_err e;
+
+	if ((a->rc = gh_pg_pool_open(&o, &p, &e)) == GH_OK &&
+	    (a->rc = gh_pg_acquire(p, &c, &e)) == GH_OK) {
+		a->rc = gh_pg_migrate(c, MIGS, 2, &a->version, &e);
+		gh_pg_release(p, c);
+	}
+	if (a->rc != GH_OK)
+		gh_strlcpy(a->msg, e.msg, sizeof(a->msg));
+	gh_pg_pool_close(p);
+	return NULL;
+}
+
+static void test_migrations_once(void)
+{
+	struct gh_pg_pool *p = open_pool(1, 0);
+	struct mig_arg a[3];
+	pthread_t th[3];
+	struct gh_pg_conn *c;
+	PGresult *r;
+	struct gh_err e;
+	int i;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "DROP TABLE IF EXISTS mig_a, mig_b, gatehouse_schema", "clean", &e),
+		 GH_OK);
+	/* three "replicas" starting together apply the migrations once */
+	memset(a, 0, sizeof(a));
+	for (i = 0; i < 3; i++)
+		T_ASSERT(pthread_create(&th[i], NULL, migrate_thread, &a[i]) == 0);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 3; i++) {
+		if (a[i].rc != GH_OK)
+			T_FAIL("replica %d: %s", i, a[i].msg);
+		T_EQ_INT(a[i].version, 2);
+	}
+	r = PQexec(gh_pg_conn_raw(c), "SELECT count(*), (SELECT count(*) FROM mig_b) "
+				      "FROM gatehouse_schema");
+	T_EQ_INT(gh_pg_int(r, 0, 0, NULL), 2);
+	T_EQ_INT(gh_pg_int(r, 0, 1, NULL), 1);
+	PQclear(r);
+	/* a database newer than this build is refused */
+	T_EQ_INT(gh_pg_migrate(c, MIGS, 1, NULL, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "schema is at version 2, newer than this gatehouse knows (1)");
+	T_EQ_INT(gh_pg_run(c, "DROP TABLE mig_a, mig_b, gatehouse_schema", "clean", &e), GH_OK);
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+}
+
+/* Runs after the others: restarts and stops the server. */
+static void test_outage_fails_fast_and_recovers(void)
+{
+	struct gh_pg_pool *p = open_pool(2, 0);
+	struct gh_pg_stats st;
+	struct gh_pg_conn *c;
+	struct gh_err e;
+	int64_t t0, waited;
+	int i;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "SELECT 1", "one", &e), GH_OK);
+	gh_pg_release(p, c);
+
+	/* the server restarts: the open connection is found broken, given
+	 * back, and the next acquire connects again */
+	T_ASSERT(server("restart") == 0);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "SELECT 1", "one", &e), GH_E_UNAVAILABLE);
+	T_CONTAINS(e.msg, "connection lost");
+	gh_pg_release(p, c);
+	gh_pg_pool_stats(p, &st);
+	T_EQ_INT(st.broken, 1);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "SELECT 1", "one", &e), GH_OK);
+	gh_pg_release(p, c);
+
+	/* the server is down: acquires fail, and after the first failed
+	 * attempt the next ones fail at once without trying again */
+	T_ASSERT(server("restart") == 0); /* drop the open connection */
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	gh_pg_run(c, "SELECT 1", "one", &e);
+	gh_pg_release(p, c);
+	T_ASSERT(server("halt") == 0);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_E_UNAVAILABLE);
+	T_EQ_INT(e.retry_after, 1);
+	T_ASSERT(!strstr(e.msg, url + 24));
+	gh_pg_pool_stats(p, &st);
+	T_EQ_INT(st.connect_failures, 1);
+	for (i = 0; i < 5; i++)
+		T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_E_UNAVAILABLE);
+	gh_pg_pool_stats(p, &st);
+	T_ASSERT(st.connect_failures <= 2); /* within the back-off: no new attempt */
+	T_EQ_INT(st.busy, 0);
+
+	/* back up: within a second of back-off the pool connects again */
+	T_ASSERT(server("restart") == 0);
+	t0 = gh_mono_ns();
+	for (;;) {
+		if (gh_pg_acquire(p, &c, &e) == GH_OK)
+			break;
+		waited = (gh_mono_ns() - t0) / 1000000;
+		if (waited > 5000)
+			T_FAIL("no connection 5 s after the server came back: %s", e.msg);
+		usleep(20000);
+	}
+	T_EQ_INT(gh_pg_run(c, "SELECT 1", "one", &e), GH_OK);
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+}
+
+static void test_stop_server(void)
+{
+	if (url[0])
+		T_ASSERT(server("stop") == 0);
+}
+
+T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
+       T(test_statement_timeout), T(test_transaction_left_open),
+       T(test_wrong_password_not_shown), T(test_migrations_once),
+       T(test_outage_fails_fast_and_recovers), T(test_stop_server))
