@@ -702,8 +702,9 @@ unsigned char *gh_pg_bytes(const PGresult *res, int row, int col, size_t *len)
 
 /* ------------------------------------------------------- migrations */
 
-static const char SQL_VERSION[] = "SELECT coalesce(max(version), 0) FROM gatehouse_schema";
-static const char SQL_APPLIED[] = "INSERT INTO gatehouse_schema (version, name) VALUES (?, ?)";
+static const char SQL_VERSION[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+static const char SQL_APPLIED[] =
+	"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)";
 
 /* Applies the migrations above the current version; inside the caller's
  * transaction, the lock held. */
@@ -715,9 +716,10 @@ static enum gh_code migrate_locked(struct gh_pg_conn *c, const struct gh_pg_migr
 	int64_t cur;
 	size_t i;
 
-	rc = gh_pg_run(c, "CREATE TABLE IF NOT EXISTS gatehouse_schema ("
+	/* as the SQLite store's: applied_at in Unix milliseconds */
+	rc = gh_pg_run(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
 			  "version integer PRIMARY KEY, name text NOT NULL, "
-			  "applied_at timestamptz NOT NULL DEFAULT now())",
+			  "applied_at bigint NOT NULL)",
 		       "schema version table", e);
 	if (rc != GH_OK)
 		return rc;
@@ -739,7 +741,8 @@ static enum gh_code migrate_locked(struct gh_pg_conn *c, const struct gh_pg_migr
 			return rc;
 		rc = gh_pg_exec(c, SQL_APPLIED, (const struct gh_pg_arg[]){
 					{GH_PG_INT, NULL, m[i].version},
-					{GH_PG_TEXT, m[i].name, 0}}, 2, what, NULL, e);
+					{GH_PG_TEXT, m[i].name, 0},
+					{GH_PG_INT, NULL, gh_now_ms()}}, 3, what, NULL, e);
 		if (rc != GH_OK)
 			return rc;
 		gh_info("database: applied migration %04d_%s", m[i].version, m[i].name);

@@ -4,11 +4,15 @@
  * restarts and stops it to see the pool fail fast and recover, and
  * removes it at the end.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "pg.h"
 #include "t.h"
+#include "t_store.h"
 #include "util.h"
 
 static char state[512], url[1024];
@@ -278,7 +282,7 @@ static void test_migrations_once(void)
 
 	T_ASSERT(p);
 	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
-	T_EQ_INT(gh_pg_run(c, "DROP TABLE IF EXISTS mig_a, mig_b, gatehouse_schema", "clean", &e),
+	T_EQ_INT(gh_pg_run(c, "DROP TABLE IF EXISTS mig_a, mig_b, schema_migrations", "clean", &e),
 		 GH_OK);
 	/* three "replicas" starting together apply the migrations once */
 	memset(a, 0, sizeof(a));
@@ -292,16 +296,163 @@ static void test_migrations_once(void)
 		T_EQ_INT(a[i].version, 2);
 	}
 	r = PQexec(gh_pg_conn_raw(c), "SELECT count(*), (SELECT count(*) FROM mig_b) "
-				      "FROM gatehouse_schema");
+				      "FROM schema_migrations");
 	T_EQ_INT(gh_pg_int(r, 0, 0, NULL), 2);
 	T_EQ_INT(gh_pg_int(r, 0, 1, NULL), 1);
 	PQclear(r);
 	/* a database newer than this build is refused */
 	T_EQ_INT(gh_pg_migrate(c, MIGS, 1, NULL, &e), GH_E_IO);
 	T_CONTAINS(e.msg, "schema is at version 2, newer than this gatehouse knows (1)");
-	T_EQ_INT(gh_pg_run(c, "DROP TABLE mig_a, mig_b, gatehouse_schema", "clean", &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "DROP TABLE mig_a, mig_b, schema_migrations", "clean", &e), GH_OK);
 	gh_pg_release(p, c);
 	gh_pg_pool_close(p);
+}
+
+/* The PostgreSQL migrations in the source tree, read from disk in
+ * version order (at most 32); returns how many, -1 on failure. */
+static int read_pg_migrations(struct gh_pg_migration *m, char **texts)
+{
+	const char *src = getenv("GH_SRC");
+	char dir[600], path[900];
+	struct dirent **ents = NULL;
+	int n, i, k = 0;
+
+	snprintf(dir, sizeof(dir), "%s/migrations/postgres", src ? src : "../..");
+	n = scandir(dir, &ents, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		const char *nm = ents[i]->d_name;
+		size_t len = strlen(nm);
+		FILE *f;
+		long sz;
+
+		if (k < 32 && len > 9 && !strcmp(nm + len - 4, ".sql")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, nm);
+			f = fopen(path, "r");
+			if (f && !fseek(f, 0, SEEK_END) && (sz = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+			    (texts[k] = calloc(1, (size_t)sz + 1)) &&
+			    fread(texts[k], 1, (size_t)sz, f) == (size_t)sz) {
+				m[k].version = (int)strtol(nm, NULL, 10);
+				m[k].name = "schema";
+				m[k].sql = texts[k];
+				k++;
+			}
+			if (f)
+				fclose(f);
+		}
+		free(ents[i]);
+	}
+	free(ents);
+	return n < 0 ? -1 : k;
+}
+
+/* The columns of table in order, one per line, from SQLite (db) or
+ * PostgreSQL (c). */
+static void sqlite_columns(sqlite3 *db, const char *table, char *out, size_t cap)
+{
+	sqlite3_stmt *st = NULL;
+	size_t at = 0;
+
+	out[0] = '\0';
+	sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &st, NULL);
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW && at + 70 < cap)
+		at += (size_t)snprintf(out + at, cap - at, "%s\n", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+}
+
+static const char SQL_PG_COLUMNS[] =
+	"SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' "
+	"AND table_name = ? AND NOT (table_name = 'memories' AND column_name = 'doc') "
+	"ORDER BY ordinal_position";
+
+static void pg_columns(struct gh_pg_conn *c, const char *table, char *out, size_t cap)
+{
+	PGresult *r = NULL;
+	size_t at = 0;
+	int i;
+
+	out[0] = '\0';
+	if (gh_pg_exec(c, SQL_PG_COLUMNS, (const struct gh_pg_arg[]){{GH_PG_TEXT, table, 0}}, 1,
+		       "columns", &r, NULL) != GH_OK)
+		return;
+	for (i = 0; i < PQntuples(r) && at + 70 < cap; i++)
+		at += (size_t)snprintf(out + at, cap - at, "%s\n", gh_pg_text(r, i, 0));
+	PQclear(r);
+}
+
+/* migrations/postgres arrives at the schema the SQLite migrations do:
+ * the same tables with the same columns in the same order (SQLite's own
+ * search and block-index tables aside), and its text search works. */
+static void test_schema_matches_sqlite(void)
+{
+	struct gh_pg_pool *p = open_pool(1, 0);
+	struct gh_pg_migration m[32];
+	char *texts[32] = {0}, a[2048], b[2048];
+	struct t_store t;
+	struct gh_pg_conn *c = NULL;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	PGresult *r = NULL;
+	struct gh_err e;
+	int n, i, tables = 0, version = 0;
+
+	T_ASSERT(p);
+	n = read_pg_migrations(m, texts);
+	T_ASSERT(n >= 1);
+	T_EQ_INT(m[0].version, 1);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", "clean", &e),
+		 GH_OK);
+	if (gh_pg_migrate(c, m, (size_t)n, &version, &e) != GH_OK)
+		T_FAIL("migrations/postgres: %s", e.msg);
+	T_EQ_INT(version, m[n - 1].version);
+
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(sqlite3_open_v2(t.path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_prepare_v2(db, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT "
+			   "LIKE 'sqlite_%' AND name NOT LIKE 'memories_fts%' AND name NOT IN "
+			   "('audit_postings', 'audit_index_state') ORDER BY name", -1, &st, NULL);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *table = (const char *)sqlite3_column_text(st, 0);
+
+		sqlite_columns(db, table, a, sizeof(a));
+		pg_columns(c, table, b, sizeof(b));
+		if (strcmp(a, b)) {
+			fprintf(stderr, "  table %s:\nSQLite:\n%sPostgreSQL:\n%s", table, a, b);
+			t_failed = 1;
+		}
+		tables++;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	t_store_close(&t);
+	T_ASSERT(tables >= 20);
+	T_ASSERT(!t_failed);
+	/* PostgreSQL has no table SQLite lacks */
+	r = PQexec(gh_pg_conn_raw(c), "SELECT count(*) FROM information_schema.tables WHERE "
+				      "table_schema = 'public'");
+	T_EQ_INT(gh_pg_int(r, 0, 0, NULL), tables);
+	PQclear(r);
+
+	/* memory search: stemmed, as SQLite's porter tokenizer */
+	T_EQ_INT(gh_pg_run(c, "INSERT INTO memories (owner, resource_id, content, tags, created_at) "
+			      "VALUES ('o', 'r', 'the user runs marathons', 'sport', 1), "
+			      "('o', 'r', 'prefers tea', 'drinks', 2)", "put", &e), GH_OK);
+	r = PQexec(gh_pg_conn_raw(c), "SELECT content FROM memories WHERE doc @@ "
+				      "plainto_tsquery('english', 'running marathon')");
+	T_EQ_INT(PQntuples(r), 1);
+	T_EQ_STR(gh_pg_text(r, 0, 0), "the user runs marathons");
+	PQclear(r);
+	/* the reserved column name, quoted */
+	T_EQ_INT(gh_pg_run(c, "INSERT INTO admin_users VALUES ('ann', 'h', 1, NULL, NULL); "
+			      "INSERT INTO admin_sessions VALUES ('\\x00', 'ann', 'c', 1, 1, 2, NULL)",
+			   "put", &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", "clean", &e),
+		 GH_OK);
+	gh_pg_release(p, c);
+	gh_pg_pool_close(p);
+	for (i = 0; i < n; i++)
+		free(texts[i]);
 }
 
 /* Runs after the others: restarts and stops the server. */
@@ -374,5 +525,5 @@ static void test_stop_server(void)
 
 T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
        T(test_statement_timeout), T(test_transaction_left_open),
-       T(test_wrong_password_not_shown), T(test_migrations_once),
+       T(test_wrong_password_not_shown), T(test_migrations_once), T(test_schema_matches_sqlite),
        T(test_outage_fails_fast_and_recovers), T(test_stop_server))
