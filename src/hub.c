@@ -39,6 +39,9 @@ struct gh_hub {
 	pthread_mutex_t mu;
 	struct gh_hub_sub *subs;
 	atomic_int nsubs;
+	gh_hub_relay_fn relay;          /* written before relay_on is set */
+	void *relay_ud;
+	atomic_int relay_on;
 };
 
 struct gh_hub *gh_hub_new(void)
@@ -60,8 +63,32 @@ void gh_hub_free(struct gh_hub *h)
 	free(h);
 }
 
+void gh_hub_set_relay(struct gh_hub *h, gh_hub_relay_fn fn, void *ud)
+{
+	atomic_store(&h->relay_on, 0);
+	h->relay = fn;
+	h->relay_ud = ud;
+	atomic_store(&h->relay_on, fn != NULL);
+}
+
+/* 1 when events go to other processes too. */
+static int relaying(struct gh_hub *h)
+{
+	return h && atomic_load(&h->relay_on);
+}
+
 void gh_hub_publish_raw(struct gh_hub *h, const char *topic, const char *type,
 			const char *data, size_t len)
+{
+	if (!topic)
+		return;
+	if (relaying(h))
+		h->relay(h->relay_ud, topic, type, data, len);
+	gh_hub_deliver(h, topic, type, data, len);
+}
+
+void gh_hub_deliver(struct gh_hub *h, const char *topic, const char *type, const char *data,
+		    size_t len)
 {
 	struct gh_hub_sub *s;
 
@@ -112,7 +139,7 @@ void gh_hub_publish(struct gh_hub *h, const char *topic, const char *type, const
 {
 	char *data;
 
-	if (!gh_hub_active(h) || !topic)
+	if ((!gh_hub_active(h) && !relaying(h)) || !topic)
 		return;
 	if (!(data = gh_json_dump(payload)))
 		return;
@@ -129,7 +156,7 @@ void gh_hub_notify_state(struct gh_hub *h, const char *run_id)
 {
 	char topic[96];
 
-	if (!gh_hub_active(h) || !run_id)
+	if ((!gh_hub_active(h) && !relaying(h)) || !run_id)
 		return;
 	gh_hub_state_topic(run_id, topic, sizeof(topic));
 	gh_hub_publish_raw(h, topic, "changed", "{}", 2);

@@ -42,6 +42,19 @@ void gh_hub_notify_state(struct gh_hub *h, const char *run_id);
 /* "state:<run_id>" into out; the topic is cut to cap. */
 void gh_hub_state_topic(const char *run_id, char *out, size_t cap);
 
+/* Other processes (replicas on one database) hear of events through a
+ * relay: fn is called with every event published here, on the
+ * publishing thread, before local delivery; it must not block (it
+ * queues). Events that come back from other processes are handed to
+ * gh_hub_deliver, which only delivers locally. Set once, before events
+ * are published; fn NULL removes it (when nothing publishes). */
+typedef void (*gh_hub_relay_fn)(void *ud, const char *topic, const char *type, const char *data,
+				size_t len);
+void gh_hub_set_relay(struct gh_hub *h, gh_hub_relay_fn fn, void *ud);
+/* Delivers an event to this process's subscribers only. */
+void gh_hub_deliver(struct gh_hub *h, const char *topic, const char *type, const char *data,
+		    size_t len);
+
 /* NULL on OOM. */
 struct gh_hub_sub *gh_hub_subscribe(struct gh_hub *h, const char *topic);
 void gh_hub_unsubscribe(struct gh_hub *h, struct gh_hub_sub *s);

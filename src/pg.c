@@ -285,24 +285,39 @@ static void notice(void *ud, const char *msg)
 	gh_debug("database: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
-/* Makes c's connection: URL values win over the defaults given first. */
+enum gh_code gh_pg_connect(const char *url, int connect_timeout_s, PGconn **out,
+			   struct gh_err *e)
+{
+	char timeout[16], msg[300], shown[256];
+	/* the URL's own values win over the defaults given before it */
+	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
+	const char *vals[] = {"gatehouse", timeout, url, NULL};
+	PGconn *pc;
+
+	*out = NULL;
+	snprintf(timeout, sizeof(timeout), "%d", connect_timeout_s < 2 ? 2 : connect_timeout_s);
+	if (!(pc = PQconnectdbParams(keys, vals, 1)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (PQstatus(pc) != CONNECTION_OK) {
+		scrub(url, PQerrorMessage(pc), msg, sizeof(msg));
+		gh_pg_url_redact(url, shown, sizeof(shown));
+		PQfinish(pc);
+		return gh_err_set(e, GH_E_UNAVAILABLE, "database %s: %s", shown, msg);
+	}
+	PQsetNoticeProcessor(pc, notice, NULL);
+	*out = pc;
+	return GH_OK;
+}
+
+/* Makes c's connection, with the pool's statement timeout. */
 static enum gh_code connect_one(struct gh_pg_pool *p, struct gh_pg_conn *c, struct gh_err *e)
 {
-	char timeout[16], msg[300], set[64];
-	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
-	const char *vals[] = {"gatehouse", timeout, p->url, NULL};
+	char msg[300], set[64];
+	enum gh_code rc;
 	PGresult *r;
 
-	snprintf(timeout, sizeof(timeout), "%d", p->connect_timeout_s);
-	c->pc = PQconnectdbParams(keys, vals, 1);
-	if (!c->pc)
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	if (PQstatus(c->pc) != CONNECTION_OK) {
-		scrub(p->url, PQerrorMessage(c->pc), msg, sizeof(msg));
-		disconnect(c);
-		return gh_err_set(e, GH_E_UNAVAILABLE, "database %s: %s", p->shown, msg);
-	}
-	PQsetNoticeProcessor(c->pc, notice, NULL);
+	if ((rc = gh_pg_connect(p->url, p->connect_timeout_s, &c->pc, e)) != GH_OK)
+		return rc;
 	if (p->statement_timeout_ms > 0) {
 		snprintf(set, sizeof(set), "SET statement_timeout = %d", p->statement_timeout_ms);
 		r = PQexec(c->pc, set);

@@ -58,6 +58,12 @@ struct gh_pg_arg {
 	int64_t num;       /* GH_PG_INT: the value; GH_PG_BYTES: the length */
 };
 
+/* One connection outside any pool (for a thread that keeps its own, as
+ * LISTEN needs): server notices go to the debug log. GH_E_UNAVAILABLE
+ * with the URL redacted when it fails. */
+enum gh_code gh_pg_connect(const char *url, int connect_timeout_s, PGconn **out,
+			   struct gh_err *e);
+
 struct gh_pg_pool;
 struct gh_pg_conn;
 

@@ -10,7 +10,9 @@
 
 #include <sqlite3.h>
 
+#include "hub.h"
 #include "pg.h"
+#include "pg_events.h"
 #include "t.h"
 #include "t_store.h"
 #include "util.h"
@@ -455,6 +457,127 @@ static void test_schema_matches_sqlite(void)
 		free(texts[i]);
 }
 
+/* The next event on sub within ms: 1 with its type and data (freed by the
+ * caller), 0 on timeout. */
+static int next_event(struct gh_hub_sub *sub, int ms, char **type, char **data)
+{
+	*type = *data = NULL;
+	return gh_hub_next(sub, ms, type, data) == 1;
+}
+
+/* Two replicas' hubs on one database: what one publishes for approvals
+ * and run states reaches the other's watchers, once; a run's own stream
+ * stays local; an event too long for a notification still wakes them; a
+ * database restart is survived. */
+static void test_events_across_replicas(void)
+{
+	struct gh_hub *a = gh_hub_new(), *b = gh_hub_new();
+	struct gh_pg_events *ea = NULL, *eb = NULL;
+	struct gh_hub_sub *on_a, *on_b, *state_b, *run_b;
+	struct gh_pg_events_stats st;
+	char *type, *data, *big;
+	int64_t t0, lat[50];
+	struct gh_err e;
+	int i, got;
+
+	T_ASSERT(a && b && ensure_server() == 0);
+	T_EQ_INT(gh_pg_events_start(url, a, &ea, &e), GH_OK);
+	T_EQ_INT(gh_pg_events_start(url, b, &eb, &e), GH_OK);
+	on_a = gh_hub_subscribe(a, "approvals");
+	on_b = gh_hub_subscribe(b, "approvals");
+	state_b = gh_hub_subscribe(b, "state:run_1");
+	run_b = gh_hub_subscribe(b, "run_1");
+
+	gh_hub_publish_raw(a, "approvals", "approval-requested", "{\"id\":\"apr_1\"}", 15);
+	T_ASSERT(next_event(on_b, 5000, &type, &data));
+	T_EQ_STR(type, "approval-requested");
+	T_EQ_STR(data, "{\"id\":\"apr_1\"}");
+	free(type);
+	free(data);
+	/* the publisher's own watchers get it once, not back from the database */
+	T_ASSERT(next_event(on_a, 1000, &type, &data));
+	free(type);
+	free(data);
+	T_ASSERT(!next_event(on_a, 300, &type, &data));
+
+	gh_hub_notify_state(a, "run_1");
+	T_ASSERT(next_event(state_b, 5000, &type, &data));
+	T_EQ_STR(type, "changed");
+	free(type);
+	free(data);
+	/* an approval on the run's topic is relayed; its text is not */
+	gh_hub_publish_raw(a, "run_1", "text-delta", "{}", 2);
+	gh_hub_publish_raw(a, "run_1", "approval-decided", "{}", 2);
+	T_ASSERT(next_event(run_b, 5000, &type, &data));
+	T_EQ_STR(type, "approval-decided");
+	free(type);
+	free(data);
+
+	/* too long for a notification: sent without its data */
+	T_ASSERT((big = malloc(20001)));
+	memset(big, 'x', 20000);
+	big[20000] = '\0';
+	gh_hub_publish_raw(a, "approvals", "approval-requested", big, 20000);
+	free(big);
+	T_ASSERT(next_event(on_b, 5000, &type, &data));
+	T_EQ_STR(data, "{}");
+	free(type);
+	free(data);
+
+	/* delivery time, printed (benchmarks measure; tests do not assert it) */
+	for (i = 0; i < 50; i++) {
+		t0 = gh_mono_ns();
+		gh_hub_publish_raw(a, "approvals", "approval-decided", "{}", 2);
+		T_ASSERT(next_event(on_b, 5000, &type, &data));
+		lat[i] = (gh_mono_ns() - t0) / 1000;
+		free(type);
+		free(data);
+		while (next_event(on_a, 0, &type, &data)) {
+			free(type);
+			free(data);
+		}
+	}
+	for (i = 1; i < 50; i++) { /* insertion sort for the median */
+		int64_t v = lat[i];
+		int j = i - 1;
+
+		while (j >= 0 && lat[j] > v) {
+			lat[j + 1] = lat[j];
+			j--;
+		}
+		lat[j + 1] = v;
+	}
+	printf("  replica to replica: p50 %lld us, max %lld us over 50 events\n",
+	       (long long)lat[25], (long long)lat[49]);
+
+	/* the database restarts: the relays reconnect and events flow again */
+	T_ASSERT(server("restart") == 0);
+	got = 0;
+	for (i = 0; i < 100 && !got; i++) {
+		gh_hub_publish_raw(a, "approvals", "approval-expired", "{}", 2);
+		got = next_event(on_b, 100, &type, &data);
+		if (got) {
+			T_EQ_STR(type, "approval-expired");
+			free(type);
+			free(data);
+		}
+	}
+	T_ASSERT(got);
+	gh_pg_events_stats(ea, &st);
+	T_ASSERT(st.connected && st.sent >= 55);
+	gh_pg_events_stats(eb, &st);
+	T_ASSERT(st.reconnects >= 1 && st.received >= 54);
+
+	gh_hub_unsubscribe(a, on_a);
+	gh_hub_unsubscribe(b, on_b);
+	gh_hub_unsubscribe(b, state_b);
+	gh_hub_unsubscribe(b, run_b);
+	gh_pg_events_stop(ea);
+	gh_pg_events_stop(eb);
+	gh_hub_free(a);
+	gh_hub_free(b);
+}
+
 /* Runs after the others: restarts and stops the server. */
 static void test_outage_fails_fast_and_recovers(void)
 {
@@ -526,4 +649,5 @@ static void test_stop_server(void)
 T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
        T(test_statement_timeout), T(test_transaction_left_open),
        T(test_wrong_password_not_shown), T(test_migrations_once), T(test_schema_matches_sqlite),
+       T(test_events_across_replicas),
        T(test_outage_fails_fast_and_recovers), T(test_stop_server))
