@@ -14,7 +14,8 @@
  *   - Every connection gets a statement timeout, and prepared statements
  *     cached by the address of their SQL literal, as the SQLite store does.
  *   - SQL is written once with SQLite's placeholders (? and ?NNN); the
- *     statement PostgreSQL gets has $N (gh_pg_sql_rewrite).
+ *     statement PostgreSQL gets has $N (gh_pg_sql_rewrite). So statements
+ *     never use PostgreSQL's own ? operators (jsonb ?, ?| and ?&).
  *   - Migrations run once however many replicas start together: inside
  *     one transaction holding a transaction-level advisory lock.
  *

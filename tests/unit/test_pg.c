@@ -13,6 +13,7 @@
 #include "hub.h"
 #include "pg.h"
 #include "pg_events.h"
+#include "pg_ratelimit.h"
 #include "t.h"
 #include "t_store.h"
 #include "util.h"
@@ -578,6 +579,119 @@ static void test_events_across_replicas(void)
 	gh_hub_free(b);
 }
 
+/* Applies migrations/postgres to an empty public schema on c. */
+static int fresh_schema(struct gh_pg_conn *c)
+{
+	struct gh_pg_migration m[32];
+	char *texts[32] = {0};
+	int n = read_pg_migrations(m, texts), i, rc = -1;
+
+	if (n >= 1 && gh_pg_run(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", "clean",
+				NULL) == GH_OK &&
+	    gh_pg_migrate(c, m, (size_t)n, NULL, NULL) == GH_OK)
+		rc = 0;
+	for (i = 0; i < n; i++)
+		free(texts[i]);
+	return rc;
+}
+
+struct rl_arg {
+	struct gh_pg_pool *p;
+	const struct gh_rl_limit *lim;
+	int tries, allowed, errors;
+};
+
+static void *rl_thread(void *ud)
+{
+	struct rl_arg *a = ud;
+	struct gh_rl_result res;
+	struct gh_pg_conn *c;
+	struct gh_err e;
+	int i;
+
+	for (i = 0; i < a->tries; i++) {
+		if (gh_pg_acquire(a->p, &c, &e) != GH_OK) {
+			a->errors++;
+			continue;
+		}
+		if (gh_pg_rl_take(c, "req:key_shared", a->lim, 1, &res, &e) != GH_OK)
+			a->errors++;
+		else
+			a->allowed += res.allowed;
+		gh_pg_release(a->p, c);
+	}
+	return NULL;
+}
+
+/* A key's limit holds across replicas: two pools (two gatehouse
+ * processes' worth) taking from one key at once let exactly limit +
+ * burst cells through. */
+static void test_ratelimit_shared(void)
+{
+	struct gh_pg_pool *p1 = open_pool(3, 0), *p2 = open_pool(3, 0);
+	const struct gh_rl_limit slow = {1, 60000, 9}, many = {1, 60000, 99};
+	struct gh_rl_result res;
+	struct rl_arg a[6];
+	pthread_t th[6];
+	struct gh_pg_conn *c1, *c2;
+	struct gh_err e;
+	int i, allowed = 0;
+
+	T_ASSERT(p1 && p2);
+	T_EQ_INT(gh_pg_acquire(p1, &c1, &e), GH_OK);
+	T_EQ_INT(gh_pg_acquire(p2, &c2, &e), GH_OK);
+	T_EQ_INT(fresh_schema(c1), 0);
+	/* one cell a minute, burst 9: ten pass, alternating replicas */
+	for (i = 0; i < 15; i++) {
+		T_EQ_INT(gh_pg_rl_take(i % 2 ? c2 : c1, "req:key_a", &slow, 1, &res, &e), GH_OK);
+		T_EQ_INT(res.limit, 10);
+		if (i == 0)
+			T_EQ_INT(res.remaining, 9);
+		if (i == 9)
+			T_EQ_INT(res.remaining, 0);
+		if (i == 10) {
+			T_ASSERT(res.retry_after_ms > 50000 && res.retry_after_ms <= 60000);
+			T_ASSERT(res.reset_ms > 590000 && res.reset_ms <= 600000);
+		}
+		allowed += res.allowed;
+	}
+	T_EQ_INT(allowed, 10);
+	/* more than the burst at once never fits, and the database is not asked */
+	T_EQ_INT(gh_pg_rl_take(c1, "req:key_b", &slow, 11, &res, &e), GH_OK);
+	T_EQ_INT(res.allowed, 0);
+	T_EQ_INT(res.retry_after_ms, -1);
+	/* usage charged after the fact counts against later takes */
+	T_EQ_INT(gh_pg_rl_charge(c2, "tok:key_b", &slow, 4, &e), GH_OK);
+	T_EQ_INT(gh_pg_rl_take(c1, "tok:key_b", &slow, 1, &res, &e), GH_OK);
+	T_EQ_INT(res.allowed, 1);
+	T_EQ_INT(res.remaining, 5);
+	/* unlimited */
+	T_EQ_INT(gh_pg_rl_take(c1, "req:key_c", &(struct gh_rl_limit){0, 0, 0}, 1, &res, &e),
+		 GH_OK);
+	T_EQ_INT(res.allowed, 1);
+	gh_pg_release(p1, c1);
+	gh_pg_release(p2, c2);
+
+	/* six threads, three per replica, 60 takes each at one key */
+	for (i = 0; i < 6; i++) {
+		a[i] = (struct rl_arg){i < 3 ? p1 : p2, &many, 60, 0, 0};
+		T_ASSERT(pthread_create(&th[i], NULL, rl_thread, &a[i]) == 0);
+	}
+	allowed = 0;
+	for (i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		T_EQ_INT(a[i].errors, 0);
+		allowed += a[i].allowed;
+	}
+	T_EQ_INT(allowed, 100);
+	T_EQ_INT(gh_pg_acquire(p1, &c1, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c1, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", "clean", &e),
+		 GH_OK);
+	gh_pg_release(p1, c1);
+	gh_pg_pool_close(p1);
+	gh_pg_pool_close(p2);
+}
+
 /* Runs after the others: restarts and stops the server. */
 static void test_outage_fails_fast_and_recovers(void)
 {
@@ -649,5 +763,5 @@ static void test_stop_server(void)
 T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
        T(test_statement_timeout), T(test_transaction_left_open),
        T(test_wrong_password_not_shown), T(test_migrations_once), T(test_schema_matches_sqlite),
-       T(test_events_across_replicas),
+       T(test_events_across_replicas), T(test_ratelimit_shared),
        T(test_outage_fails_fast_and_recovers), T(test_stop_server))

@@ -1,0 +1,107 @@
+/*
+ * pg_ratelimit.c - GCRA in one statement per take. See pg_ratelimit.h.
+ */
+#include <string.h>
+
+#include "pg_ratelimit.h"
+
+/* now, the TAT after (when the cells were taken: NULL when not), and the
+ * TAT before (NULL for a new key). $1 key, $2 the cells' time (n * T),
+ * $3 the window ((burst + 1) * T). The upsert's update runs only when
+ * the cells fit; it locks the key's row either way, so concurrent takes
+ * on one key, from any replica, are decided one after the other. */
+static const char SQL_TAKE[] =
+	"WITH clock AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms), "
+	"old AS (SELECT tat_ms FROM rate_limit_state WHERE key = ?1::text), "
+	"up AS (INSERT INTO rate_limit_state AS r (key, tat_ms) "
+	"  SELECT ?1, clock.ms + ?2::bigint FROM clock WHERE ?2 <= ?3::bigint "
+	"  ON CONFLICT (key) DO UPDATE SET tat_ms = greatest(r.tat_ms, excluded.tat_ms - ?2) + ?2 "
+	"  WHERE greatest(r.tat_ms, excluded.tat_ms - ?2) + ?2 - (excluded.tat_ms - ?2) <= ?3 "
+	"  RETURNING r.tat_ms) "
+	"SELECT clock.ms, (SELECT tat_ms FROM up), (SELECT tat_ms FROM old) FROM clock";
+
+static const char SQL_CHARGE[] =
+	"INSERT INTO rate_limit_state AS r (key, tat_ms) "
+	"SELECT ?1::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint + ?2::bigint "
+	"ON CONFLICT (key) DO UPDATE "
+	"SET tat_ms = greatest(r.tat_ms, excluded.tat_ms - ?2) + ?2";
+
+/* T and the window in ms; -1 for a limit ratelimit.h would refuse. */
+static int gcra_ms(const struct gh_rl_limit *lim, int64_t *t, int64_t *window)
+{
+	if (lim->rate <= 0 || lim->burst < 0 || lim->period_ms <= 0)
+		return -1;
+	*t = lim->period_ms / lim->rate + (lim->period_ms % lim->rate != 0);
+	if (lim->burst >= INT64_MAX / *t - 1)
+		return -1;
+	*window = *t * (lim->burst + 1);
+	return 0;
+}
+
+static void fill(struct gh_rl_result *out, int64_t t, int64_t window, int64_t b1, int64_t ahead)
+{
+	int64_t room = window - ahead;
+
+	out->limit = b1;
+	out->remaining = room > 0 ? room / t : 0;
+	out->reset_ms = ahead > 0 ? ahead : 0;
+}
+
+enum gh_code gh_pg_rl_take(struct gh_pg_conn *c, const char *key, const struct gh_rl_limit *lim,
+			   int64_t quantity, struct gh_rl_result *out, struct gh_err *e)
+{
+	int64_t t, window, cells, now, base;
+	PGresult *r = NULL;
+	enum gh_code rc;
+
+	memset(out, 0, sizeof(*out));
+	if (lim->rate == 0) {
+		out->allowed = 1;
+		return GH_OK;
+	}
+	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, &t, &window) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	if (quantity > lim->burst + 1) {
+		/* never fits: nothing to ask the database */
+		out->limit = lim->burst + 1;
+		out->retry_after_ms = -1;
+		return GH_OK;
+	}
+	cells = quantity * t;
+	rc = gh_pg_exec(c, SQL_TAKE, (const struct gh_pg_arg[]){{GH_PG_TEXT, key, 0},
+								 {GH_PG_INT, NULL, cells},
+								 {GH_PG_INT, NULL, window}},
+			3, "rate limit", &r, e);
+	if (rc != GH_OK)
+		return rc;
+	now = gh_pg_int(r, 0, 0, NULL);
+	if (!PQgetisnull(r, 0, 1)) {
+		out->allowed = 1;
+		fill(out, t, window, lim->burst + 1, gh_pg_int(r, 0, 1, NULL) - now);
+	} else {
+		base = PQgetisnull(r, 0, 2) ? now : gh_pg_int(r, 0, 2, NULL);
+		if (base < now)
+			base = now;
+		fill(out, t, window, lim->burst + 1, base - now);
+		out->retry_after_ms = base + cells - window - now;
+		if (out->retry_after_ms < 1)
+			out->retry_after_ms = 1;
+	}
+	PQclear(r);
+	return GH_OK;
+}
+
+enum gh_code gh_pg_rl_charge(struct gh_pg_conn *c, const char *key,
+			     const struct gh_rl_limit *lim, int64_t quantity, struct gh_err *e)
+{
+	int64_t t, window;
+
+	if (lim->rate == 0 || quantity == 0)
+		return GH_OK;
+	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, &t, &window) != 0 ||
+	    quantity > INT64_MAX / t)
+		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	return gh_pg_exec(c, SQL_CHARGE, (const struct gh_pg_arg[]){{GH_PG_TEXT, key, 0},
+								    {GH_PG_INT, NULL, quantity * t}},
+			  2, "rate limit", NULL, e);
+}
