@@ -13,6 +13,7 @@
 #include "hub.h"
 #include "pg.h"
 #include "pg_events.h"
+#include "pg_leader.h"
 #include "pg_ratelimit.h"
 #include "t.h"
 #include "t_store.h"
@@ -692,6 +693,70 @@ static void test_ratelimit_shared(void)
 	gh_pg_pool_close(p2);
 }
 
+/* Waits up to 5 s for l to lead (want 1) or not (want 0): ms waited, or -1. */
+static int64_t wait_leader(struct gh_pg_leader *l, int want)
+{
+	int64_t t0 = gh_mono_ns(), ms;
+
+	for (;;) {
+		ms = (gh_mono_ns() - t0) / 1000000;
+		if (gh_pg_leader_is(l) == want)
+			return ms;
+		if (ms > 5000)
+			return -1;
+		usleep(5000);
+	}
+}
+
+/* One replica leads; when its session dies another takes over, and the
+ * old one, back, does not lead beside it; stopping hands it over too. */
+static void test_leader_failover(void)
+{
+	struct gh_pg_leader *l1 = NULL, *l2 = NULL, *lead, *other;
+	struct gh_pg_pool *p = open_pool(1, 0);
+	struct gh_pg_leader_stats st;
+	struct gh_pg_conn *c;
+	char sql[96];
+	struct gh_err e;
+	int64_t took;
+	int i;
+
+	T_ASSERT(p);
+	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, &l1, &e), GH_OK);
+	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, &l2, &e), GH_OK);
+	for (i = 0; i < 500 && !gh_pg_leader_is(l1) && !gh_pg_leader_is(l2); i++)
+		usleep(10000);
+	T_ASSERT(gh_pg_leader_is(l1) != gh_pg_leader_is(l2));
+	lead = gh_pg_leader_is(l1) ? l1 : l2;
+	other = lead == l1 ? l2 : l1;
+	/* a few rounds later still exactly one */
+	usleep(300000);
+	T_ASSERT(gh_pg_leader_is(lead) && !gh_pg_leader_is(other));
+	T_ASSERT(gh_pg_leader_is(NULL));
+
+	/* the leader's session dies, as with a replica killed */
+	gh_pg_leader_stats(lead, &st);
+	T_ASSERT(st.backend_pid > 0);
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)", st.backend_pid);
+	T_EQ_INT(gh_pg_acquire(p, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, sql, "terminate", &e), GH_OK);
+	gh_pg_release(p, c);
+	took = wait_leader(other, 1);
+	T_ASSERT(took >= 0);
+	T_ASSERT(wait_leader(lead, 0) >= 0);
+	printf("  leadership moved %lld ms after the leader's session died\n", (long long)took);
+	usleep(300000); /* the old one reconnected by now, and does not lead */
+	T_ASSERT(!gh_pg_leader_is(lead) && gh_pg_leader_is(other));
+	gh_pg_leader_stats(lead, &st);
+	T_EQ_INT(st.lost, 1);
+
+	/* stopping the leader hands over as well */
+	gh_pg_leader_stop(other);
+	T_ASSERT(wait_leader(lead, 1) >= 0);
+	gh_pg_leader_stop(lead);
+	gh_pg_pool_close(p);
+}
+
 /* Runs after the others: restarts and stops the server. */
 static void test_outage_fails_fast_and_recovers(void)
 {
@@ -764,4 +829,5 @@ T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
        T(test_statement_timeout), T(test_transaction_left_open),
        T(test_wrong_password_not_shown), T(test_migrations_once), T(test_schema_matches_sqlite),
        T(test_events_across_replicas), T(test_ratelimit_shared),
+       T(test_leader_failover),
        T(test_outage_fails_fast_and_recovers), T(test_stop_server))
