@@ -531,6 +531,7 @@ static enum found lookup(struct gh_notify *n, const struct job *j, struct attemp
 	const struct gh_notify_target_conf *t = find_target(&cfg->notifications, j->target);
 	enum found f = FOUND;
 
+	memset(a, 0, sizeof(*a));
 	if (!t)
 		f = FOUND_NOT;
 	else if (!(t->events & j->event))
@@ -648,7 +649,7 @@ static int deliver(struct gh_notify *n, struct job *j)
 				      : "target removed by reload");
 		return 0;
 	case FOUND_NOT_FOR_EVENT:
-		give_up(n, j, "target no longer takes this event (changed by reload)");
+		give_up(n, j, "the target no longer takes this event");
 		return 0;
 	case FOUND_NOMEM:
 		give_up(n, j, "out of memory");

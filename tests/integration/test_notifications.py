@@ -535,6 +535,30 @@ class NotificationsTest(GatewayTest):
         self.assertFalse(r["enabled"])
         self.assertIn("target removed by reload", gw.logs())
 
+    def test_reload_dropping_an_event_ends_its_retries_and_keeps_the_target(self):
+        rx = Receiver(answers=[503] * 1000)
+        self.addCleanup(rx.stop)
+        gw, key, admin = self.start({"hook": {"kind": "webhook", "url": rx.url + "/hook",
+                                              "secret": "${NOTIFY_SECRET}"}},
+                                    retry_base_ms=200, retry_max_ms=300)
+        apr = self.suspend(gw, key)
+        self.wait_attempted(gw, admin, apr)
+        # the target now takes decisions only, and its receiver is back
+        self.reload(gw, admin, lambda cfg: cfg["notifications"]["targets"]["hook"].update(
+            events=["approval-decided"]))
+        rows = self.wait_state(gw, admin, apr, "failed")
+        self.assertEqual(rows[0]["event"], "approval-requested")
+        self.assertEqual(rows[0]["lastError"], "the target no longer takes this event")
+        with rx.lock:
+            rx.answers = []
+        st, d, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)
+        self.assertEqual(st, 200, d)
+        rows = self.wait_state(gw, admin, apr, "delivered")
+        self.assertEqual(rows[0]["event"], "approval-decided")
+        self.assertEqual(rows[0]["attempts"], 1)
+        got = rx.wait(lambda g: b"approval-decided" in g[2], "approval-decided")
+        self.assertTrue(verify(SECRET, got[0][1], got[0][2]))
+
     def test_first_target_added_by_reload(self):
         rx = Receiver()
         self.addCleanup(rx.stop)
