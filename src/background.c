@@ -251,10 +251,11 @@ static void *maint_main(void *p)
 	struct gh_bg *bg = p;
 	struct gh_app *app = bg->app;
 	int64_t last_snap = gh_now_ms(), last_prune = 0, last_analyze = gh_now_ms();
+	int64_t last_nprune = 0;
 
 	pthread_mutex_lock(&bg->mu);
 	while (!bg->stopping) {
-		int64_t now, keep_ms, prune_every;
+		int64_t now, keep_ms, prune_every, nkeep_ms;
 		struct gh_err e;
 		int n = 0;
 		struct gh_cfg_gen *g, *prev;
@@ -290,6 +291,17 @@ static void *maint_main(void *p)
 			if (gh_store_audit_prune(app->store, now - keep_ms, &deleted, &e) != GH_OK)
 				gh_warn("audit: retention pruning failed: %s", e.msg);
 			last_prune = now;
+		}
+		/* finished notification deliveries, on the same terms; pending
+		 * ones are never pruned */
+		nkeep_ms = gh_app_cfg(app)->notifications.retention_seconds > 0
+				   ? gh_app_cfg(app)->notifications.retention_seconds * 1000
+				   : gh_app_cfg(app)->notifications.retention_days * 86400000LL;
+		if (nkeep_ms > 0 &&
+		    now - last_nprune >= (nkeep_ms / 4 < 3600000 ? nkeep_ms / 4 : 3600000)) {
+			if (gh_store_notify_prune(app->store, now - nkeep_ms, NULL, &e) != GH_OK)
+				gh_warn("notifications: retention pruning failed: %s", e.msg);
+			last_nprune = now;
 		}
 		gh_app_cfg_leave(prev);
 		gh_app_cfg_release(g);

@@ -1,7 +1,8 @@
 /*
  * background.h - work that happens outside requests: continuing runs whose
  * approvals were decided, expiring approvals, snapshotting rate-limit
- * state, pruning the audit log by retention.
+ * state, pruning the audit log and finished notification deliveries by
+ * retention.
  *
  * Two resumer threads take run ids from a de-duplicated queue; one
  * maintenance thread wakes every second. Started and stopped by serve;

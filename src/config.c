@@ -1743,6 +1743,10 @@ static enum gh_code read_notifications(struct ctx *c, const cJSON *obj, struct g
 		 3600000, 20000, NULL},
 		{"retry_max_ms", F_INT, offsetof(struct gh_notify_conf, retry_max_ms), 0, 10,
 		 86400000, 600000, NULL},
+		{"retention_days", F_INT, offsetof(struct gh_notify_conf, retention_days), 0, 0,
+		 36500, 30, NULL},
+		{"retention_seconds", F_INT, offsetof(struct gh_notify_conf, retention_seconds), 0,
+		 0, INT32_MAX, 0, NULL},
 	};
 	size_t n = push(c, "notifications"), m, i;
 	const cJSON *map, *it;

@@ -271,6 +271,8 @@ struct gh_notify_conf {
 	int64_t max_attempts;        /* per delivery, the first included */
 	int64_t retry_base_ms;       /* backoff: base * 2^(n-1), jittered, ... */
 	int64_t retry_max_ms;        /* ... at most this */
+	int64_t retention_days;      /* finished deliveries kept; 0 = forever */
+	int64_t retention_seconds;   /* finer alternative; wins when set */
 };
 
 /* "log": how gatehouse writes its stderr log (applied at start and by

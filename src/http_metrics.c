@@ -105,7 +105,8 @@ static int render_otel(struct gh_buf *b)
 	return rc;
 }
 
-/* The approval notifications' deliveries (notify.h), when there are targets. */
+/* The approval notifications' deliveries (notify.h), when the notifier runs
+ * (with or without targets: a reload may add them). */
 static int render_notify(struct gh_app *app, struct gh_buf *b)
 {
 	static const char *const outcomes[] = {"delivered", "failed", "dropped", "retried"};

@@ -2,9 +2,9 @@
  * http_notify.c - what became of approval notifications, for admins:
  *   GET /api/admin/notifications[?approval=ID&limit=N]
  * answers {enabled, targets:[{name, kind, format, events}], stats, deliveries:[...]}:
- * the configured targets by name and kind (never a URL or a secret), the
- * notifier's counters since start, and the recorded deliveries, newest
- * first (of one approval when approval is given).
+ * the targets of the running config by name and kind (never a URL or a
+ * secret), the notifier's counters since start, and the recorded
+ * deliveries, newest first (of one approval when approval is given).
  *
  * Threading: CivetWeb workers; reads only.
  */
@@ -74,6 +74,7 @@ static void list_notifications(struct gh_req *r)
 	const char *ap = gh_http_query(r, "approval", approval, sizeof(approval));
 	int64_t limit = 100;
 	struct gh_notify_stats st;
+	const struct gh_notify_conf *nc;
 	cJSON *o, *arr, *s;
 	struct gh_err e;
 
@@ -101,8 +102,11 @@ static void list_notifications(struct gh_req *r)
 		gh_http_error(r, &e);
 		return;
 	}
-	cJSON_AddBoolToObject(o, "enabled", r->app->notify != NULL);
-	cJSON_AddItemToObject(o, "targets", targets_json(&r->app->boot_cfg->notifications) /* read at start */);
+	/* the targets of the config this request runs under (a reload
+	 * changes them) */
+	nc = &gh_app_cfg(r->app)->notifications;
+	cJSON_AddBoolToObject(o, "enabled", r->app->notify != NULL && nc->ntargets > 0);
+	cJSON_AddItemToObject(o, "targets", targets_json(nc));
 	gh_notify_stats(r->app->notify, &st);
 	s = cJSON_AddObjectToObject(o, "stats");
 	if (s) {

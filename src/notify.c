@@ -7,6 +7,14 @@
  * network) happens on the delivery thread, which holds no lock while it
  * does. A target that hangs delays other targets' deliveries by at most
  * its timeout_ms, and never a request.
+ *
+ * Config: the notifier lives as long as the process, and its targets are
+ * those of the config generation current when it acts (app.h). A job
+ * names its target; each attempt looks that name up in the current
+ * generation and copies what the attempt needs (a reload may free the
+ * generation while the request is on the wire), so a reload's new URL or
+ * secret applies from the next attempt on, and an attempt already on the
+ * wire finishes against what it copied.
  */
 #include "notify.h"
 
@@ -28,13 +36,15 @@
 #define DROPS_MAX 64          /* dropped deliveries remembered for the record */
 #define IDLE_WAIT_MS 1000
 #define RESPONSE_MAX 4096
-
-#define NO_TARGET ((size_t)-1)
+#define QUEUE_FIRST 16        /* slots at first; the queue grows up to queue_max */
 
 struct job {
 	int64_t row;                 /* its deliveries row; 0: not recorded yet; -1: could
 				      * not be recorded (sent all the same) */
-	size_t target;               /* index in conf->targets, NO_TARGET: gone from it */
+	char target[72];             /* the target's name (gh_notify_row.target) */
+	char kind[16];               /* its kind when last looked up */
+	int gone;                    /* resumed at start for a target the config no
+				      * longer had */
 	int event;
 	char event_id[GH_ID_MAX];
 	char approval_id[GH_ID_MAX];
@@ -47,7 +57,8 @@ struct job {
 };
 
 struct drop {
-	size_t target;
+	char target[72];
+	char kind[16];
 	int event;
 	char event_id[GH_ID_MAX];
 	char approval_id[GH_ID_MAX];
@@ -56,11 +67,10 @@ struct drop {
 
 struct gh_notify {
 	struct gh_app *app;
-	const struct gh_notify_conf *conf;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;           /* CLOCK_MONOTONIC */
-	struct job **q;              /* queue_max slots, the job in flight included */
-	size_t n;
+	struct job **q;              /* cap slots: n queued, plus the job in flight */
+	size_t n, cap;
 	int inflight;
 	struct drop drops[DROPS_MAX];
 	size_t ndrops;
@@ -70,6 +80,52 @@ struct gh_notify {
 	int started;
 	_Atomic uint64_t delivered, failed, dropped, retries;
 };
+
+static const char *kind_name(enum gh_notify_kind k)
+{
+	return k == GH_NOTIFY_SMTP ? "smtp" : "webhook";
+}
+
+/* The config current now, with its generation held in *g (the caller
+ * releases it; NULL when the app has no generations: boot_cfg then). */
+static const struct gh_config *current(struct gh_notify *n, struct gh_cfg_gen **g)
+{
+	*g = gh_app_cfg_acquire(n->app);
+	return *g ? (*g)->cfg : n->app->boot_cfg;
+}
+
+static const struct gh_notify_target_conf *find_target(const struct gh_notify_conf *c,
+							const char *name)
+{
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (!strcmp(c->targets[i].name, name))
+			return &c->targets[i];
+	return NULL;
+}
+
+/* Under mu: makes room for one more job, growing q up to limit slots
+ * (the job in flight keeps its slot). 0, or -1 when full or out of
+ * memory. */
+static int make_room(struct gh_notify *n, size_t limit)
+{
+	size_t used = n->n + (size_t)n->inflight, cap;
+	struct job **q;
+
+	if (used >= limit)
+		return -1;
+	if (used < n->cap)
+		return 0;
+	cap = n->cap ? n->cap * 2 : QUEUE_FIRST;
+	if (cap > limit)
+		cap = limit;
+	if (cap <= used)
+		cap = used + 1;
+	if (!(q = realloc(n->q, cap * sizeof(*q))))
+		return -1;
+	n->q = q;
+	n->cap = cap;
+	return 0;
+}
 
 static void job_free(struct job *j)
 {
@@ -84,8 +140,8 @@ static void job_free(struct job *j)
 
 /* Under mu: remembers a dropped delivery for the record (beyond
  * DROPS_MAX only counted and logged). */
-static void note_drop(struct gh_notify *n, size_t target, int event, const char *event_id,
-		      const char *approval_id)
+static void note_drop(struct gh_notify *n, const struct gh_notify_target_conf *t, int event,
+		      const char *event_id, const char *approval_id)
 {
 	struct drop *d;
 
@@ -93,7 +149,8 @@ static void note_drop(struct gh_notify *n, size_t target, int event, const char 
 	if (n->ndrops == DROPS_MAX)
 		return;
 	d = &n->drops[n->ndrops++];
-	d->target = target;
+	gh_strlcpy(d->target, t->name, sizeof(d->target));
+	gh_strlcpy(d->kind, kind_name(t->kind), sizeof(d->kind));
 	d->event = event;
 	gh_strlcpy(d->event_id, event_id, sizeof(d->event_id));
 	gh_strlcpy(d->approval_id, approval_id, sizeof(d->approval_id));
@@ -102,44 +159,54 @@ static void note_drop(struct gh_notify *n, size_t target, int event, const char 
 
 void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval *a)
 {
+	const struct gh_config *cfg;
 	const struct gh_notify_conf *c;
+	struct gh_cfg_gen *g;
 	cJSON *payload;
 	char id[GH_ID_MAX];
 	size_t i, dropped = 0;
-	int64_t now;
+	int64_t now, queue_max;
 
 	if (!n || !gh_notify_event_name(event))
 		return;
-	c = n->conf;
+	/* the targets of the config current now, not of the one the caller
+	 * runs under: an event after a reload goes where the new config says */
+	cfg = current(n, &g);
+	c = &cfg->notifications;
+	queue_max = c->queue_max;
 	for (i = 0; i < c->ntargets; i++)
 		if (c->targets[i].events & event)
 			break;
-	if (i == c->ntargets)
+	if (i == c->ntargets) {
+		gh_app_cfg_release(g);
 		return;
+	}
 	gh_id_new("ntf_", id, sizeof(id));
 	now = gh_now_ms();
 	/* the key's name is looked up by the delivery thread (a read) */
-	payload = gh_notify_payload(id, event, a, NULL, &gh_app_cfg(n->app)->audit.redact,
-				    gh_app_cfg(n->app)->server.public_url);
+	payload = gh_notify_payload(id, event, a, NULL, &cfg->audit.redact,
+				    cfg->server.public_url);
 	pthread_mutex_lock(&n->mu);
 	for (i = 0; i < c->ntargets; i++) {
+		const struct gh_notify_target_conf *t = &c->targets[i];
 		struct job *j;
 
-		if (!(c->targets[i].events & event))
+		if (!(t->events & event))
 			continue;
 		j = NULL;
 		/* stopping: the thread is handing the queue over to the store */
-		if (payload && !n->stopping && n->n + (size_t)n->inflight < (size_t)c->queue_max &&
+		if (payload && !n->stopping && make_room(n, (size_t)queue_max) == 0 &&
 		    (j = calloc(1, sizeof(*j))) && !(j->payload = cJSON_Duplicate(payload, 1))) {
 			free(j);
 			j = NULL;
 		}
 		if (!j) {
-			note_drop(n, i, event, id, a->id);
+			note_drop(n, t, event, id, a->id);
 			dropped++;
 			continue;
 		}
-		j->target = i;
+		gh_strlcpy(j->target, t->name, sizeof(j->target));
+		gh_strlcpy(j->kind, kind_name(t->kind), sizeof(j->kind));
 		j->event = event;
 		gh_strlcpy(j->event_id, id, sizeof(j->event_id));
 		gh_strlcpy(j->approval_id, a->id, sizeof(j->approval_id));
@@ -150,11 +217,12 @@ void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval
 	}
 	pthread_cond_signal(&n->cv);
 	pthread_mutex_unlock(&n->mu);
+	gh_app_cfg_release(g);
 	cJSON_Delete(payload);
 	if (dropped)
 		gh_warn("notifications: %zu deliveries of %s for approval %s dropped: the queue "
 			"is full (notifications.queue_max %lld)", dropped,
-			gh_notify_event_name(event), a->id, (long long)c->queue_max);
+			gh_notify_event_name(event), a->id, (long long)queue_max);
 }
 
 void gh_notify_stats(struct gh_notify *n, struct gh_notify_stats *out)
@@ -381,24 +449,107 @@ out:
 
 /* ----------------------------------------------------------- delivery */
 
-static const char *kind_name(enum gh_notify_kind k)
+/* What one attempt needs of the config: its target and the retry
+ * settings, copied so that no generation is held across the network. */
+struct attempt_conf {
+	struct gh_notify_target_conf t;  /* owned copies; secrets wiped when freed */
+	int64_t max_attempts, retry_base_ms, retry_max_ms;
+};
+
+static void wipe_str(char **s)
 {
-	return k == GH_NOTIFY_SMTP ? "smtp" : "webhook";
+	if (*s) {
+		sodium_memzero(*s, strlen(*s));
+		free(*s);
+		*s = NULL;
+	}
+}
+
+static void attempt_conf_free(struct attempt_conf *a)
+{
+	size_t i;
+
+	wipe_str(&a->t.name);
+	wipe_str(&a->t.url);
+	wipe_str(&a->t.secret);
+	wipe_str(&a->t.username);
+	wipe_str(&a->t.password);
+	wipe_str(&a->t.from);
+	for (i = 0; i < a->t.to.n; i++)
+		free(a->t.to.v[i]);
+	free(a->t.to.v);
+	memset(a, 0, sizeof(*a));
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+	*dst = NULL;
+	return src && !(*dst = gh_strdup(src)) ? -1 : 0;
+}
+
+/* Copies t (borrowed from a generation) and c's retry settings into a.
+ * 0, or -1 out of memory (a then holds nothing). */
+static int attempt_conf_copy(struct attempt_conf *a, const struct gh_notify_target_conf *t,
+			     const struct gh_notify_conf *c)
+{
+	size_t i;
+
+	memset(a, 0, sizeof(*a));
+	a->t.kind = t->kind;
+	a->t.events = t->events;
+	a->t.timeout_ms = t->timeout_ms;
+	a->t.format = t->format;
+	a->t.starttls = t->starttls;
+	a->max_attempts = c->max_attempts;
+	a->retry_base_ms = c->retry_base_ms;
+	a->retry_max_ms = c->retry_max_ms;
+	if (dup_opt(&a->t.name, t->name) || dup_opt(&a->t.url, t->url) ||
+	    dup_opt(&a->t.secret, t->secret) || dup_opt(&a->t.username, t->username) ||
+	    dup_opt(&a->t.password, t->password) || dup_opt(&a->t.from, t->from))
+		goto nomem;
+	if (t->to.n) {
+		if (!(a->t.to.v = calloc(t->to.n, sizeof(*a->t.to.v))))
+			goto nomem;
+		for (i = 0; i < t->to.n; i++, a->t.to.n++)
+			if (!(a->t.to.v[i] = gh_strdup(t->to.v[i])))
+				goto nomem;
+	}
+	return 0;
+nomem:
+	attempt_conf_free(a);
+	return -1;
+}
+
+enum found { FOUND, FOUND_NOT, FOUND_NOT_FOR_EVENT, FOUND_NOMEM };
+
+/* Looks j's target up by name in the config current now and copies it
+ * into a (the generation is held only for the copy). */
+static enum found lookup(struct gh_notify *n, const struct job *j, struct attempt_conf *a)
+{
+	struct gh_cfg_gen *g;
+	const struct gh_config *cfg = current(n, &g);
+	const struct gh_notify_target_conf *t = find_target(&cfg->notifications, j->target);
+	enum found f = FOUND;
+
+	memset(a, 0, sizeof(*a));
+	if (!t)
+		f = FOUND_NOT;
+	else if (!(t->events & j->event))
+		f = FOUND_NOT_FOR_EVENT;
+	else if (attempt_conf_copy(a, t, &cfg->notifications) != 0)
+		f = FOUND_NOMEM;
+	gh_app_cfg_release(g);
+	return f;
 }
 
 /* The row of j as it stands (borrowing j's strings; caller fills state). */
-static void row_of(const struct gh_notify *n, const struct job *j, struct gh_notify_row *r)
+static void row_of(const struct job *j, struct gh_notify_row *r)
 {
-	const struct gh_notify_target_conf *t =
-		j->target == NO_TARGET ? NULL : &n->conf->targets[j->target];
-
 	memset(r, 0, sizeof(*r));
 	r->id = j->row;
 	gh_strlcpy(r->event_id, j->event_id, sizeof(r->event_id));
-	if (t) {
-		gh_strlcpy(r->target, t->name, sizeof(r->target));
-		gh_strlcpy(r->kind, kind_name(t->kind), sizeof(r->kind));
-	}
+	gh_strlcpy(r->target, j->target, sizeof(r->target));
+	gh_strlcpy(r->kind, j->kind, sizeof(r->kind));
 	gh_strlcpy(r->event, gh_notify_event_name(j->event), sizeof(r->event));
 	gh_strlcpy(r->approval_id, j->approval_id, sizeof(r->approval_id));
 	r->payload = j->body;
@@ -425,7 +576,7 @@ static void record(struct gh_notify *n, struct job *j)
 		cJSON_Delete(j->payload);
 		j->payload = NULL;
 	}
-	row_of(n, j, &r);
+	row_of(j, &r);
 	gh_strlcpy(r.state, "pending", sizeof(r.state));
 	if (!j->body || gh_store_notify_insert(n->app->store, &r, &j->row, &e) != GH_OK) {
 		gh_warn("notifications: cannot record the delivery of %s for approval %s to %s: "
@@ -442,7 +593,7 @@ static void update(struct gh_notify *n, const struct job *j, const char *state, 
 
 	if (j->row <= 0)
 		return;
-	row_of(n, j, &r);
+	row_of(j, &r);
 	gh_strlcpy(r.state, state, sizeof(r.state));
 	r.last_code = code;
 	r.last_error = (char *)(uintptr_t)(error && *error ? error : NULL);
@@ -457,7 +608,7 @@ static void update(struct gh_notify *n, const struct job *j, const char *state, 
 
 /* The wait before attempt number `attempts` + 1: base * 2^(attempts-1)
  * capped at retry_max_ms, then a random point in its upper half. */
-static int64_t backoff(const struct gh_notify_conf *c, int64_t attempts)
+static int64_t backoff(const struct attempt_conf *c, int64_t attempts)
 {
 	int64_t d = c->retry_base_ms;
 
@@ -468,26 +619,50 @@ static int64_t backoff(const struct gh_notify_conf *c, int64_t attempts)
 	return d / 2 + (int64_t)randombytes_uniform((uint32_t)(d / 2 + 1));
 }
 
+/* Ends j as failed before sending it, for reason. */
+static void give_up(struct gh_notify *n, struct job *j, const char *reason)
+{
+	if (j->row == 0)
+		record(n, j);
+	update(n, j, "failed", 0, reason);
+	atomic_fetch_add(&n->failed, 1);
+	gh_info("notifications: %s for approval %s to %s not sent: %s",
+		gh_notify_event_name(j->event), j->approval_id, j->target, reason);
+}
+
 /* Sends j once and records how it went; 1 when it is to be tried again. */
 static int deliver(struct gh_notify *n, struct job *j)
 {
-	const struct gh_notify_target_conf *t;
+	struct attempt_conf a;
+	const struct gh_notify_target_conf *t = &a.t;
 	char err[256] = "";
 	int64_t code = 0, now;
 	enum sent s;
+	int again = 0;
 
-	if (j->row == 0)
-		record(n, j);
-	if (j->target == NO_TARGET) {
-		update(n, j, "failed", 0, "the target is no longer configured");
-		atomic_fetch_add(&n->failed, 1);
+	switch (lookup(n, j, &a)) {
+	case FOUND:
+		break;
+	case FOUND_NOT:
+		/* never sent to where the target used to point */
+		give_up(n, j, j->gone ? "the target is no longer configured"
+				      : "target removed by reload");
+		return 0;
+	case FOUND_NOT_FOR_EVENT:
+		give_up(n, j, "the target no longer takes this event");
+		return 0;
+	case FOUND_NOMEM:
+		give_up(n, j, "out of memory");
 		return 0;
 	}
-	t = &n->conf->targets[j->target];
+	/* a reload may have changed its kind: the row says how it is sent */
+	gh_strlcpy(j->kind, kind_name(t->kind), sizeof(j->kind));
+	if (j->row == 0)
+		record(n, j);
 	if (!j->body) {
 		update(n, j, "failed", 0, "out of memory");
 		atomic_fetch_add(&n->failed, 1);
-		return 0;
+		goto out;
 	}
 	if (j->attempts > 0)
 		atomic_fetch_add(&n->retries, 1);
@@ -498,54 +673,54 @@ static int deliver(struct gh_notify *n, struct job *j)
 		/* stopping: not an attempt; the next start sends it */
 		j->next_at = now;
 		update(n, j, "pending", 0, "interrupted by shutdown");
-		return 0;
+		goto out;
 	}
 	j->attempts++;
 	if (s == SENT_OK) {
 		update(n, j, "delivered", code, NULL);
 		atomic_fetch_add(&n->delivered, 1);
-		return 0;
+		goto out;
 	}
-	if (s == SENT_FAIL || j->attempts >= n->conf->max_attempts) {
+	if (s == SENT_FAIL || j->attempts >= a.max_attempts) {
 		update(n, j, "failed", code, err);
 		atomic_fetch_add(&n->failed, 1);
 		gh_warn("notifications: %s for approval %s to %s failed after %lld attempt%s: %s",
 			gh_notify_event_name(j->event), j->approval_id, t->name,
 			(long long)j->attempts, j->attempts == 1 ? "" : "s", err);
-		return 0;
+		goto out;
 	}
-	j->next_at = now + backoff(n->conf, j->attempts);
+	j->next_at = now + backoff(&a, j->attempts);
 	update(n, j, "pending", code, err);
 	gh_info("notifications: %s for approval %s to %s: attempt %lld failed (%s); next in "
 		"%lld ms", gh_notify_event_name(j->event), j->approval_id, t->name,
 		(long long)j->attempts, err, (long long)(j->next_at - now));
-	return 1;
+	again = 1;
+out:
+	attempt_conf_free(&a);
+	return again;
 }
 
 /* Records the deliveries the queue had no room for. */
 static void record_drops(struct gh_notify *n, const struct drop *d, size_t nd)
 {
 	for (size_t i = 0; i < nd; i++) {
+		struct gh_notify_row r;
+		struct gh_err e;
 		struct job j;
 
 		memset(&j, 0, sizeof(j));
-		j.target = d[i].target;
+		gh_strlcpy(j.target, d[i].target, sizeof(j.target));
+		gh_strlcpy(j.kind, d[i].kind, sizeof(j.kind));
 		j.event = d[i].event;
 		gh_strlcpy(j.event_id, d[i].event_id, sizeof(j.event_id));
 		gh_strlcpy(j.approval_id, d[i].approval_id, sizeof(j.approval_id));
 		j.created_at = d[i].at;
-		{
-			struct gh_notify_row r;
-			struct gh_err e;
-
-			row_of(n, &j, &r);
-			gh_strlcpy(r.state, "failed", sizeof(r.state));
-			r.last_error = "dropped: the notification queue was full";
-			r.next_attempt_at = 0;
-			if (gh_store_notify_insert(n->app->store, &r, NULL, &e) != GH_OK)
-				gh_warn("notifications: cannot record a dropped delivery: %s",
-					e.msg);
-		}
+		row_of(&j, &r);
+		gh_strlcpy(r.state, "failed", sizeof(r.state));
+		r.last_error = "dropped: the notification queue was full";
+		r.next_attempt_at = 0;
+		if (gh_store_notify_insert(n->app->store, &r, NULL, &e) != GH_OK)
+			gh_warn("notifications: cannot record a dropped delivery: %s", e.msg);
 	}
 }
 
@@ -627,14 +802,19 @@ static void *delivery_main(void *ud)
 
 /* -------------------------------------------------------- start, stop */
 
+struct resume_arg {
+	struct gh_notify *n;
+	const struct gh_notify_conf *conf;   /* the config at start */
+};
+
 static int resume_cb(void *ud, const struct gh_notify_row *r)
 {
-	struct gh_notify *n = ud;
+	struct resume_arg *ra = ud;
+	struct gh_notify *n = ra->n;
 	struct job *j;
-	size_t i;
 	int ev;
 
-	if (n->n >= (size_t)n->conf->queue_max)
+	if (make_room(n, (size_t)ra->conf->queue_max) != 0)
 		return 1;
 	for (ev = GH_NOTIFY_EV_REQUESTED; ev <= GH_NOTIFY_EV_EXPIRED; ev <<= 1)
 		if (!strcmp(r->event, gh_notify_event_name(ev)))
@@ -647,10 +827,9 @@ static int resume_cb(void *ud, const struct gh_notify_row *r)
 		return 1;
 	}
 	j->row = r->id;
-	j->target = NO_TARGET;
-	for (i = 0; i < n->conf->ntargets; i++)
-		if (!strcmp(n->conf->targets[i].name, r->target))
-			j->target = i;
+	gh_strlcpy(j->target, r->target, sizeof(j->target));
+	gh_strlcpy(j->kind, r->kind, sizeof(j->kind));
+	j->gone = !find_target(ra->conf, r->target);
 	j->event = ev;
 	gh_strlcpy(j->event_id, r->event_id, sizeof(j->event_id));
 	gh_strlcpy(j->approval_id, r->approval_id, sizeof(j->approval_id));
@@ -665,35 +844,35 @@ static int resume_cb(void *ud, const struct gh_notify_row *r)
 
 enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct gh_err *e)
 {
-	const struct gh_notify_conf *c = &app->boot_cfg->notifications;
 	struct gh_notify *n;
+	struct gh_cfg_gen *g;
+	struct resume_arg ra;
 	pthread_condattr_t ca;
 	enum gh_code rc;
 
 	*out = NULL;
-	if (!c->ntargets)
-		return GH_OK;
 	n = calloc(1, sizeof(*n));
-	if (!n || !(n->q = calloc((size_t)c->queue_max, sizeof(*n->q)))) {
-		free(n);
+	if (!n)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
 	n->app = app;
-	n->conf = c;
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&n->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	rc = gh_store_notify_pending(app->store, (int)c->queue_max,
+	ra.n = n;
+	ra.conf = &current(n, &g)->notifications;
+	rc = gh_store_notify_pending(app->store, (int)ra.conf->queue_max,
 				     "not resumed at start: more were pending than "
-				     "notifications.queue_max", resume_cb, n, e);
+				     "notifications.queue_max", resume_cb, &ra, e);
+	gh_app_cfg_release(g);
 	if (rc != GH_OK) {
 		gh_notify_stop(n);
 		return rc;
 	}
 	if (n->n)
 		gh_info("notifications: %zu pending deliveries resumed", n->n);
+	/* started with or without targets: a reload may add the first one */
 	if (pthread_create(&n->thread, NULL, delivery_main, n) != 0) {
 		gh_notify_stop(n);
 		return gh_err_set(e, GH_E_INTERNAL, "cannot start the notification thread");

@@ -13,6 +13,16 @@
  * resumed at the next start. Secrets (webhook secret, SMTP password) and
  * target URLs never reach logs, errors, the audit log or the store.
  *
+ * The notifier lives for the process; its targets are those of the config
+ * generation current when it acts (app.h), so a reload changes them
+ * without a restart: an event queued after the reload goes to the new
+ * targets, and a queued or retried delivery is sent at its next attempt
+ * to the target of its name in the current config (new URL, secret,
+ * kind and retry settings), or ends failed when there is none any more
+ * ("target removed by reload") or it no longer takes that event. An
+ * attempt already on the wire finishes against the target it started
+ * with.
+ *
  * The message builders (gh_notify_payload .. gh_notify_mail) are pure and
  * thread-safe; the notifier's functions are thread-safe.
  */
@@ -31,9 +41,10 @@
 
 struct gh_notify;
 
-/* Starts the delivery thread when notifications.targets has any (else
- * *out is NULL and nothing runs) and queues the deliveries a previous run
- * left pending. */
+/* Starts the delivery thread (idle while there is nothing to send, with
+ * or without targets: a reload may add the first) and queues the
+ * deliveries a previous run left pending. Stop it before the app's last
+ * generation goes (gh_app_cfg_fini). */
 enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct gh_err *e);
 
 /* Stops the thread: a request in flight is aborted (its delivery stays
@@ -42,8 +53,8 @@ enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct 
 void gh_notify_stop(struct gh_notify *n);
 
 /* Queues event (GH_NOTIFY_EV_*) of approval a (borrowed) for every
- * target that wants it. Never blocks on I/O; NULL n is a no-op. Call it
- * after the approval's transaction committed. */
+ * target of the current config that wants it. Never blocks on I/O; NULL
+ * n is a no-op. Call it after the approval's transaction committed. */
 void gh_notify_approval(struct gh_notify *n, int event, const struct gh_approval *a);
 
 /* Counters since start. */

@@ -202,9 +202,9 @@ static int keep_running(struct gh_config *n, const struct gh_config *r, const ch
 	if (keep_str(&n->metrics.listen, r->metrics.listen, "metrics.listen", restart))
 		return -1;
 	KEEP_INT(metrics.allow_remote, "metrics.allow_remote");
-	/* the trace exporter and the notification targets are set up at start */
+	/* the trace exporter is set up at start (the notifier reads the
+	 * current generation's targets when it acts: notify.h) */
 	keep_section(n, r, "otel", restart);
-	keep_section(n, r, "notifications", restart);
 	return 0;
 }
 

@@ -413,13 +413,14 @@ static void stop_all(struct gh_app *app, struct gh_http *http, struct gh_metrics
 	t1 = gh_mono_ns();
 	gh_bg_stop(app->bg);
 	t2 = gh_mono_ns();
+	/* after everything that decides or expires approvals, and before
+	 * the last generation goes: the notifier reads its targets there */
+	gh_notify_stop(app->notify);
 	/* after every request and background run: no call is in flight,
 	 * and the last generation (with its MCP servers) goes */
 	gh_app_cfg_fini(app);
 	/* after every span's end: what waits is flushed, for a bounded time */
 	gh_otel_stop();
-	/* after everything that decides or expires approvals */
-	gh_notify_stop(app->notify);
 	t3 = gh_mono_ns();
 	gh_store_close(app->store);
 	gh_audit_serve_close(app);

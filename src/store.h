@@ -626,8 +626,8 @@ void gh_notify_row_clear(struct gh_notify_row *r);
 /* Inserts r (its id ignored); *id gets the new row's. */
 enum gh_code gh_store_notify_insert(struct gh_store *s, const struct gh_notify_row *r,
 				    int64_t *id, struct gh_err *e);
-/* Writes r's state, attempts, last_code, last_error, next_attempt_at,
- * updated_at and delivered_at to row r->id. */
+/* Writes r's state, kind, attempts, last_code, last_error,
+ * next_attempt_at, updated_at and delivered_at to row r->id. */
 enum gh_code gh_store_notify_update(struct gh_store *s, const struct gh_notify_row *r,
 				    struct gh_err *e);
 /* The oldest `limit` pending deliveries, oldest first; then every pending
@@ -641,5 +641,10 @@ enum gh_code gh_store_notify_pending(struct gh_store *s, int limit, const char *
 enum gh_code gh_store_notify_list(struct gh_store *s, const char *approval_id, int limit,
 				  int (*fn)(void *ud, const struct gh_notify_row *r), void *ud,
 				  struct gh_err *e);
+/* Retention: deletes the finished deliveries (delivered or failed) last
+ * updated before cutoff_ms; pending ones always stay. *deleted (may be
+ * NULL) gets how many went. */
+enum gh_code gh_store_notify_prune(struct gh_store *s, int64_t cutoff_ms, int64_t *deleted,
+				   struct gh_err *e);
 
 #endif

@@ -1,11 +1,13 @@
 /*
  * store_notify.c - notification deliveries (migration 0013); see store.h.
- * Written by the notifier's delivery thread, read by the admin API.
+ * Written by the notifier's delivery thread, read by the admin API,
+ * pruned by the maintenance thread (retention).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "store_int.h"
 
 #define NOTIFY_COLS "id, event_id, target, kind, event, approval_id, payload, state, " \
@@ -83,11 +85,12 @@ static enum gh_code update_job(struct gh_store *s, struct store_conn *w, void *a
 	const struct gh_notify_row *r = arg;
 
 	(void)s;
-	return store_exec(w, "UPDATE notification_deliveries SET state = ?, attempts = ?, "
-			     "last_code = nullif(?, 0), last_error = ?, "
+	return store_exec(w, "UPDATE notification_deliveries SET state = ?, kind = ?, "
+			     "attempts = ?, last_code = nullif(?, 0), last_error = ?, "
 			     "next_attempt_at = nullif(?, 0), updated_at = ?, "
 			     "delivered_at = nullif(?, 0) WHERE id = ?",
-			  STORE_ARGS(STORE_TEXT(r->state), STORE_INT(r->attempts),
+			  STORE_ARGS(STORE_TEXT(r->state), STORE_TEXT(r->kind),
+				     STORE_INT(r->attempts),
 				     STORE_INT(r->last_code), STORE_TEXT(r->last_error),
 				     STORE_INT(r->next_attempt_at), STORE_INT(r->updated_at),
 				     STORE_INT(r->delivered_at), STORE_INT(r->id)),
@@ -169,4 +172,47 @@ enum gh_code gh_store_notify_list(struct gh_store *s, const char *approval_id, i
 			     "WHERE approval_id = ? ORDER BY id DESC LIMIT ?",
 			  STORE_ARGS(STORE_TEXT(approval_id), STORE_INT(limit)), 0,
 			  notify_each_row, &x, NULL, "listing notification deliveries", e);
+}
+
+/* At most this many rows go in one write: a first prune of a large table
+ * does not hold the writer (and every other write) for long. */
+#define PRUNE_BATCH 5000
+
+struct prune_arg {
+	int64_t cutoff_ms;
+	int deleted;
+};
+
+static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *arg,
+			      struct gh_err *e)
+{
+	struct prune_arg *a = arg;
+
+	(void)s;
+	return store_exec(w, "DELETE FROM notification_deliveries WHERE id IN (SELECT id FROM "
+			     "notification_deliveries WHERE state IN ('delivered', 'failed') AND "
+			     "updated_at < ? LIMIT ?)",
+			  STORE_ARGS(STORE_INT(a->cutoff_ms), STORE_INT(PRUNE_BATCH)),
+			  "pruning notification deliveries", &a->deleted, e);
+}
+
+enum gh_code gh_store_notify_prune(struct gh_store *s, int64_t cutoff_ms, int64_t *deleted,
+				   struct gh_err *e)
+{
+	struct prune_arg a;
+	enum gh_code rc;
+	int64_t total = 0;
+
+	do {
+		a.cutoff_ms = cutoff_ms;
+		a.deleted = 0;
+		if ((rc = store_write(s, prune_job, &a, e)) != GH_OK)
+			break;
+		total += a.deleted;
+	} while (a.deleted == PRUNE_BATCH);
+	if (deleted)
+		*deleted = total;
+	if (total)
+		gh_info("notifications: retention pruned %lld deliveries", (long long)total);
+	return rc;
 }

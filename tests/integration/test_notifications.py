@@ -2,12 +2,16 @@
 (verified here with the documented recipe, written independently with
 Python's hmac), the Slack-compatible form, a receiver that is down at first
 retried and the outcome recorded, pending deliveries resumed after a
-restart, and e-mail over SMTP to a local test SMTP server."""
+restart, e-mail over SMTP to a local test SMTP server, targets changed by a
+live reload (a retry goes to the new URL with the new secret; a removed
+target's retry ends failed; the first target added to a gateway started
+without any), and the retention of finished deliveries."""
 
 import hashlib
 import hmac
 import http.server
 import json
+import os
 import socketserver
 import threading
 import time
@@ -15,6 +19,7 @@ import time
 from harness import GatewayTest, config, free_port
 
 SECRET = "whsec-test-0123456789abcdef"
+SECRET_B = "whsec-other-fedcba9876543210"
 MAX_SKEW_S = 300
 
 
@@ -163,11 +168,41 @@ def setup_config(fake, model, targets, ttl=3600, **notify):
 class NotificationsTest(GatewayTest):
 
     def start(self, targets, env=None, **kw):
+        """targets None: a config without a notifications section."""
         self.m = self.model()
         env = dict(env or {})
         env.setdefault("NOTIFY_SECRET", SECRET)
-        gw = self.gateway(setup_config(self.fake, self.m, targets, **kw), env=env)
+        env.setdefault("NOTIFY_SECRET_B", SECRET_B)
+        cfg = setup_config(self.fake, self.m, targets or {}, **kw)
+        if targets is None:
+            del cfg["notifications"]
+        gw = self.gateway(cfg, env=env)
         return gw, gw.create_key("alice"), gw.create_key("root", admin=True)
+
+    def reload(self, gw, admin, fn):
+        """Edits the config file with fn and reloads it through the API;
+        notification targets apply without a restart."""
+        fn(gw.cfg)
+        with open(gw.config_path + ".tmp", "w") as f:
+            json.dump(gw.cfg, f, indent=2)
+        os.replace(gw.config_path + ".tmp", gw.config_path)
+        st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
+        self.assertEqual(st, 200, b)
+        self.assertIn("notifications", b["changed"])
+        self.assertEqual(b["restart_required"], [])
+        return b
+
+    def wait_attempted(self, gw, admin, approval, timeout=20):
+        """The approval's first delivery once it was tried and is pending."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = self.deliveries(gw, admin, approval)
+            d = r["deliveries"][0] if r["deliveries"] else None
+            if d and d["attempts"] >= 1:
+                self.assertEqual(d["state"], "pending", d)
+                return d
+            time.sleep(0.02)
+        self.fail("no delivery of %s was tried" % approval)
 
     def suspend(self, gw, key, to="bob@example.com", then="Email sent."):
         replies = [{"tool_calls": [{"id": "e1", "name": "send_email",
@@ -431,6 +466,145 @@ class NotificationsTest(GatewayTest):
         rows = self.wait_state(gw, admin, apr, "delivered")
         self.assertEqual(rows[0]["kind"], "smtp")
         self.assertEqual(rows[0]["lastCode"], 250)
+
+    def test_reload_moves_a_target_to_another_receiver_and_secret(self):
+        # A refuses to take anything for now (a retryable 503)
+        rx_a = Receiver(answers=[503] * 1000)
+        rx_b = Receiver()
+        self.addCleanup(rx_a.stop)
+        self.addCleanup(rx_b.stop)
+        gw, key, admin = self.start({"hook": {"kind": "webhook", "url": rx_a.url + "/a",
+                                              "secret": "${NOTIFY_SECRET}"}},
+                                    retry_base_ms=300, retry_max_ms=600)
+        apr = self.suspend(gw, key)
+        self.wait_attempted(gw, admin, apr)
+        first = rx_a.wait(lambda g: True, "approval-requested at A")
+        self.assertTrue(verify(SECRET, first[0][1], first[0][2]))
+        event_id = json.loads(first[0][2])["id"]
+        # the target "hook" now points at B, with B's secret
+        self.reload(gw, admin, lambda cfg: cfg["notifications"]["targets"]["hook"].update(
+            url=rx_b.url + "/b", secret="${NOTIFY_SECRET_B}"))
+        # the delivery queued before the reload is retried at B, signed with B's secret
+        got = rx_b.wait(lambda g: True, "the retried approval-requested at B")
+        seen_at_a = len(rx_a.requests())
+        path, hdrs, body = got[0]
+        self.assertEqual(path, "/b")
+        self.assertTrue(verify(SECRET_B, hdrs, body), hdrs)
+        self.assertFalse(verify(SECRET, hdrs, body))
+        self.assertEqual(json.loads(body)["id"], event_id)
+        rows = self.wait_state(gw, admin, apr, "delivered")
+        self.assertGreaterEqual(rows[0]["attempts"], 2)
+        # the next event goes to B only
+        st, d, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)
+        self.assertEqual(st, 200, d)
+        got = rx_b.wait(lambda g: b"approval-decided" in g[2], "approval-decided at B")
+        path, hdrs, body = got[0]
+        self.assertTrue(verify(SECRET_B, hdrs, body), hdrs)
+        self.assertEqual(json.loads(body)["event"], "approval-decided")
+        self.wait_state(gw, admin, apr, "delivered", 2)
+        self.assertEqual(len(rx_a.requests()), seen_at_a)
+        self.assertFalse([g for g in rx_a.requests() if b"approval-decided" in g[2]])
+        self.assertEqual(len(rx_b.requests()), 2)
+        gw.stop()
+        self.assert_no_secrets(gw, SECRET, SECRET_B, rx_b.url + "/b")
+
+    def test_reload_removing_the_target_ends_its_retries(self):
+        rx = Receiver(answers=[503] * 1000)
+        self.addCleanup(rx.stop)
+        gw, key, admin = self.start({"hook": {"kind": "webhook", "url": rx.url + "/hook",
+                                              "secret": "${NOTIFY_SECRET}"}},
+                                    retry_base_ms=200, retry_max_ms=300)
+        apr = self.suspend(gw, key)
+        self.wait_attempted(gw, admin, apr)
+        # the only target goes, the whole section with it
+        self.reload(gw, admin, lambda cfg: cfg.pop("notifications"))
+        rows = self.wait_state(gw, admin, apr, "failed")
+        self.assertEqual(rows[0]["lastError"], "target removed by reload")
+        self.assertIsNone(rows[0]["nextAttemptAt"])
+        self.assertGreaterEqual(rows[0]["attempts"], 1)
+        seen = len(rx.requests())
+        self.assertGreaterEqual(seen, 1)
+        # retries were due every 100-300 ms: none comes any more, nor the decision
+        st, d, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)
+        self.assertEqual(st, 200, d)
+        time.sleep(1.0)
+        self.assertEqual(len(rx.requests()), seen)
+        r = self.deliveries(gw, admin, apr)
+        self.assertEqual(len(r["deliveries"]), 1, r)
+        self.assertEqual(r["targets"], [])
+        self.assertFalse(r["enabled"])
+        self.assertIn("target removed by reload", gw.logs())
+
+    def test_reload_dropping_an_event_ends_its_retries_and_keeps_the_target(self):
+        rx = Receiver(answers=[503] * 1000)
+        self.addCleanup(rx.stop)
+        gw, key, admin = self.start({"hook": {"kind": "webhook", "url": rx.url + "/hook",
+                                              "secret": "${NOTIFY_SECRET}"}},
+                                    retry_base_ms=200, retry_max_ms=300)
+        apr = self.suspend(gw, key)
+        self.wait_attempted(gw, admin, apr)
+        # the target now takes decisions only, and its receiver is back
+        self.reload(gw, admin, lambda cfg: cfg["notifications"]["targets"]["hook"].update(
+            events=["approval-decided"]))
+        rows = self.wait_state(gw, admin, apr, "failed")
+        self.assertEqual(rows[0]["event"], "approval-requested")
+        self.assertEqual(rows[0]["lastError"], "the target no longer takes this event")
+        with rx.lock:
+            rx.answers = []
+        st, d, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)
+        self.assertEqual(st, 200, d)
+        rows = self.wait_state(gw, admin, apr, "delivered")
+        self.assertEqual(rows[0]["event"], "approval-decided")
+        self.assertEqual(rows[0]["attempts"], 1)
+        got = rx.wait(lambda g: b"approval-decided" in g[2], "approval-decided")
+        self.assertTrue(verify(SECRET, got[0][1], got[0][2]))
+
+    def test_first_target_added_by_reload(self):
+        rx = Receiver()
+        self.addCleanup(rx.stop)
+        gw, key, admin = self.start(None)
+        st, r, _ = gw.get("/api/admin/notifications", key=admin)
+        self.assertEqual(st, 200, r)
+        self.assertFalse(r["enabled"])
+        self.assertEqual(r["targets"], [])
+        self.reload(gw, admin, lambda cfg: cfg.update(notifications={"targets": {"hook": {
+            "kind": "webhook", "url": rx.url + "/hook", "secret": "${NOTIFY_SECRET}",
+            "events": ["approval-requested"]}}}))
+        apr = self.suspend(gw, key)
+        got = rx.wait(lambda g: True, "approval-requested")
+        path, hdrs, body = got[0]
+        self.assertTrue(verify(SECRET, hdrs, body))
+        self.assertEqual(json.loads(body)["approval_id"], apr)
+        rows = self.wait_state(gw, admin, apr, "delivered")
+        self.assertEqual(rows[0]["target"], "hook")
+        r = self.deliveries(gw, admin, apr)
+        self.assertTrue(r["enabled"])
+        self.assertEqual([t["name"] for t in r["targets"]], ["hook"])
+
+    def test_retention_prunes_finished_deliveries_only(self):
+        rx = Receiver()
+        self.addCleanup(rx.stop)
+        port = free_port()
+        gw, key, admin = self.start({
+            "hook": {"kind": "webhook", "url": rx.url + "/hook", "secret": "${NOTIFY_SECRET}",
+                     "events": ["approval-requested"]},
+            # down, and retried only in a minute: pending all along
+            "later": {"kind": "webhook", "url": "http://127.0.0.1:%d/later" % port,
+                      "secret": "${NOTIFY_SECRET}", "events": ["approval-requested"]},
+        }, retry_base_ms=60000, retry_max_ms=60000, retention_seconds=1)
+        apr = self.suspend(gw, key)
+        self.wait_state(gw, admin, apr, "delivered")
+        deadline = time.time() + 20
+        rows = None
+        while time.time() < deadline:
+            rows = gw.query("SELECT target, state, attempts FROM notification_deliveries")
+            if [x["target"] for x in rows] == ["later"]:
+                break
+            time.sleep(0.1)
+        self.assertEqual([(x["target"], x["state"]) for x in rows], [("later", "pending")],
+                         rows)
+        self.assertEqual(rows[0]["attempts"], 1)
+        self.assertIn("notifications: retention pruned 1 deliveries", gw.logs())
 
     def test_bad_config_is_refused_naming_the_path(self):
         import os

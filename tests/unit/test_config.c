@@ -317,6 +317,8 @@ static void test_bad_configs(void)
 		 "$.notifications.retry_max_ms: 1000 is below retry_base_ms (5000)"},
 		{"{" MIN ",'notifications':{'targets':{'b a d':{'kind':'smtp'}}}}",
 		 "$.notifications.targets.b a d: names may use letters"},
+		{"{" MIN ",'notifications':{'retention_days':-1}}",
+		 "$.notifications.retention_days: expected an integer in 0..36500"},
 	};
 	struct gh_config *cfg;
 	struct gh_err e;

@@ -4,7 +4,8 @@
  * the generic payload (redacted, bounded argument summary; link to the
  * admin UI), the Slack form, the e-mail message (headers present, no
  * header injection through any value, CRLF line ends), and the store's
- * record of deliveries (pending ones beyond the queue marked failed).
+ * record of deliveries (pending ones beyond the queue marked failed;
+ * retention prunes finished ones only).
  */
 #include "notify.h"
 
@@ -328,7 +329,60 @@ static void test_store_pending_and_overflow(void)
 	t_store_close(&t);
 }
 
+static void add_row(struct t_store *t, const char *event_id, const char *state,
+		    int64_t updated_at)
+{
+	struct gh_notify_row r;
+	struct gh_err e;
+
+	memset(&r, 0, sizeof(r));
+	gh_strlcpy(r.event_id, event_id, sizeof(r.event_id));
+	gh_strlcpy(r.target, "hook", sizeof(r.target));
+	gh_strlcpy(r.kind, "webhook", sizeof(r.kind));
+	gh_strlcpy(r.event, "approval-requested", sizeof(r.event));
+	gh_strlcpy(r.approval_id, "apr_1", sizeof(r.approval_id));
+	r.payload = "{}";
+	gh_strlcpy(r.state, state, sizeof(r.state));
+	r.created_at = 1000;
+	r.updated_at = updated_at;
+	T_EQ_INT(gh_store_notify_insert(t->s, &r, NULL, &e), GH_OK);
+}
+
+static int ids_cb(void *ud, const struct gh_notify_row *r)
+{
+	char *out = ud;
+	size_t len = strlen(out);
+
+	snprintf(out + len, 256 - len, "%s%s", len ? "," : "", r->event_id);
+	return 0;
+}
+
+static void test_store_prune_keeps_pending_and_recent(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	char left[256] = "";
+	int64_t deleted = -1;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	add_row(&t, "old_delivered", "delivered", 2000);
+	add_row(&t, "old_failed", "failed", 2000);
+	/* pending for long (retried, or waiting for a restart): never pruned */
+	add_row(&t, "old_pending", "pending", 1000);
+	add_row(&t, "new_delivered", "delivered", 9000);
+	add_row(&t, "new_failed", "failed", 5000);
+	T_EQ_INT(gh_store_notify_prune(t.s, 5000, &deleted, &e), GH_OK);
+	T_EQ_INT(deleted, 2);
+	T_EQ_INT(gh_store_notify_list(t.s, NULL, 10, ids_cb, left, &e), GH_OK);
+	T_EQ_STR(left, "new_failed,new_delivered,old_pending");
+	/* nothing more to prune: nothing goes */
+	T_EQ_INT(gh_store_notify_prune(t.s, 5000, &deleted, &e), GH_OK);
+	T_EQ_INT(deleted, 0);
+	t_store_close(&t);
+}
+
 T_MAIN(T(test_sign_matches_reference), T(test_summary_redacted_and_bounded),
        T(test_payload_fields_and_link), T(test_slack_form), T(test_header_value_strips_line_breaks),
        T(test_mail_headers_cannot_be_injected), T(test_mail_subject_encoded_when_not_ascii),
-       T(test_text_and_subject), T(test_store_pending_and_overflow))
+       T(test_text_and_subject), T(test_store_pending_and_overflow),
+       T(test_store_prune_keeps_pending_and_recent))
