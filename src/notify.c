@@ -847,7 +847,6 @@ enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct 
 	struct gh_notify *n;
 	struct gh_cfg_gen *g;
 	struct resume_arg ra;
-	pthread_condattr_t ca;
 	enum gh_code rc;
 
 	*out = NULL;
@@ -856,10 +855,7 @@ enum gh_code gh_notify_start(struct gh_app *app, struct gh_notify **out, struct 
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	n->app = app;
 	pthread_mutex_init(&n->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	gh_cond_init_mono(&n->cv);
 	ra.n = n;
 	ra.conf = &current(n, &g)->notifications;
 	rc = gh_store_notify_pending(app->store, (int)ra.conf->queue_max,
