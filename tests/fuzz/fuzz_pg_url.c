@@ -47,7 +47,9 @@ static void check_url(const char *url)
 	if (gh_pg_is_url(url) && strlen(pw) >= 6 && strlen(url) < sizeof(red) &&
 	    !strstr(url + 1, "://"))
 		CHECK(!strstr(red, pw));
-	if (gh_pg_url_check(url, "database.url", &e) != GH_OK && strlen(pw) >= 6)
+	/* a non-URL gets a fixed message that quotes nothing of it */
+	if (gh_pg_url_check(url, "database.url", &e) != GH_OK && gh_pg_is_url(url) &&
+	    strlen(pw) >= 6)
 		CHECK(!strstr(e.msg, pw));
 }
 
