@@ -3,7 +3,7 @@
  * only), signed checkpoints, retention, and streaming reads for query,
  * export and verify. Threading as in store.c.
  */
-#include "store_int.h"
+#include "store_sqlite.h"
 
 #include <stdio.h>
 #include <stdlib.h>

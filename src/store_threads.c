@@ -2,7 +2,7 @@
  * store_threads.c - threads, messages, runs and the tool calls runs wait
  * on. Threading as in store.c.
  */
-#include "store_int.h"
+#include "store_sqlite.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +61,7 @@ static cJSON *thread_json(sqlite3_stmt *st, enum store_view v)
 	gh_json_add_str(o, "resourceId", (const char *)sqlite3_column_text(st, 1));
 	gh_json_add_str(o, "agentId", (const char *)sqlite3_column_text(st, 2));
 	gh_json_add_str(o, "title", (const char *)sqlite3_column_text(st, 3));
-	md = store_col_json(st, 4);
+	md = store_col_json(store_row_of(st), 4);
 	cJSON_AddItemToObject(o, "metadata", md ? md : cJSON_CreateObject());
 	add_time(o, "createdAt", sqlite3_column_int64(st, 5), v);
 	add_time(o, "updatedAt", sqlite3_column_int64(st, 6), v);
@@ -124,8 +124,9 @@ struct thread_rows {
 	enum store_view v;
 };
 
-static int thread_row(sqlite3_stmt *st, void *ud)
+static int thread_row(struct store_row *sr, void *ud)
 {
+	sqlite3_stmt *st = store_row_stmt(sr);
 	struct thread_rows *tr = ud;
 	cJSON *t = thread_json(st, tr->v);
 
@@ -311,7 +312,7 @@ enum gh_code gh_store_messages_recent(struct gh_store *s, const char *owner,
 	store_bind_text(st, 2, thread_id);
 	sqlite3_bind_int(st, 3, limit);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 1);
+		cJSON *m = cJSON_CreateObject(), *content = store_col_json(store_row_of(st), 1);
 
 		if (!m || !content) {
 			cJSON_Delete(m);
@@ -348,7 +349,7 @@ out:
 static cJSON *message_json(sqlite3_stmt *st, enum store_view v, const char *thread_id,
 			   const char *resource)
 {
-	cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 2);
+	cJSON *m = cJSON_CreateObject(), *content = store_col_json(store_row_of(st), 2);
 
 	if (!m || !content) {
 		cJSON_Delete(m);
@@ -402,9 +403,9 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 		rc = store_fail(c, "reading a thread", e);
 		goto out;
 	}
-	store_col_copy(st, 0, resource, sizeof(resource));
+	store_col_copy(store_row_of(st), 0, resource, sizeof(resource));
 	total = sqlite3_column_int64(st, 1);
-	store_col_copy(st, 2, whose, sizeof(whose));
+	store_col_copy(store_row_of(st), 2, whose, sizeof(whose));
 	if (v == STORE_VIEW_ADMIN && sqlite3_step(st) == SQLITE_ROW) {
 		sqlite3_reset(st);
 		rc = gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id %s: "
@@ -774,19 +775,20 @@ void gh_run_row_clear(struct gh_run_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int run_row(sqlite3_stmt *st, void *ud)
+static int run_row(struct store_row *sr, void *ud)
 {
+	sqlite3_stmt *st = store_row_stmt(sr);
 	struct gh_run_row *out = ud;
 
-	store_col_copy(st, 0, out->id, sizeof(out->id));
-	store_col_copy(st, 1, out->owner, sizeof(out->owner));
-	store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
-	store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
-	store_col_copy(st, 4, out->thread_id, sizeof(out->thread_id));
-	store_col_copy(st, 5, out->resource_id, sizeof(out->resource_id));
-	store_col_copy(st, 6, out->status, sizeof(out->status));
-	out->state = store_col_json(st, 7);
-	out->output = store_col_json(st, 8);
+	store_col_copy(store_row_of(st), 0, out->id, sizeof(out->id));
+	store_col_copy(store_row_of(st), 1, out->owner, sizeof(out->owner));
+	store_col_copy(store_row_of(st), 2, out->key_id, sizeof(out->key_id));
+	store_col_copy(store_row_of(st), 3, out->agent_id, sizeof(out->agent_id));
+	store_col_copy(store_row_of(st), 4, out->thread_id, sizeof(out->thread_id));
+	store_col_copy(store_row_of(st), 5, out->resource_id, sizeof(out->resource_id));
+	store_col_copy(store_row_of(st), 6, out->status, sizeof(out->status));
+	out->state = store_col_json(store_row_of(st), 7);
+	out->output = store_col_json(store_row_of(st), 8);
 	if (sqlite3_column_type(st, 9) != SQLITE_NULL)
 		out->error = gh_strdup((const char *)sqlite3_column_text(st, 9));
 	out->created_at = sqlite3_column_int64(st, 10);
@@ -812,12 +814,13 @@ struct call_row {
 	char run_id[48], status[16];
 };
 
-static int call_row(sqlite3_stmt *st, void *ud)
+static int call_row(struct store_row *sr, void *ud)
 {
+	sqlite3_stmt *st = store_row_stmt(sr);
 	struct call_row *r = ud;
 
-	store_col_copy(st, 0, r->run_id, sizeof(r->run_id));
-	store_col_copy(st, 1, r->status, sizeof(r->status));
+	store_col_copy(store_row_of(st), 0, r->run_id, sizeof(r->run_id));
+	store_col_copy(store_row_of(st), 1, r->status, sizeof(r->status));
 	return 0;
 }
 
@@ -871,13 +874,14 @@ struct due_ids {
 	size_t cap, n;
 };
 
-static int due_row(sqlite3_stmt *st, void *ud)
+static int due_row(struct store_row *sr, void *ud)
 {
+	sqlite3_stmt *st = store_row_stmt(sr);
 	struct due_ids *d = ud;
 
 	if (d->n >= d->cap)
 		return 1;
-	store_col_copy(st, 0, d->ids[d->n++], 48);
+	store_col_copy(store_row_of(st), 0, d->ids[d->n++], 48);
 	return 0;
 }
 
@@ -900,8 +904,9 @@ struct id_each {
 	void *ud;
 };
 
-static int id_each_row(sqlite3_stmt *st, void *ud)
+static int id_each_row(struct store_row *sr, void *ud)
 {
+	sqlite3_stmt *st = store_row_stmt(sr);
 	struct id_each *x = ud;
 	const unsigned char *id = sqlite3_column_text(st, 0);
 
