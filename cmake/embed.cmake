@@ -1,4 +1,4 @@
-# Turns migrations/*.sql and web-admin/* into a C source file, so the
+# Turns migrations/sqlite/*.sql and web-admin/* into a C source file, so the
 # single binary carries its schema and its admin UI. Run with cmake -P.
 #
 # Inputs: OUT, MIGRATIONS (list), WEBADMIN (list), WEBADMIN_ROOT.

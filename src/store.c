@@ -8,7 +8,7 @@
  * plays the writer under inline_mu. Either way every write transaction
  * holds the cross-process flock on "<db>-writer.lock".
  */
-#include "store_int.h"
+#include "store_sqlite.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,132 +29,24 @@
 
 /* ------------------------------------------------------------ helpers */
 
-enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e)
+void store_col_copy(struct store_row *r, int i, char *dst, size_t cap)
 {
-	int rc = c && c->db ? sqlite3_extended_errcode(c->db) : SQLITE_ERROR;
+	const char *t = store_col_text(r, i);
 
-	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE)
-		return gh_err_set(e, GH_E_CONFLICT, "database: %s: already exists", what);
-	return gh_err_set(e, GH_E_IO, "database: %s: %s", what,
-			  c && c->db ? sqlite3_errmsg(c->db) : "not open");
+	gh_strlcpy(dst, t ? t : "", cap);
 }
 
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e)
-{
-	size_t i;
-	sqlite3_stmt *st = NULL;
-
-	for (i = 0; i < c->ncache; i++) {
-		if (c->cache[i].sql == sql) {
-			st = c->cache[i].st;
-			sqlite3_reset(st);
-			sqlite3_clear_bindings(st);
-			return st;
-		}
-	}
-	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-		store_fail(c, "prepare", e);
-		gh_error("database: cannot prepare statement: %s", sqlite3_errmsg(c->db));
-		return NULL;
-	}
-	if (c->ncache < STORE_STMT_CACHE) {
-		c->cache[c->ncache].sql = sql;
-		c->cache[c->ncache].st = st;
-		c->ncache++;
-	} else {
-		/* Cache full: a programming error (more distinct statements
-		 * than STORE_STMT_CACHE); fail loudly rather than leak. */
-		sqlite3_finalize(st);
-		gh_err_set(e, GH_E_INTERNAL, "database: statement cache full");
-		return NULL;
-	}
-	return st;
-}
-
-int store_bind_text(sqlite3_stmt *st, int i, const char *s)
-{
-	if (!s)
-		return sqlite3_bind_null(st, i);
-	return sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-}
-
-void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-	const unsigned char *t = sqlite3_column_text(st, i);
-
-	gh_strlcpy(dst, t ? (const char *)t : "", cap);
-}
-
-void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++) {
-		if (args[i].kind == STORE_ARG_INT)
-			sqlite3_bind_int64(st, i + 1, args[i].num);
-		else if (args[i].kind == STORE_ARG_BLOB)
-			sqlite3_bind_blob(st, i + 1, args[i].text, (int)args[i].num,
-					  SQLITE_TRANSIENT);
-		else
-			store_bind_text(st, i + 1, args[i].text);
-	}
-}
-
-enum gh_code store_exec(struct store_conn *w, const char *sql, const struct store_arg *args,
-			int n, const char *what, int *changes, struct gh_err *e)
-{
-	sqlite3_stmt *st = store_stmt(w, sql, e);
-
-	if (!st)
-		return GH_E_IO;
-	store_bind_args(st, args, n);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, what, e);
-	if (changes)
-		*changes = sqlite3_changes(w->db);
-	return GH_OK;
-}
-
-enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
-			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
-			struct gh_err *e)
-{
-	sqlite3_stmt *st = store_stmt(c, sql, e);
-	int src = SQLITE_DONE, seen = 0, r = 0;
-
-	if (nrows)
-		*nrows = 0;
-	if (!st)
-		return GH_E_IO;
-	store_bind_args(st, args, n);
-	while ((max <= 0 || seen < max) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		seen++;
-		if ((r = row(st, ud)) != 0)
-			break;
-	}
-	sqlite3_reset(st);
-	if (nrows)
-		*nrows = seen;
-	if (r == STORE_ROW_NOMEM)
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	if (r < 0)
-		return gh_err_set(e, GH_E_IO, "database: %s: a damaged row", what);
-	if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
-		return store_fail(c, what, e);
-	return GH_OK;
-}
-
-int store_row_text(sqlite3_stmt *st, void *ud)
+int store_row_text(struct store_row *r, void *ud)
 {
 	struct store_buf *b = ud;
 
-	store_col_copy(st, 0, b->buf, b->cap);
+	store_col_copy(r, 0, b->buf, b->cap);
 	return 0;
 }
 
-int store_row_int(sqlite3_stmt *st, void *ud)
+int store_row_int(struct store_row *r, void *ud)
 {
-	*(int64_t *)ud = sqlite3_column_int64(st, 0);
+	*(int64_t *)ud = store_col_int(r, 0);
 	return 0;
 }
 
@@ -212,20 +104,20 @@ enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct sto
 	return vget(s, 1, sql, args, n, row, out, out_size, what, e, notfound, NULL);
 }
 
-cJSON *store_col_json(sqlite3_stmt *st, int i)
+cJSON *store_col_json(struct store_row *r, int i)
 {
-	const char *t = (const char *)sqlite3_column_text(st, i);
-	int n = sqlite3_column_bytes(st, i);
+	size_t n;
+	const char *t = store_col_blob(r, i, &n);
 	cJSON *v = NULL;
 	struct gh_err ignore;
 
-	if (!t || n <= 0)
+	if (!t)
 		return NULL;
-	gh_json_parse_opts(t, (size_t)n, "stored JSON", GH_JSON_STORED, &v, &ignore);
+	gh_json_parse_opts(t, n, "stored JSON", GH_JSON_STORED, &v, &ignore);
 	return v;
 }
 
-void store_cols_read(sqlite3_stmt *st, const struct store_col *cols, size_t n, void *base)
+void store_cols_read(struct store_row *r, const struct store_col *cols, size_t n, void *base)
 {
 	size_t i;
 
@@ -237,16 +129,16 @@ void store_cols_read(sqlite3_stmt *st, const struct store_col *cols, size_t n, v
 		case STORE_COL_SKIP:
 			break;
 		case STORE_COL_TEXT:
-			store_col_copy(st, col, dst, cols[i].size);
+			store_col_copy(r, col, dst, cols[i].size);
 			break;
 		case STORE_COL_INT:
-			*(int64_t *)(void *)dst = sqlite3_column_int64(st, col);
+			*(int64_t *)(void *)dst = store_col_int(r, col);
 			break;
 		case STORE_COL_DUP:
-			*(char **)(void *)dst = gh_strdup((const char *)sqlite3_column_text(st, col));
+			*(char **)(void *)dst = gh_strdup(store_col_text(r, col));
 			break;
 		case STORE_COL_JSON:
-			*(cJSON **)(void *)dst = store_col_json(st, col);
+			*(cJSON **)(void *)dst = store_col_json(r, col);
 			break;
 		}
 	}

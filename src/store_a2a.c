@@ -111,13 +111,13 @@ enum gh_code gh_store_a2a_task_insert(struct gh_store *s, const struct gh_a2a_ta
 
 /* ------------------------------------------------------------------- get */
 
-static int task_row(sqlite3_stmt *st, void *ud)
+static int task_row(struct store_row *sr, void *ud)
 {
 	struct gh_a2a_task *out = ud;
 
-	store_cols_read(st, task_cols, GH_ARRAY_LEN(task_cols), out);
+	store_cols_read(sr, task_cols, GH_ARRAY_LEN(task_cols), out);
 	if (!cJSON_IsArray(out->history) || !cJSON_IsArray(out->artifacts) ||
-	    (sqlite3_column_type(st, 7) != SQLITE_NULL && !out->status_message)) {
+	    (!store_col_isnull(sr, 7) && !out->status_message)) {
 		gh_a2a_task_clear(out);
 		return -1;
 	}

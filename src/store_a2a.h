@@ -1,5 +1,5 @@
 /*
- * store_a2a.h - A2A tasks in the store (migrations/0004_a2a.sql).
+ * store_a2a.h - A2A tasks in the store (migrations/sqlite/0004_a2a.sql).
  *
  * A task is the A2A face of one run: its state, the status message, the
  * history of A2A messages and the artifacts, all kept as A2A 1.0 JSON. Part

@@ -38,9 +38,9 @@ static enum gh_code end_sessions(struct store_conn *w, struct admin_arg *a, stru
 
 /* After an UPDATE of a->name that changed nothing: GH_E_NOTFOUND when
  * there is no such admin, else GH_E_CONFLICT with msg. */
-static int row_seen(sqlite3_stmt *st, void *ud)
+static int row_seen(struct store_row *sr, void *ud)
 {
-	(void)st;
+	(void)sr;
 	(void)ud;
 	return 0;
 }
@@ -121,12 +121,12 @@ static const struct store_col user_cols[] = { /* USER_COLS, in order */
 };
 #undef U
 
-static int user_from(sqlite3_stmt *st, void *ud)
+static int user_from(struct store_row *sr, void *ud)
 {
 	struct gh_admin_user *u = ud;
 
 	memset(u, 0, sizeof(*u));
-	store_cols_read(st, user_cols, GH_ARRAY_LEN(user_cols), u);
+	store_cols_read(sr, user_cols, GH_ARRAY_LEN(user_cols), u);
 	return 0;
 }
 
@@ -277,9 +277,9 @@ static const struct store_col session_cols[] = {
 };
 #undef S
 
-static int session_row(sqlite3_stmt *st, void *ud)
+static int session_row(struct store_row *sr, void *ud)
 {
-	store_cols_read(st, session_cols, GH_ARRAY_LEN(session_cols), ud);
+	store_cols_read(sr, session_cols, GH_ARRAY_LEN(session_cols), ud);
 	return 0;
 }
 

@@ -40,13 +40,13 @@ void gh_approval_clear(struct gh_approval *a)
 	store_cols_clear(approval_cols, GH_ARRAY_LEN(approval_cols), a, sizeof(*a));
 }
 
-static int approval_from(sqlite3_stmt *st, struct gh_approval *a)
+static int approval_from(struct store_row *sr, struct gh_approval *a)
 {
 	memset(a, 0, sizeof(*a));
-	store_cols_read(st, approval_cols, APPROVAL_UNEDITED_COLS, a);
+	store_cols_read(sr, approval_cols, APPROVAL_UNEDITED_COLS, a);
 	if (a->edited_sha256[0]) {
-		a->edited_args = store_col_json(st, APPROVAL_UNEDITED_COLS);
-		a->edited_exact = store_col_json(st, APPROVAL_UNEDITED_COLS + 1);
+		a->edited_args = store_col_json(sr, APPROVAL_UNEDITED_COLS);
+		a->edited_exact = store_col_json(sr, APPROVAL_UNEDITED_COLS + 1);
 	}
 	if (!a->args || !a->rule ||
 	    (a->edited_sha256[0] && (!a->edited_args || !a->edited_exact))) {
@@ -98,9 +98,9 @@ enum gh_code gh_store_approval_insert(struct gh_store *s, const struct gh_approv
 	return store_write(s, insert_job, &ia, e);
 }
 
-static int approval_row(sqlite3_stmt *st, void *ud)
+static int approval_row(struct store_row *sr, void *ud)
 {
-	return approval_from(st, ud) != 0 ? -1 : 0;
+	return approval_from(sr, ud) != 0 ? -1 : 0;
 }
 
 enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const char *id,
@@ -142,55 +142,58 @@ struct decide_arg {
 	int64_t now;
 };
 
+/* An approval's decision so far, as decide_job reads it. */
+struct decided {
+	char status[32];
+	char by[256];
+	int64_t expires_at;
+};
+
+static int decided_row(struct store_row *sr, void *ud)
+{
+	struct decided *d = ud;
+
+	store_col_copy(sr, 0, d->status, sizeof(d->status));
+	store_col_copy(sr, 1, d->by, sizeof(d->by));
+	d->expires_at = store_col_int(sr, 2);
+	return 0;
+}
+
 static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
 	struct decide_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "SELECT status, coalesce(decided_by, ''), expires_at "
-					 "FROM approvals WHERE id = ?", e);
-	int src;
+	struct decided d;
+	int found = 0;
+	enum gh_code rc;
 
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->id);
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		sqlite3_reset(st);
+	memset(&d, 0, sizeof(d));
+	rc = store_rows(w, "SELECT status, coalesce(decided_by, ''), expires_at "
+			   "FROM approvals WHERE id = ?",
+			STORE_ARGS(STORE_TEXT(a->id)), 1, decided_row, &d, &found,
+			"deciding an approval", e);
+	if (rc != GH_OK)
+		return rc;
+	if (!found)
 		return gh_err_set(e, GH_E_NOTFOUND, "no approval %s", a->id);
-	}
-	if (src != SQLITE_ROW)
-		return store_fail(w, "deciding an approval", e);
-	if (strcmp((const char *)sqlite3_column_text(st, 0), "pending")) {
-		const char *was = (const char *)sqlite3_column_text(st, 0);
-		const char *by = (const char *)sqlite3_column_text(st, 1);
-		enum gh_code rc = !strcmp(was, "expired")
+	if (strcmp(d.status, "pending"))
+		return !strcmp(d.status, "expired")
 			? gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id)
 			: gh_err_set(e, GH_E_CONFLICT, "approval %s was already %s by %s", a->id,
-				     was, by);
-
-		sqlite3_reset(st);
-		return rc;
-	}
-	if (sqlite3_column_int64(st, 2) <= a->now) {
-		sqlite3_reset(st);
+				     d.status, d.by);
+	if (d.expires_at <= a->now)
 		return gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id);
-	}
-	sqlite3_reset(st);
-	st = store_stmt(w, "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, "
+	rc = store_exec(w, "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, "
 			   "reason = ?, edited_args = ?, edited_args_exact = ?, "
-			   "edited_args_sha256 = ? WHERE id = ? AND status = 'pending'", e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, a->status);
-	sqlite3_bind_int64(st, 2, a->now);
-	store_bind_text(st, 3, a->decided_by);
-	store_bind_text(st, 4, a->reason);
-	store_bind_text(st, 5, a->edit ? a->edit->redacted : NULL);
-	store_bind_text(st, 6, a->edit ? a->edit->exact : NULL);
-	store_bind_text(st, 7, a->edit ? a->edit->sha256 : NULL);
-	store_bind_text(st, 8, a->id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "deciding an approval", e);
+			   "edited_args_sha256 = ? WHERE id = ? AND status = 'pending'",
+			STORE_ARGS(STORE_TEXT(a->status), STORE_INT(a->now),
+				   STORE_TEXT(a->decided_by), STORE_TEXT(a->reason),
+				   STORE_TEXT(a->edit ? a->edit->redacted : NULL),
+				   STORE_TEXT(a->edit ? a->edit->exact : NULL),
+				   STORE_TEXT(a->edit ? a->edit->sha256 : NULL), STORE_TEXT(a->id)),
+			"deciding an approval", NULL, e);
+	if (rc != GH_OK)
+		return rc;
 	return store_audit_append_in(s, w, a->ev, NULL, e);
 }
 
@@ -290,43 +293,47 @@ struct expire_arg {
 	size_t n, cap;
 };
 
+/* Takes the row into a->rows while there is room; a damaged row is left
+ * pending. */
+static int expire_row(struct store_row *sr, void *ud)
+{
+	struct expire_arg *a = ud;
+
+	if (a->n >= a->cap)
+		return 1;
+	if (approval_from(sr, &a->rows[a->n]) == 0)
+		a->n++;
+	return 0;
+}
+
 static enum gh_code expire_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
 	struct expire_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "SELECT " APPROVAL_COLS " FROM approvals WHERE "
-					 "status = 'pending' AND expires_at <= ? ORDER BY expires_at "
-					 "LIMIT 256", e);
 	enum gh_code rc;
 	size_t i;
-	int src;
 
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, a->now);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW && a->n < a->cap)
-		if (approval_from(st, &a->rows[a->n]) == 0)
-			a->n++;
-	sqlite3_reset(st);
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		return store_fail(w, "finding expired approvals", e);
+	rc = store_rows(w, "SELECT " APPROVAL_COLS " FROM approvals WHERE "
+			   "status = 'pending' AND expires_at <= ? ORDER BY expires_at LIMIT 256",
+			STORE_ARGS(STORE_INT(a->now)), 0, expire_row, a, NULL,
+			"finding expired approvals", e);
+	if (rc != GH_OK)
+		return rc;
 	for (i = 0; i < a->n; i++) {
 		struct gh_approval *ap = &a->rows[i];
 		struct gh_audit_event ev;
 		char detail[128], *args = gh_json_dump(ap->args);
 
-		st = store_stmt(w, "UPDATE approvals SET status = 'expired', decided_at = ?, "
+		if (!args)
+			return gh_err_set(e, GH_E_NOMEM, "out of memory");
+		rc = store_exec(w, "UPDATE approvals SET status = 'expired', decided_at = ?, "
 				   "decided_by = 'system', reason = 'expired' WHERE id = ? "
-				   "AND status = 'pending'", e);
-		if (!st || !args) {
+				   "AND status = 'pending'",
+				STORE_ARGS(STORE_INT(a->now), STORE_TEXT(ap->id)),
+				"expiring an approval", NULL, e);
+		if (rc != GH_OK) {
 			free(args);
-			return st ? gh_err_set(e, GH_E_NOMEM, "out of memory") : GH_E_IO;
-		}
-		sqlite3_bind_int64(st, 1, a->now);
-		store_bind_text(st, 2, ap->id);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			free(args);
-			return store_fail(w, "expiring an approval", e);
+			return rc;
 		}
 		snprintf(detail, sizeof(detail), "{\"approval_id\":\"%s\"}", ap->id);
 		memset(&ev, 0, sizeof(ev));
@@ -358,27 +365,20 @@ enum gh_code gh_store_approvals_expire(struct gh_store *s, int64_t now_ms,
 				       int *n, struct gh_err *e)
 {
 	struct expire_arg a = {now_ms, NULL, 0, 256};
-	struct store_conn *c;
-	sqlite3_stmt *st;
+	int64_t one = 0;
 	enum gh_code rc;
 	size_t i;
-	int due;
+	int due = 0;
 
 	/* called every second: a read first, so an idle gateway writes nothing */
 	if (n)
 		*n = 0;
-	c = store_reader(s);
-	st = store_stmt(c, "SELECT 1 FROM approvals WHERE status = 'pending' AND expires_at <= ? "
-			   "LIMIT 1", e);
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	sqlite3_bind_int64(st, 1, now_ms);
-	due = sqlite3_step(st) == SQLITE_ROW;
-	store_reader_put(s, c);
-	if (!due)
-		return GH_OK;
+	rc = store_read(s, "SELECT 1 FROM approvals WHERE status = 'pending' AND expires_at <= ? "
+			   "LIMIT 1",
+			STORE_ARGS(STORE_INT(now_ms)), 1, store_row_int, &one, &due,
+			"finding expired approvals", e);
+	if (rc != GH_OK || !due)
+		return rc;
 	a.rows = calloc(a.cap, sizeof(*a.rows));
 	if (!a.rows)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
@@ -406,26 +406,18 @@ static enum gh_code rl_save_job(struct gh_store *s, struct store_conn *w, void *
 				struct gh_err *e)
 {
 	struct rl_arg *a = arg;
-	sqlite3_stmt *st;
+	enum gh_code rc;
 	size_t i;
 
-	st = store_stmt(w, "DELETE FROM rate_limit_state WHERE tat_ms < ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, gh_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "pruning rate-limit state", e);
-	for (i = 0; i < a->n; i++) {
-		st = store_stmt(w, "INSERT INTO rate_limit_state (key, tat_ms) VALUES (?1, ?2) "
-				   "ON CONFLICT (key) DO UPDATE SET tat_ms = ?2", e);
-		if (!st)
-			return GH_E_IO;
-		store_bind_text(st, 1, a->keys[i]);
-		sqlite3_bind_int64(st, 2, a->tats[i]);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			return store_fail(w, "saving rate-limit state", e);
-	}
-	return GH_OK;
+	(void)s;
+	rc = store_exec(w, "DELETE FROM rate_limit_state WHERE tat_ms < ?",
+			STORE_ARGS(STORE_INT(gh_now_ms())), "pruning rate-limit state", NULL, e);
+	for (i = 0; rc == GH_OK && i < a->n; i++)
+		rc = store_exec(w, "INSERT INTO rate_limit_state (key, tat_ms) VALUES (?1, ?2) "
+				   "ON CONFLICT (key) DO UPDATE SET tat_ms = ?2",
+				STORE_ARGS(STORE_TEXT(a->keys[i]), STORE_INT(a->tats[i])),
+				"saving rate-limit state", NULL, e);
+	return rc;
 }
 
 enum gh_code gh_store_ratelimit_save(struct gh_store *s, const char *const *keys,
@@ -436,24 +428,24 @@ enum gh_code gh_store_ratelimit_save(struct gh_store *s, const char *const *keys
 	return store_write(s, rl_save_job, &a, e);
 }
 
+struct rl_each {
+	int (*fn)(void *ud, const char *key, int64_t tat_ms);
+	void *ud;
+};
+
+static int rl_row(struct store_row *sr, void *ud)
+{
+	struct rl_each *x = ud;
+
+	return x->fn(x->ud, store_col_text(sr, 0), store_col_int(sr, 1)) ? 1 : 0;
+}
+
 enum gh_code gh_store_ratelimit_load(struct gh_store *s,
 				     int (*fn)(void *ud, const char *key, int64_t tat_ms),
 				     void *ud, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT key, tat_ms FROM rate_limit_state", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct rl_each x = {fn, ud};
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	while ((src = sqlite3_step(st)) == SQLITE_ROW)
-		if (fn(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1)))
-			break;
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "loading rate-limit state", e);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, "SELECT key, tat_ms FROM rate_limit_state", NULL, 0, 0, rl_row, &x,
+			  NULL, "loading rate-limit state", e);
 }

@@ -19,62 +19,85 @@ static const unsigned char genesis[GH_AUDIT_HASH_LEN];
 
 /* ------------------------------------------------------------- writing */
 
+/* What the chain goes on from: the newest row's (seq, hash, ts), or the
+ * anchor's (seq, prev_hash); hash_ok when the hash has its length. */
+struct chain_tip {
+	int64_t seq, ts;
+	unsigned char hash[GH_AUDIT_HASH_LEN];
+	int hash_ok;
+};
+
+static int tip_row(struct store_row *sr, void *ud)
+{
+	struct chain_tip *t = ud;
+	size_t n;
+	const void *h = store_col_blob(sr, 1, &n);
+
+	t->seq = store_col_int(sr, 0);
+	if (store_col_count(sr) > 2)
+		t->ts = store_col_int(sr, 2);
+	if (h && n == GH_AUDIT_HASH_LEN) {
+		memcpy(t->hash, h, n);
+		t->hash_ok = 1;
+	}
+	return 0;
+}
+
+/* The newest checkpoint's seq, time and signature (zeros when damaged:
+ * verify reports it). */
+static int ckpt_tip_row(struct store_row *sr, void *ud)
+{
+	struct store_chain *c = ud;
+	size_t n;
+	const void *sig = store_col_blob(sr, 2, &n);
+
+	c->ckpt_seq = store_col_int(sr, 0);
+	c->ckpt_ms = store_col_int(sr, 1);
+	if (sig && n == 64)
+		memcpy(c->ckpt_sig, sig, 64);
+	return 0;
+}
+
 enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct gh_err *e)
 {
-	sqlite3_stmt *st;
 	struct store_chain *c = &s->chain;
-	int rc;
+	struct chain_tip t;
+	enum gh_code rc;
+	int found = 0;
 
 	if (c->known)
 		return GH_OK;
 	memset(c, 0, sizeof(*c));
-	st = store_stmt(w, "SELECT seq, hash, ts FROM audit_events ORDER BY seq DESC LIMIT 1", e);
-	if (!st)
-		return GH_E_IO;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		if (sqlite3_column_bytes(st, 1) != GH_AUDIT_HASH_LEN) {
-			sqlite3_reset(st);
-			return gh_err_set(e, GH_E_IO, "audit: the newest row has a damaged hash; "
-						      "run gatehouse audit verify");
-		}
-		c->last_seq = sqlite3_column_int64(st, 0);
-		memcpy(c->last_hash, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
-		c->last_ts = sqlite3_column_int64(st, 2);
-	} else if (rc == SQLITE_DONE) {
-		sqlite3_reset(st);
+	memset(&t, 0, sizeof(t));
+	rc = store_rows(w, "SELECT seq, hash, ts FROM audit_events ORDER BY seq DESC LIMIT 1",
+			NULL, 0, 1, tip_row, &t, &found, "reading the audit chain", e);
+	if (rc != GH_OK)
+		return rc;
+	if (found && !t.hash_ok)
+		return gh_err_set(e, GH_E_IO, "audit: the newest row has a damaged hash; "
+					      "run gatehouse audit verify");
+	if (found) {
+		c->last_seq = t.seq;
+		memcpy(c->last_hash, t.hash, GH_AUDIT_HASH_LEN);
+		c->last_ts = t.ts;
+	} else {
 		/* Empty table: after a full prune the anchor says where to go on. */
-		st = store_stmt(w, "SELECT seq, prev_hash FROM audit_anchor WHERE id = 1", e);
-		if (!st)
-			return GH_E_IO;
-		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 1) == GH_AUDIT_HASH_LEN) {
-			c->last_seq = sqlite3_column_int64(st, 0) - 1;
-			memcpy(c->last_hash, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
-		} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			return store_fail(w, "reading the audit anchor", e);
+		rc = store_rows(w, "SELECT seq, prev_hash FROM audit_anchor WHERE id = 1", NULL, 0,
+				1, tip_row, &t, &found, "reading the audit anchor", e);
+		if (rc != GH_OK)
+			return rc;
+		if (found && t.hash_ok) {
+			c->last_seq = t.seq - 1;
+			memcpy(c->last_hash, t.hash, GH_AUDIT_HASH_LEN);
 		} else {
 			memcpy(c->last_hash, genesis, GH_AUDIT_HASH_LEN);
 		}
-	} else {
-		return store_fail(w, "reading the audit chain", e);
 	}
-	sqlite3_reset(st);
-	st = store_stmt(w, "SELECT seq, ts, signature FROM audit_checkpoints "
-			   "ORDER BY seq DESC LIMIT 1", e);
-	if (!st)
-		return GH_E_IO;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		c->ckpt_seq = sqlite3_column_int64(st, 0);
-		c->ckpt_ms = sqlite3_column_int64(st, 1);
-		/* a damaged signature chains as zeros: verify reports it */
-		if (sqlite3_column_bytes(st, 2) == 64)
-			memcpy(c->ckpt_sig, sqlite3_column_blob(st, 2), 64);
-	} else if (rc != SQLITE_DONE) {
-		return store_fail(w, "reading audit checkpoints", e);
-	}
-	sqlite3_reset(st);
+	rc = store_rows(w, "SELECT seq, ts, signature FROM audit_checkpoints "
+			   "ORDER BY seq DESC LIMIT 1",
+			NULL, 0, 1, ckpt_tip_row, c, NULL, "reading audit checkpoints", e);
+	if (rc != GH_OK)
+		return rc;
 	c->known = 1;
 	return GH_OK;
 }
@@ -222,21 +245,17 @@ enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_eve
 static enum gh_code open_call_in(struct store_conn *w, const struct gh_audit_event *ev,
 				 const char *approval_id, int64_t *call_id, struct gh_err *e)
 {
-	enum gh_code rc = store_exec(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
-					"admin_user, agent_id, thread_id, run_id, tool_call_id, "
-					"tool_name, source, args, approval_id) "
-					"VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-				     STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(ev->key_id),
-						STORE_TEXT(ev->owner), STORE_TEXT(ev->admin_user),
-						STORE_TEXT(ev->agent_id), STORE_TEXT(ev->thread_id),
-						STORE_TEXT(ev->run_id), STORE_TEXT(ev->tool_call_id),
-						STORE_TEXT(ev->tool_name), STORE_TEXT(ev->source),
-						STORE_TEXT(ev->args), STORE_TEXT(approval_id)),
-				     "registering an open call", NULL, e);
-
-	if (rc == GH_OK)
-		*call_id = sqlite3_last_insert_rowid(w->db);
-	return rc;
+	return store_insert(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
+			       "admin_user, agent_id, thread_id, run_id, tool_call_id, "
+			       "tool_name, source, args, approval_id) "
+			       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+			    STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(ev->key_id),
+				       STORE_TEXT(ev->owner), STORE_TEXT(ev->admin_user),
+				       STORE_TEXT(ev->agent_id), STORE_TEXT(ev->thread_id),
+				       STORE_TEXT(ev->run_id), STORE_TEXT(ev->tool_call_id),
+				       STORE_TEXT(ev->tool_name), STORE_TEXT(ev->source),
+				       STORE_TEXT(ev->args), STORE_TEXT(approval_id)),
+			    "registering an open call", call_id, e);
 }
 
 enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
@@ -336,78 +355,87 @@ struct interrupted_arg {
 	int more;
 };
 
+/* Closes one open call (a row of audit_open_calls) with an "interrupted"
+ * audit row; a failure to append stops the scan with rc (and e) set. */
+struct interrupted_rows {
+	struct gh_store *s;
+	struct store_conn *w;
+	int n;
+	enum gh_code rc;
+	struct gh_err *e;
+};
+
+static int interrupted_row(struct store_row *sr, void *ud)
+{
+	struct interrupted_rows *x = ud;
+	struct gh_audit_event ev;
+	cJSON *d = cJSON_CreateObject();
+	char opened[GH_ISO8601_MAX], *detail = NULL;
+	const char *src_name = store_col_text(sr, 10);
+	const char *apr = store_col_text(sr, 12);
+
+	if (!d)
+		return STORE_ROW_NOMEM;
+	gh_iso8601(store_col_int(sr, 1), opened, sizeof(opened));
+	cJSON_AddStringToObject(d, "opened_at", opened);
+	if (apr)
+		cJSON_AddStringToObject(d, "approval_id", apr);
+	detail = gh_json_dump(d);
+	cJSON_Delete(d);
+	if (!detail)
+		return STORE_ROW_NOMEM;
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "interrupted";
+	ev.key_id = store_col_text(sr, 2);
+	ev.owner = store_col_text(sr, 3);
+	ev.admin_user = store_col_text(sr, 4);
+	ev.agent_id = store_col_text(sr, 5);
+	ev.thread_id = store_col_text(sr, 6);
+	ev.run_id = store_col_text(sr, 7);
+	ev.tool_call_id = store_col_text(sr, 8);
+	ev.tool_name = store_col_text(sr, 9);
+	ev.source = src_name;
+	ev.args = store_col_text(sr, 11);
+	/* a memory tool's effect commits with its end: none happened */
+	ev.outcome = src_name && !strcmp(src_name, "memory") ? "no_effect" : "unknown";
+	ev.duration_ms = -1;
+	ev.reason = "gatehouse stopped before the end of the call was recorded";
+	ev.detail = detail;
+	x->rc = store_audit_append_in(x->s, x->w, &ev, NULL, x->e);
+	free(detail);
+	if (x->rc != GH_OK)
+		return 1;
+	x->n++;
+	return 0;
+}
+
 static enum gh_code interrupted_job(struct gh_store *s, struct store_conn *w, void *arg,
 				    struct gh_err *e)
 {
 	struct interrupted_arg *a = arg;
-	sqlite3_stmt *st = store_stmt(w, "SELECT id, opened_at, key_id, owner, admin_user, "
-					 "agent_id, thread_id, run_id, tool_call_id, tool_name, "
-					 "source, args, approval_id FROM audit_open_calls "
-					 "ORDER BY id LIMIT ?", e);
-	int src, n = 0;
-	enum gh_code rc = GH_OK;
+	struct interrupted_rows x = {s, w, 0, GH_OK, e};
+	enum gh_code rc;
 
 	a->more = 0;
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int(st, 1, INTERRUPTED_BATCH);
 	/* the row being read stays valid while the audit row is appended:
 	 * they are other tables, and the delete comes after the scan */
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_event ev;
-		cJSON *d = cJSON_CreateObject();
-		char opened[GH_ISO8601_MAX], *detail = NULL;
-		const char *src_name = (const char *)sqlite3_column_text(st, 10);
-		const char *apr = (const char *)sqlite3_column_text(st, 12);
-
-		if (!d) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			break;
-		}
-		gh_iso8601(sqlite3_column_int64(st, 1), opened, sizeof(opened));
-		cJSON_AddStringToObject(d, "opened_at", opened);
-		if (apr)
-			cJSON_AddStringToObject(d, "approval_id", apr);
-		detail = gh_json_dump(d);
-		cJSON_Delete(d);
-		if (!detail) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-			break;
-		}
-		memset(&ev, 0, sizeof(ev));
-		ev.event = "interrupted";
-		ev.key_id = (const char *)sqlite3_column_text(st, 2);
-		ev.owner = (const char *)sqlite3_column_text(st, 3);
-		ev.admin_user = (const char *)sqlite3_column_text(st, 4);
-		ev.agent_id = (const char *)sqlite3_column_text(st, 5);
-		ev.thread_id = (const char *)sqlite3_column_text(st, 6);
-		ev.run_id = (const char *)sqlite3_column_text(st, 7);
-		ev.tool_call_id = (const char *)sqlite3_column_text(st, 8);
-		ev.tool_name = (const char *)sqlite3_column_text(st, 9);
-		ev.source = src_name;
-		ev.args = (const char *)sqlite3_column_text(st, 11);
-		/* a memory tool's effect commits with its end: none happened */
-		ev.outcome = src_name && !strcmp(src_name, "memory") ? "no_effect" : "unknown";
-		ev.duration_ms = -1;
-		ev.reason = "gatehouse stopped before the end of the call was recorded";
-		ev.detail = detail;
-		rc = store_audit_append_in(s, w, &ev, NULL, e);
-		free(detail);
-		if (rc != GH_OK)
-			break;
-		n++;
-	}
-	sqlite3_reset(st);
+	rc = store_rows(w, "SELECT id, opened_at, key_id, owner, admin_user, "
+			   "agent_id, thread_id, run_id, tool_call_id, tool_name, "
+			   "source, args, approval_id FROM audit_open_calls "
+			   "ORDER BY id LIMIT ?",
+			STORE_ARGS(STORE_INT(INTERRUPTED_BATCH)), 0, interrupted_row, &x, NULL,
+			"reading open calls", e);
+	if (rc == GH_OK)
+		rc = x.rc;
 	if (rc != GH_OK)
 		return rc;
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		return store_fail(w, "reading open calls", e);
 	if ((rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
 				"audit_open_calls ORDER BY id LIMIT ?)",
-			     STORE_ARGS(STORE_INT(n)), "closing interrupted calls", NULL, e)) != GH_OK)
+			     STORE_ARGS(STORE_INT(x.n)), "closing interrupted calls", NULL,
+			     e)) != GH_OK)
 		return rc;
-	a->n = n;
-	a->more = n == INTERRUPTED_BATCH;
+	a->n = x.n;
+	a->more = x.n == INTERRUPTED_BATCH;
 	return GH_OK;
 }
 
@@ -432,36 +460,28 @@ enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct
 		 "tool_call_id, tool_name, source, args, outcome, duration_ms, error, reason, " \
 		 "detail, prev_hash, hash"
 
-static const char *col(sqlite3_stmt *st, int i)
+static void row_from(struct store_row *sr, struct gh_audit_row *r, struct gh_audit_event *ev)
 {
-	return (const char *)sqlite3_column_text(st, i);
-}
-
-static void row_from(sqlite3_stmt *st, struct gh_audit_row *r, struct gh_audit_event *ev)
-{
-	r->seq = sqlite3_column_int64(st, 0);
-	ev->ts = sqlite3_column_int64(st, 1);
-	ev->event = col(st, 2);
-	ev->key_id = col(st, 3);
-	ev->owner = col(st, 4);
-	ev->admin_user = col(st, 5);
-	ev->agent_id = col(st, 6);
-	ev->thread_id = col(st, 7);
-	ev->run_id = col(st, 8);
-	ev->tool_call_id = col(st, 9);
-	ev->tool_name = col(st, 10);
-	ev->source = col(st, 11);
-	ev->args = col(st, 12);
-	ev->outcome = col(st, 13);
-	ev->duration_ms = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1
-								     : sqlite3_column_int64(st, 14);
-	ev->error = col(st, 15);
-	ev->reason = col(st, 16);
-	ev->detail = col(st, 17);
-	r->prev_hash = sqlite3_column_blob(st, 18);
-	r->prev_len = (size_t)sqlite3_column_bytes(st, 18);
-	r->hash = sqlite3_column_blob(st, 19);
-	r->hash_len = (size_t)sqlite3_column_bytes(st, 19);
+	r->seq = store_col_int(sr, 0);
+	ev->ts = store_col_int(sr, 1);
+	ev->event = store_col_text(sr, 2);
+	ev->key_id = store_col_text(sr, 3);
+	ev->owner = store_col_text(sr, 4);
+	ev->admin_user = store_col_text(sr, 5);
+	ev->agent_id = store_col_text(sr, 6);
+	ev->thread_id = store_col_text(sr, 7);
+	ev->run_id = store_col_text(sr, 8);
+	ev->tool_call_id = store_col_text(sr, 9);
+	ev->tool_name = store_col_text(sr, 10);
+	ev->source = store_col_text(sr, 11);
+	ev->args = store_col_text(sr, 12);
+	ev->outcome = store_col_text(sr, 13);
+	ev->duration_ms = store_col_isnull(sr, 14) ? -1 : store_col_int(sr, 14);
+	ev->error = store_col_text(sr, 15);
+	ev->reason = store_col_text(sr, 16);
+	ev->detail = store_col_text(sr, 17);
+	r->prev_hash = store_col_blob(sr, 18, &r->prev_len);
+	r->hash = store_col_blob(sr, 19, &r->hash_len);
 	r->ev = ev;
 }
 
@@ -477,16 +497,49 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
 			     struct gh_err *e);
 
+/* A scan's rows handed on: to block_fn first at each new block (with its
+ * stored postings when the block is indexed), then to row_fn. A failure to
+ * load postings stops the scan with rc (and e) set. */
+struct scan_rows {
+	struct store_conn *c;
+	struct gh_audit_blockmap *b;
+	int64_t next, blk;
+	gh_audit_row_fn row_fn;
+	gh_audit_block_fn block_fn;
+	void *ud;
+	enum gh_code rc;
+	struct gh_err *e;
+};
+
+static int scan_row(struct store_row *sr, void *ud)
+{
+	struct scan_rows *x = ud;
+	struct gh_audit_row r;
+	struct gh_audit_event ev;
+
+	row_from(sr, &r, &ev);
+	if (x->block_fn && r.seq >> GH_AUDIT_BLOCK_SHIFT != x->blk) {
+		const char *why = NULL;
+		int64_t blk = r.seq >> GH_AUDIT_BLOCK_SHIFT;
+
+		x->blk = blk;
+		if (blk < x->next &&
+		    (x->rc = store_audit_block_load(x->c, blk, x->b, &why, x->e)) != GH_OK)
+			return 1;
+		if (x->block_fn(x->ud, blk, blk < x->next ? x->b : NULL, why))
+			return 1;
+	}
+	return x->row_fn(x->ud, &r) ? 1 : 0;
+}
+
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			 gh_audit_row_fn row_fn, gh_audit_block_fn block_fn,
 			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	struct gh_audit_blockmap *b = NULL;
-	sqlite3_stmt *st;
+	struct scan_rows x = {c, NULL, 0, -1, row_fn, block_fn, ud, GH_OK, e};
 	enum gh_code rc = GH_OK;
-	int64_t next = 0, blk = -1;
-	int src = SQLITE_DONE, began = 0;
+	int began = 0;
 
 	if (block_fn || head) {
 		if (store_read_begin(c, e) != 0) {
@@ -510,45 +563,23 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			goto out;
 	}
 	if (block_fn) {
-		if (!(b = gh_audit_blockmap_new())) {
+		if (!(x.b = gh_audit_blockmap_new())) {
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 			goto out;
 		}
-		if ((rc = store_audit_index_next(c, &next, e)) != GH_OK)
+		if ((rc = store_audit_index_next(c, &x.next, e)) != GH_OK)
 			goto out;
 	}
-	st = store_stmt(c, "SELECT " ROW_COLS " FROM audit_events "
-			   "WHERE seq >= ? AND seq <= ? ORDER BY seq", e);
-	if (!st) {
-		rc = GH_E_IO;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, from_seq);
-	sqlite3_bind_int64(st, 2, to_seq > 0 ? to_seq : INT64_MAX);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_row r;
-		struct gh_audit_event ev;
-
-		row_from(st, &r, &ev);
-		if (block_fn && r.seq >> GH_AUDIT_BLOCK_SHIFT != blk) {
-			const char *why = NULL;
-
-			blk = r.seq >> GH_AUDIT_BLOCK_SHIFT;
-			if (blk < next &&
-			    (rc = store_audit_block_load(c, blk, b, &why, e)) != GH_OK)
-				break;
-			if (block_fn(ud, blk, blk < next ? b : NULL, why))
-				break;
-		}
-		if (row_fn(ud, &r))
-			break;
-	}
-	if (rc == GH_OK && src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "reading the audit log", e);
+	rc = store_rows(c, "SELECT " ROW_COLS " FROM audit_events "
+			   "WHERE seq >= ? AND seq <= ? ORDER BY seq",
+			STORE_ARGS(STORE_INT(from_seq), STORE_INT(to_seq > 0 ? to_seq : INT64_MAX)),
+			0, scan_row, &x, NULL, "reading the audit log", e);
+	if (rc == GH_OK)
+		rc = x.rc;
 out:
 	if (began)
 		store_read_end(c);
-	gh_audit_blockmap_free(b);
+	gh_audit_blockmap_free(x.b);
 	store_reader_put(s, c);
 	return rc;
 }
@@ -575,51 +606,56 @@ enum gh_code gh_store_audit_scan_indexed(struct gh_store *s, int64_t from_seq,
 	return scan(s, from_seq, 0, row_fn, block_fn, NULL, ud, e);
 }
 
+/* The first row at or after a probe: its seq and ts. */
+struct seq_ts {
+	int64_t seq, ts;
+};
+
+static int seq_ts_row(struct store_row *sr, void *ud)
+{
+	struct seq_ts *p = ud;
+
+	p->seq = store_col_int(sr, 0);
+	p->ts = store_col_int(sr, 1);
+	return 0;
+}
+
 enum gh_code store_audit_seq_at(struct store_conn *c, int64_t ms, int64_t *seq,
 				struct gh_err *e)
 {
+	struct seq_ts b = {0, 0};
+	int64_t lo, hi;
+	enum gh_code rc;
+	int found = 0;
+
 	/* two subqueries: SQLite answers a lone min() or max() from the
 	 * b-tree's edge, but both in one SELECT scan the table */
-	sqlite3_stmt *st = store_stmt(c, "SELECT coalesce((SELECT min(seq) FROM audit_events), 1), "
-					 "coalesce((SELECT max(seq) FROM audit_events), 0)", e);
-	int64_t lo, hi;
-	int src;
-
-	if (!st)
-		return GH_E_IO;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_reset(st);
-		return store_fail(c, "querying the audit log", e);
-	}
-	lo = sqlite3_column_int64(st, 0);
-	hi = sqlite3_column_int64(st, 1) + 1;
-	sqlite3_reset(st);
+	rc = store_rows(c, "SELECT coalesce((SELECT min(seq) FROM audit_events), 1), "
+			   "coalesce((SELECT max(seq) FROM audit_events), 0)",
+			NULL, 0, 1, seq_ts_row, &b, &found, "querying the audit log", e);
+	if (rc != GH_OK)
+		return rc;
+	if (!found)
+		return gh_err_set(e, GH_E_IO, "database: querying the audit log: no bounds");
+	lo = b.seq;
+	hi = b.ts + 1;
 	/* the smallest x such that every row before x has ts < ms and every
 	 * row from x on has ts >= ms; a probe reads the first row at or after
 	 * its midpoint (seq may have gaps where retention cut) */
-	st = store_stmt(c, "SELECT seq, ts FROM audit_events WHERE seq >= ? ORDER BY seq LIMIT 1",
-			e);
-	if (!st)
-		return GH_E_IO;
 	while (lo < hi) {
 		int64_t mid = lo + (hi - lo) / 2;
+		struct seq_ts p = {0, 0};
 
-		sqlite3_bind_int64(st, 1, mid);
-		src = sqlite3_step(st);
-		if (src == SQLITE_ROW) {
-			int64_t at = sqlite3_column_int64(st, 0);
-
-			if (sqlite3_column_int64(st, 1) >= ms)
-				hi = mid;
-			else
-				lo = at + 1;
-		} else if (src == SQLITE_DONE) {
+		rc = store_rows(c, "SELECT seq, ts FROM audit_events WHERE seq >= ? "
+				   "ORDER BY seq LIMIT 1",
+				STORE_ARGS(STORE_INT(mid)), 1, seq_ts_row, &p, &found,
+				"querying the audit log", e);
+		if (rc != GH_OK)
+			return rc;
+		if (found && p.ts < ms)
+			lo = p.seq + 1;
+		else
 			hi = mid;
-		} else {
-			sqlite3_reset(st);
-			return store_fail(c, "querying the audit log", e);
-		}
-		sqlite3_reset(st);
 	}
 	*seq = lo;
 	return GH_OK;
@@ -641,7 +677,7 @@ struct page {
 };
 
 /* 1 when the page is done. */
-static int page_add(struct page *p, sqlite3_stmt *st)
+static int page_add(struct page *p, struct store_row *sr)
 {
 	struct gh_audit_row r;
 	struct gh_audit_event ev;
@@ -650,7 +686,7 @@ static int page_add(struct page *p, sqlite3_stmt *st)
 		p->more = 1;
 		return 1;
 	}
-	row_from(st, &r, &ev);
+	row_from(sr, &r, &ev);
 	p->last = r.seq;
 	p->n++;
 	if (p->fn(p->ud, &r)) {
@@ -662,49 +698,59 @@ static int page_add(struct page *p, sqlite3_stmt *st)
 
 /* A match from the index: read the row and check it really matches (the
  * index is derived data; a row is never shown for a filter it fails). */
-static int page_seq(void *ud, int64_t seq)
+/* The row of page_seq: handed to the page when it matches every
+ * condition; done says whether the page is. */
+struct page_one {
+	struct page *p;
+	int done;
+};
+
+static int page_one_row(struct store_row *sr, void *ud)
 {
-	struct page *p = ud;
-	sqlite3_stmt *st = store_stmt(p->c, "SELECT " ROW_COLS " FROM audit_events WHERE seq = ?",
-				      p->e);
+	struct page_one *x = ud;
+	struct page *p = x->p;
 	struct gh_audit_row r;
 	struct gh_audit_event ev;
-	int src, i, done = 0;
+	int i;
 
-	if (!st) {
-		p->failed = 1;
+	row_from(sr, &r, &ev);
+	for (i = 0; i < p->nconds; i++) {
+		const char *v = gh_audit_dim_value(&ev, p->conds[i].dim);
+
+		if (!v || strcmp(v, p->conds[i].val) != 0)
+			return 0;
+	}
+	x->done = page_add(p, sr);
+	return 0;
+}
+
+static int page_seq(void *ud, int64_t seq)
+{
+	struct page_one x = {ud, 0};
+
+	if (store_rows(x.p->c, "SELECT " ROW_COLS " FROM audit_events WHERE seq = ?",
+		       STORE_ARGS(STORE_INT(seq)), 1, page_one_row, &x, NULL,
+		       "querying the audit log", x.p->e) != GH_OK) {
+		x.p->failed = 1;
 		return -1;
 	}
-	sqlite3_bind_int64(st, 1, seq);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		row_from(st, &r, &ev);
-		for (i = 0; i < p->nconds; i++) {
-			const char *v = gh_audit_dim_value(&ev, p->conds[i].dim);
-
-			if (!v || strcmp(v, p->conds[i].val) != 0)
-				break;
-		}
-		if (i == p->nconds)
-			done = page_add(p, st);
-	} else if (src != SQLITE_DONE) {
-		store_fail(p->c, "querying the audit log", p->e);
-		p->failed = 1;
-		done = -1;
-	}
-	sqlite3_reset(st);
-	return done;
+	return x.done;
 }
 
 /* Rows in [lo, hi] matched by SQL, without the index (the unindexed tail,
  * or no filter at all). Each combination of conditions is a distinct SQL
  * text, so it is prepared per call; every value is bound, never spliced. */
+static int page_row(struct store_row *sr, void *ud)
+{
+	return page_add(ud, sr);
+}
+
 static enum gh_code page_scan(struct page *p, int64_t lo, int64_t hi, int asc)
 {
 	char sql[1024];
 	size_t used;
-	sqlite3_stmt *st = NULL;
-	int i, bi = 1, src;
+	struct store_arg args[GH_AUDIT_DIM_LAST + 3];
+	int i, n = 0;
 
 	used = (size_t)snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM audit_events "
 						   "WHERE seq BETWEEN ? AND ?");
@@ -713,20 +759,13 @@ static enum gh_code page_scan(struct page *p, int64_t lo, int64_t hi, int asc)
 					 gh_audit_dim_name(p->conds[i].dim));
 	snprintf(sql + used, sizeof(sql) - used,
 		 asc ? " ORDER BY seq LIMIT ?" : " ORDER BY seq DESC LIMIT ?");
-	if (sqlite3_prepare_v2(p->c->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return store_fail(p->c, "querying the audit log", p->e);
-	sqlite3_bind_int64(st, bi++, lo);
-	sqlite3_bind_int64(st, bi++, hi);
+	args[n++] = STORE_INT(lo);
+	args[n++] = STORE_INT(hi);
 	for (i = 0; i < p->nconds; i++)
-		store_bind_text(st, bi++, p->conds[i].val);
-	sqlite3_bind_int(st, bi, p->limit + 1 - p->n);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW)
-		if (page_add(p, st))
-			break;
-	sqlite3_finalize(st);
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		return store_fail(p->c, "querying the audit log", p->e);
-	return GH_OK;
+		args[n++] = STORE_TEXT(p->conds[i].val);
+	args[n++] = STORE_INT(p->limit + 1 - p->n);
+	return store_rows_once(p->c, sql, args, n, 0, page_row, p, NULL, "querying the audit log",
+			       p->e);
 }
 
 static int page_done(const struct page *p)
@@ -820,22 +859,70 @@ out:
 
 /* Columns seq, hash, ts, public_key, signature and, when with_prev,
  * prev_seq (NULL: written before checkpoints chained). */
-static void ckpt_from(sqlite3_stmt *st, int with_prev, struct gh_audit_checkpoint *c)
+static void ckpt_from(struct store_row *sr, int with_prev, struct gh_audit_checkpoint *c)
 {
+	size_t nh, npk, nsig;
+	const void *h = store_col_blob(sr, 1, &nh);
+	const void *pk = store_col_blob(sr, 3, &npk);
+	const void *sig = store_col_blob(sr, 4, &nsig);
+
 	memset(c, 0, sizeof(*c));
-	c->seq = sqlite3_column_int64(st, 0);
-	c->ts = sqlite3_column_int64(st, 2);
-	c->ok_sizes = sqlite3_column_bytes(st, 1) == 32 && sqlite3_column_bytes(st, 3) == 32 &&
-		      sqlite3_column_bytes(st, 4) == 64;
+	c->seq = store_col_int(sr, 0);
+	c->ts = store_col_int(sr, 2);
+	c->ok_sizes = nh == 32 && npk == 32 && nsig == 64;
 	if (c->ok_sizes) {
-		memcpy(c->hash, sqlite3_column_blob(st, 1), 32);
-		memcpy(c->public_key, sqlite3_column_blob(st, 3), 32);
-		memcpy(c->signature, sqlite3_column_blob(st, 4), 64);
+		memcpy(c->hash, h, 32);
+		memcpy(c->public_key, pk, 32);
+		memcpy(c->signature, sig, 64);
 	}
-	if (with_prev && sqlite3_column_type(st, 5) != SQLITE_NULL) {
+	if (with_prev && !store_col_isnull(sr, 5)) {
 		c->chained = 1;
-		c->prev_seq = sqlite3_column_int64(st, 5);
+		c->prev_seq = store_col_int(sr, 5);
 	}
+}
+
+/* Checkpoints handed to fn (nonzero stops, and sets stopped); n counts
+ * them and first is the first one's seq. */
+struct ckpt_rows {
+	int wp, n, stopped;
+	int64_t first;
+	int (*fn)(void *ud, const struct gh_audit_checkpoint *k);
+	void *ud;
+};
+
+static int ckpt_row(struct store_row *sr, void *ud)
+{
+	struct ckpt_rows *x = ud;
+	struct gh_audit_checkpoint k;
+
+	ckpt_from(sr, x->wp, &k);
+	if (x->n++ == 0)
+		x->first = k.seq;
+	x->stopped = x->fn(x->ud, &k) != 0;
+	return x->stopped;
+}
+
+/* One checkpoint (or the anchor) read into the gh_audit_checkpoint ud. */
+static int ckpt_one_row(struct store_row *sr, void *ud)
+{
+	ckpt_from(sr, store_col_count(sr) > 5, ud);
+	return 0;
+}
+
+/* Audit rows handed to fn (nonzero stops). */
+struct audit_rows {
+	gh_audit_row_fn fn;
+	void *ud;
+};
+
+static int audit_row(struct store_row *sr, void *ud)
+{
+	struct audit_rows *x = ud;
+	struct gh_audit_row r;
+	struct gh_audit_event ev;
+
+	row_from(sr, &r, &ev);
+	return x->fn(x->ud, &r) ? 1 : 0;
 }
 
 /* Checkpoints chain from schema version 8 on; a read-only connection to
@@ -852,31 +939,15 @@ static int with_prev(struct gh_store *s)
 enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
 					  struct gh_audit_checkpoint *out, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	int wp = with_prev(s);
-	sqlite3_stmt *st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
-					      "WHERE seq = ?", e)
-			      : store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
-					      "WHERE seq = ?", e);
-	enum gh_code rc;
-	int src;
-
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	sqlite3_bind_int64(st, 1, seq);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		ckpt_from(st, wp, out);
-		rc = GH_OK;
-	} else if (src == SQLITE_DONE) {
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no checkpoint at row %lld", (long long)seq);
-	} else {
-		rc = store_fail(c, "reading audit checkpoints", e);
-	}
-	store_reader_put(s, c);
-	return rc;
+	return with_prev(s)
+		? store_get(s, "SELECT " CKPT_COLS " FROM audit_checkpoints WHERE seq = ?",
+			    STORE_ARGS(STORE_INT(seq)), ckpt_one_row, out, sizeof(*out),
+			    "reading audit checkpoints", e, "no checkpoint at row %lld",
+			    (long long)seq)
+		: store_get(s, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints WHERE seq = ?",
+			    STORE_ARGS(STORE_INT(seq)), ckpt_one_row, out, sizeof(*out),
+			    "reading audit checkpoints", e, "no checkpoint at row %lld",
+			    (long long)seq);
 }
 
 enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_fn,
@@ -885,9 +956,9 @@ enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_f
 {
 	struct store_conn *c = store_reader(s);
 	struct gh_audit_checkpoint a;
-	int wp = with_prev(s), src = SQLITE_DONE, n = 0, stop = 0;
-	int64_t from = 1, from_floor = 0;
-	sqlite3_stmt *st;
+	struct ckpt_rows k = {with_prev(s), 0, 0, 1, ckpt_fn, ud};
+	struct audit_rows r = {row_fn, ud};
+	int64_t from, from_floor = 0;
 	enum gh_code rc = GH_OK;
 
 	if (store_read_begin(c, e) != 0) {
@@ -902,60 +973,29 @@ enum gh_code gh_store_audit_newest(struct gh_store *s, gh_audit_ckpt_fn anchor_f
 	} else if (rc != GH_E_NOTFOUND) {
 		goto out;
 	}
-	rc = GH_OK;
-	st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
-			       "ORDER BY seq DESC LIMIT 2", e)
-		: store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
-			       "ORDER BY seq DESC LIMIT 2", e);
-	if (!st) {
-		rc = GH_E_IO;
+	rc = k.wp ? store_rows(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
+				  "ORDER BY seq DESC LIMIT 2",
+			       NULL, 0, 0, ckpt_row, &k, NULL, "reading audit checkpoints", e)
+		  : store_rows(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
+				  "ORDER BY seq DESC LIMIT 2",
+			       NULL, 0, 0, ckpt_row, &k, NULL, "reading audit checkpoints", e);
+	if (rc != GH_OK)
 		goto out;
-	}
-	while (!stop && (src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_checkpoint k;
-
-		ckpt_from(st, wp, &k);
-		if (n++ == 0)
-			from = k.seq;
-		stop = ckpt_fn(ud, &k);
-	}
-	sqlite3_reset(st);
-	if (src != SQLITE_ROW && src != SQLITE_DONE) {
-		rc = store_fail(c, "reading audit checkpoints", e);
+	if (k.stopped)
 		goto out;
-	}
-	if (stop)
-		goto out;
-	if (n == 0) {
+	from = k.first;
+	if (k.n == 0) {
 		/* no checkpoint: the rows start at the first one kept */
-		st = store_stmt(c, "SELECT coalesce(min(seq), 1) FROM audit_events", e);
-		if (!st) {
-			rc = GH_E_IO;
+		rc = store_rows(c, "SELECT coalesce(min(seq), 1) FROM audit_events", NULL, 0, 1,
+				store_row_int, &from, NULL, "reading the audit log", e);
+		if (rc != GH_OK)
 			goto out;
-		}
-		if (sqlite3_step(st) == SQLITE_ROW)
-			from = sqlite3_column_int64(st, 0);
-		sqlite3_reset(st);
 	}
 	if (from < from_floor)
 		from = from_floor;
-	st = store_stmt(c, "SELECT " ROW_COLS " FROM audit_events WHERE seq >= ? ORDER BY seq", e);
-	if (!st) {
-		rc = GH_E_IO;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, from);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_row r;
-		struct gh_audit_event ev;
-
-		row_from(st, &r, &ev);
-		if (row_fn(ud, &r))
-			break;
-	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "reading the audit log", e);
-	sqlite3_reset(st);
+	rc = store_rows(c, "SELECT " ROW_COLS " FROM audit_events WHERE seq >= ? ORDER BY seq",
+			STORE_ARGS(STORE_INT(from)), 0, audit_row, &r, NULL,
+			"reading the audit log", e);
 out:
 	store_read_end(c);
 	store_reader_put(s, c);
@@ -966,27 +1006,12 @@ static enum gh_code ckpts_on(struct gh_store *s, struct store_conn *c,
 			     int (*fn)(void *ud, const struct gh_audit_checkpoint *k), void *ud,
 			     struct gh_err *e)
 {
-	int wp = with_prev(s);
-	sqlite3_stmt *st = wp ? store_stmt(c, "SELECT " CKPT_COLS " FROM audit_checkpoints "
-					      "ORDER BY seq", e)
-			      : store_stmt(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints "
-					      "ORDER BY seq", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct ckpt_rows k = {with_prev(s), 0, 0, 1, fn, ud};
 
-	if (!st)
-		return GH_E_IO;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct gh_audit_checkpoint k;
-
-		ckpt_from(st, wp, &k);
-		if (fn(ud, &k))
-			break;
-	}
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "reading audit checkpoints", e);
-	sqlite3_reset(st);
-	return rc;
+	return k.wp ? store_rows(c, "SELECT " CKPT_COLS " FROM audit_checkpoints ORDER BY seq",
+				 NULL, 0, 0, ckpt_row, &k, NULL, "reading audit checkpoints", e)
+		    : store_rows(c, "SELECT " CKPT_COLS_OLD " FROM audit_checkpoints ORDER BY seq",
+				 NULL, 0, 0, ckpt_row, &k, NULL, "reading audit checkpoints", e);
 }
 
 enum gh_code gh_store_audit_checkpoints(struct gh_store *s, gh_audit_ckpt_fn fn, void *ud,
@@ -1002,23 +1027,14 @@ enum gh_code gh_store_audit_checkpoints(struct gh_store *s, gh_audit_ckpt_fn fn,
 static enum gh_code anchor_on(struct store_conn *c, struct gh_audit_checkpoint *out,
 			      struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(c, "SELECT seq, prev_hash, ts, public_key, signature "
-					 "FROM audit_anchor WHERE id = 1", e);
-	enum gh_code rc;
-	int src;
+	int found = 0;
+	enum gh_code rc = store_rows(c, "SELECT seq, prev_hash, ts, public_key, signature "
+					"FROM audit_anchor WHERE id = 1",
+				     NULL, 0, 1, ckpt_one_row, out, &found,
+				     "reading the audit anchor", e);
 
-	if (!st)
-		return GH_E_IO;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		ckpt_from(st, 0, out);
-		rc = GH_OK;
-	} else if (src == SQLITE_DONE) {
+	if (rc == GH_OK && !found)
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no audit anchor");
-	} else {
-		rc = store_fail(c, "reading the audit anchor", e);
-	}
-	sqlite3_reset(st);
 	return rc;
 }
 
@@ -1032,26 +1048,34 @@ enum gh_code gh_store_audit_anchor(struct gh_store *s, struct gh_audit_checkpoin
 	return rc;
 }
 
+/* The log's first and last seq and its row count. */
+struct bounds {
+	int64_t first, last, count;
+};
+
+static int bounds_row(struct store_row *sr, void *ud)
+{
+	struct bounds *b = ud;
+
+	b->first = store_col_int(sr, 0);
+	b->last = store_col_int(sr, 1);
+	b->count = store_col_int(sr, 2);
+	return 0;
+}
+
 enum gh_code gh_store_audit_bounds(struct gh_store *s, int64_t *first, int64_t *last,
 				   int64_t *count, struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0), "
-					 "count(*) FROM audit_events", e);
-	enum gh_code rc = GH_OK;
+	struct bounds b = {0, 0, 0};
+	enum gh_code rc = store_read(s, "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0), "
+					"count(*) FROM audit_events",
+				     NULL, 0, 1, bounds_row, &b, NULL, "reading the audit log", e);
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
+	if (rc == GH_OK) {
+		*first = b.first;
+		*last = b.last;
+		*count = b.count;
 	}
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		*first = sqlite3_column_int64(st, 0);
-		*last = sqlite3_column_int64(st, 1);
-		*count = sqlite3_column_int64(st, 2);
-	} else {
-		rc = store_fail(c, "reading the audit log", e);
-	}
-	store_reader_put(s, c);
 	return rc;
 }
 
@@ -1066,12 +1090,12 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 			      struct gh_err *e)
 {
 	struct prune_arg *a = arg;
-	sqlite3_stmt *st;
+	struct chain_tip t;
 	int64_t keep_seq = 0, limit_seq;
 	unsigned char prev[GH_AUDIT_HASH_LEN], sig[64];
 	enum gh_code rc;
 	int64_t now = gh_now_ms();
-	int deleted = 0;
+	int deleted = 0, found = 0;
 
 	if (!s->signer)
 		return gh_err_set(e, GH_E_INTERNAL, "audit: pruning needs the signing key");
@@ -1083,13 +1107,14 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 		return rc;
 	if (keep_seq > limit_seq + 1)
 		keep_seq = limit_seq + 1;
-	st = store_stmt(w, "SELECT seq, prev_hash FROM audit_events WHERE seq >= ? "
-			   "ORDER BY seq LIMIT 1", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, keep_seq);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_reset(st);
+	memset(&t, 0, sizeof(t));
+	rc = store_rows(w, "SELECT seq, prev_hash FROM audit_events WHERE seq >= ? "
+			   "ORDER BY seq LIMIT 1",
+			STORE_ARGS(STORE_INT(keep_seq)), 1, tip_row, &t, &found,
+			"pruning the audit log", e);
+	if (rc != GH_OK)
+		return rc;
+	if (!found) {
 		/* Every row is old and signed (a quiet log): all of them go, and
 		 * the anchor says the chain goes on after the last one. */
 		if (s->chain.last_seq == 0 || s->chain.ckpt_seq != s->chain.last_seq)
@@ -1097,14 +1122,11 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 		keep_seq = s->chain.last_seq + 1;
 		memcpy(prev, s->chain.last_hash, GH_AUDIT_HASH_LEN);
 	} else {
-		keep_seq = sqlite3_column_int64(st, 0);
-		if (sqlite3_column_bytes(st, 1) != GH_AUDIT_HASH_LEN) {
-			sqlite3_reset(st);
+		keep_seq = t.seq;
+		if (!t.hash_ok)
 			return gh_err_set(e, GH_E_IO, "audit: row %lld has a damaged prev_hash",
 					  (long long)keep_seq);
-		}
-		memcpy(prev, sqlite3_column_blob(st, 1), GH_AUDIT_HASH_LEN);
-		sqlite3_reset(st);
+		memcpy(prev, t.hash, GH_AUDIT_HASH_LEN);
 	}
 	if ((rc = store_exec(w, "DELETE FROM audit_events WHERE seq < ?",
 			     STORE_ARGS(STORE_INT(keep_seq)), "pruning the audit log", &deleted,
@@ -1126,6 +1148,7 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 			     e)) != GH_OK)
 		return rc;
 	gh_audit_sign(s->signer, "anchor", keep_seq, prev, now, sig);
+	/* sqlite-only: INSERT OR REPLACE (the one anchor row, id 1) */
 	return store_exec(w, "INSERT OR REPLACE INTO audit_anchor (id, seq, prev_hash, ts, "
 			     "public_key, signature) VALUES (1, ?, ?, ?, ?, ?)",
 			  STORE_ARGS(STORE_INT(keep_seq), STORE_BLOB(prev, GH_AUDIT_HASH_LEN),

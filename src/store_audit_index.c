@@ -8,7 +8,7 @@
  * a reader connection inside one read transaction, so the index's next
  * block, its postings and the rows are one snapshot.
  */
-#include "store_int.h"
+#include "store_sqlite.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,20 +11,24 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 
-#include <sqlite3.h>
-
 #include "audit.h"
 #include "store.h"
 
 #define STORE_STMT_CACHE 256
 
+/* The SQLite handles a connection holds: only store.c, store_sqlite.c and
+ * store_audit_index.c (which include <sqlite3.h>) look inside them; the
+ * domain files speak to the statement and row functions below. */
+struct sqlite3;
+struct sqlite3_stmt;
+
 /* A connection with its own prepared-statement cache, keyed by the address
  * of the SQL literal. Used by one thread at a time. */
 struct store_conn {
-	sqlite3 *db;
+	struct sqlite3 *db;
 	struct {
 		const char *sql;
-		sqlite3_stmt *st;
+		struct sqlite3_stmt *st;
 	} cache[STORE_STMT_CACHE];
 	size_t ncache;
 	int busy;
@@ -138,15 +142,14 @@ struct store_conn *store_reader_now(struct gh_store *s);
 /* Resets every statement of c (ending its read snapshot) and returns it. */
 void store_reader_put(struct gh_store *s, struct store_conn *c);
 
-/* A reset, cleared cached statement for sql (a string literal), or NULL with
- * e filled. */
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e);
-
-/* Fills e from the connection's last error: GH_E_IO "database: <what>: <msg>". */
+/* Fills e from the connection's last error: GH_E_IO "database: <what>: <msg>"
+ * (GH_E_CONFLICT "already exists" for a broken unique key). */
 enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e);
 
-/* Binds text or NULL. */
-int store_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Statements. SQL text stays in each domain file, as string literals with
+ * ? placeholders (the statement cache is keyed by the literal's address).
+ * A statement only SQLite runs carries a comment saying "sqlite-only". */
+
 /* A statement parameter: text (NULL binds NULL), an integer, or a blob
  * (text the bytes, num their length). Parameters bind in order, from 1. */
 struct store_arg {
@@ -160,20 +163,41 @@ struct store_arg {
 #define STORE_ARGS(...) (const struct store_arg[]){__VA_ARGS__}, \
 	(int)(sizeof((const struct store_arg[]){__VA_ARGS__}) / sizeof(struct store_arg))
 
-void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
-
 /* Runs the cached statement sql (a string literal) with args on a write
  * connection: GH_OK when it ran to completion, else GH_E_IO "database:
  * <what>: ...". *changes (may be NULL) gets the rows it changed. */
 enum gh_code store_exec(struct store_conn *w, const char *sql, const struct store_arg *args,
 			int n, const char *what, int *changes, struct gh_err *e);
+/* store_exec for an INSERT into a table with an integer key: *id gets the
+ * key of the row it inserted. */
+enum gh_code store_insert(struct store_conn *w, const char *sql, const struct store_arg *args,
+			  int n, const char *what, int64_t *id, struct gh_err *e);
 
+/* A row being read, as a row callback gets it: borrowed for the callback,
+ * read through the accessors below (columns count from 0). Text and blobs
+ * they return are borrowed until the callback returns. */
+struct store_row;
+/* How many columns the row has. */
+int store_col_count(struct store_row *r);
+/* Whether column i is NULL. */
+int store_col_isnull(struct store_row *r, int i);
+/* Column i as text, NULL when NULL; an integer or real reads as its
+ * decimal text. */
+const char *store_col_text(struct store_row *r, int i);
+/* Column i as an integer: 0 when NULL, text read as far as it is a number
+ * ("12ab" is 12), a real truncated toward zero and clamped to int64_t. */
+int64_t store_col_int(struct store_row *r, int i);
+/* Column i as a real: 0 when NULL. */
+double store_col_double(struct store_row *r, int i);
+/* Column i's bytes and *len their count: NULL (and *len 0) when NULL or
+ * empty. Text reads as its bytes, without the terminator. */
+const void *store_col_blob(struct store_row *r, int i, size_t *len);
 /* Called for each row read: 0 goes on, 1 stops (not an error), -1 says
  * the row is damaged (the read fails with GH_E_IO), STORE_ROW_NOMEM that
  * memory ran out (GH_E_NOMEM); on a failure the callback has freed what it
  * took from that row. */
 #define STORE_ROW_NOMEM (-2)
-typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
+typedef int (*store_row_fn)(struct store_row *r, void *ud);
 
 /* Steps sql with args on c, handing each row to row, at most max rows
  * (max <= 0: every row). *nrows (may be NULL) gets how many were read.
@@ -181,16 +205,21 @@ typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
 enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
 			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e);
+/* The same for sql built for this call (not a literal): prepared, run and
+ * dropped, never cached. */
+enum gh_code store_rows_once(struct store_conn *c, const char *sql, const struct store_arg *args,
+			     int n, int max, store_row_fn row, void *ud, int *nrows,
+			     const char *what, struct gh_err *e);
 /* A row callback that copies the first column's text into the store_buf
  * ud ("" when NULL). */
 struct store_buf {
 	char *buf;
 	size_t cap;
 };
-int store_row_text(sqlite3_stmt *st, void *ud);
+int store_row_text(struct store_row *r, void *ud);
 /* A row callback that stores the first column as an integer in the
  * int64_t ud. */
-int store_row_int(sqlite3_stmt *st, void *ud);
+int store_row_int(struct store_row *r, void *ud);
 /* The same on a reader borrowed for the call. */
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,
@@ -208,7 +237,7 @@ enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct sto
 			   struct gh_err *e, const char *notfound);
 
 /* Defines NAME_each (a list's callback and its argument) and NAME_each_row, a
- * store_row_fn that reads a row into a TYPE with FROM(st, &row) (0, or -1
+ * store_row_fn that reads a row into a TYPE with FROM(r, &row) (0, or -1
  * for a damaged row: skipped when SKIP, else the read fails), hands it to
  * the callback (nonzero stops the list) and clears it with CLEAR. */
 #define STORE_EACH(NAME, TYPE, FROM, CLEAR, SKIP)                                       \
@@ -216,13 +245,13 @@ enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct sto
 		int (*fn)(void *ud, const TYPE *row);                                   \
 		void *ud;                                                               \
 	};                                                                              \
-	static int NAME##_each_row(sqlite3_stmt *st, void *ud)                          \
+	static int NAME##_each_row(struct store_row *r, void *ud)                       \
 	{                                                                               \
 		struct NAME##_each *x = ud;                                             \
 		TYPE row;                                                               \
 		int stop;                                                               \
                                                                                         \
-		if (FROM(st, &row) != 0)                                                \
+		if (FROM(r, &row) != 0)                                                 \
 			return (SKIP) ? 0 : -1;                                         \
 		stop = x->fn(x->ud, &row);                                              \
 		CLEAR(&row);                                                            \
@@ -233,9 +262,9 @@ enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct sto
 #define STORE_NO_CLEAR(row) ((void)(row))
 
 /* Column text copied into dst (cap bytes); "" when NULL. */
-void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
+void store_col_copy(struct store_row *r, int i, char *dst, size_t cap);
 /* Column text parsed as JSON, or NULL when NULL/unparsable. Caller frees. */
-cJSON *store_col_json(sqlite3_stmt *st, int i);
+cJSON *store_col_json(struct store_row *r, int i);
 
 /* A row read into a struct by a table of its columns: column i goes to
  * cols[i], at offset off of the struct (a field of size bytes). TEXT copies
@@ -254,7 +283,7 @@ struct store_col {
 
 /* Reads the row's first n columns into base as cols says; the fields it
  * does not write keep their value. */
-void store_cols_read(sqlite3_stmt *st, const struct store_col *cols, size_t n, void *base);
+void store_cols_read(struct store_row *r, const struct store_col *cols, size_t n, void *base);
 /* Frees what the DUP and JSON columns of base own, then zeroes the whole
  * struct (size bytes). base NULL: nothing. */
 void store_cols_clear(const struct store_col *cols, size_t n, void *base, size_t size);

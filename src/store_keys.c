@@ -50,14 +50,14 @@ static const struct store_col key_cols[] = { /* KEY_COLS, in order; role is read
 };
 #undef K
 
-static int key_from(sqlite3_stmt *st, void *ud)
+static int key_from(struct store_row *sr, void *ud)
 {
 	struct gh_key *k = ud;
-	const unsigned char *role = sqlite3_column_text(st, 4);
+	const char *role = store_col_text(sr, 4);
 
 	memset(k, 0, sizeof(*k));
-	store_cols_read(st, key_cols, GH_ARRAY_LEN(key_cols), k);
-	k->admin = role && !strcmp((const char *)role, "admin");
+	store_cols_read(sr, key_cols, GH_ARRAY_LEN(key_cols), k);
+	k->admin = role && !strcmp(role, "admin");
 	return 0;
 }
 

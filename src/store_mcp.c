@@ -29,10 +29,10 @@ void gh_mcp_pin_clear(struct gh_mcp_pin *p)
 	store_cols_clear(pin_cols, GH_ARRAY_LEN(pin_cols), p, sizeof(*p));
 }
 
-static int pin_from(sqlite3_stmt *st, struct gh_mcp_pin *p)
+static int pin_from(struct store_row *sr, struct gh_mcp_pin *p)
 {
 	memset(p, 0, sizeof(*p));
-	store_cols_read(st, pin_cols, GH_ARRAY_LEN(pin_cols), p);
+	store_cols_read(sr, pin_cols, GH_ARRAY_LEN(pin_cols), p);
 	if (!p->definition || (p->pending_digest[0] && !p->pending_definition)) {
 		gh_mcp_pin_clear(p);
 		return -1;
@@ -40,9 +40,9 @@ static int pin_from(sqlite3_stmt *st, struct gh_mcp_pin *p)
 	return 0;
 }
 
-static int pin_row(sqlite3_stmt *st, void *ud)
+static int pin_row(struct store_row *sr, void *ud)
 {
-	return pin_from(st, ud) != 0 ? -1 : 0;
+	return pin_from(sr, ud) != 0 ? -1 : 0;
 }
 
 enum gh_code gh_store_mcp_pin_get(struct gh_store *s, const char *server, const char *tool,
@@ -166,12 +166,12 @@ struct pending_row {
 	char digest[65], status[16];
 };
 
-static int pending_row(sqlite3_stmt *st, void *ud)
+static int pending_row(struct store_row *sr, void *ud)
 {
 	struct pending_row *p = ud;
 
-	store_col_copy(st, 0, p->digest, sizeof(p->digest));
-	store_col_copy(st, 1, p->status, sizeof(p->status));
+	store_col_copy(sr, 0, p->digest, sizeof(p->digest));
+	store_col_copy(sr, 1, p->status, sizeof(p->status));
 	return 0;
 }
 
@@ -275,10 +275,10 @@ static const struct store_col server_cols[] = {
 };
 #undef S
 
-static int server_from(sqlite3_stmt *st, struct gh_mcp_server_row *r)
+static int server_from(struct store_row *sr, struct gh_mcp_server_row *r)
 {
 	memset(r, 0, sizeof(*r));
-	store_cols_read(st, server_cols, GH_ARRAY_LEN(server_cols), r);
+	store_cols_read(sr, server_cols, GH_ARRAY_LEN(server_cols), r);
 	return 0;
 }
 

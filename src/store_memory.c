@@ -24,14 +24,12 @@ static enum gh_code save_job(struct gh_store *s, struct store_conn *w, void *arg
 	enum gh_code rc;
 
 	(void)s;
-	rc = store_exec(w, "INSERT INTO memories (owner, resource_id, content, tags, created_at) "
+	rc = store_insert(w, "INSERT INTO memories (owner, resource_id, content, tags, created_at) "
 			   "VALUES (?,?,?,?,?)",
 			STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
 				   STORE_TEXT(a->content), STORE_TEXT(a->tags ? a->tags : ""),
 				   STORE_INT(a->now)),
-			"saving a memory", NULL, e);
-	if (rc == GH_OK)
-		a->id = sqlite3_last_insert_rowid(w->db);
+			"saving a memory", &a->id, e);
 	return rc;
 }
 
@@ -89,20 +87,20 @@ static int fts_query(const char *q, struct gh_buf *out)
 }
 
 /* Appends the memory of a search's row to the array ud. */
-static int memory_row(sqlite3_stmt *st, void *ud)
+static int memory_row(struct store_row *sr, void *ud)
 {
 	cJSON *m = cJSON_CreateObject();
 	char ts[GH_ISO8601_MAX];
 
 	if (!m)
 		return STORE_ROW_NOMEM;
-	cJSON_AddNumberToObject(m, "id", (double)sqlite3_column_int64(st, 0));
-	gh_json_add_str(m, "content", (const char *)sqlite3_column_text(st, 1));
-	gh_json_add_str(m, "tags", (const char *)sqlite3_column_text(st, 2));
-	gh_iso8601(sqlite3_column_int64(st, 3), ts, sizeof(ts));
+	cJSON_AddNumberToObject(m, "id", (double)store_col_int(sr, 0));
+	gh_json_add_str(m, "content", store_col_text(sr, 1));
+	gh_json_add_str(m, "tags", store_col_text(sr, 2));
+	gh_iso8601(store_col_int(sr, 3), ts, sizeof(ts));
 	cJSON_AddStringToObject(m, "createdAt", ts);
 	/* bm25 is lower-is-better and negative; report higher-is-better */
-	cJSON_AddNumberToObject(m, "score", -sqlite3_column_double(st, 4));
+	cJSON_AddNumberToObject(m, "score", -store_col_double(sr, 4));
 	cJSON_AddItemToArray(ud, m);
 	return 0;
 }
@@ -130,6 +128,7 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 			? "SELECT id, content, tags, created_at, 0.0 FROM memories "
 			  "WHERE owner = ?1 AND resource_id = ?2 "
 			  "ORDER BY id DESC LIMIT ?4"
+			/* sqlite-only: FTS5 (MATCH, bm25) */
 			: "SELECT m.id, m.content, m.tags, m.created_at, "
 			  "bm25(memories_fts) AS score FROM memories_fts "
 			  "JOIN memories m ON m.id = memories_fts.rowid "
@@ -212,12 +211,12 @@ enum gh_code gh_store_working_memory_set_tx(struct gh_store_tx *tx, const char *
 	return wm_job(tx->s, tx->w, &a, e);
 }
 
-static int text_dup_row(sqlite3_stmt *st, void *ud)
+static int text_dup_row(struct store_row *sr, void *ud)
 {
 	char **out = ud;
-	const unsigned char *t = sqlite3_column_text(st, 0);
+	const char *t = store_col_text(sr, 0);
 
-	*out = gh_strdup(t ? (const char *)t : "");
+	*out = gh_strdup(t ? t : "");
 	return *out ? 0 : STORE_ROW_NOMEM;
 }
 

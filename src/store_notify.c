@@ -29,10 +29,10 @@ void gh_notify_row_clear(struct gh_notify_row *r)
 	store_cols_clear(notify_cols, GH_ARRAY_LEN(notify_cols), r, sizeof(*r));
 }
 
-static int notify_from(sqlite3_stmt *st, struct gh_notify_row *r)
+static int notify_from(struct store_row *sr, struct gh_notify_row *r)
 {
 	memset(r, 0, sizeof(*r));
-	store_cols_read(st, notify_cols, GH_ARRAY_LEN(notify_cols), r);
+	store_cols_read(sr, notify_cols, GH_ARRAY_LEN(notify_cols), r);
 	return 0;
 }
 
@@ -51,7 +51,7 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 	enum gh_code rc;
 
 	(void)s;
-	rc = store_exec(w, "INSERT INTO notification_deliveries (event_id, target, kind, event, "
+	rc = store_insert(w, "INSERT INTO notification_deliveries (event_id, target, kind, event, "
 			   "approval_id, payload, state, attempts, last_code, last_error, "
 			   "next_attempt_at, created_at, updated_at, delivered_at) "
 			   "VALUES (?,?,?,?,?,?,?,?,nullif(?, 0),?,nullif(?, 0),?,?,nullif(?, 0))",
@@ -62,9 +62,7 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 				   STORE_INT(r->last_code), STORE_TEXT(r->last_error),
 				   STORE_INT(r->next_attempt_at), STORE_INT(r->created_at),
 				   STORE_INT(r->updated_at), STORE_INT(r->delivered_at)),
-			"recording a notification delivery", NULL, e);
-	if (rc == GH_OK)
-		a->id = sqlite3_last_insert_rowid(w->db);
+			"recording a notification delivery", &a->id, e);
 	return rc;
 }
 

@@ -76,11 +76,11 @@ out:
 	return rc;
 }
 
-static int response_row(sqlite3_stmt *st, void *ud)
+static int response_row(struct store_row *sr, void *ud)
 {
 	struct gh_stored_response *out = ud;
 
-	store_cols_read(st, response_cols, GH_ARRAY_LEN(response_cols), out);
+	store_cols_read(sr, response_cols, GH_ARRAY_LEN(response_cols), out);
 	if (!cJSON_IsObject(out->body) || !cJSON_IsArray(out->conversation)) {
 		gh_stored_response_clear(out);
 		return -1;

@@ -1,6 +1,6 @@
 /*
  * store_responses.h - stored responses of the OpenAI Responses API surface
- * (migrations/0010_responses.sql).
+ * (migrations/sqlite/0010_responses.sql).
  *
  * A response is kept as the Response object it was answered with and the
  * conversation it ended (CoreMessages: every input item up to it and its

@@ -49,25 +49,41 @@ static void page_fields(cJSON *res, int64_t total, int page, int per_page)
 #define THREAD_FILTER "(?2 IS NULL OR t.agent_id = ?2) AND (?3 IS NULL OR t.resource_id = ?3)"
 #define THREAD_ORDER " ORDER BY t.updated_at DESC, t.id LIMIT ?4 OFFSET ?5"
 
-static cJSON *thread_json(sqlite3_stmt *st, enum store_view v)
+static cJSON *thread_json(struct store_row *sr, enum store_view v)
 {
 	cJSON *o = cJSON_CreateObject(), *md;
 
 	if (!o)
 		return NULL;
-	gh_json_add_str(o, "id", (const char *)sqlite3_column_text(st, 0));
+	gh_json_add_str(o, "id", store_col_text(sr, 0));
 	if (v == STORE_VIEW_ADMIN)
-		gh_json_add_str(o, "owner", (const char *)sqlite3_column_text(st, 7));
-	gh_json_add_str(o, "resourceId", (const char *)sqlite3_column_text(st, 1));
-	gh_json_add_str(o, "agentId", (const char *)sqlite3_column_text(st, 2));
-	gh_json_add_str(o, "title", (const char *)sqlite3_column_text(st, 3));
-	md = store_col_json(st, 4);
+		gh_json_add_str(o, "owner", store_col_text(sr, 7));
+	gh_json_add_str(o, "resourceId", store_col_text(sr, 1));
+	gh_json_add_str(o, "agentId", store_col_text(sr, 2));
+	gh_json_add_str(o, "title", store_col_text(sr, 3));
+	md = store_col_json(sr, 4);
 	cJSON_AddItemToObject(o, "metadata", md ? md : cJSON_CreateObject());
-	add_time(o, "createdAt", sqlite3_column_int64(st, 5), v);
-	add_time(o, "updatedAt", sqlite3_column_int64(st, 6), v);
+	add_time(o, "createdAt", store_col_int(sr, 5), v);
+	add_time(o, "updatedAt", store_col_int(sr, 6), v);
 	if (v == STORE_VIEW_ADMIN)
-		cJSON_AddNumberToObject(o, "messageCount", (double)sqlite3_column_int64(st, 8));
+		cJSON_AddNumberToObject(o, "messageCount", (double)store_col_int(sr, 8));
 	return o;
+}
+
+/* The first row of a thread read as JSON; the rows after it are counted
+ * only. */
+struct thread_one {
+	enum store_view v;
+	cJSON *t;
+};
+
+static int thread_one_row(struct store_row *sr, void *ud)
+{
+	struct thread_one *x = ud;
+
+	if (!x->t && !(x->t = thread_json(sr, x->v)))
+		return STORE_ROW_NOMEM;
+	return 0;
 }
 
 enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const char *owner,
@@ -79,34 +95,29 @@ enum gh_code store_thread_read(struct store_conn *c, enum store_view v, const ch
 		[STORE_VIEW_ADMIN] = "SELECT " THREAD_ADMIN_COLS " FROM threads t "
 				     "WHERE t.id = ?1 AND " OWNER_ANY(2) " LIMIT 2",
 	};
-	sqlite3_stmt *st = store_stmt(c, sql[v], e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct thread_one x = {v, NULL};
+	int seen = 0;
+	enum gh_code rc;
 
 	*out = NULL;
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		if (!(*out = thread_json(st, v))) {
-			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-		} else if (v == STORE_VIEW_ADMIN && sqlite3_step(st) == SQLITE_ROW) {
-			/* ids are per owner: an admin asking for any owner's
-			 * thread must say whose when several have the id */
-			cJSON_Delete(*out);
-			*out = NULL;
-			rc = gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id "
-					"%s: name the owner", id);
-		}
-	} else if (src == SQLITE_DONE) {
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", id);
-	} else {
-		rc = store_fail(c, "reading a thread", e);
+	rc = store_rows(c, sql[v], STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner)),
+			v == STORE_VIEW_ADMIN ? 2 : 1, thread_one_row, &x, &seen,
+			"reading a thread", e);
+	if (rc != GH_OK) {
+		cJSON_Delete(x.t);
+		return rc;
 	}
-	sqlite3_reset(st);
-	return rc;
+	if (seen == 0)
+		return gh_err_set(e, GH_E_NOTFOUND, "no thread %s", id);
+	if (seen > 1) {
+		/* ids are per owner: an admin asking for any owner's thread
+		 * must say whose when several have the id */
+		cJSON_Delete(x.t);
+		return gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id "
+				  "%s: name the owner", id);
+	}
+	*out = x.t;
+	return GH_OK;
 }
 
 enum gh_code gh_store_thread_get(struct gh_store *s, const char *owner, const char *id,
@@ -124,10 +135,10 @@ struct thread_rows {
 	enum store_view v;
 };
 
-static int thread_row(sqlite3_stmt *st, void *ud)
+static int thread_row(struct store_row *sr, void *ud)
 {
 	struct thread_rows *tr = ud;
-	cJSON *t = thread_json(st, tr->v);
+	cJSON *t = thread_json(sr, tr->v);
 
 	if (!t)
 		return STORE_ROW_NOMEM;
@@ -291,48 +302,52 @@ enum gh_code gh_store_thread_delete(struct gh_store *s, const char *owner, const
 
 /* ------------------------------------------------------------ messages */
 
+/* Messages read newest first into arr, each put before the others;
+ * damaged says a row's content did not parse (or memory ran out). */
+struct recent_rows {
+	cJSON *arr;
+	int damaged;
+};
+
+static int recent_row(struct store_row *sr, void *ud)
+{
+	struct recent_rows *x = ud;
+	cJSON *m = cJSON_CreateObject(), *content = store_col_json(sr, 1);
+
+	if (!m || !content) {
+		cJSON_Delete(m);
+		cJSON_Delete(content);
+		x->damaged = 1;
+		return 1;
+	}
+	gh_json_add_str(m, "role", store_col_text(sr, 0));
+	cJSON_AddItemToObject(m, "content", content);
+	/* newest first from SQL: prepend to get oldest first */
+	cJSON_InsertItemInArray(x->arr, 0, m);
+	return 0;
+}
+
 enum gh_code gh_store_messages_recent(struct gh_store *s, const char *owner,
 				      const char *thread_id, int limit, cJSON **out,
 				      struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT role, content FROM messages WHERE owner = ? AND "
-					 "thread_id = ? ORDER BY seq DESC LIMIT ?", e);
-	cJSON *arr = cJSON_CreateArray();
-	enum gh_code rc = GH_OK;
-	int src;
+	struct recent_rows x = {cJSON_CreateArray(), 0};
+	enum gh_code rc;
 
 	*out = NULL;
-	if (!st || !arr) {
-		rc = st ? gh_err_set(e, GH_E_NOMEM, "out of memory") : GH_E_IO;
-		goto out;
+	if (!x.arr)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	rc = store_read(s, "SELECT role, content FROM messages WHERE owner = ? AND "
+			   "thread_id = ? ORDER BY seq DESC LIMIT ?",
+			STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(thread_id), STORE_INT(limit)), 0,
+			recent_row, &x, NULL, "reading messages", e);
+	if (rc == GH_OK && x.damaged)
+		rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
+	if (rc == GH_OK) {
+		*out = x.arr;
+		x.arr = NULL;
 	}
-	store_bind_text(st, 1, owner);
-	store_bind_text(st, 2, thread_id);
-	sqlite3_bind_int(st, 3, limit);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 1);
-
-		if (!m || !content) {
-			cJSON_Delete(m);
-			cJSON_Delete(content);
-			rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
-			goto out;
-		}
-		gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 0));
-		cJSON_AddItemToObject(m, "content", content);
-		/* newest first from SQL: prepend to get oldest first */
-		cJSON_InsertItemInArray(arr, 0, m);
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "reading messages", e);
-		goto out;
-	}
-	*out = arr;
-	arr = NULL;
-out:
-	cJSON_Delete(arr);
-	store_reader_put(s, c);
+	cJSON_Delete(x.arr);
 	return rc;
 }
 
@@ -345,29 +360,71 @@ out:
 /* A message row (id, role, content, run_id, created_at, seq) of thread_id;
  * NULL when content is damaged or memory ran out. The agent API adds the
  * thread's resource and Mastra's type; the admin view the sequence number. */
-static cJSON *message_json(sqlite3_stmt *st, enum store_view v, const char *thread_id,
+static cJSON *message_json(struct store_row *sr, enum store_view v, const char *thread_id,
 			   const char *resource)
 {
-	cJSON *m = cJSON_CreateObject(), *content = store_col_json(st, 2);
+	cJSON *m = cJSON_CreateObject(), *content = store_col_json(sr, 2);
 
 	if (!m || !content) {
 		cJSON_Delete(m);
 		cJSON_Delete(content);
 		return NULL;
 	}
-	gh_json_add_str(m, "id", (const char *)sqlite3_column_text(st, 0));
+	gh_json_add_str(m, "id", store_col_text(sr, 0));
 	if (v == STORE_VIEW_ADMIN)
-		cJSON_AddNumberToObject(m, "seq", (double)sqlite3_column_int64(st, 5));
+		cJSON_AddNumberToObject(m, "seq", (double)store_col_int(sr, 5));
 	gh_json_add_str(m, "threadId", thread_id);
 	if (v == STORE_VIEW_API)
 		gh_json_add_str(m, "resourceId", resource);
-	gh_json_add_str(m, "role", (const char *)sqlite3_column_text(st, 1));
+	gh_json_add_str(m, "role", store_col_text(sr, 1));
 	cJSON_AddItemToObject(m, "content", content);
 	if (v == STORE_VIEW_API)
 		cJSON_AddStringToObject(m, "type", cJSON_IsString(content) ? "text" : "tool-call");
-	add_time(m, "createdAt", sqlite3_column_int64(st, 4), v);
-	gh_json_add_str(m, "runId", (const char *)sqlite3_column_text(st, 3));
+	add_time(m, "createdAt", store_col_int(sr, 4), v);
+	gh_json_add_str(m, "runId", store_col_text(sr, 3));
 	return m;
+}
+
+/* The thread a message list reads: its resource, its message count and
+ * whose it is; n counts the rows (more than one: several owners). */
+struct thread_size {
+	char resource[GH_NAME_MAX + 1], whose[GH_NAME_MAX + 1];
+	int64_t total;
+	int n;
+};
+
+static int thread_size_row(struct store_row *sr, void *ud)
+{
+	struct thread_size *t = ud;
+
+	if (t->n++ == 0) {
+		store_col_copy(sr, 0, t->resource, sizeof(t->resource));
+		t->total = store_col_int(sr, 1);
+		store_col_copy(sr, 2, t->whose, sizeof(t->whose));
+	}
+	return 0;
+}
+
+/* A thread's messages read into arr; damaged says a row's content did not
+ * parse (or memory ran out). */
+struct message_rows {
+	cJSON *arr;
+	enum store_view v;
+	const char *thread_id, *resource;
+	int damaged;
+};
+
+static int message_row(struct store_row *sr, void *ud)
+{
+	struct message_rows *x = ud;
+	cJSON *m = message_json(sr, x->v, x->thread_id, x->resource);
+
+	if (!m) {
+		x->damaged = 1;
+		return 1;
+	}
+	cJSON_AddItemToArray(x->arr, m);
+	return 0;
 }
 
 enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const char *owner,
@@ -379,39 +436,30 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 		[STORE_VIEW_ADMIN] = THREAD_SIZE OWNER_ANY(2) " LIMIT 2",
 	};
 	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st;
-	cJSON *res = NULL, *arr;
-	enum gh_code rc = GH_OK;
-	char resource[GH_NAME_MAX + 1], whose[GH_NAME_MAX + 1];
+	struct thread_size t;
+	struct message_rows x = {NULL, v, thread_id, t.resource, 0};
+	cJSON *res = NULL;
+	enum gh_code rc;
 	int64_t total, offset;
-	int src, limit;
+	int limit;
 
 	*out = NULL;
-	if (!(st = store_stmt(c, sql_thread[v], e))) {
-		rc = GH_E_IO;
+	memset(&t, 0, sizeof(t));
+	rc = store_rows(c, sql_thread[v], STORE_ARGS(STORE_TEXT(thread_id), STORE_TEXT(owner)),
+			v == STORE_VIEW_ADMIN ? 2 : 1, thread_size_row, &t, NULL,
+			"reading a thread", e);
+	if (rc != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, thread_id);
-	store_bind_text(st, 2, owner);
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
+	if (t.n == 0) {
 		rc = gh_err_set(e, GH_E_NOTFOUND, "no thread %s", thread_id);
 		goto out;
 	}
-	if (src != SQLITE_ROW) {
-		rc = store_fail(c, "reading a thread", e);
-		goto out;
-	}
-	store_col_copy(st, 0, resource, sizeof(resource));
-	total = sqlite3_column_int64(st, 1);
-	store_col_copy(st, 2, whose, sizeof(whose));
-	if (v == STORE_VIEW_ADMIN && sqlite3_step(st) == SQLITE_ROW) {
-		sqlite3_reset(st);
+	if (t.n > 1) {
 		rc = gh_err_set(e, GH_E_CONFLICT, "threads of several owners have the id %s: "
 				"name the owner", thread_id);
 		goto out;
 	}
-	sqlite3_reset(st);
+	total = t.total;
 	if (last > 0) {
 		limit = last;
 		offset = total > last ? total - last : 0;
@@ -420,33 +468,19 @@ enum gh_code store_messages_list(struct gh_store *s, enum store_view v, const ch
 		offset = (int64_t)page * per_page;
 	}
 	res = cJSON_CreateObject();
-	if (!res || !(arr = cJSON_AddArrayToObject(res, "messages"))) {
+	if (!res || !(x.arr = cJSON_AddArrayToObject(res, "messages"))) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if (!(st = store_stmt(c, "SELECT id, role, content, run_id, created_at, seq FROM messages "
-				 "WHERE owner = ? AND thread_id = ? ORDER BY seq LIMIT ? OFFSET ?",
-			      e))) {
-		rc = GH_E_IO;
+	rc = store_rows(c, "SELECT id, role, content, run_id, created_at, seq FROM messages "
+			   "WHERE owner = ? AND thread_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+			STORE_ARGS(STORE_TEXT(t.whose), STORE_TEXT(thread_id), STORE_INT(limit),
+				   STORE_INT(offset)),
+			0, message_row, &x, NULL, "reading messages", e);
+	if (rc == GH_OK && x.damaged)
+		rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
+	if (rc != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, whose);
-	store_bind_text(st, 2, thread_id);
-	sqlite3_bind_int(st, 3, limit);
-	sqlite3_bind_int64(st, 4, offset);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *m = message_json(st, v, thread_id, resource);
-
-		if (!m) {
-			rc = gh_err_set(e, GH_E_IO, "database: a stored message is damaged");
-			goto out;
-		}
-		cJSON_AddItemToArray(arr, m);
-	}
-	if (src != SQLITE_DONE) {
-		rc = store_fail(c, "reading messages", e);
-		goto out;
-	}
 	if (last > 0) {
 		/* the window ends at the newest message: "more" lies before it */
 		cJSON_AddNumberToObject(res, "total", (double)total);
@@ -494,28 +528,19 @@ static enum gh_code check_status(struct store_conn *w, const char *run_id, const
 static enum gh_code append_messages(struct store_conn *w, const struct gh_run_commit *c,
 				    int64_t now, struct gh_err *e)
 {
-	sqlite3_stmt *st;
 	const cJSON *m;
-	int64_t seq;
+	int64_t seq = 0;
+	enum gh_code rc;
 
-	st = store_stmt(w, "SELECT coalesce(max(seq), 0) FROM messages WHERE owner = ? AND "
-			   "thread_id = ?", e);
-	if (!st)
-		return GH_E_IO;
-	store_bind_text(st, 1, c->owner);
-	store_bind_text(st, 2, c->thread_id);
-	if (sqlite3_step(st) != SQLITE_ROW)
-		return store_fail(w, "reading messages", e);
-	seq = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	st = store_stmt(w, "INSERT INTO messages (id, owner, thread_id, seq, role, content, "
-			   "run_id, created_at) VALUES (?,?,?,?,?,?,?,?)", e);
-	if (!st)
-		return GH_E_IO;
+	rc = store_rows(w, "SELECT coalesce(max(seq), 0) FROM messages WHERE owner = ? AND "
+			   "thread_id = ?",
+			STORE_ARGS(STORE_TEXT(c->owner), STORE_TEXT(c->thread_id)), 1, store_row_int,
+			&seq, NULL, "reading messages", e);
+	if (rc != GH_OK)
+		return rc;
 	cJSON_ArrayForEach(m, c->messages) {
 		char id[GH_ID_MAX], *content;
 		const char *role = gh_json_str(m, "role");
-		int src;
 
 		content = gh_json_dump(cJSON_GetObjectItemCaseSensitive(m, "content"));
 		if (!role || !content) {
@@ -523,30 +548,55 @@ static enum gh_code append_messages(struct store_conn *w, const struct gh_run_co
 			return gh_err_set(e, GH_E_INTERNAL, "message without role or content");
 		}
 		gh_id_new("msg_", id, sizeof(id));
-		sqlite3_reset(st);
-		store_bind_text(st, 1, id);
-		store_bind_text(st, 2, c->owner);
-		store_bind_text(st, 3, c->thread_id);
-		sqlite3_bind_int64(st, 4, ++seq);
-		store_bind_text(st, 5, role);
-		store_bind_text(st, 6, content);
-		store_bind_text(st, 7, c->run_id);
-		sqlite3_bind_int64(st, 8, now);
-		src = sqlite3_step(st);
+		rc = store_exec(w, "INSERT INTO messages (id, owner, thread_id, seq, role, content, "
+				   "run_id, created_at) VALUES (?,?,?,?,?,?,?,?)",
+				STORE_ARGS(STORE_TEXT(id), STORE_TEXT(c->owner),
+					   STORE_TEXT(c->thread_id), STORE_INT(++seq), STORE_TEXT(role),
+					   STORE_TEXT(content), STORE_TEXT(c->run_id), STORE_INT(now)),
+				"appending a message", NULL, e);
 		free(content);
-		if (src != SQLITE_DONE)
-			return store_fail(w, "appending a message", e);
+		if (rc != GH_OK)
+			return rc;
 	}
-	sqlite3_reset(st);
-	st = store_stmt(w, "UPDATE threads SET updated_at = ? WHERE owner = ? AND id = ?", e);
-	if (!st)
-		return GH_E_IO;
-	sqlite3_bind_int64(st, 1, now);
-	store_bind_text(st, 2, c->owner);
-	store_bind_text(st, 3, c->thread_id);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, "touching a thread", e);
-	return GH_OK;
+	return store_exec(w, "UPDATE threads SET updated_at = ? WHERE owner = ? AND id = ?",
+			  STORE_ARGS(STORE_INT(now), STORE_TEXT(c->owner), STORE_TEXT(c->thread_id)),
+			  "touching a thread", NULL, e);
+}
+
+/* Inserts the run, or updates it when c expects a status (then GH_E_NOTFOUND
+ * when it is not this owner's and agent's). */
+static enum gh_code save_run(struct store_conn *w, const struct gh_run_commit *c,
+			     const char *state, const char *output, int64_t now, struct gh_err *e)
+{
+	const struct store_arg args[] = {
+		STORE_TEXT(c->run_id), STORE_TEXT(c->owner), STORE_TEXT(c->key_id),
+		STORE_TEXT(c->agent_id), STORE_TEXT(c->thread_id), STORE_TEXT(c->resource_id),
+		STORE_TEXT(c->status), STORE_TEXT(state), STORE_TEXT(output), STORE_TEXT(c->error),
+		STORE_INT(now), c->wait_until > 0 ? STORE_INT(c->wait_until) : STORE_TEXT(NULL),
+	};
+	int changed = 0;
+	enum gh_code rc;
+
+	if (!c->expect_status) {
+		rc = store_exec(w, "INSERT INTO runs (id, owner, key_id, agent_id, thread_id, "
+				   "resource_id, status, state, output, error, created_at, updated_at, "
+				   "wait_until) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11,?12)",
+				args, (int)GH_ARRAY_LEN(args), "saving the run", NULL, e);
+		if (rc == GH_E_CONFLICT)
+			gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
+		return rc;
+	}
+	rc = store_exec(w, "UPDATE runs SET status = ?7, state = ?8, output = ?9, "
+			   "error = ?10, updated_at = ?11, prev_status = NULL, wait_until = ?12, "
+			   "thread_id = coalesce(?5, thread_id) WHERE id = ?1 AND owner = ?2 "
+			   "AND agent_id = ?4",
+			args, (int)GH_ARRAY_LEN(args), "saving the run", &changed, e);
+	if (rc == GH_E_CONFLICT)
+		gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
+	if (rc == GH_OK && changed == 0)
+		/* the run exists but not for this owner and agent */
+		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", c->run_id);
+	return rc;
 }
 
 static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, void *arg,
@@ -554,11 +604,9 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 {
 	const struct gh_run_commit *c = arg;
 	int64_t now = gh_now_ms();
-	sqlite3_stmt *st;
 	char *state = NULL, *output = NULL;
 	enum gh_code rc;
 	size_t i;
-	int src;
 
 	if (c->expect_status && (rc = check_status(w, c->run_id, c->expect_status, e)) != GH_OK)
 		return rc;
@@ -578,82 +626,30 @@ static enum gh_code run_commit_job(struct gh_store *s, struct store_conn *w, voi
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if (!c->expect_status)
-		st = store_stmt(w, "INSERT INTO runs (id, owner, key_id, agent_id, thread_id, "
-				   "resource_id, status, state, output, error, created_at, updated_at, "
-				   "wait_until) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11,?12)",
-				e);
-	else
-		st = store_stmt(w, "UPDATE runs SET status = ?7, state = ?8, output = ?9, "
-				   "error = ?10, updated_at = ?11, prev_status = NULL, wait_until = ?12, "
-				   "thread_id = coalesce(?5, thread_id) WHERE id = ?1 AND owner = ?2 "
-				   "AND agent_id = ?4", e);
-	if (!st) {
-		rc = GH_E_IO;
+	if ((rc = save_run(w, c, state, output, now, e)) != GH_OK)
 		goto out;
-	}
-	store_bind_text(st, 1, c->run_id);
-	store_bind_text(st, 2, c->owner);
-	store_bind_text(st, 3, c->key_id);
-	store_bind_text(st, 4, c->agent_id);
-	store_bind_text(st, 5, c->thread_id);
-	store_bind_text(st, 6, c->resource_id);
-	store_bind_text(st, 7, c->status);
-	store_bind_text(st, 8, state);
-	store_bind_text(st, 9, output);
-	store_bind_text(st, 10, c->error);
-	sqlite3_bind_int64(st, 11, now);
-	if (c->wait_until > 0)
-		sqlite3_bind_int64(st, 12, c->wait_until);
-	else
-		sqlite3_bind_null(st, 12);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = store_fail(w, "saving the run", e);
-		if (rc == GH_E_CONFLICT)
-			gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
-		goto out;
-	}
-	if (c->expect_status && sqlite3_changes(w->db) == 0) {
-		/* the run exists but not for this owner and agent */
-		rc = gh_err_set(e, GH_E_NOTFOUND, "no run %s", c->run_id);
-		goto out;
-	}
 	for (i = 0; i < c->npending; i++) {
-		st = store_stmt(w, "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, "
+		rc = store_exec(w, "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, "
 				   "tool_name, source, status, created_at) "
-				   "VALUES (?,?,?,?,?,'pending',?)", e);
-		if (!st) {
-			rc = GH_E_IO;
+				   "VALUES (?,?,?,?,?,'pending',?)",
+				STORE_ARGS(STORE_TEXT(c->pending_ids[i]), STORE_TEXT(c->run_id),
+					   STORE_TEXT(c->owner), STORE_TEXT(c->pending_names[i]),
+					   STORE_TEXT(c->pending_sources[i]), STORE_INT(now)),
+				"saving a pending tool call", NULL, e);
+		if (rc != GH_OK)
 			goto out;
-		}
-		store_bind_text(st, 1, c->pending_ids[i]);
-		store_bind_text(st, 2, c->run_id);
-		store_bind_text(st, 3, c->owner);
-		store_bind_text(st, 4, c->pending_names[i]);
-		store_bind_text(st, 5, c->pending_sources[i]);
-		sqlite3_bind_int64(st, 6, now);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			rc = store_fail(w, "saving a pending tool call", e);
-			goto out;
-		}
 	}
 	for (i = 0; i < c->nanswered; i++) {
-		st = store_stmt(w, "UPDATE run_tool_calls SET status = 'answered', answered_at = ? "
+		int changed = 0;
+
+		rc = store_exec(w, "UPDATE run_tool_calls SET status = 'answered', answered_at = ? "
 				   "WHERE tool_call_id = ? AND run_id = ? AND status = 'pending'",
-				e);
-		if (!st) {
-			rc = GH_E_IO;
+				STORE_ARGS(STORE_INT(now), STORE_TEXT(c->answered_ids[i]),
+					   STORE_TEXT(c->run_id)),
+				"answering a tool call", &changed, e);
+		if (rc != GH_OK)
 			goto out;
-		}
-		sqlite3_bind_int64(st, 1, now);
-		store_bind_text(st, 2, c->answered_ids[i]);
-		store_bind_text(st, 3, c->run_id);
-		src = sqlite3_step(st);
-		if (src != SQLITE_DONE) {
-			rc = store_fail(w, "answering a tool call", e);
-			goto out;
-		}
-		if (sqlite3_changes(w->db) == 0) {
+		if (changed == 0) {
 			rc = gh_err_set(e, GH_E_CONFLICT, "tool call %s was already answered",
 					c->answered_ids[i]);
 			goto out;
@@ -774,23 +770,23 @@ void gh_run_row_clear(struct gh_run_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int run_row(sqlite3_stmt *st, void *ud)
+static int run_row(struct store_row *sr, void *ud)
 {
 	struct gh_run_row *out = ud;
 
-	store_col_copy(st, 0, out->id, sizeof(out->id));
-	store_col_copy(st, 1, out->owner, sizeof(out->owner));
-	store_col_copy(st, 2, out->key_id, sizeof(out->key_id));
-	store_col_copy(st, 3, out->agent_id, sizeof(out->agent_id));
-	store_col_copy(st, 4, out->thread_id, sizeof(out->thread_id));
-	store_col_copy(st, 5, out->resource_id, sizeof(out->resource_id));
-	store_col_copy(st, 6, out->status, sizeof(out->status));
-	out->state = store_col_json(st, 7);
-	out->output = store_col_json(st, 8);
-	if (sqlite3_column_type(st, 9) != SQLITE_NULL)
-		out->error = gh_strdup((const char *)sqlite3_column_text(st, 9));
-	out->created_at = sqlite3_column_int64(st, 10);
-	out->updated_at = sqlite3_column_int64(st, 11);
+	store_col_copy(sr, 0, out->id, sizeof(out->id));
+	store_col_copy(sr, 1, out->owner, sizeof(out->owner));
+	store_col_copy(sr, 2, out->key_id, sizeof(out->key_id));
+	store_col_copy(sr, 3, out->agent_id, sizeof(out->agent_id));
+	store_col_copy(sr, 4, out->thread_id, sizeof(out->thread_id));
+	store_col_copy(sr, 5, out->resource_id, sizeof(out->resource_id));
+	store_col_copy(sr, 6, out->status, sizeof(out->status));
+	out->state = store_col_json(sr, 7);
+	out->output = store_col_json(sr, 8);
+	if (!store_col_isnull(sr, 9))
+		out->error = gh_strdup(store_col_text(sr, 9));
+	out->created_at = store_col_int(sr, 10);
+	out->updated_at = store_col_int(sr, 11);
 	if (!out->state) {
 		gh_run_row_clear(out);
 		return -1;
@@ -812,12 +808,12 @@ struct call_row {
 	char run_id[48], status[16];
 };
 
-static int call_row(sqlite3_stmt *st, void *ud)
+static int call_row(struct store_row *sr, void *ud)
 {
 	struct call_row *r = ud;
 
-	store_col_copy(st, 0, r->run_id, sizeof(r->run_id));
-	store_col_copy(st, 1, r->status, sizeof(r->status));
+	store_col_copy(sr, 0, r->run_id, sizeof(r->run_id));
+	store_col_copy(sr, 1, r->status, sizeof(r->status));
 	return 0;
 }
 
@@ -871,13 +867,13 @@ struct due_ids {
 	size_t cap, n;
 };
 
-static int due_row(sqlite3_stmt *st, void *ud)
+static int due_row(struct store_row *sr, void *ud)
 {
 	struct due_ids *d = ud;
 
 	if (d->n >= d->cap)
 		return 1;
-	store_col_copy(st, 0, d->ids[d->n++], 48);
+	store_col_copy(sr, 0, d->ids[d->n++], 48);
 	return 0;
 }
 
@@ -900,12 +896,12 @@ struct id_each {
 	void *ud;
 };
 
-static int id_each_row(sqlite3_stmt *st, void *ud)
+static int id_each_row(struct store_row *sr, void *ud)
 {
 	struct id_each *x = ud;
-	const unsigned char *id = sqlite3_column_text(st, 0);
+	const char *id = store_col_text(sr, 0);
 
-	return x->fn(x->ud, id ? (const char *)id : "") ? 1 : 0;
+	return x->fn(x->ud, id ? id : "") ? 1 : 0;
 }
 
 enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
@@ -923,33 +919,18 @@ enum gh_code gh_store_runs_waiting(struct gh_store *s, const struct gh_store_run
 				   int (*fn)(void *ud, const char *run_id), void *ud,
 				   struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
-	sqlite3_stmt *st = store_stmt(c, "SELECT id FROM runs WHERE owner = ?1 AND key_id = ?2 "
-					 "AND agent_id = ?3 AND status IN ('suspended', 'waiting') "
-					 "AND (?4 IS NULL OR thread_id = ?4) "
-					 "AND (?5 IS NULL OR resource_id = ?5) "
-					 "AND updated_at >= ?6 AND updated_at <= ?7 "
-					 "ORDER BY updated_at DESC, id DESC LIMIT ?8", e);
-	enum gh_code rc = GH_OK;
-	int src;
+	struct id_each x = {fn, ud};
 
-	if (!st) {
-		store_reader_put(s, c);
-		return GH_E_IO;
-	}
-	store_bind_text(st, 1, f->owner);
-	store_bind_text(st, 2, f->key_id);
-	store_bind_text(st, 3, f->agent_id);
-	store_bind_text(st, 4, f->thread_id);
-	store_bind_text(st, 5, f->resource_id);
-	sqlite3_bind_int64(st, 6, f->from_ms);
-	sqlite3_bind_int64(st, 7, f->to_ms > 0 ? f->to_ms : INT64_MAX);
-	sqlite3_bind_int(st, 8, f->limit);
-	while ((src = sqlite3_step(st)) == SQLITE_ROW)
-		if (fn(ud, (const char *)sqlite3_column_text(st, 0)))
-			break;
-	if (src != SQLITE_ROW && src != SQLITE_DONE)
-		rc = store_fail(c, "listing waiting runs", e);
-	store_reader_put(s, c);
-	return rc;
+	return store_read(s, "SELECT id FROM runs WHERE owner = ?1 AND key_id = ?2 "
+			     "AND agent_id = ?3 AND status IN ('suspended', 'waiting') "
+			     "AND (?4 IS NULL OR thread_id = ?4) "
+			     "AND (?5 IS NULL OR resource_id = ?5) "
+			     "AND updated_at >= ?6 AND updated_at <= ?7 "
+			     "ORDER BY updated_at DESC, id DESC LIMIT ?8",
+			  STORE_ARGS(STORE_TEXT(f->owner), STORE_TEXT(f->key_id),
+				     STORE_TEXT(f->agent_id), STORE_TEXT(f->thread_id),
+				     STORE_TEXT(f->resource_id), STORE_INT(f->from_ms),
+				     STORE_INT(f->to_ms > 0 ? f->to_ms : INT64_MAX),
+				     STORE_INT(f->limit)),
+			  0, id_each_row, &x, NULL, "listing waiting runs", e);
 }

@@ -26,18 +26,18 @@ enum gh_code gh_store_ui_threads(struct gh_store *s, const char *owner, const ch
 }
 
 /* Appends the run of the row to the array ud. */
-static int run_row(sqlite3_stmt *st, void *ud)
+static int run_row(struct store_row *sr, void *ud)
 {
 	cJSON *r = cJSON_CreateObject();
 
 	if (!r)
 		return STORE_ROW_NOMEM;
-	gh_json_add_str(r, "id", (const char *)sqlite3_column_text(st, 0));
-	gh_json_add_str(r, "status", (const char *)sqlite3_column_text(st, 1));
-	gh_json_add_str(r, "agentId", (const char *)sqlite3_column_text(st, 2));
-	gh_json_add_str(r, "keyId", (const char *)sqlite3_column_text(st, 3));
-	gh_json_add_time(r, "createdAt", sqlite3_column_int64(st, 4));
-	gh_json_add_time(r, "updatedAt", sqlite3_column_int64(st, 5));
+	gh_json_add_str(r, "id", store_col_text(sr, 0));
+	gh_json_add_str(r, "status", store_col_text(sr, 1));
+	gh_json_add_str(r, "agentId", store_col_text(sr, 2));
+	gh_json_add_str(r, "keyId", store_col_text(sr, 3));
+	gh_json_add_time(r, "createdAt", store_col_int(sr, 4));
+	gh_json_add_time(r, "updatedAt", store_col_int(sr, 5));
 	cJSON_AddItemToArray(ud, r);
 	return 0;
 }
@@ -85,12 +85,12 @@ enum gh_code gh_store_ui_messages(struct gh_store *s, const char *owner, const c
 }
 
 /* Sets the row's count (column 1) of its event (column 0) in the object ud. */
-static int event_count_row(sqlite3_stmt *st, void *ud)
+static int event_count_row(struct store_row *sr, void *ud)
 {
-	const char *ev = (const char *)sqlite3_column_text(st, 0);
+	const char *ev = store_col_text(sr, 0);
 
 	if (ev)
-		cJSON_AddNumberToObject(ud, ev, (double)sqlite3_column_int64(st, 1));
+		cJSON_AddNumberToObject(ud, ev, (double)store_col_int(sr, 1));
 	return 0;
 }
 
@@ -100,13 +100,13 @@ struct buckets {
 };
 
 /* Adds the row's count (column 1) to its bucket (column 0), if in range. */
-static int bucket_row(sqlite3_stmt *st, void *ud)
+static int bucket_row(struct store_row *sr, void *ud)
 {
 	struct buckets *b = ud;
-	int64_t i = sqlite3_column_int64(st, 0);
+	int64_t i = store_col_int(sr, 0);
 
 	if (i >= 0 && i < b->n)
-		b->counts[i] += sqlite3_column_int64(st, 1);
+		b->counts[i] += store_col_int(sr, 1);
 	return 0;
 }
 
@@ -182,10 +182,10 @@ enum gh_code gh_store_ui_pending_count(struct gh_store *s, int64_t *n, struct gh
 #define VALUES_TAIL_ROWS 8192
 
 /* Replaces the string *ud with a copy of the row's first column. */
-static int dup_row(sqlite3_stmt *st, void *ud)
+static int dup_row(struct store_row *sr, void *ud)
 {
 	char **last = ud;
-	char *v = gh_strdup((const char *)sqlite3_column_text(st, 0));
+	char *v = gh_strdup(store_col_text(sr, 0));
 
 	if (!v)
 		return STORE_ROW_NOMEM;
@@ -201,11 +201,11 @@ struct values_walk {
 	int n, stop;
 };
 
-static int value_row(sqlite3_stmt *st, void *ud)
+static int value_row(struct store_row *sr, void *ud)
 {
 	struct values_walk *x = ud;
 
-	x->stop = x->fn(x->ud, (const char *)sqlite3_column_text(st, 0));
+	x->stop = x->fn(x->ud, store_col_text(sr, 0));
 	x->n++;
 	return x->stop ? 1 : 0;
 }

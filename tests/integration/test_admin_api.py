@@ -353,7 +353,7 @@ class UIFilesTest(AdminTestBase):
         st, _, h = gw.get("/admin/js/nope.js")
         self.assertEqual(st, 404)
         self.check_headers(h)
-        st, _, h = gw.get("/admin/../migrations/0001_core.sql")
+        st, _, h = gw.get("/admin/../migrations/sqlite/0001_core.sql")
         self.assertEqual(st, 404)
         # the API itself is not framed as a page
         st, _, h = gw.get("/healthz")

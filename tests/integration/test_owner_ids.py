@@ -121,7 +121,7 @@ class UpgradeTest(unittest.TestCase):
         d = __import__("tempfile").mkdtemp(prefix="gh-upgrade-")
         db = os.path.join(d, "gatehouse.db")
         c = sqlite3.connect(db)
-        mig = os.path.join(GH_SRC, "migrations")
+        mig = os.path.join(GH_SRC, "migrations", "sqlite")
         c.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
                   "name TEXT NOT NULL, applied_at INTEGER NOT NULL)")
         for name in sorted(os.listdir(mig)):

@@ -1086,6 +1086,117 @@ static void test_ratelimit_state(void)
 	t_store_close(&t);
 }
 
+/* ---- the row accessors row callbacks read columns with ---- */
+
+struct acc {
+	int count;
+	int null0, null1, null8;
+	const char *text0;               /* NULL column: NULL text (kept as a flag) */
+	int64_t int0, int2, int3, int4, int5, int6, int7, int10;
+	double dbl0, dbl5;
+	unsigned char blob1[8];
+	size_t len0, len1, len8, len9;
+	int blob8_null;
+	char text2[32], text8[8], text9[16], text10[8], small[4];
+	cJSON *json_bad, *json_null, *json_ok;
+};
+
+static int acc_row(struct store_row *sr, void *ud)
+{
+	struct acc *a = ud;
+	const void *b;
+	const char *t;
+
+	a->count = store_col_count(sr);
+	a->null0 = store_col_isnull(sr, 0);
+	a->null1 = store_col_isnull(sr, 1);
+	a->null8 = store_col_isnull(sr, 8);
+	a->text0 = store_col_text(sr, 0);
+	a->int0 = store_col_int(sr, 0);
+	a->dbl0 = store_col_double(sr, 0);
+	store_col_blob(sr, 0, &a->len0);
+	if ((b = store_col_blob(sr, 1, &a->len1)) && a->len1 <= sizeof(a->blob1))
+		memcpy(a->blob1, b, a->len1);
+	a->int2 = store_col_int(sr, 2);
+	t = store_col_text(sr, 2);
+	gh_strlcpy(a->text2, t ? t : "(null)", sizeof(a->text2));
+	a->int3 = store_col_int(sr, 3);
+	a->int4 = store_col_int(sr, 4);
+	a->int5 = store_col_int(sr, 5);
+	a->dbl5 = store_col_double(sr, 5);
+	a->int6 = store_col_int(sr, 6);
+	a->int7 = store_col_int(sr, 7);
+	t = store_col_text(sr, 8);
+	gh_strlcpy(a->text8, t ? t : "(null)", sizeof(a->text8));
+	a->blob8_null = store_col_blob(sr, 8, &a->len8) == NULL;
+	store_col_copy(sr, 9, a->text9, sizeof(a->text9));
+	store_col_blob(sr, 9, &a->len9);
+	store_col_copy(sr, 10, a->text10, sizeof(a->text10));
+	a->int10 = store_col_int(sr, 10);
+	store_col_copy(sr, 9, a->small, sizeof(a->small));
+	a->json_bad = store_col_json(sr, 4);
+	a->json_null = store_col_json(sr, 0);
+	a->json_ok = store_col_json(sr, 11);
+	return 0;
+}
+
+static void test_row_accessors(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct acc a;
+	int n = 0;
+
+	memset(&a, 0, sizeof(a));
+	a.text0 = "unset";
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(store_read(t.s, "SELECT NULL, x'00ff0041', 9223372036854775807, "
+				 "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
+				 "'h\xc3\xa9llo', 42, '{\"a\":[1]}'",
+			    NULL, 0, 0, acc_row, &a, &n, "reading accessors", &e), GH_OK);
+	T_EQ_INT(n, 1);
+	T_EQ_INT(a.count, 12);
+	/* NULL: no text, 0, no bytes */
+	T_EQ_INT(a.null0, 1);
+	T_ASSERT(a.text0 == NULL);
+	T_EQ_INT(a.int0, 0);
+	T_ASSERT(a.dbl0 == 0.0);
+	T_EQ_INT((int64_t)a.len0, 0);
+	T_ASSERT(a.json_null == NULL);
+	/* a blob keeps its NUL bytes and its length */
+	T_EQ_INT(a.null1, 0);
+	T_EQ_INT((int64_t)a.len1, 4);
+	T_ASSERT(!memcmp(a.blob1, "\x00\xff\x00\x41", 4));
+	/* integers at both ends of int64_t, and as text */
+	T_EQ_INT(a.int2, INT64_MAX);
+	T_EQ_STR(a.text2, "9223372036854775807");
+	T_EQ_INT(a.int3, INT64_MIN);
+	/* text reads as far as it is a number; reals truncate toward zero and
+	 * clamp to int64_t */
+	T_EQ_INT(a.int4, 12);
+	T_EQ_INT(a.int5, 3);
+	T_ASSERT(a.dbl5 > 3.89 && a.dbl5 < 3.91);
+	T_EQ_INT(a.int6, -2);
+	T_EQ_INT(a.int7, INT64_MAX);
+	/* empty text is text, not NULL, and has no bytes */
+	T_EQ_INT(a.null8, 0);
+	T_EQ_STR(a.text8, "");
+	T_ASSERT(a.blob8_null);
+	T_EQ_INT((int64_t)a.len8, 0);
+	/* UTF-8 text: its bytes, and a copy cut to the buffer */
+	T_EQ_STR(a.text9, "h\xc3\xa9llo");
+	T_EQ_INT((int64_t)a.len9, 6);
+	T_EQ_INT((int64_t)strlen(a.small), 3);
+	/* an integer column reads as its decimal text */
+	T_EQ_STR(a.text10, "42");
+	T_EQ_INT(a.int10, 42);
+	/* JSON: unparsable is NULL, parsable is parsed */
+	T_ASSERT(a.json_bad == NULL);
+	T_ASSERT(cJSON_IsArray(cJSON_GetObjectItem(a.json_ok, "a")));
+	cJSON_Delete(a.json_ok);
+	t_store_close(&t);
+}
+
 /* ---- audit queries ---- */
 
 struct page {
@@ -1499,4 +1610,4 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
-       T(test_ratelimit_state), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
+       T(test_ratelimit_state), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))

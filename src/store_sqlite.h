@@ -1,0 +1,35 @@
+/*
+ * store_sqlite.h - the SQLite side of the store's statement layer, for the
+ * files that still talk to SQLite themselves: store.c (connections,
+ * transactions, migrations), store_sqlite.c (the statement and row layer
+ * of store_int.h) and store_audit_index.c (the audit block index, which
+ * only the SQLite store keeps). The domain files use store_int.h alone.
+ */
+#ifndef GH_STORE_SQLITE_H
+#define GH_STORE_SQLITE_H
+
+#include <sqlite3.h>
+
+#include "store_int.h"
+
+/* A reset, cleared cached statement for sql (a string literal), or NULL with
+ * e filled. Borrowed from c's cache. */
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e);
+/* Binds text or NULL. */
+int store_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Binds args in order, from parameter 1. */
+void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
+
+/* On SQLite a row is its statement, stepped to that row: the conversions
+ * cost nothing. */
+static inline struct store_row *store_row_of(sqlite3_stmt *st)
+{
+	return (struct store_row *)(void *)st;
+}
+
+static inline sqlite3_stmt *store_row_stmt(struct store_row *r)
+{
+	return (sqlite3_stmt *)(void *)r;
+}
+
+#endif
