@@ -61,12 +61,12 @@ enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_
 	return rc;
 }
 
-/* store_get on a reader that waits for queued writes, or not (now);
- * notfound formatted with *ap, or taken as it is when ap is NULL. */
-static enum gh_code vget(struct gh_store *s, int now, const char *sql,
-			 const struct store_arg *args, int n, store_row_fn row, void *out,
-			 size_t out_size, const char *what, struct gh_err *e, const char *notfound,
-			 va_list *ap)
+/* store_get's read on a reader that waits for queued writes, or not
+ * (now): GH_E_NOTFOUND with e untouched when there is no row, for the
+ * caller to say what was not found. */
+static enum gh_code get_row(struct gh_store *s, int now, const char *sql,
+			    const struct store_arg *args, int n, store_row_fn row, void *out,
+			    size_t out_size, const char *what, struct gh_err *e)
 {
 	struct store_conn *c = now ? store_reader_now(s) : store_reader(s);
 	int seen = 0;
@@ -77,10 +77,6 @@ static enum gh_code vget(struct gh_store *s, int now, const char *sql,
 	store_reader_put(s, c);
 	if (rc != GH_OK || seen)
 		return rc;
-	if (ap)
-		gh_err_vset(e, GH_E_NOTFOUND, notfound, *ap);
-	else
-		gh_err_set(e, GH_E_NOTFOUND, "%s", notfound);
 	return GH_E_NOTFOUND;
 }
 
@@ -88,12 +84,14 @@ enum gh_code store_get(struct gh_store *s, const char *sql, const struct store_a
 		       store_row_fn row, void *out, size_t out_size, const char *what,
 		       struct gh_err *e, const char *notfound, ...)
 {
-	enum gh_code rc;
+	enum gh_code rc = get_row(s, 0, sql, args, n, row, out, out_size, what, e);
 	va_list ap;
 
-	va_start(ap, notfound);
-	rc = vget(s, 0, sql, args, n, row, out, out_size, what, e, notfound, &ap);
-	va_end(ap);
+	if (rc == GH_E_NOTFOUND) {
+		va_start(ap, notfound);
+		gh_err_vset(e, GH_E_NOTFOUND, notfound, ap);
+		va_end(ap);
+	}
 	return rc;
 }
 
@@ -101,7 +99,11 @@ enum gh_code store_get_now(struct gh_store *s, const char *sql, const struct sto
 			   int n, store_row_fn row, void *out, size_t out_size, const char *what,
 			   struct gh_err *e, const char *notfound)
 {
-	return vget(s, 1, sql, args, n, row, out, out_size, what, e, notfound, NULL);
+	enum gh_code rc = get_row(s, 1, sql, args, n, row, out, out_size, what, e);
+
+	if (rc == GH_E_NOTFOUND)
+		gh_err_set(e, GH_E_NOTFOUND, "%s", notfound);
+	return rc;
 }
 
 cJSON *store_col_json(struct store_row *r, int i)
