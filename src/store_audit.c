@@ -69,6 +69,14 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 		return GH_OK;
 	memset(c, 0, sizeof(*c));
 	memset(&t, 0, sizeof(t));
+	/* PostgreSQL: every replica appends to the one chain; the head is
+	 * read under a lock its transaction holds until it ends, so no two
+	 * transactions chain to the same row (SQLite's writer lock does this
+	 * there) */
+	if (store_is_pg(s) &&
+	    (rc = store_exec(w, "SELECT pg_advisory_xact_lock(7451287307373553000)", NULL, 0,
+			     "taking the audit chain lock", NULL, e)) != GH_OK)
+		return rc;
 	rc = store_rows(w, "SELECT seq, hash, ts FROM audit_events ORDER BY seq DESC LIMIT 1",
 			NULL, 0, 1, tip_row, &t, &found, "reading the audit chain", e);
 	if (rc != GH_OK)
@@ -214,7 +222,7 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 	s->audit_rows_tx++;
 	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
-	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0)
+	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0 && !store_is_pg(s))
 		s->audit_index_due = 1; /* this row completes a block */
 	if (seq_out)
 		*seq_out = seq;
