@@ -941,7 +941,8 @@ static int audit_row(struct store_row *sr, void *ud)
 
 static int with_prev(struct gh_store *s)
 {
-	return gh_store_schema_version(s) >= CKPT_CHAINED_SCHEMA;
+	/* PostgreSQL's schema starts where SQLite's 0013 arrived */
+	return store_is_pg(s) || gh_store_schema_version(s) >= CKPT_CHAINED_SCHEMA;
 }
 
 enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
@@ -1156,9 +1157,12 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 			     e)) != GH_OK)
 		return rc;
 	gh_audit_sign(s->signer, "anchor", keep_seq, prev, now, sig);
-	/* sqlite-only: INSERT OR REPLACE (the one anchor row, id 1) */
-	return store_exec(w, "INSERT OR REPLACE INTO audit_anchor (id, seq, prev_hash, ts, "
-			     "public_key, signature) VALUES (1, ?, ?, ?, ?, ?)",
+	/* the one anchor row, id 1, made or replaced */
+	return store_exec(w, "INSERT INTO audit_anchor (id, seq, prev_hash, ts, public_key, "
+			     "signature) VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+			     "SET seq = excluded.seq, prev_hash = excluded.prev_hash, "
+			     "ts = excluded.ts, public_key = excluded.public_key, "
+			     "signature = excluded.signature",
 			  STORE_ARGS(STORE_INT(keep_seq), STORE_BLOB(prev, GH_AUDIT_HASH_LEN),
 				     STORE_INT(now), STORE_BLOB(s->signer->pk, 32),
 				     STORE_BLOB(sig, 64)),

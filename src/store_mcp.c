@@ -63,7 +63,7 @@ enum gh_code gh_store_mcp_pin_list(struct gh_store *s, const char *server,
 	struct pin_each x = {fn, ud};
 
 	return store_read(s, "SELECT " PIN_COLS " FROM mcp_tool_pins "
-			     "WHERE ?1 IS NULL OR server = ?1 ORDER BY server, tool",
+			     "WHERE CAST(?1 AS text) IS NULL OR server = ?1 ORDER BY server, tool",
 			  STORE_ARGS(STORE_TEXT(server)), 0, pin_each_row, &x, NULL,
 			  "listing tool pins", e);
 }

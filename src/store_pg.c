@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "pg.h"
 
 /* PostgreSQL's type oids (pg_type.h) of the columns read differently. */
@@ -62,6 +63,8 @@ static enum gh_code run(struct store_conn *c, int once, const char *sql,
 		  : gh_pg_exec(c->pg, sql, pa, n, what, res, e);
 	if (rc == GH_E_CONFLICT)
 		gh_err_set(e, GH_E_CONFLICT, "database: %s: already exists", what);
+	else if (rc != GH_OK)
+		gh_debug("%s", e ? e->msg : "database: a statement failed");
 	return rc;
 }
 

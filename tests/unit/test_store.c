@@ -29,6 +29,29 @@
 #include "t_store.h"
 #include "util.h"
 
+/* On PostgreSQL: runs sql on a connection of our own; -1 when it fails,
+ * else the first column of its first row as an integer (0 without rows). */
+static int64_t pg_sql(const char *sql)
+{
+	PGconn *pc = NULL;
+	PGresult *r;
+	struct gh_err e;
+	int64_t v = -1;
+	ExecStatusType st;
+
+	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK)
+		return -1;
+	r = PQexec(pc, sql);
+	st = PQresultStatus(r);
+	if (st == PGRES_COMMAND_OK)
+		v = 0;
+	else if (st == PGRES_TUPLES_OK)
+		v = PQntuples(r) ? gh_pg_int(r, 0, 0, NULL) : 0;
+	PQclear(r);
+	PQfinish(pc);
+	return v;
+}
+
 /* One value from the database file, through a connection of our own (only
  * while the store is closed or idle). */
 static int64_t sql_int(const char *path, const char *sql)
@@ -36,6 +59,9 @@ static int64_t sql_int(const char *path, const char *sql)
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	int64_t v = -1;
+
+	if (t_store_pg())
+		return pg_sql(sql);
 
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
@@ -51,6 +77,8 @@ static int sql_exec(const char *path, const char *sql)
 	sqlite3 *db = NULL;
 	int rc = -1;
 
+	if (t_store_pg())
+		return pg_sql(sql) < 0 ? -1 : 0;
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) ==
 	    SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
@@ -77,6 +105,8 @@ static void test_migrations(void)
 	int latest = gh_store_schema_latest(), applied = -1;
 	int64_t first_applied_at;
 
+	if (t_store_sqlite_only("SQLite's migrations, its schema table and WAL mode"))
+		return;
 	T_ASSERT(latest >= 3);
 	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_schema_version(t.s), latest);
@@ -131,6 +161,8 @@ static void test_run_deadlines_migration(void)
 	const struct gh_embedded *m;
 	char sql[256];
 
+	if (t_store_sqlite_only("a migration of SQLite's runs table"))
+		return;
 	T_EQ_INT(t_store_dir(&t), 0);
 	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
 				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
@@ -179,6 +211,8 @@ static void test_newer_schema_refused(void)
 	char sql[160], want[128];
 	int latest = gh_store_schema_latest();
 
+	if (t_store_sqlite_only("SQLite's schema versions and database file"))
+		return;
 	T_EQ_INT(t_store_open(&t), 0);
 	gh_store_close(t.s);
 	t.s = NULL;
@@ -213,6 +247,8 @@ static void test_readonly(void)
 	int64_t id;
 	cJSON *out;
 
+	if (t_store_sqlite_only("read-only opens of a database file"))
+		return;
 	T_EQ_INT(t_store_dir(&t), 0);
 	ro.path = t.path;
 	ro.readonly = 1;
@@ -1150,9 +1186,14 @@ static void test_row_accessors(void)
 	memset(&a, 0, sizeof(a));
 	a.text0 = "unset";
 	T_EQ_INT(t_store_open(&t), 0);
-	T_EQ_INT(store_read(t.s, "SELECT NULL, x'00ff0041', 9223372036854775807, "
-				 "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
-				 "'h\xc3\xa9llo', 42, '{\"a\":[1]}'",
+	/* the same values on each backend: PostgreSQL spells a blob as bytea */
+	T_EQ_INT(store_read(t.s, t_store_pg()
+			    ? "SELECT NULL, '\\x00ff0041'::bytea, 9223372036854775807, "
+			      "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
+			      "'h\xc3\xa9llo', 42, '{\"a\":[1]}'"
+			    : "SELECT NULL, x'00ff0041', 9223372036854775807, "
+			      "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
+			      "'h\xc3\xa9llo', 42, '{\"a\":[1]}'",
 			    NULL, 0, 0, acc_row, &a, &n, "reading accessors", &e), GH_OK);
 	T_EQ_INT(n, 1);
 	T_EQ_INT(a.count, 12);
@@ -1382,7 +1423,8 @@ static void test_prune(void)
 	/* 30 old rows: signed at 1 (the first checkpoint is due at once), 11, 21 */
 	append_at(&t, old, 30);
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
-	T_ASSERT(rep.ok);
+	if (!rep.ok)
+		T_FAIL("chain broken: %s", rep.message);
 	T_EQ_INT(rep.signed_seq, 21);
 	T_EQ_INT(rep.unsigned_rows, 9);
 	T_EQ_INT(gh_store_audit_anchor(t.s, &anchor, &e), GH_E_NOTFOUND);
