@@ -1122,6 +1122,52 @@ static void test_ratelimit_state(void)
 	t_store_close(&t);
 }
 
+/* ---- two stores on one database: one audit chain ---- */
+
+#define REPLICA_WRITERS 6
+
+/* Two stores open on the same database (two replicas of gatehouse) append
+ * at once: every row still chains to the one before it, whichever store
+ * wrote either, and no seq is handed out twice. */
+static void test_two_stores_one_chain(void)
+{
+	static struct append_arg args[REPLICA_WRITERS];
+	pthread_t th[REPLICA_WRITERS];
+	struct t_store t;
+	struct gh_store *first_store;
+	struct gh_err e;
+	struct gh_audit_verify rep;
+	int64_t first, last, count;
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	first_store = t.s;
+	t.s = NULL;
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	for (i = 0; i < REPLICA_WRITERS; i++) {
+		memset(&args[i], 0, sizeof(args[i]));
+		args[i].s = i % 2 ? t.s : first_store;
+		args[i].id = i;
+		T_EQ_INT(pthread_create(&th[i], NULL, appender, &args[i]), 0);
+	}
+	for (i = 0; i < REPLICA_WRITERS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < REPLICA_WRITERS; i++)
+		if (args[i].failures)
+			T_FAIL("writer %d: %d appends failed: %s", i, args[i].failures,
+			       args[i].err);
+	T_EQ_INT(gh_store_audit_bounds(first_store, &first, &last, &count, &e), GH_OK);
+	T_EQ_INT(first, 1);
+	T_EQ_INT(last, REPLICA_WRITERS * APPENDS);
+	T_EQ_INT(count, REPLICA_WRITERS * APPENDS);
+	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
+	if (!rep.ok)
+		T_FAIL("chain broken: %s", rep.message);
+	T_EQ_INT(rep.rows, REPLICA_WRITERS * APPENDS);
+	gh_store_close(first_store);
+	t_store_close(&t);
+}
+
 /* ---- the row accessors row callbacks read columns with ---- */
 
 struct acc {
@@ -1176,10 +1222,27 @@ static int acc_row(struct store_row *sr, void *ud)
 	return 0;
 }
 
+struct bools {
+	int64_t yes, no;
+	char yes_text[8], no_text[8];
+};
+
+static int bool_row(struct store_row *sr, void *ud)
+{
+	struct bools *b = ud;
+
+	b->yes = store_col_int(sr, 0);
+	b->no = store_col_int(sr, 1);
+	store_col_copy(sr, 0, b->yes_text, sizeof(b->yes_text));
+	store_col_copy(sr, 1, b->no_text, sizeof(b->no_text));
+	return 0;
+}
+
 static void test_row_accessors(void)
 {
 	struct t_store t;
 	struct gh_err e;
+	struct bools b;
 	struct acc a;
 	int n = 0;
 
@@ -1235,6 +1298,14 @@ static void test_row_accessors(void)
 	T_ASSERT(a.json_bad == NULL);
 	T_ASSERT(cJSON_IsArray(cJSON_GetObjectItem(a.json_ok, "a")));
 	cJSON_Delete(a.json_ok);
+	/* a comparison reads as 1 or 0 (PostgreSQL's booleans too) */
+	memset(&b, 0, sizeof(b));
+	T_EQ_INT(store_read(t.s, "SELECT 1 = 1, 1 = 2", NULL, 0, 0, bool_row, &b, &n,
+			    "reading booleans", &e), GH_OK);
+	T_EQ_INT(b.yes, 1);
+	T_EQ_INT(b.no, 0);
+	T_EQ_STR(b.yes_text, "1");
+	T_EQ_STR(b.no_text, "0");
 	t_store_close(&t);
 }
 
@@ -1652,4 +1723,4 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
-       T(test_ratelimit_state), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
+       T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
