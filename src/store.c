@@ -1135,9 +1135,13 @@ static enum gh_code pg_open(struct gh_store *s, struct gh_err *e)
 		s->schema_version = (int)gh_pg_int(r, 0, 0, NULL);
 	PQclear(r);
 	gh_pg_release(s->pool, c);
-	if (rc != GH_OK)
+	if (rc != GH_OK) {
+		char why[GH_ERR_MSG_MAX];
+
+		gh_strlcpy(why, e ? e->msg : "", sizeof(why));
 		return gh_err_set(e, GH_E_IO, "database has no schema (run gatehouse migrate "
-				  "first): %s", e ? e->msg : "");
+				  "first): %s", why);
+	}
 	return GH_OK;
 }
 

@@ -279,6 +279,40 @@ static void test_readonly(void)
 	t_store_close(&t);
 }
 
+/* A migrated database opens read-only on either backend: it reads, and
+ * every write is refused; an empty one has no schema. */
+static void test_readonly_migrated(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_store_opts ro = {0};
+	struct gh_store *s = NULL;
+	int64_t id;
+	cJSON *out;
+
+	T_EQ_INT(t_store_dir(&t), 0);
+	ro.path = t.path;
+	ro.url = t_store_pg();
+	ro.readonly = 1;
+	ro.readers = 2;
+	if (t_store_pg()) { /* the database is empty: no schema */
+		T_EQ_INT(gh_store_open(&ro, &s, &e), GH_E_IO);
+		T_ASSERT(s == NULL);
+		T_CONTAINS(e.msg, "has no schema (run gatehouse migrate first)");
+	}
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "a fact", NULL, &id, &e), GH_OK);
+	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(s), gh_store_schema_version(t.s));
+	T_EQ_INT(gh_store_memory_search(s, "o", "r", "fact", 5, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_UNAVAILABLE);
+	T_CONTAINS(e.msg, "read-only");
+	gh_store_close(s);
+	t_store_close(&t);
+}
+
 /* ---- group commit ---- */
 
 #define WRITERS 16
@@ -1720,7 +1754,8 @@ static void test_tx_commits_effect_and_row_together(void)
 }
 
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
-       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
+       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly),
+       T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
