@@ -12,6 +12,7 @@
  */
 #include "store.h"
 #include "store_int.h" /* white box: how many jobs wait in the writer's queue */
+#include "store_a2a.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -1202,6 +1203,48 @@ static void test_two_stores_one_chain(void)
 	t_store_close(&t);
 }
 
+/* ---- A2A tasks ---- */
+
+/* A task is inserted once, read by its owner and agent only, and saved
+ * only from the state the caller expects. */
+static void test_a2a_tasks(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_a2a_task k, got;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&k, 0, sizeof(k));
+	gh_strlcpy(k.id, "task_1", sizeof(k.id));
+	gh_strlcpy(k.context_id, "ctx_1", sizeof(k.context_id));
+	gh_strlcpy(k.agent_id, "a", sizeof(k.agent_id));
+	gh_strlcpy(k.owner, "alice", sizeof(k.owner));
+	gh_strlcpy(k.key_id, "key_1", sizeof(k.key_id));
+	gh_strlcpy(k.run_id, "run_1", sizeof(k.run_id));
+	gh_strlcpy(k.state, GH_A2A_WORKING, sizeof(k.state));
+	k.history = cJSON_CreateArray();
+	k.artifacts = cJSON_CreateArray();
+	k.created_at = k.updated_at = 1000;
+	T_EQ_INT(gh_store_a2a_task_insert(t.s, &k, &e), GH_OK);
+	T_EQ_INT(gh_store_a2a_task_insert(t.s, &k, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "bob", "a", "task_1", &got, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "alice", "b", "task_1", &got, &e), GH_E_NOTFOUND);
+	gh_strlcpy(k.state, GH_A2A_COMPLETED, sizeof(k.state));
+	cJSON_AddItemToArray(k.artifacts, cJSON_CreateString("done"));
+	k.updated_at = 2000;
+	T_EQ_INT(gh_store_a2a_task_save(t.s, &k, GH_A2A_WORKING, &e), GH_OK);
+	/* not from a state it is no longer in */
+	T_EQ_INT(gh_store_a2a_task_save(t.s, &k, GH_A2A_WORKING, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "alice", "a", "task_1", &got, &e), GH_OK);
+	T_EQ_STR(got.state, GH_A2A_COMPLETED);
+	T_EQ_STR(got.context_id, "ctx_1");
+	T_EQ_INT(cJSON_GetArraySize(got.artifacts), 1);
+	T_EQ_INT(got.updated_at, 2000);
+	gh_a2a_task_clear(&got);
+	gh_a2a_task_clear(&k);
+	t_store_close(&t);
+}
+
 /* ---- the row accessors row callbacks read columns with ---- */
 
 struct acc {
@@ -1758,4 +1801,5 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
-       T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
+       T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
+       T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
