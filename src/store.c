@@ -370,7 +370,8 @@ fail_all:
 		gh_error("%s", be.msg);
 		for (j = jobs; j; j = j->next) {
 			if (j->rc == GH_OK || j->err.code == GH_OK) {
-				j->rc = GH_E_IO;
+				/* PostgreSQL out of reach: 503, as every request then */
+				j->rc = be.code == GH_E_UNAVAILABLE ? GH_E_UNAVAILABLE : GH_E_IO;
 				j->err = be;
 			}
 		}

@@ -156,7 +156,8 @@ static inline int store_is_pg(const struct gh_store *s)
 #define STORE_SQL(s, sqlite_sql, pg_sql) (store_is_pg(s) ? (pg_sql) : (sqlite_sql))
 
 /* Runs fn as a write job and waits for its commit. The result is fn's code,
- * or GH_E_IO when the transaction could not commit. */
+ * or GH_E_IO when the transaction could not commit (GH_E_UNAVAILABLE when
+ * PostgreSQL could not be reached). */
 enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e);
 /* Queues fn without waiting; free_arg(arg) runs after it (NULL ok). Drops the
  * job silently when the queue cannot take it. */

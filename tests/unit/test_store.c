@@ -1203,6 +1203,43 @@ static void test_two_stores_one_chain(void)
 	t_store_close(&t);
 }
 
+/* ---- PostgreSQL: connections lost ---- */
+
+/* The server ends every connection of the store: the write that finds its
+ * connection gone fails with GH_E_UNAVAILABLE (a 503, not an internal
+ * error), and writes work again once the pool has connected anew. */
+static void test_pg_connection_lost(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	int64_t id;
+	int i, ok = 0, unavailable = 0;
+
+	if (!t_store_pg()) {
+		fprintf(stderr, "  skipped on SQLite: PostgreSQL's connections (PostgreSQL only)\n");
+		return;
+	}
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "before", NULL, &id, &e), GH_OK);
+	/* waits (up to 5 s) for each backend to have ended */
+	T_ASSERT(sql_int(t.path, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) "
+				 "FROM pg_stat_activity WHERE datname = current_database() AND "
+				 "pid <> pg_backend_pid()) x") >= 1);
+	for (i = 0; i < 16 && !ok; i++) {
+		enum gh_code rc = gh_store_memory_save(t.s, "o", "r", "after", NULL, &id, &e);
+
+		if (rc == GH_OK)
+			ok = 1;
+		else if (rc == GH_E_UNAVAILABLE)
+			unavailable++;
+		else
+			T_FAIL("write after the connections ended: %d %s", rc, e.msg);
+	}
+	T_ASSERT(unavailable >= 1);
+	T_ASSERT(ok);
+	t_store_close(&t);
+}
+
 /* ---- A2A tasks ---- */
 
 /* A task is inserted once, read by its owner and agent only, and saved
@@ -1802,4 +1839,5 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
+       T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
