@@ -1,11 +1,15 @@
-# Turns migrations/sqlite/*.sql and web-admin/* into a C source file, so the
-# single binary carries its schema and its admin UI. Run with cmake -P.
+# Turns migrations/sqlite/*.sql, migrations/postgres/*.sql and web-admin/*
+# into a C source file, so the single binary carries its schemas and its
+# admin UI. Run with cmake -P.
 #
-# Inputs: OUT, MIGRATIONS (list), WEBADMIN (list), WEBADMIN_ROOT.
-# Output: arrays gh_embedded_migrations[] and gh_embedded_web[], each
-# terminated by an entry whose name is NULL (see src/embed.h).
+# Inputs: OUT, MIGRATIONS (list), PG_MIGRATIONS (list), WEBADMIN (list),
+# WEBADMIN_ROOT.
+# Output: arrays gh_embedded_migrations[], gh_embedded_pg_migrations[] and
+# gh_embedded_web[], each terminated by an entry whose name is NULL (see
+# src/embed.h).
 
 separate_arguments(MIGRATIONS)
+separate_arguments(PG_MIGRATIONS)
 separate_arguments(WEBADMIN)
 
 function(gh_hex_array VAR FILE)
@@ -29,6 +33,16 @@ foreach(F IN LISTS MIGRATIONS)
   math(EXPR I "${I} + 1")
 endforeach()
 
+set(TABLE_P "")
+set(I 0)
+foreach(F IN LISTS PG_MIGRATIONS)
+  get_filename_component(NAME "${F}" NAME)
+  gh_hex_array(DATA "${F}")
+  string(APPEND SRC "static const unsigned char p${I}[] = {\n  ${DATA}};\n")
+  string(APPEND TABLE_P "  {\"${NAME}\", p${I}, ${DATA_LEN}},\n")
+  math(EXPR I "${I} + 1")
+endforeach()
+
 set(TABLE_W "")
 set(I 0)
 foreach(F IN LISTS WEBADMIN)
@@ -40,6 +54,7 @@ foreach(F IN LISTS WEBADMIN)
 endforeach()
 
 string(APPEND SRC "\nconst struct gh_embedded gh_embedded_migrations[] = {\n${TABLE_M}  {0, 0, 0}\n};\n")
+string(APPEND SRC "\nconst struct gh_embedded gh_embedded_pg_migrations[] = {\n${TABLE_P}  {0, 0, 0}\n};\n")
 string(APPEND SRC "\nconst struct gh_embedded gh_embedded_web[] = {\n${TABLE_W}  {0, 0, 0}\n};\n")
 
 # Only touch the file when it changed, so unrelated rebuilds stay quick.

@@ -17,7 +17,8 @@ struct gh_embedded {
 	size_t len;
 };
 
-extern const struct gh_embedded gh_embedded_migrations[];
+extern const struct gh_embedded gh_embedded_migrations[];     /* migrations/sqlite */
+extern const struct gh_embedded gh_embedded_pg_migrations[];  /* migrations/postgres */
 extern const struct gh_embedded gh_embedded_web[];
 
 #endif

@@ -594,44 +594,43 @@ static const char *prepared(struct gh_pg_conn *c, const char *sql, const char *w
 
 #define PG_MAX_ARGS 64
 
-enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
-			int n, const char *what, PGresult **res, struct gh_err *e)
-{
+/* libpq's parameter arrays for args. */
+struct pg_params {
 	char nums[PG_MAX_ARGS][24];
 	const char *vals[PG_MAX_ARGS];
-	int lens[PG_MAX_ARGS], fmts[PG_MAX_ARGS], i;
-	const char *name;
-	ExecStatusType st;
-	PGresult *r;
+	int lens[PG_MAX_ARGS], fmts[PG_MAX_ARGS];
+};
 
-	if (res)
-		*res = NULL;
-	if (n < 0 || n > PG_MAX_ARGS)
-		return gh_err_set(e, GH_E_INTERNAL, "database: %s: %d parameters", what, n);
-	if (!c->pc)
-		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
-	if (!(name = prepared(c, sql, what, e)))
-		return e ? e->code : GH_E_IO;
+static void params_of(const struct gh_pg_arg *args, int n, struct pg_params *pp)
+{
+	int i;
+
 	for (i = 0; i < n; i++) {
-		lens[i] = 0;
-		fmts[i] = 0;
+		pp->lens[i] = 0;
+		pp->fmts[i] = 0;
 		switch (args[i].kind) {
 		case GH_PG_TEXT:
-			vals[i] = args[i].p;
+			pp->vals[i] = args[i].p;
 			break;
 		case GH_PG_INT:
-			snprintf(nums[i], sizeof(nums[i]), "%lld", (long long)args[i].num);
-			vals[i] = nums[i];
+			snprintf(pp->nums[i], sizeof(pp->nums[i]), "%lld", (long long)args[i].num);
+			pp->vals[i] = pp->nums[i];
 			break;
 		case GH_PG_BYTES:
-			vals[i] = args[i].p ? args[i].p : "";
-			lens[i] = (int)args[i].num;
-			fmts[i] = 1;
+			pp->vals[i] = args[i].p ? args[i].p : "";
+			pp->lens[i] = (int)args[i].num;
+			pp->fmts[i] = 1;
 			break;
 		}
 	}
-	r = PQexecPrepared(c->pc, name, n, vals, lens, fmts, 0);
-	st = PQresultStatus(r);
+}
+
+/* Hands r to *res (or frees it) when it succeeded, else maps its error. */
+static enum gh_code result(struct gh_pg_conn *c, PGresult *r, const char *what, PGresult **res,
+			   struct gh_err *e)
+{
+	ExecStatusType st = PQresultStatus(r);
+
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		enum gh_code rc = fail(c, r, what, e);
 
@@ -643,6 +642,53 @@ enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_p
 	else
 		PQclear(r);
 	return GH_OK;
+}
+
+enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
+			int n, const char *what, PGresult **res, struct gh_err *e)
+{
+	struct pg_params pp;
+	const char *name;
+
+	if (res)
+		*res = NULL;
+	if (n < 0 || n > PG_MAX_ARGS)
+		return gh_err_set(e, GH_E_INTERNAL, "database: %s: %d parameters", what, n);
+	if (!c->pc)
+		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	if (!(name = prepared(c, sql, what, e)))
+		return e ? e->code : GH_E_IO;
+	params_of(args, n, &pp);
+	return result(c, PQexecPrepared(c->pc, name, n, pp.vals, pp.lens, pp.fmts, 0), what, res,
+		      e);
+}
+
+enum gh_code gh_pg_exec_once(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
+			     int n, const char *what, PGresult **res, struct gh_err *e)
+{
+	struct pg_params pp;
+	size_t cap = strlen(sql) * 4 + 1;
+	char *text;
+	enum gh_code rc;
+
+	if (res)
+		*res = NULL;
+	if (n < 0 || n > PG_MAX_ARGS)
+		return gh_err_set(e, GH_E_INTERNAL, "database: %s: %d parameters", what, n);
+	if (!c->pc)
+		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	/* a bare ? becomes at most $999: four bytes for one */
+	if (!(text = malloc(cap)))
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (gh_pg_sql_rewrite(sql, text, cap, NULL) != 0) {
+		free(text);
+		return gh_err_set(e, GH_E_INTERNAL, "database: %s: a bad placeholder", what);
+	}
+	params_of(args, n, &pp);
+	rc = result(c, PQexecParams(c->pc, text, n, NULL, pp.vals, pp.lens, pp.fmts, 0), what, res,
+		    e);
+	free(text);
+	return rc;
 }
 
 enum gh_code gh_pg_run(struct gh_pg_conn *c, const char *sql, const char *what,

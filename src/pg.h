@@ -109,6 +109,10 @@ PGconn *gh_pg_conn_raw(struct gh_pg_conn *c);
  * the statement timed out, otherwise GH_E_IO "database: what: <message>". */
 enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
 			int n, const char *what, PGresult **res, struct gh_err *e);
+/* gh_pg_exec for sql built for this call (not a literal): sent with its
+ * parameters, never prepared nor cached. */
+enum gh_code gh_pg_exec_once(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
+			     int n, const char *what, PGresult **res, struct gh_err *e);
 /* Runs a statement without parameters and not prepared (BEGIN, COMMIT,
  * DDL), with the same error mapping. */
 enum gh_code gh_pg_run(struct gh_pg_conn *c, const char *sql, const char *what,

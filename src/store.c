@@ -7,6 +7,12 @@
  * connection from a fixed pool. In inline mode (CLI) the calling thread
  * plays the writer under inline_mu. Either way every write transaction
  * holds the cross-process flock on "<db>-writer.lock".
+ *
+ * On PostgreSQL (o.url) the same queue and savepoints run on one
+ * connection of the store's pool, taken by whoever commits a batch for
+ * that batch; readers borrow a pool connection with their slot. There is
+ * no lock file, WAL, PRAGMA or block index: the server serialises writers,
+ * and the audit chain takes an advisory lock (store_audit.c).
  */
 #include "store_sqlite.h"
 
@@ -25,6 +31,8 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "pg.h"
+#include "store_pg.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -190,10 +198,13 @@ static int exec(struct store_conn *c, const char *sql, struct gh_err *e)
 /* Runs a cached statement that returns no rows. */
 static int step_done(struct store_conn *c, const char *sql, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(c, sql, e);
+	sqlite3_stmt *st;
 	int rc;
 
-	if (!st)
+	if (!c->db) /* PostgreSQL: its BEGIN always waits for what it needs */
+		return store_pg_run(c, !strcmp(sql, "BEGIN IMMEDIATE") ? "BEGIN" : sql, e) ==
+				       GH_OK ? 0 : -1;
+	if (!(st = store_stmt(c, sql, e)))
 		return -1;
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
@@ -206,6 +217,8 @@ static int step_done(struct store_conn *c, const char *sql, struct gh_err *e)
 
 int store_read_begin(struct store_conn *c, struct gh_err *e)
 {
+	if (!c->db) /* one snapshot for every statement, as SQLite's BEGIN */
+		return step_done(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
 	return step_done(c, "BEGIN", e);
 }
 
@@ -214,7 +227,12 @@ void store_read_end(struct store_conn *c)
 	struct gh_err ignore;
 
 	/* a read transaction has nothing to commit; this only ends it */
-	if (!sqlite3_get_autocommit(c->db))
+	if (c->pg) {
+		if (PQtransactionStatus(gh_pg_conn_raw(c->pg)) != PQTRANS_IDLE)
+			step_done(c, "COMMIT", &ignore);
+		return;
+	}
+	if (c->db && !sqlite3_get_autocommit(c->db))
 		step_done(c, "COMMIT", &ignore);
 }
 
@@ -222,6 +240,8 @@ void store_read_end(struct store_conn *c)
 
 static int lock_writer(struct gh_store *s)
 {
+	if (store_is_pg(s))
+		return 0;
 	while (flock(s->lock_fd, LOCK_EX) != 0) {
 		if (errno != EINTR)
 			return -1;
@@ -231,13 +251,49 @@ static int lock_writer(struct gh_store *s)
 
 static void unlock_writer(struct gh_store *s)
 {
+	if (store_is_pg(s))
+		return;
 	flock(s->lock_fd, LOCK_UN);
 }
 
 /* -------------------------------------------------------------- batches */
 
+/* 1 when s has a writer (SQLite's connection, or PostgreSQL's pool and
+ * not read-only). */
+static int writable(const struct gh_store *s)
+{
+	return s->w.db || (s->pool && !s->o.readonly);
+}
+
+/* PostgreSQL: takes the pool connection the writer commits on (on failure
+ * its statements fail with the reason); gives it back. No-ops on SQLite. */
+static void writer_take(struct gh_store *s)
+{
+	if (!store_is_pg(s))
+		return;
+	gh_err_clear(&s->w.pg_err);
+	if (gh_pg_acquire(s->pool, &s->w.pg, &s->w.pg_err) != GH_OK)
+		s->w.pg = NULL;
+}
+
+static void writer_give(struct gh_store *s)
+{
+	if (s->w.pg)
+		gh_pg_release(s->pool, s->w.pg);
+	s->w.pg = NULL;
+}
+
+static void run_batch_on(struct gh_store *s, struct store_job *jobs, int idle_checkpoint);
+
 /* Runs jobs (a list) in one transaction; fills each job's rc/err. */
 static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_checkpoint)
+{
+	writer_take(s);
+	run_batch_on(s, jobs, idle_checkpoint);
+	writer_give(s);
+}
+
+static void run_batch_on(struct gh_store *s, struct store_job *jobs, int idle_checkpoint)
 {
 	struct store_job *j;
 	struct gh_err be;
@@ -314,7 +370,8 @@ fail_all:
 		gh_error("%s", be.msg);
 		for (j = jobs; j; j = j->next) {
 			if (j->rc == GH_OK || j->err.code == GH_OK) {
-				j->rc = GH_E_IO;
+				/* PostgreSQL out of reach: 503, as every request then */
+				j->rc = be.code == GH_E_UNAVAILABLE ? GH_E_UNAVAILABLE : GH_E_IO;
 				j->err = be;
 			}
 		}
@@ -589,7 +646,7 @@ enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struc
 	struct store_job j;
 	int leader = 0;
 
-	if (!s->w.db)
+	if (!writable(s))
 		return gh_err_set(e, GH_E_UNAVAILABLE, "%s",
 				  s->o.readonly_reason ? s->o.readonly_reason
 						       : "database: opened read-only");
@@ -626,10 +683,10 @@ void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
 {
 	struct store_job *j;
 
-	if (!s->w.db || !s->o.threaded) {
+	if (!writable(s) || !s->o.threaded) {
 		struct gh_err ignore;
 
-		if (s->w.db)
+		if (writable(s))
 			store_write(s, fn, arg, &ignore);
 		if (free_arg)
 			free_arg(arg);
@@ -674,9 +731,17 @@ struct store_conn *store_reader_now(struct gh_store *s)
 	for (;;) {
 		for (i = 0; i < s->nreaders; i++) {
 			if (!s->readers[i].busy) {
-				s->readers[i].busy = 1;
+				struct store_conn *c = &s->readers[i];
+
+				c->busy = 1;
 				pthread_mutex_unlock(&s->rmu);
-				return &s->readers[i];
+				if (store_is_pg(s)) {
+					/* on failure its statements fail with why */
+					gh_err_clear(&c->pg_err);
+					if (gh_pg_acquire(s->pool, &c->pg, &c->pg_err) != GH_OK)
+						c->pg = NULL;
+				}
+				return c;
 			}
 		}
 		pthread_cond_wait(&s->rcv, &s->rmu);
@@ -701,6 +766,9 @@ void store_reader_put(struct gh_store *s, struct store_conn *c)
 
 	for (i = 0; i < c->ncache; i++)
 		sqlite3_reset(c->cache[i].st);
+	if (c->pg)
+		gh_pg_release(s->pool, c->pg);
+	c->pg = NULL;
 	pthread_mutex_lock(&s->rmu);
 	c->busy = 0;
 	pthread_cond_signal(&s->rcv);
@@ -881,11 +949,43 @@ out:
 	return rc;
 }
 
+/* PostgreSQL: applies migrations/postgres (embedded) with gh_pg_migrate,
+ * which serialises replicas with an advisory lock. */
+static enum gh_code pg_migrate(struct gh_store *s, int *applied, struct gh_err *e)
+{
+	struct gh_pg_migration m[64];
+	struct gh_pg_conn *c = NULL;
+	const struct gh_embedded *em;
+	size_t n = 0;
+	int v = 0;
+	enum gh_code rc;
+
+	for (em = gh_embedded_pg_migrations; em->name; em++) {
+		if (n == sizeof(m) / sizeof(m[0]) || migration_version(em->name) < 1)
+			return gh_err_set(e, GH_E_INTERNAL, "migration %s: bad name or too many",
+					  em->name);
+		m[n].version = migration_version(em->name);
+		m[n].name = em->name + 5;
+		m[n].sql = (const char *)em->data;
+		n++;
+	}
+	if ((rc = gh_pg_acquire(s->pool, &c, e)) != GH_OK)
+		return rc;
+	rc = gh_pg_migrate(c, m, n, &v, e);
+	gh_pg_release(s->pool, c);
+	if (rc != GH_OK)
+		return rc;
+	if (applied)
+		*applied = v > s->schema_version ? v - s->schema_version : 0;
+	s->schema_version = v;
+	return GH_OK;
+}
+
 enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e)
 {
 	enum gh_code rc;
 
-	if (!s->w.db)
+	if (!writable(s))
 		return gh_err_set(e, GH_E_IO, "database: opened read-only");
 	if (s->o.threaded) {
 		/* gh_store_open applied every migration before starting the
@@ -895,7 +995,7 @@ enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e
 		return GH_OK;
 	}
 	pthread_mutex_lock(&s->inline_mu);
-	rc = migrate(s, applied, e);
+	rc = store_is_pg(s) ? pg_migrate(s, applied, e) : migrate(s, applied, e);
 	pthread_mutex_unlock(&s->inline_mu);
 	return rc;
 }
@@ -955,11 +1055,102 @@ static void name_path(const char *path, struct gh_err *e)
 			     "does not exist yet)" : "");
 }
 
+/* SQLite: the lock file, the writer connection in WAL mode, migrations. */
+static enum gh_code sqlite_open(struct gh_store *s, struct gh_err *e)
+{
+	size_t plen = strlen(s->o.path);
+	int i;
+
+	s->path = strdup(s->o.path);
+	s->lock_path = malloc(plen + sizeof("-writer.lock"));
+	if (!s->path || !s->lock_path)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	memcpy(s->lock_path, s->o.path, plen);
+	memcpy(s->lock_path + plen, "-writer.lock", sizeof("-writer.lock"));
+
+	if (s->o.readonly) {
+		if (access(s->path, F_OK) != 0)
+			return gh_err_set(e, GH_E_IO,
+					  "database %s does not exist (run gatehouse migrate first)",
+					  s->path);
+	} else {
+		s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (s->lock_fd < 0)
+			return gh_err_set(e, GH_E_IO, "%s: %s", s->lock_path, strerror(errno));
+		if (open_conn(s, &s->w, 0, e) != 0)
+			return GH_E_IO;
+		if (lock_writer(s) != 0)
+			return gh_err_set(e, GH_E_IO, "database: cannot take the writer lock");
+		i = exec(&s->w, "PRAGMA journal_mode = WAL", e);
+		unlock_writer(s);
+		if (i != 0)
+			return GH_E_IO;
+		if (migrate(s, NULL, e) != GH_OK)
+			return GH_E_IO;
+	}
+	return GH_OK;
+}
+
+/* SQLite, read-only: the schema is there and not newer than this binary. */
+static enum gh_code sqlite_version_check(struct gh_store *s, struct gh_err *e)
+{
+	struct gh_err ve;
+	int v = 0;
+
+	if (read_version(&s->readers[0], &v, &ve) != 0)
+		return gh_err_set(e, GH_E_IO, "%s", ve.msg);
+	if (v > gh_store_schema_latest())
+		return gh_err_set(e, GH_E_IO,
+				  "database %s has schema version %d, newer than this "
+				  "gatehouse knows (%d); upgrade gatehouse",
+				  s->path, v, gh_store_schema_latest());
+	if (v == 0)
+		return gh_err_set(e, GH_E_IO,
+				  "database %s has no schema (run gatehouse migrate first)",
+				  s->path);
+	s->schema_version = v;
+	return GH_OK;
+}
+
+/* PostgreSQL: the pool (readers and the writer; one connection made now,
+ * so a wrong URL is reported at open) and migrations, or, read-only, the
+ * schema version checked. */
+static enum gh_code pg_open(struct gh_store *s, struct gh_err *e)
+{
+	struct gh_pg_opts po = {s->o.url, s->o.readers + 1, 5, 0,
+				s->o.busy_timeout_ms > 0 ? s->o.busy_timeout_ms : 5000};
+	struct gh_pg_conn *c = NULL;
+	PGresult *r = NULL;
+	enum gh_code rc;
+
+	s->o.url = NULL; /* borrowed for the open only */
+	if ((rc = gh_pg_pool_open(&po, &s->pool, e)) != GH_OK)
+		return rc;
+	if (!s->o.readonly)
+		return pg_migrate(s, NULL, e);
+	if ((rc = gh_pg_acquire(s->pool, &c, e)) != GH_OK)
+		return rc;
+	rc = gh_pg_exec(c, "SELECT coalesce(max(version), 0) FROM schema_migrations", NULL, 0,
+			"reading the schema version", &r, e);
+	if (rc == GH_OK)
+		s->schema_version = (int)gh_pg_int(r, 0, 0, NULL);
+	PQclear(r);
+	gh_pg_release(s->pool, c);
+	if (rc != GH_OK) {
+		char why[GH_ERR_MSG_MAX];
+
+		gh_strlcpy(why, e ? e->msg : "", sizeof(why));
+		return gh_err_set(e, GH_E_IO, "database has no schema (run gatehouse migrate "
+				  "first): %s", why);
+	}
+	return GH_OK;
+}
+
 enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 			   struct gh_err *e)
 {
 	struct gh_store *s;
-	size_t plen, i;
+	size_t i;
 	enum gh_code rc = GH_E_IO;
 
 	*out = NULL;
@@ -981,41 +1172,11 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	pthread_mutex_init(&s->wmu, NULL);
 	pthread_mutex_init(&s->qmu, NULL);
 	pthread_cond_init(&s->qcv, NULL);
-	plen = strlen(o->path);
-	s->path = strdup(o->path);
-	s->lock_path = malloc(plen + sizeof("-writer.lock"));
-	if (!s->path || !s->lock_path) {
-		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (o->url) {
+		if ((rc = pg_open(s, e)) != GH_OK)
+			goto fail;
+	} else if ((rc = sqlite_open(s, e)) != GH_OK) {
 		goto fail;
-	}
-	memcpy(s->lock_path, o->path, plen);
-	memcpy(s->lock_path + plen, "-writer.lock", sizeof("-writer.lock"));
-
-	if (o->readonly) {
-		if (access(s->path, F_OK) != 0) {
-			rc = gh_err_set(e, GH_E_IO,
-					"database %s does not exist (run gatehouse migrate first)",
-					s->path);
-			goto fail;
-		}
-	} else {
-		s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (s->lock_fd < 0) {
-			rc = gh_err_set(e, GH_E_IO, "%s: %s", s->lock_path, strerror(errno));
-			goto fail;
-		}
-		if (open_conn(s, &s->w, 0, e) != 0)
-			goto fail;
-		if (lock_writer(s) != 0) {
-			rc = gh_err_set(e, GH_E_IO, "database: cannot take the writer lock");
-			goto fail;
-		}
-		i = (size_t)exec(&s->w, "PRAGMA journal_mode = WAL", e);
-		unlock_writer(s);
-		if (i != 0)
-			goto fail;
-		if (migrate(s, NULL, e) != GH_OK)
-			goto fail;
 	}
 	s->nreaders = (size_t)s->o.readers;
 	s->readers = calloc(s->nreaders, sizeof(*s->readers));
@@ -1023,37 +1184,18 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto fail;
 	}
-	for (i = 0; i < s->nreaders; i++)
+	for (i = 0; !store_is_pg(s) && i < s->nreaders; i++)
 		if (open_conn(s, &s->readers[i], 1, e) != 0)
 			goto fail;
-	if (o->readonly) {
-		struct gh_err ve;
-		int v = 0;
-
-		if (read_version(&s->readers[0], &v, &ve) != 0) {
-			rc = gh_err_set(e, GH_E_IO, "%s", ve.msg);
-			goto fail;
-		}
-		if (v > gh_store_schema_latest()) {
-			rc = gh_err_set(e, GH_E_IO,
-					"database %s has schema version %d, newer than this "
-					"gatehouse knows (%d); upgrade gatehouse",
-					s->path, v, gh_store_schema_latest());
-			goto fail;
-		}
-		if (v == 0) {
-			rc = gh_err_set(e, GH_E_IO,
-					"database %s has no schema (run gatehouse migrate first)",
-					s->path);
-			goto fail;
-		}
-		s->schema_version = v;
-	}
+	if (o->readonly && !store_is_pg(s) && (rc = sqlite_version_check(s, e)) != GH_OK)
+		goto fail;
 	if (o->threaded && !o->readonly) {
-		/* blocks completed while no server ran (or before an upgrade)
-		 * are indexed in the background, one at a time */
-		atomic_store(&s->audit_index_due, 1);
-		sqlite3_wal_hook(s->w.db, wal_hook, s);
+		if (!store_is_pg(s)) {
+			/* blocks completed while no server ran (or before an
+			 * upgrade) are indexed in the background, one at a time */
+			atomic_store(&s->audit_index_due, 1);
+			sqlite3_wal_hook(s->w.db, wal_hook, s);
+		}
 		if (pthread_create(&s->house, NULL, housekeeping, s) != 0) {
 			rc = gh_err_set(e, GH_E_INTERNAL, "cannot start the database writer");
 			goto fail;
@@ -1064,7 +1206,8 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	return GH_OK;
 fail:
 	gh_store_close(s);
-	name_path(o->path, e);
+	if (!o->url)
+		name_path(o->path, e);
 	return rc == GH_OK ? GH_E_IO : (e ? e->code : rc);
 }
 
@@ -1084,6 +1227,13 @@ void gh_store_close(struct gh_store *s)
 	for (i = 0; s->readers && i < s->nreaders; i++)
 		conn_close(&s->readers[i]);
 	free(s->readers);
+	if (store_is_pg(s) && writable(s) && s->signer) {
+		/* sign whatever is still unsigned before leaving */
+		pthread_mutex_lock(&s->wmu);
+		run_batch(s, NULL, 1);
+		pthread_mutex_unlock(&s->wmu);
+	}
+	gh_pg_pool_close(s->pool);
 	if (s->w.db) {
 		if (lock_writer(s) == 0) {
 			if (s->signer) {
@@ -1162,6 +1312,8 @@ static enum gh_code analyze_job(struct gh_store *s, struct store_conn *w, void *
 	(void)arg;
 	/* sampled statistics: cheap even on millions of rows, enough for the
 	 * planner to pick the most selective index of a filtered query */
+	if (!w->db)
+		return store_pg_run(w, "ANALYZE", e);
 	if (exec(w, "PRAGMA analysis_limit = 1000", e) != 0 || exec(w, "ANALYZE", e) != 0)
 		return GH_E_IO;
 	return GH_OK;

@@ -33,7 +33,9 @@ struct gh_audit_checkpoint;
 struct gh_store_tx;
 
 struct gh_store_opts {
-	const char *path;
+	const char *path;          /* SQLite: the database file */
+	const char *url;           /* PostgreSQL (postgres:// or postgresql://): used
+				    * instead of path when set; borrowed for open */
 	int synchronous_full;      /* PRAGMA synchronous=FULL instead of NORMAL */
 	int readers;               /* read pool size (>= 1) */
 	int busy_timeout_ms;

@@ -28,11 +28,11 @@ static enum gh_code audit_in(struct gh_store *s, struct store_conn *w, const str
 static enum gh_code end_sessions(struct store_conn *w, struct admin_arg *a, struct gh_err *e)
 {
 	if (a->token_hash)
-		return store_exec(w, "DELETE FROM admin_sessions WHERE user = ? AND "
-				     "token_hash IS NOT ?",
+		return store_exec(w, "DELETE FROM admin_sessions WHERE \"user\" = ? AND "
+				     "token_hash IS DISTINCT FROM ?",
 				  STORE_ARGS(STORE_TEXT(a->name), STORE_BLOB(a->token_hash, 32)),
 				  "ending sessions", &a->ended, e);
-	return store_exec(w, "DELETE FROM admin_sessions WHERE user = ?",
+	return store_exec(w, "DELETE FROM admin_sessions WHERE \"user\" = ?",
 			  STORE_ARGS(STORE_TEXT(a->name)), "ending sessions", &a->ended, e);
 }
 
@@ -227,7 +227,7 @@ static enum gh_code session_create_job(struct gh_store *s, struct store_conn *w,
 	enum gh_code rc;
 
 	(void)s;
-	rc = store_exec(w, "INSERT INTO admin_sessions (token_hash, user, csrf, created_at, "
+	rc = store_exec(w, "INSERT INTO admin_sessions (token_hash, \"user\", csrf, created_at, "
 			   "last_seen_at, expires_at, remote_addr) VALUES (?, ?, ?, ?, ?, ?, ?)",
 			STORE_ARGS(STORE_BLOB(a->token_hash, 32), STORE_TEXT(a->name),
 				   STORE_TEXT(a->csrf), STORE_INT(a->now), STORE_INT(a->now),
@@ -286,8 +286,8 @@ static int session_row(struct store_row *sr, void *ud)
 enum gh_code gh_store_session_peek(struct gh_store *s, const unsigned char token_hash[32],
 				   struct gh_admin_session *out, struct gh_err *e)
 {
-	return store_get(s, "SELECT s.user, s.csrf, s.created_at, s.last_seen_at, s.expires_at "
-			    "FROM admin_sessions s JOIN admin_users u ON u.name = s.user "
+	return store_get(s, "SELECT s.\"user\", s.csrf, s.created_at, s.last_seen_at, s.expires_at "
+			    "FROM admin_sessions s JOIN admin_users u ON u.name = s.\"user\" "
 			    "WHERE s.token_hash = ? AND u.disabled_at IS NULL",
 			 STORE_ARGS(STORE_BLOB(token_hash, 32)), session_row, out, sizeof(*out),
 			 "reading a session", e, "no session");

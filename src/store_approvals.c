@@ -108,9 +108,9 @@ enum gh_code gh_store_approval_get(struct gh_store *s, const char *owner, const 
 {
 	return store_get(s, by_call
 			 ? "SELECT " APPROVAL_COLS " FROM approvals WHERE tool_call_id = ?1 "
-			   "AND (?2 IS NULL OR owner = ?2)"
+			   "AND (CAST(?2 AS text) IS NULL OR owner = ?2)"
 			 : "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?1 "
-			   "AND (?2 IS NULL OR owner = ?2)",
+			   "AND (CAST(?2 AS text) IS NULL OR owner = ?2)",
 			 STORE_ARGS(STORE_TEXT(id), STORE_TEXT(owner)), approval_row, out,
 			 sizeof(*out), "reading an approval", e, "no approval %s", id);
 }
@@ -127,9 +127,9 @@ enum gh_code gh_store_approval_list(struct gh_store *s, const char *status, cons
 
 	return store_read(s, oldest_first
 			  ? "SELECT " APPROVAL_COLS " FROM approvals WHERE status = ?1 "
-			    "AND (?2 IS NULL OR owner = ?2) ORDER BY created_at, id LIMIT ?3"
-			  : "SELECT " APPROVAL_COLS " FROM approvals WHERE (?1 IS NULL OR "
-			    "status = ?1) AND (?2 IS NULL OR owner = ?2) "
+			    "AND (CAST(?2 AS text) IS NULL OR owner = ?2) ORDER BY created_at, id LIMIT ?3"
+			  : "SELECT " APPROVAL_COLS " FROM approvals WHERE (CAST(?1 AS text) IS NULL OR "
+			    "status = ?1) AND (CAST(?2 AS text) IS NULL OR owner = ?2) "
 			    "ORDER BY created_at DESC, id DESC LIMIT ?3",
 			  STORE_ARGS(STORE_TEXT(status), STORE_TEXT(owner), STORE_INT(limit)), 0,
 			  approval_each_row, &x, NULL, "listing approvals", e);

@@ -69,6 +69,14 @@ enum gh_code store_chain_load(struct gh_store *s, struct store_conn *w, struct g
 		return GH_OK;
 	memset(c, 0, sizeof(*c));
 	memset(&t, 0, sizeof(t));
+	/* PostgreSQL: every replica appends to the one chain; the head is
+	 * read under a lock its transaction holds until it ends, so no two
+	 * transactions chain to the same row (SQLite's writer lock does this
+	 * there) */
+	if (store_is_pg(s) &&
+	    (rc = store_exec(w, "SELECT pg_advisory_xact_lock(7451287307373553000)", NULL, 0,
+			     "taking the audit chain lock", NULL, e)) != GH_OK)
+		return rc;
 	rc = store_rows(w, "SELECT seq, hash, ts FROM audit_events ORDER BY seq DESC LIMIT 1",
 			NULL, 0, 1, tip_row, &t, &found, "reading the audit chain", e);
 	if (rc != GH_OK)
@@ -214,7 +222,7 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 	s->audit_rows_tx++;
 	s->chain.last_ts = ev.ts;
 	memcpy(s->chain.last_hash, hash, GH_AUDIT_HASH_LEN);
-	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0)
+	if (((seq + 1) & (GH_AUDIT_BLOCK_ROWS - 1)) == 0 && !store_is_pg(s))
 		s->audit_index_due = 1; /* this row completes a block */
 	if (seq_out)
 		*seq_out = seq;
@@ -933,7 +941,8 @@ static int audit_row(struct store_row *sr, void *ud)
 
 static int with_prev(struct gh_store *s)
 {
-	return gh_store_schema_version(s) >= CKPT_CHAINED_SCHEMA;
+	/* PostgreSQL's schema starts where SQLite's 0013 arrived */
+	return store_is_pg(s) || gh_store_schema_version(s) >= CKPT_CHAINED_SCHEMA;
 }
 
 enum gh_code gh_store_audit_checkpoint_at(struct gh_store *s, int64_t seq,
@@ -1148,9 +1157,12 @@ static enum gh_code prune_job(struct gh_store *s, struct store_conn *w, void *ar
 			     e)) != GH_OK)
 		return rc;
 	gh_audit_sign(s->signer, "anchor", keep_seq, prev, now, sig);
-	/* sqlite-only: INSERT OR REPLACE (the one anchor row, id 1) */
-	return store_exec(w, "INSERT OR REPLACE INTO audit_anchor (id, seq, prev_hash, ts, "
-			     "public_key, signature) VALUES (1, ?, ?, ?, ?, ?)",
+	/* the one anchor row, id 1, made or replaced */
+	return store_exec(w, "INSERT INTO audit_anchor (id, seq, prev_hash, ts, public_key, "
+			     "signature) VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+			     "SET seq = excluded.seq, prev_hash = excluded.prev_hash, "
+			     "ts = excluded.ts, public_key = excluded.public_key, "
+			     "signature = excluded.signature",
 			  STORE_ARGS(STORE_INT(keep_seq), STORE_BLOB(prev, GH_AUDIT_HASH_LEN),
 				     STORE_INT(now), STORE_BLOB(s->signer->pk, 32),
 				     STORE_BLOB(sig, 64)),

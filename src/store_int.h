@@ -16,22 +16,43 @@
 
 #define STORE_STMT_CACHE 256
 
-/* The SQLite handles a connection holds: only store.c, store_sqlite.c and
- * store_audit_index.c (which include <sqlite3.h>) look inside them; the
+/* The SQLite and PostgreSQL handles a connection holds: only store.c,
+ * store_sqlite.c, store_pg.c and store_audit_index.c look inside them; the
  * domain files speak to the statement and row functions below. */
 struct sqlite3;
 struct sqlite3_stmt;
+struct gh_pg_conn;
+struct gh_pg_pool;
+struct pg_result;
 
 /* A connection with its own prepared-statement cache, keyed by the address
- * of the SQL literal. Used by one thread at a time. */
+ * of the SQL literal. Used by one thread at a time. On SQLite db is open
+ * for the life of the store; on PostgreSQL pg is a connection of the
+ * store's pool while the connection is borrowed (a reader) or held by
+ * whoever commits (the writer), NULL otherwise: pg_err then says why when
+ * the pool could not give one (every statement fails with it). */
 struct store_conn {
 	struct sqlite3 *db;
+	struct gh_pg_conn *pg;
+	struct gh_err pg_err;
 	struct {
 		const char *sql;
 		struct sqlite3_stmt *st;
 	} cache[STORE_STMT_CACHE];
 	size_t ncache;
 	int busy;
+};
+
+/* A row as the backends hand it to a row callback (only store_sqlite.c and
+ * store_pg.c look inside): SQLite's statement stepped to the row, or a
+ * PostgreSQL result and the row's number in it, with the bytea values
+ * unescaped for the callback (freed when it returns). */
+struct store_pg_bytes;
+struct store_row {
+	struct sqlite3_stmt *st;
+	struct pg_result *res;
+	int row;
+	struct store_pg_bytes *bytes;
 };
 
 /* A write job: fn runs on the writer connection inside a savepoint of the
@@ -70,6 +91,7 @@ struct gh_store_tx {
 
 struct gh_store {
 	struct gh_store_opts o;
+	struct gh_pg_pool *pool;        /* PostgreSQL (o.url): the connections */
 	char *path;
 	char *lock_path;
 	int lock_fd;
@@ -124,8 +146,18 @@ struct gh_store {
 	int64_t last_analyze_ms;
 };
 
+/* 1 when s is on PostgreSQL, 0 on SQLite. */
+static inline int store_is_pg(const struct gh_store *s)
+{
+	return s->pool != NULL;
+}
+/* The statement a backend runs: SQLite's, or PostgreSQL's where the two
+ * cannot share one (both string literals: each keys its statement cache). */
+#define STORE_SQL(s, sqlite_sql, pg_sql) (store_is_pg(s) ? (pg_sql) : (sqlite_sql))
+
 /* Runs fn as a write job and waits for its commit. The result is fn's code,
- * or GH_E_IO when the transaction could not commit. */
+ * or GH_E_IO when the transaction could not commit (GH_E_UNAVAILABLE when
+ * PostgreSQL could not be reached). */
 enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e);
 /* Queues fn without waiting; free_arg(arg) runs after it (NULL ok). Drops the
  * job silently when the queue cannot take it. */

@@ -63,7 +63,7 @@ enum gh_code gh_store_mcp_pin_list(struct gh_store *s, const char *server,
 	struct pin_each x = {fn, ud};
 
 	return store_read(s, "SELECT " PIN_COLS " FROM mcp_tool_pins "
-			     "WHERE ?1 IS NULL OR server = ?1 ORDER BY server, tool",
+			     "WHERE CAST(?1 AS text) IS NULL OR server = ?1 ORDER BY server, tool",
 			  STORE_ARGS(STORE_TEXT(server)), 0, pin_each_row, &x, NULL,
 			  "listing tool pins", e);
 }
@@ -115,7 +115,7 @@ static enum gh_code hold_job(struct gh_store *s, struct store_conn *w, void *arg
 					"pending_definition = ?5, pending_since = ?6, "
 					"pending_status = 'held', rejected_by = NULL "
 					"WHERE server = ?1 AND tool = ?2 AND digest = ?3 "
-					"AND pending_digest IS NOT ?4",
+					"AND pending_digest IS DISTINCT FROM ?4",
 				     STORE_ARGS(STORE_TEXT(a->server), STORE_TEXT(a->tool),
 						STORE_TEXT(a->expect), STORE_TEXT(a->digest),
 						STORE_TEXT(a->definition), STORE_INT(gh_now_ms())),
@@ -202,17 +202,23 @@ static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *a
 	if (!a->accept && !strcmp(p.status, "rejected"))
 		return gh_err_set(e, GH_E_CONFLICT, "the changed definition of %s/%s is rejected "
 						    "already", a->server, a->tool);
-	rc = store_exec(w, a->accept
-			? "UPDATE mcp_tool_pins SET digest = pending_digest, "
-			  "definition = pending_definition, accepted_at = ?3, accepted_by = ?4, "
-			  "pending_digest = NULL, pending_definition = NULL, "
-			  "pending_since = NULL, pending_status = NULL, rejected_by = NULL "
-			  "WHERE server = ?1 AND tool = ?2"
-			: "UPDATE mcp_tool_pins SET pending_status = 'rejected', "
-			  "rejected_by = ?4 WHERE server = ?1 AND tool = ?2",
-			STORE_ARGS(STORE_TEXT(a->server), STORE_TEXT(a->tool),
-				   STORE_INT(gh_now_ms()), STORE_TEXT(a->by)),
-			"deciding on a changed tool", NULL, e);
+	/* each statement uses every parameter it is given (PostgreSQL cannot
+	 * type one it does not use) */
+	if (a->accept)
+		rc = store_exec(w, "UPDATE mcp_tool_pins SET digest = pending_digest, "
+				   "definition = pending_definition, accepted_at = ?3, "
+				   "accepted_by = ?4, pending_digest = NULL, pending_definition = NULL, "
+				   "pending_since = NULL, pending_status = NULL, rejected_by = NULL "
+				   "WHERE server = ?1 AND tool = ?2",
+				STORE_ARGS(STORE_TEXT(a->server), STORE_TEXT(a->tool),
+					   STORE_INT(gh_now_ms()), STORE_TEXT(a->by)),
+				"deciding on a changed tool", NULL, e);
+	else
+		rc = store_exec(w, "UPDATE mcp_tool_pins SET pending_status = 'rejected', "
+				   "rejected_by = ?3 WHERE server = ?1 AND tool = ?2",
+				STORE_ARGS(STORE_TEXT(a->server), STORE_TEXT(a->tool),
+					   STORE_TEXT(a->by)),
+				"deciding on a changed tool", NULL, e);
 	if (rc != GH_OK)
 		return rc;
 	return a->ev ? store_audit_append_in(s, w, a->ev, NULL, e) : GH_OK;

@@ -57,9 +57,12 @@ enum gh_code gh_store_memory_save_tx(struct gh_store_tx *tx, const char *owner,
 	return rc;
 }
 
-/* Turns free text into an FTS5 query of quoted words joined by OR, so any
- * FTS syntax in it (NEAR, column filters, quotes) is inert. */
-static int fts_query(const char *q, struct gh_buf *out)
+/* Turns free text into a query of its words, any of which may match: for
+ * FTS5 quoted words joined by OR, so any FTS syntax in it (NEAR, column
+ * filters, quotes) is inert; for PostgreSQL's to_tsquery (pg) the words
+ * joined by |, which holds no other operator as words are letters and
+ * digits only. */
+static int fts_query(const char *q, int pg, struct gh_buf *out)
 {
 	const unsigned char *p = (const unsigned char *)q;
 	int words = 0;
@@ -76,10 +79,10 @@ static int fts_query(const char *q, struct gh_buf *out)
 			p++;
 		if (p == start)
 			break;
-		if ((words && gh_buf_puts(out, " OR ") != GH_BUF_OK) ||
-		    gh_buf_putc(out, '"') != GH_BUF_OK ||
+		if ((words && gh_buf_puts(out, pg ? " | " : " OR ") != GH_BUF_OK) ||
+		    (!pg && gh_buf_putc(out, '"') != GH_BUF_OK) ||
 		    gh_buf_append(out, start, (size_t)(p - start)) != GH_BUF_OK ||
-		    gh_buf_putc(out, '"') != GH_BUF_OK)
+		    (!pg && gh_buf_putc(out, '"') != GH_BUF_OK))
 			return -1;
 		words++;
 	}
@@ -115,7 +118,7 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 
 	*out = NULL;
 	gh_buf_init(&q, 8192);
-	words = fts_query(query ? query : "", &q);
+	words = fts_query(query ? query : "", store_is_pg(s), &q);
 	if (words < 0) {
 		gh_buf_free(&q);
 		return gh_err_set(e, GH_E_BADREQ, "query is too long");
@@ -124,19 +127,28 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
 	}
-	rc = store_read(s, words == 0
-			? "SELECT id, content, tags, created_at, 0.0 FROM memories "
-			  "WHERE owner = ?1 AND resource_id = ?2 "
-			  "ORDER BY id DESC LIMIT ?4"
-			/* sqlite-only: FTS5 (MATCH, bm25) */
-			: "SELECT m.id, m.content, m.tags, m.created_at, "
-			  "bm25(memories_fts) AS score FROM memories_fts "
-			  "JOIN memories m ON m.id = memories_fts.rowid "
-			  "WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
-			  "AND m.resource_id = ?2 ORDER BY score LIMIT ?4",
-			STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
-				   STORE_TEXT(words > 0 ? q.data : NULL), STORE_INT(limit)),
-			0, memory_row, arr, NULL, "searching memories", e);
+	if (words == 0)
+		rc = store_read(s, "SELECT id, content, tags, created_at, 0.0 FROM memories "
+				   "WHERE owner = ?1 AND resource_id = ?2 "
+				   "ORDER BY id DESC LIMIT ?3",
+				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_INT(limit)),
+				0, memory_row, arr, NULL, "searching memories", e);
+	else /* lower scores first: bm25 and the negated ts_rank */
+		rc = store_read(s, STORE_SQL(s,
+				/* sqlite-only: FTS5 (MATCH, bm25) */
+				"SELECT m.id, m.content, m.tags, m.created_at, "
+				"bm25(memories_fts) AS score FROM memories_fts "
+				"JOIN memories m ON m.id = memories_fts.rowid "
+				"WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
+				"AND m.resource_id = ?2 ORDER BY score LIMIT ?4",
+				/* PostgreSQL's text search over memories.doc */
+				"SELECT id, content, tags, created_at, "
+				"-ts_rank(doc, to_tsquery('english', ?3)) AS score FROM memories "
+				"WHERE doc @@ to_tsquery('english', ?3) AND owner = ?1 "
+				"AND resource_id = ?2 ORDER BY score, id DESC LIMIT ?4"),
+				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_TEXT(q.data),
+					   STORE_INT(limit)),
+				0, memory_row, arr, NULL, "searching memories", e);
 	if (rc == GH_OK) {
 		*out = arr;
 		arr = NULL;

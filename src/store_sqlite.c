@@ -2,7 +2,8 @@
  * store_sqlite.c - the statement and row layer of store_int.h on SQLite:
  * cached prepared statements, parameters, step loops and the column
  * accessors row callbacks read rows with. The domain files (store_*.c)
- * reach SQLite only through these.
+ * reach SQLite only through these. A PostgreSQL connection or row is
+ * handed to store_pg.c's counterparts.
  *
  * Threading: a connection's statements are used by the one thread that
  * holds the connection (store_reader or the writer).
@@ -12,10 +13,24 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_pg.h"
+
+/* A connection with neither handle: a PostgreSQL reader or writer the pool
+ * could not give (pg_err says why). */
+static enum gh_code no_conn(struct store_conn *c, const char *what, struct gh_err *e)
+{
+	if (c->pg_err.code != GH_OK)
+		return gh_err_set(e, c->pg_err.code, "%s", c->pg_err.msg);
+	return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+}
 
 enum gh_code store_fail(struct store_conn *c, const char *what, struct gh_err *e)
 {
-	int rc = c && c->db ? sqlite3_extended_errcode(c->db) : SQLITE_ERROR;
+	int rc;
+
+	if (c && !c->db)
+		return no_conn(c, what, e);
+	rc = c && c->db ? sqlite3_extended_errcode(c->db) : SQLITE_ERROR;
 
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE)
 		return gh_err_set(e, GH_E_CONFLICT, "database: %s: already exists", what);
@@ -80,9 +95,13 @@ void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
 enum gh_code store_exec(struct store_conn *w, const char *sql, const struct store_arg *args,
 			int n, const char *what, int *changes, struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(w, sql, e);
+	sqlite3_stmt *st;
 
-	if (!st)
+	if (w->pg)
+		return store_pg_exec(w, sql, args, n, what, changes, e);
+	if (!w->db)
+		return no_conn(w, what, e);
+	if (!(st = store_stmt(w, sql, e)))
 		return GH_E_IO;
 	store_bind_args(st, args, n);
 	if (sqlite3_step(st) != SQLITE_DONE)
@@ -95,8 +114,11 @@ enum gh_code store_exec(struct store_conn *w, const char *sql, const struct stor
 enum gh_code store_insert(struct store_conn *w, const char *sql, const struct store_arg *args,
 			  int n, const char *what, int64_t *id, struct gh_err *e)
 {
-	enum gh_code rc = store_exec(w, sql, args, n, what, NULL, e);
+	enum gh_code rc;
 
+	if (w->pg)
+		return store_pg_insert(w, sql, args, n, what, id, e);
+	rc = store_exec(w, sql, args, n, what, NULL, e);
 	*id = rc == GH_OK ? sqlite3_last_insert_rowid(w->db) : 0;
 	return rc;
 }
@@ -105,11 +127,12 @@ enum gh_code store_insert(struct store_conn *w, const char *sql, const struct st
 static enum gh_code step_rows(struct store_conn *c, sqlite3_stmt *st, int max, store_row_fn row,
 			      void *ud, int *nrows, const char *what, struct gh_err *e)
 {
+	struct store_row sr = {st, NULL, 0, NULL};
 	int src = SQLITE_DONE, seen = 0, r = 0;
 
 	while ((max <= 0 || seen < max) && (src = sqlite3_step(st)) == SQLITE_ROW) {
 		seen++;
-		if ((r = row(store_row_of(st), ud)) != 0)
+		if ((r = row(&sr, ud)) != 0)
 			break;
 	}
 	sqlite3_reset(st);
@@ -128,11 +151,15 @@ enum gh_code store_rows(struct store_conn *c, const char *sql, const struct stor
 			int n, int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e)
 {
-	sqlite3_stmt *st = store_stmt(c, sql, e);
+	sqlite3_stmt *st;
 
+	if (c->pg)
+		return store_pg_rows(c, 0, sql, args, n, max, row, ud, nrows, what, e);
 	if (nrows)
 		*nrows = 0;
-	if (!st)
+	if (!c->db)
+		return no_conn(c, what, e);
+	if (!(st = store_stmt(c, sql, e)))
 		return GH_E_IO;
 	store_bind_args(st, args, n);
 	return step_rows(c, st, max, row, ud, nrows, what, e);
@@ -145,8 +172,12 @@ enum gh_code store_rows_once(struct store_conn *c, const char *sql, const struct
 	sqlite3_stmt *st = NULL;
 	enum gh_code rc;
 
+	if (c->pg)
+		return store_pg_rows(c, 1, sql, args, n, max, row, ud, nrows, what, e);
 	if (nrows)
 		*nrows = 0;
+	if (!c->db)
+		return no_conn(c, what, e);
 	if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return store_fail(c, what, e);
 	store_bind_args(st, args, n);
@@ -159,35 +190,50 @@ enum gh_code store_rows_once(struct store_conn *c, const char *sql, const struct
 
 int store_col_count(struct store_row *r)
 {
+	if (r->res)
+		return store_pg_col_count(r);
 	return sqlite3_column_count(store_row_stmt(r));
 }
 
 int store_col_isnull(struct store_row *r, int i)
 {
+	if (r->res)
+		return store_pg_col_isnull(r, i);
 	return sqlite3_column_type(store_row_stmt(r), i) == SQLITE_NULL;
 }
 
 const char *store_col_text(struct store_row *r, int i)
 {
+	if (r->res)
+		return store_pg_col_text(r, i);
 	return (const char *)sqlite3_column_text(store_row_stmt(r), i);
 }
 
 int64_t store_col_int(struct store_row *r, int i)
 {
+	if (r->res)
+		return store_pg_col_int(r, i);
 	return sqlite3_column_int64(store_row_stmt(r), i);
 }
 
 double store_col_double(struct store_row *r, int i)
 {
+	if (r->res)
+		return store_pg_col_double(r, i);
 	return sqlite3_column_double(store_row_stmt(r), i);
 }
 
 const void *store_col_blob(struct store_row *r, int i, size_t *len)
 {
-	sqlite3_stmt *st = store_row_stmt(r);
-	const void *p = sqlite3_column_blob(st, i);
-	int n = sqlite3_column_bytes(st, i);
+	sqlite3_stmt *st;
+	const void *p;
+	int n;
 
+	if (r->res)
+		return store_pg_col_blob(r, i, len);
+	st = store_row_stmt(r);
+	p = sqlite3_column_blob(st, i);
+	n = sqlite3_column_bytes(st, i);
 	*len = p && n > 0 ? (size_t)n : 0;
 	return *len ? p : NULL;
 }

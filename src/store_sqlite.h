@@ -20,16 +20,10 @@ int store_bind_text(sqlite3_stmt *st, int i, const char *s);
 /* Binds args in order, from parameter 1. */
 void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
 
-/* On SQLite a row is its statement, stepped to that row: the conversions
- * cost nothing. */
-static inline struct store_row *store_row_of(sqlite3_stmt *st)
-{
-	return (struct store_row *)(void *)st;
-}
-
+/* On SQLite a row is its statement, stepped to that row. */
 static inline sqlite3_stmt *store_row_stmt(struct store_row *r)
 {
-	return (sqlite3_stmt *)(void *)r;
+	return r->st;
 }
 
 #endif

@@ -46,7 +46,8 @@ static void page_fields(cJSON *res, int64_t total, int page, int per_page)
  * admin view's owner NULL means every owner. */
 #define OWNER_IS(n) "t.owner = ?" #n
 #define OWNER_ANY(n) "(?" #n " IS NULL OR t.owner = ?" #n ")"
-#define THREAD_FILTER "(?2 IS NULL OR t.agent_id = ?2) AND (?3 IS NULL OR t.resource_id = ?3)"
+#define THREAD_FILTER "(CAST(?2 AS text) IS NULL OR t.agent_id = ?2) " \
+	"AND (CAST(?3 AS text) IS NULL OR t.resource_id = ?3)"
 #define THREAD_ORDER " ORDER BY t.updated_at DESC, t.id LIMIT ?4 OFFSET ?5"
 
 static cJSON *thread_json(struct store_row *sr, enum store_view v)
@@ -586,11 +587,15 @@ static enum gh_code save_run(struct store_conn *w, const struct gh_run_commit *c
 			gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
 		return rc;
 	}
-	rc = store_exec(w, "UPDATE runs SET status = ?7, state = ?8, output = ?9, "
-			   "error = ?10, updated_at = ?11, prev_status = NULL, wait_until = ?12, "
-			   "thread_id = coalesce(?5, thread_id) WHERE id = ?1 AND owner = ?2 "
-			   "AND agent_id = ?4",
-			args, (int)GH_ARRAY_LEN(args), "saving the run", &changed, e);
+	/* every parameter a statement is given must appear in it (PostgreSQL
+	 * cannot type one that does not): the update takes its own list */
+	rc = store_exec(w, "UPDATE runs SET status = ?4, state = ?5, output = ?6, "
+			   "error = ?7, updated_at = ?8, prev_status = NULL, wait_until = ?9, "
+			   "thread_id = coalesce(?10, thread_id) WHERE id = ?1 AND owner = ?2 "
+			   "AND agent_id = ?3",
+			STORE_ARGS(args[0], args[1], args[3], args[6], args[7], args[8], args[9],
+				   args[10], args[11], args[4]),
+			"saving the run", &changed, e);
 	if (rc == GH_E_CONFLICT)
 		gh_err_set(e, GH_E_CONFLICT, "run %s already exists", c->run_id);
 	if (rc == GH_OK && changed == 0)
@@ -799,7 +804,7 @@ enum gh_code gh_store_run_get(struct gh_store *s, const char *owner, const char 
 {
 	return store_get(s, "SELECT id, owner, key_id, agent_id, coalesce(thread_id, ''), "
 			    "coalesce(resource_id, ''), status, state, output, error, created_at, "
-			    "updated_at FROM runs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
+			    "updated_at FROM runs WHERE id = ?1 AND (CAST(?2 AS text) IS NULL OR owner = ?2)",
 			 STORE_ARGS(STORE_TEXT(run_id), STORE_TEXT(owner)), run_row, out,
 			 sizeof(*out), "reading a run", e, "no run %s", run_id);
 }
@@ -923,8 +928,8 @@ enum gh_code gh_store_runs_waiting(struct gh_store *s, const struct gh_store_run
 
 	return store_read(s, "SELECT id FROM runs WHERE owner = ?1 AND key_id = ?2 "
 			     "AND agent_id = ?3 AND status IN ('suspended', 'waiting') "
-			     "AND (?4 IS NULL OR thread_id = ?4) "
-			     "AND (?5 IS NULL OR resource_id = ?5) "
+			     "AND (CAST(?4 AS text) IS NULL OR thread_id = ?4) "
+			     "AND (CAST(?5 AS text) IS NULL OR resource_id = ?5) "
 			     "AND updated_at >= ?6 AND updated_at <= ?7 "
 			     "ORDER BY updated_at DESC, id DESC LIMIT ?8",
 			  STORE_ARGS(STORE_TEXT(f->owner), STORE_TEXT(f->key_id),

@@ -216,7 +216,7 @@ enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 {
 	struct store_conn *c = store_reader(s);
 	struct values_walk x = {fn, ud, 0, 0};
-	const char *tail_sql;
+	const char *tail_sql, *next_sql;
 	char *last = NULL;
 	int64_t next = 0;
 	enum gh_code rc = GH_OK;
@@ -228,14 +228,19 @@ enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 	case GH_AUDIT_DIM_TOOL:
 		tail_sql = "SELECT DISTINCT tool_name FROM (SELECT tool_name FROM audit_events "
 			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE tool_name <> ''";
+		next_sql = "SELECT tool_name FROM audit_events WHERE tool_name > ?1 "
+			   "ORDER BY tool_name LIMIT 1";
 		break;
 	case GH_AUDIT_DIM_EVENT:
 		tail_sql = "SELECT DISTINCT event FROM (SELECT event FROM audit_events "
 			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE event <> ''";
+		next_sql = "SELECT event FROM audit_events WHERE event > ?1 ORDER BY event LIMIT 1";
 		break;
 	case GH_AUDIT_DIM_OUTCOME:
 		tail_sql = "SELECT DISTINCT outcome FROM (SELECT outcome FROM audit_events "
 			   "WHERE seq >= ?1 ORDER BY seq DESC LIMIT ?2) WHERE outcome <> ''";
+		next_sql = "SELECT outcome FROM audit_events WHERE outcome > ?1 "
+			   "ORDER BY outcome LIMIT 1";
 		break;
 	default:
 		store_reader_put(s, c);
@@ -248,12 +253,18 @@ enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 	if ((rc = store_audit_index_next(c, &next, e)) != GH_OK)
 		goto out;
 	/* the indexed blocks: the next value after the last one, by the
-	 * (dim, val) index, until there is none */
+	 * (dim, val) index, until there is none; on PostgreSQL (no block
+	 * index) every row, by the column's own (value, seq) index */
 	while (x.n < max && !x.stop) {
-		if ((rc = store_rows(c, "SELECT val FROM audit_postings WHERE dim = ?1 AND "
-					"val > ?2 ORDER BY val LIMIT 1",
-				     STORE_ARGS(STORE_INT(dim), STORE_TEXT(last ? last : "")), 1,
-				     dup_row, &last, &seen, "listing audit values", e)) != GH_OK)
+		if (store_is_pg(s))
+			rc = store_rows(c, next_sql, STORE_ARGS(STORE_TEXT(last ? last : "")), 1,
+					dup_row, &last, &seen, "listing audit values", e);
+		else
+			rc = store_rows(c, "SELECT val FROM audit_postings WHERE dim = ?1 AND "
+					   "val > ?2 ORDER BY val LIMIT 1",
+					STORE_ARGS(STORE_INT(dim), STORE_TEXT(last ? last : "")), 1,
+					dup_row, &last, &seen, "listing audit values", e);
+		if (rc != GH_OK)
 			goto out;
 		if (seen == 0)
 			break;
@@ -261,7 +272,7 @@ enum gh_code gh_store_ui_audit_values(struct gh_store *s, int dim, int max,
 		x.n++;
 	}
 	/* the rows not indexed yet (fn sees a value again if it is in both) */
-	if (!x.stop && x.n < max)
+	if (!x.stop && x.n < max && !store_is_pg(s))
 		rc = store_rows(c, tail_sql,
 				STORE_ARGS(STORE_INT(next * GH_AUDIT_BLOCK_ROWS),
 					   STORE_INT(VALUES_TAIL_ROWS)),

@@ -1,7 +1,10 @@
 /*
  * t_store.h - a store on a real SQLite file in a fresh temporary directory,
  * for the unit tests that need a database (test_store.c, test_keys.c,
- * test_approvals_store.c).
+ * test_approvals_store.c). When GH_TEST_PG_URL names a PostgreSQL
+ * database the store is opened there instead, on a schema emptied for
+ * each fresh t_store (tests/CMakeLists.txt runs the store's tests again
+ * against a throwaway server); t_store_pg() tells a test which it has.
  *
  *   struct t_store t;
  *   T_EQ_INT(t_store_open(&t), 0);
@@ -28,8 +31,50 @@
 
 #include "audit.h"
 #include "err.h"
+#include "pg.h"
 #include "store.h"
 #include "util.h"
+
+/* The PostgreSQL database the store tests run on, or NULL for SQLite. */
+static inline const char *t_store_pg(void)
+{
+	const char *url = getenv("GH_TEST_PG_URL");
+
+	return url && url[0] ? url : NULL;
+}
+
+/* Prints why a check of SQLite's internals does not run on PostgreSQL and
+ * returns 1 there (0 on SQLite, where it runs). */
+static inline int t_store_sqlite_only(const char *what)
+{
+	if (!t_store_pg())
+		return 0;
+	fprintf(stderr, "  skipped on PostgreSQL: %s (SQLite only)\n", what);
+	return 1;
+}
+
+/* Empties the PostgreSQL test database: its public schema, dropped and
+ * made again. 0 on success. */
+static inline int t_store_pg_reset(void)
+{
+	PGconn *pc = NULL;
+	PGresult *r;
+	struct gh_err e;
+	int ok;
+
+	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK) {
+		fprintf(stderr, "  store: %s\n", e.msg);
+		return -1;
+	}
+	r = PQexec(pc, "SET client_min_messages = warning; "
+		       "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok)
+		fprintf(stderr, "  store: emptying the schema: %s\n", PQerrorMessage(pc));
+	PQclear(r);
+	PQfinish(pc);
+	return ok ? 0 : -1;
+}
 
 struct t_store {
 	char dir[64];
@@ -56,7 +101,8 @@ static inline void t_rm_dir(const char *dir)
 	rmdir(dir);
 }
 
-/* Clears t, makes its directory and signing key; nothing is opened. */
+/* Clears t, makes its directory and signing key (and empties the
+ * PostgreSQL database); nothing is opened. */
 static inline int t_store_dir(struct t_store *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -65,6 +111,10 @@ static inline int t_store_dir(struct t_store *t)
 		return -1;
 	snprintf(t->path, sizeof(t->path), "%s/gatehouse.db", t->dir);
 	crypto_sign_keypair(t->signer.pk, t->signer.sk);
+	if (t_store_pg() && t_store_pg_reset() != 0) {
+		rmdir(t->dir);
+		return -1;
+	}
 	return 0;
 }
 
@@ -76,6 +126,7 @@ static inline enum gh_code t_store_reopen(struct t_store *t, int signer, int64_t
 	struct gh_store_opts o = {0};
 
 	o.path = t->path;
+	o.url = t_store_pg();
 	o.readers = 4;
 	o.busy_timeout_ms = 5000;
 	o.group_commit_max = 1024;

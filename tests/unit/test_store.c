@@ -12,6 +12,7 @@
  */
 #include "store.h"
 #include "store_int.h" /* white box: how many jobs wait in the writer's queue */
+#include "store_a2a.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -29,6 +30,29 @@
 #include "t_store.h"
 #include "util.h"
 
+/* On PostgreSQL: runs sql on a connection of our own; -1 when it fails,
+ * else the first column of its first row as an integer (0 without rows). */
+static int64_t pg_sql(const char *sql)
+{
+	PGconn *pc = NULL;
+	PGresult *r;
+	struct gh_err e;
+	int64_t v = -1;
+	ExecStatusType st;
+
+	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK)
+		return -1;
+	r = PQexec(pc, sql);
+	st = PQresultStatus(r);
+	if (st == PGRES_COMMAND_OK)
+		v = 0;
+	else if (st == PGRES_TUPLES_OK)
+		v = PQntuples(r) ? gh_pg_int(r, 0, 0, NULL) : 0;
+	PQclear(r);
+	PQfinish(pc);
+	return v;
+}
+
 /* One value from the database file, through a connection of our own (only
  * while the store is closed or idle). */
 static int64_t sql_int(const char *path, const char *sql)
@@ -36,6 +60,9 @@ static int64_t sql_int(const char *path, const char *sql)
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	int64_t v = -1;
+
+	if (t_store_pg())
+		return pg_sql(sql);
 
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
@@ -51,6 +78,8 @@ static int sql_exec(const char *path, const char *sql)
 	sqlite3 *db = NULL;
 	int rc = -1;
 
+	if (t_store_pg())
+		return pg_sql(sql) < 0 ? -1 : 0;
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) ==
 	    SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
@@ -77,6 +106,8 @@ static void test_migrations(void)
 	int latest = gh_store_schema_latest(), applied = -1;
 	int64_t first_applied_at;
 
+	if (t_store_sqlite_only("SQLite's migrations, its schema table and WAL mode"))
+		return;
 	T_ASSERT(latest >= 3);
 	T_EQ_INT(t_store_open(&t), 0);
 	T_EQ_INT(gh_store_schema_version(t.s), latest);
@@ -131,6 +162,8 @@ static void test_run_deadlines_migration(void)
 	const struct gh_embedded *m;
 	char sql[256];
 
+	if (t_store_sqlite_only("a migration of SQLite's runs table"))
+		return;
 	T_EQ_INT(t_store_dir(&t), 0);
 	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
 				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
@@ -179,6 +212,8 @@ static void test_newer_schema_refused(void)
 	char sql[160], want[128];
 	int latest = gh_store_schema_latest();
 
+	if (t_store_sqlite_only("SQLite's schema versions and database file"))
+		return;
 	T_EQ_INT(t_store_open(&t), 0);
 	gh_store_close(t.s);
 	t.s = NULL;
@@ -213,6 +248,8 @@ static void test_readonly(void)
 	int64_t id;
 	cJSON *out;
 
+	if (t_store_sqlite_only("read-only opens of a database file"))
+		return;
 	T_EQ_INT(t_store_dir(&t), 0);
 	ro.path = t.path;
 	ro.readonly = 1;
@@ -234,6 +271,40 @@ static void test_readonly(void)
 	t.s = NULL;
 	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_OK);
 	T_EQ_INT(gh_store_schema_version(s), gh_store_schema_latest());
+	T_EQ_INT(gh_store_memory_search(s, "o", "r", "fact", 5, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_save(s, "o", "r", "another", NULL, &id, &e), GH_E_UNAVAILABLE);
+	T_CONTAINS(e.msg, "read-only");
+	gh_store_close(s);
+	t_store_close(&t);
+}
+
+/* A migrated database opens read-only on either backend: it reads, and
+ * every write is refused; an empty one has no schema. */
+static void test_readonly_migrated(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_store_opts ro = {0};
+	struct gh_store *s = NULL;
+	int64_t id;
+	cJSON *out;
+
+	T_EQ_INT(t_store_dir(&t), 0);
+	ro.path = t.path;
+	ro.url = t_store_pg();
+	ro.readonly = 1;
+	ro.readers = 2;
+	if (t_store_pg()) { /* the database is empty: no schema */
+		T_EQ_INT(gh_store_open(&ro, &s, &e), GH_E_IO);
+		T_ASSERT(s == NULL);
+		T_CONTAINS(e.msg, "has no schema (run gatehouse migrate first)");
+	}
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "a fact", NULL, &id, &e), GH_OK);
+	T_EQ_INT(gh_store_open(&ro, &s, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(s), gh_store_schema_version(t.s));
 	T_EQ_INT(gh_store_memory_search(s, "o", "r", "fact", 5, &out, &e), GH_OK);
 	T_EQ_INT(cJSON_GetArraySize(out), 1);
 	cJSON_Delete(out);
@@ -1086,6 +1157,131 @@ static void test_ratelimit_state(void)
 	t_store_close(&t);
 }
 
+/* ---- two stores on one database: one audit chain ---- */
+
+#define REPLICA_WRITERS 6
+
+/* Two stores open on the same database (two replicas of gatehouse) append
+ * at once: every row still chains to the one before it, whichever store
+ * wrote either, and no seq is handed out twice. */
+static void test_two_stores_one_chain(void)
+{
+	static struct append_arg args[REPLICA_WRITERS];
+	pthread_t th[REPLICA_WRITERS];
+	struct t_store t;
+	struct gh_store *first_store;
+	struct gh_err e;
+	struct gh_audit_verify rep;
+	int64_t first, last, count;
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	first_store = t.s;
+	t.s = NULL;
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	for (i = 0; i < REPLICA_WRITERS; i++) {
+		memset(&args[i], 0, sizeof(args[i]));
+		args[i].s = i % 2 ? t.s : first_store;
+		args[i].id = i;
+		T_EQ_INT(pthread_create(&th[i], NULL, appender, &args[i]), 0);
+	}
+	for (i = 0; i < REPLICA_WRITERS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < REPLICA_WRITERS; i++)
+		if (args[i].failures)
+			T_FAIL("writer %d: %d appends failed: %s", i, args[i].failures,
+			       args[i].err);
+	T_EQ_INT(gh_store_audit_bounds(first_store, &first, &last, &count, &e), GH_OK);
+	T_EQ_INT(first, 1);
+	T_EQ_INT(last, REPLICA_WRITERS * APPENDS);
+	T_EQ_INT(count, REPLICA_WRITERS * APPENDS);
+	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
+	if (!rep.ok)
+		T_FAIL("chain broken: %s", rep.message);
+	T_EQ_INT(rep.rows, REPLICA_WRITERS * APPENDS);
+	gh_store_close(first_store);
+	t_store_close(&t);
+}
+
+/* ---- PostgreSQL: connections lost ---- */
+
+/* The server ends every connection of the store: the write that finds its
+ * connection gone fails with GH_E_UNAVAILABLE (a 503, not an internal
+ * error), and writes work again once the pool has connected anew. */
+static void test_pg_connection_lost(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	int64_t id;
+	int i, ok = 0, unavailable = 0;
+
+	if (!t_store_pg()) {
+		fprintf(stderr, "  skipped on SQLite: PostgreSQL's connections (PostgreSQL only)\n");
+		return;
+	}
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_store_memory_save(t.s, "o", "r", "before", NULL, &id, &e), GH_OK);
+	/* waits (up to 5 s) for each backend to have ended */
+	T_ASSERT(sql_int(t.path, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) "
+				 "FROM pg_stat_activity WHERE datname = current_database() AND "
+				 "pid <> pg_backend_pid()) x") >= 1);
+	for (i = 0; i < 16 && !ok; i++) {
+		enum gh_code rc = gh_store_memory_save(t.s, "o", "r", "after", NULL, &id, &e);
+
+		if (rc == GH_OK)
+			ok = 1;
+		else if (rc == GH_E_UNAVAILABLE)
+			unavailable++;
+		else
+			T_FAIL("write after the connections ended: %d %s", rc, e.msg);
+	}
+	T_ASSERT(unavailable >= 1);
+	T_ASSERT(ok);
+	t_store_close(&t);
+}
+
+/* ---- A2A tasks ---- */
+
+/* A task is inserted once, read by its owner and agent only, and saved
+ * only from the state the caller expects. */
+static void test_a2a_tasks(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_a2a_task k, got;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&k, 0, sizeof(k));
+	gh_strlcpy(k.id, "task_1", sizeof(k.id));
+	gh_strlcpy(k.context_id, "ctx_1", sizeof(k.context_id));
+	gh_strlcpy(k.agent_id, "a", sizeof(k.agent_id));
+	gh_strlcpy(k.owner, "alice", sizeof(k.owner));
+	gh_strlcpy(k.key_id, "key_1", sizeof(k.key_id));
+	gh_strlcpy(k.run_id, "run_1", sizeof(k.run_id));
+	gh_strlcpy(k.state, GH_A2A_WORKING, sizeof(k.state));
+	k.history = cJSON_CreateArray();
+	k.artifacts = cJSON_CreateArray();
+	k.created_at = k.updated_at = 1000;
+	T_EQ_INT(gh_store_a2a_task_insert(t.s, &k, &e), GH_OK);
+	T_EQ_INT(gh_store_a2a_task_insert(t.s, &k, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "bob", "a", "task_1", &got, &e), GH_E_NOTFOUND);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "alice", "b", "task_1", &got, &e), GH_E_NOTFOUND);
+	gh_strlcpy(k.state, GH_A2A_COMPLETED, sizeof(k.state));
+	cJSON_AddItemToArray(k.artifacts, cJSON_CreateString("done"));
+	k.updated_at = 2000;
+	T_EQ_INT(gh_store_a2a_task_save(t.s, &k, GH_A2A_WORKING, &e), GH_OK);
+	/* not from a state it is no longer in */
+	T_EQ_INT(gh_store_a2a_task_save(t.s, &k, GH_A2A_WORKING, &e), GH_E_CONFLICT);
+	T_EQ_INT(gh_store_a2a_task_get(t.s, "alice", "a", "task_1", &got, &e), GH_OK);
+	T_EQ_STR(got.state, GH_A2A_COMPLETED);
+	T_EQ_STR(got.context_id, "ctx_1");
+	T_EQ_INT(cJSON_GetArraySize(got.artifacts), 1);
+	T_EQ_INT(got.updated_at, 2000);
+	gh_a2a_task_clear(&got);
+	gh_a2a_task_clear(&k);
+	t_store_close(&t);
+}
+
 /* ---- the row accessors row callbacks read columns with ---- */
 
 struct acc {
@@ -1140,19 +1336,41 @@ static int acc_row(struct store_row *sr, void *ud)
 	return 0;
 }
 
+struct bools {
+	int64_t yes, no;
+	char yes_text[8], no_text[8];
+};
+
+static int bool_row(struct store_row *sr, void *ud)
+{
+	struct bools *b = ud;
+
+	b->yes = store_col_int(sr, 0);
+	b->no = store_col_int(sr, 1);
+	store_col_copy(sr, 0, b->yes_text, sizeof(b->yes_text));
+	store_col_copy(sr, 1, b->no_text, sizeof(b->no_text));
+	return 0;
+}
+
 static void test_row_accessors(void)
 {
 	struct t_store t;
 	struct gh_err e;
+	struct bools b;
 	struct acc a;
 	int n = 0;
 
 	memset(&a, 0, sizeof(a));
 	a.text0 = "unset";
 	T_EQ_INT(t_store_open(&t), 0);
-	T_EQ_INT(store_read(t.s, "SELECT NULL, x'00ff0041', 9223372036854775807, "
-				 "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
-				 "'h\xc3\xa9llo', 42, '{\"a\":[1]}'",
+	/* the same values on each backend: PostgreSQL spells a blob as bytea */
+	T_EQ_INT(store_read(t.s, t_store_pg()
+			    ? "SELECT NULL, '\\x00ff0041'::bytea, 9223372036854775807, "
+			      "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
+			      "'h\xc3\xa9llo', 42, '{\"a\":[1]}'"
+			    : "SELECT NULL, x'00ff0041', 9223372036854775807, "
+			      "-9223372036854775807 - 1, '12ab', 3.9, -2.5, 1e300, '', "
+			      "'h\xc3\xa9llo', 42, '{\"a\":[1]}'",
 			    NULL, 0, 0, acc_row, &a, &n, "reading accessors", &e), GH_OK);
 	T_EQ_INT(n, 1);
 	T_EQ_INT(a.count, 12);
@@ -1194,6 +1412,14 @@ static void test_row_accessors(void)
 	T_ASSERT(a.json_bad == NULL);
 	T_ASSERT(cJSON_IsArray(cJSON_GetObjectItem(a.json_ok, "a")));
 	cJSON_Delete(a.json_ok);
+	/* a comparison reads as 1 or 0 (PostgreSQL's booleans too) */
+	memset(&b, 0, sizeof(b));
+	T_EQ_INT(store_read(t.s, "SELECT 1 = 1, 1 = 2", NULL, 0, 0, bool_row, &b, &n,
+			    "reading booleans", &e), GH_OK);
+	T_EQ_INT(b.yes, 1);
+	T_EQ_INT(b.no, 0);
+	T_EQ_STR(b.yes_text, "1");
+	T_EQ_STR(b.no_text, "0");
 	t_store_close(&t);
 }
 
@@ -1382,7 +1608,8 @@ static void test_prune(void)
 	/* 30 old rows: signed at 1 (the first checkpoint is due at once), 11, 21 */
 	append_at(&t, old, 30);
 	T_EQ_INT(gh_audit_verify(t.s, t.signer.pk, &rep, &e), GH_OK);
-	T_ASSERT(rep.ok);
+	if (!rep.ok)
+		T_FAIL("chain broken: %s", rep.message);
 	T_EQ_INT(rep.signed_seq, 21);
 	T_EQ_INT(rep.unsigned_rows, 9);
 	T_EQ_INT(gh_store_audit_anchor(t.s, &anchor, &e), GH_E_NOTFOUND);
@@ -1607,7 +1834,10 @@ static void test_tx_commits_effect_and_row_together(void)
 }
 
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
-       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly), T(test_group_commit),
+       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly),
+       T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
-       T(test_ratelimit_state), T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
+       T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
+       T(test_pg_connection_lost),
+       T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))

@@ -101,9 +101,11 @@ static void test_audit_values(void)
 	for (i = 0; i < NROWS; i++)
 		T_EQ_INT(append(t.s, i), 0);
 	/* the writer indexes the complete block by itself: wait (bounded) */
-	for (i = 0; i < 500 && next_block(t.path) < 1; i++)
-		nanosleep(&(struct timespec){0, 10000000}, NULL);
-	T_EQ_INT(next_block(t.path), 1);
+	if (!t_store_sqlite_only("the block index indexing a complete block")) {
+		for (i = 0; i < 500 && next_block(t.path) < 1; i++)
+			nanosleep(&(struct timespec){0, 10000000}, NULL);
+		T_EQ_INT(next_block(t.path), 1);
+	}
 
 	memset(&s, 0, sizeof(s));
 	T_EQ_INT(gh_store_ui_audit_values(t.s, GH_AUDIT_DIM_TOOL, 100, collect, &s, &e), GH_OK);
