@@ -55,6 +55,29 @@ static inline int t_store_sqlite_only(const char *what)
 
 /* Empties the PostgreSQL test database: its public schema, dropped and
  * made again. 0 on success. */
+/* On PostgreSQL: runs sql on a connection of its own; -1 when it fails,
+ * else the first column of its first row as an integer (0 without rows). */
+static inline int64_t t_pg_sql(const char *sql)
+{
+	PGconn *pc = NULL;
+	PGresult *r;
+	struct gh_err e;
+	int64_t v = -1;
+	ExecStatusType st;
+
+	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK)
+		return -1;
+	r = PQexec(pc, sql);
+	st = PQresultStatus(r);
+	if (st == PGRES_COMMAND_OK)
+		v = 0;
+	else if (st == PGRES_TUPLES_OK)
+		v = PQntuples(r) ? gh_pg_int(r, 0, 0, NULL) : 0;
+	PQclear(r);
+	PQfinish(pc);
+	return v;
+}
+
 static inline int t_store_pg_reset(void)
 {
 	PGconn *pc = NULL;

@@ -30,29 +30,6 @@
 #include "t_store.h"
 #include "util.h"
 
-/* On PostgreSQL: runs sql on a connection of our own; -1 when it fails,
- * else the first column of its first row as an integer (0 without rows). */
-static int64_t pg_sql(const char *sql)
-{
-	PGconn *pc = NULL;
-	PGresult *r;
-	struct gh_err e;
-	int64_t v = -1;
-	ExecStatusType st;
-
-	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK)
-		return -1;
-	r = PQexec(pc, sql);
-	st = PQresultStatus(r);
-	if (st == PGRES_COMMAND_OK)
-		v = 0;
-	else if (st == PGRES_TUPLES_OK)
-		v = PQntuples(r) ? gh_pg_int(r, 0, 0, NULL) : 0;
-	PQclear(r);
-	PQfinish(pc);
-	return v;
-}
-
 /* One value from the database file, through a connection of our own (only
  * while the store is closed or idle). */
 static int64_t sql_int(const char *path, const char *sql)
@@ -62,7 +39,7 @@ static int64_t sql_int(const char *path, const char *sql)
 	int64_t v = -1;
 
 	if (t_store_pg())
-		return pg_sql(sql);
+		return t_pg_sql(sql);
 
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
@@ -79,7 +56,7 @@ static int sql_exec(const char *path, const char *sql)
 	int rc = -1;
 
 	if (t_store_pg())
-		return pg_sql(sql) < 0 ? -1 : 0;
+		return t_pg_sql(sql) < 0 ? -1 : 0;
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) ==
 	    SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
