@@ -644,18 +644,29 @@ static enum gh_code result(struct gh_pg_conn *c, PGresult *r, const char *what, 
 	return GH_OK;
 }
 
-enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
-			int n, const char *what, PGresult **res, struct gh_err *e)
+/* What every statement checks first: its parameter count and the
+ * connection; *res (may be NULL) cleared. */
+static enum gh_code can_run(struct gh_pg_conn *c, int n, const char *what, PGresult **res,
+			    struct gh_err *e)
 {
-	struct pg_params pp;
-	const char *name;
-
 	if (res)
 		*res = NULL;
 	if (n < 0 || n > PG_MAX_ARGS)
 		return gh_err_set(e, GH_E_INTERNAL, "database: %s: %d parameters", what, n);
 	if (!c->pc)
 		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	return GH_OK;
+}
+
+enum gh_code gh_pg_exec(struct gh_pg_conn *c, const char *sql, const struct gh_pg_arg *args,
+			int n, const char *what, PGresult **res, struct gh_err *e)
+{
+	struct pg_params pp;
+	const char *name;
+	enum gh_code rc;
+
+	if ((rc = can_run(c, n, what, res, e)) != GH_OK)
+		return rc;
 	if (!(name = prepared(c, sql, what, e)))
 		return e ? e->code : GH_E_IO;
 	params_of(args, n, &pp);
@@ -671,12 +682,8 @@ enum gh_code gh_pg_exec_once(struct gh_pg_conn *c, const char *sql, const struct
 	char *text;
 	enum gh_code rc;
 
-	if (res)
-		*res = NULL;
-	if (n < 0 || n > PG_MAX_ARGS)
-		return gh_err_set(e, GH_E_INTERNAL, "database: %s: %d parameters", what, n);
-	if (!c->pc)
-		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	if ((rc = can_run(c, n, what, res, e)) != GH_OK)
+		return rc;
 	/* a bare ? becomes at most $999: four bytes for one */
 	if (!(text = malloc(cap)))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
