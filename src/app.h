@@ -50,6 +50,8 @@ struct gh_app {
 	struct gh_ratelimit *rl;
 	struct gh_hub *hub;                   /* live events for SSE watchers; may be NULL */
 	struct gh_bg *bg;                     /* background work: resuming runs, expiry, ... */
+	struct gh_replica *replica;           /* PostgreSQL: what replicas share (replica.h);
+					       * NULL on SQLite */
 	struct gh_mcp *boot_mcp;              /* the MCP servers started with boot_cfg; read
 					       * the current ones with gh_app_mcp */
 	unsigned char hashkey[32];            /* API key hashing secret */

@@ -12,6 +12,7 @@
 #include "approvals.h"
 #include "log.h"
 #include "ratelimit.h"
+#include "replica.h"
 #include "run.h"
 #include "upstream.h"
 #include "util.h"
@@ -211,7 +212,8 @@ void gh_bg_snapshot_ratelimits(struct gh_app *app)
 	struct gh_err e;
 	size_t i;
 
-	if (!app->rl)
+	/* replicas keep their limits in the database itself */
+	if (!app->rl || app->replica)
 		return;
 	gh_rl_snapshot(app->rl, gh_now_ms(), snap_cb, &s);
 	if (gh_store_ratelimit_save(app->store, (const char *const *)s.keys, s.tats, s.n, &e) !=
@@ -264,6 +266,11 @@ static void *maint_main(void *p)
 		if (bg->stopping)
 			break;
 		pthread_mutex_unlock(&bg->mu);
+		if (!gh_replica_leads(app)) {
+			/* another replica does this round's work */
+			pthread_mutex_lock(&bg->mu);
+			continue;
+		}
 		/* each round under the config current then */
 		g = gh_app_cfg_acquire(app);
 		prev = gh_app_cfg_enter(g);

@@ -80,8 +80,12 @@ static int cmd_migrate(int argc, char **argv)
 		gh_cli_free(&c);
 		return GH_EXIT_RUNTIME;
 	}
-	printf("database %s is at schema version %d\n", c.cfg->database.path,
-	       gh_store_schema_version(s));
+	{
+		char db[512];
+
+		gh_cli_db_name(c.cfg, db, sizeof(db));
+		printf("database %s is at schema version %d\n", db, gh_store_schema_version(s));
+	}
 	gh_store_close(s);
 	gh_cli_free(&c);
 	return GH_EXIT_OK;

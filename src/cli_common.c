@@ -11,8 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "audit_health.h"
 #include "log.h"
+#include "pg.h"
 #include "util.h"
 
 /* ------------------------------------------------------------- options */
@@ -89,13 +92,48 @@ int gh_cli_load(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		return GH_EXIT_RUNTIME;
 	}
-	if (c->db) {
+	if (c->db && gh_pg_is_url(c->db)) {
+		/* --db postgres://...: that database, local files as for
+		 * database.url */
+		char *u = strdup(c->db);
+
+		if (!u)
+			return GH_EXIT_RUNTIME;
+		if (gh_pg_url_check(u, "--db", &e) != GH_OK) {
+			fprintf(stderr, "gatehouse: %s\n", e.msg);
+			free(u);
+			return GH_EXIT_USAGE;
+		}
+		if (!c->cfg->database.url) {
+			/* local files beside the config, as with database.url */
+			const char *slash = strrchr(c->cfg->file, '/');
+			int dl = slash ? (int)(slash - c->cfg->file) + 1 : 0;
+			size_t n = (size_t)dl + sizeof("gatehouse");
+			char *p = malloc(n);
+
+			if (!p) {
+				free(u);
+				return GH_EXIT_RUNTIME;
+			}
+			snprintf(p, n, "%.*sgatehouse", dl, c->cfg->file);
+			free(c->cfg->database.path);
+			c->cfg->database.path = p;
+		}
+		free(c->cfg->database.url);
+		c->cfg->database.url = u;
+	} else if (c->db) {
 		char *p = strdup(c->db);
 
 		if (!p)
 			return GH_EXIT_RUNTIME;
 		free(c->cfg->database.path);
 		c->cfg->database.path = p;
+		if (c->cfg->database.url) {
+			/* --db PATH: SQLite, whatever the config says */
+			sodium_memzero(c->cfg->database.url, strlen(c->cfg->database.url));
+			free(c->cfg->database.url);
+			c->cfg->database.url = NULL;
+		}
 	}
 	c->key_hash_file = c->cfg->key_hash_file ? strdup(c->cfg->key_hash_file)
 						 : gh_cli_path_with(c->cfg->database.path, "-hashkey");
@@ -169,7 +207,7 @@ int gh_cli_check_paths(const struct gh_cli *c)
 {
 	const char *dbopt = c->db ? "--db" : "database.path";
 
-	if (check_path(dbopt, c->cfg->database.path, 1, 1) != 0)
+	if (!c->cfg->database.url && check_path(dbopt, c->cfg->database.path, 1, 1) != 0)
 		return GH_EXIT_RUNTIME;
 	/* the default key files live beside the database: checked with it */
 	if (c->cfg->key_hash_file &&
@@ -195,17 +233,39 @@ void gh_cli_free(struct gh_cli *c)
 	memset(c, 0, sizeof(*c));
 }
 
+void gh_cli_db_opts(const struct gh_config *cfg, struct gh_store_opts *o)
+{
+	const struct gh_database_conf *d = &cfg->database;
+
+	memset(o, 0, sizeof(*o));
+	o->path = d->path;
+	o->url = d->url;
+	o->synchronous_full = d->synchronous_full;
+	o->readers = (int)d->readers;
+	o->busy_timeout_ms = (int)d->busy_timeout_ms;
+	o->group_commit_max = (int)d->group_commit_max;
+	o->pool_size = (int)d->pool_size;
+	o->statement_timeout_ms = (int)d->statement_timeout_ms;
+	o->connect_timeout_ms = (int)d->connect_timeout_ms;
+}
+
+void gh_cli_db_name(const struct gh_config *cfg, char *out, size_t cap)
+{
+	if (cfg->database.url)
+		gh_pg_url_redact(cfg->database.url, out, cap);
+	else
+		snprintf(out, cap, "%s", cfg->database.path);
+}
+
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s)
 {
 	struct gh_store_opts o;
 	struct gh_store *st = NULL;
 	struct gh_err e;
 
-	memset(&o, 0, sizeof(o));
-	o.path = c->cfg->database.path;
-	o.synchronous_full = c->cfg->database.synchronous_full;
+	gh_cli_db_opts(c->cfg, &o);
 	o.readers = 1;
-	o.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
+	o.pool_size = 2;
 	o.group_commit_max = 1;
 	o.threaded = 0;
 	o.readonly = readonly;

@@ -74,6 +74,13 @@ int gh_cli_check_paths(const struct gh_cli *c);
  * lock (safe beside a running server). A writable store without s signs
  * its checkpoint at close when it may (gh_audit_cli_sign). Prints
  * errors. */
+/* The store options the config's database section gives (SQLite file or
+ * PostgreSQL URL, pool, timeouts); callers set the rest. */
+void gh_cli_db_opts(const struct gh_config *cfg, struct gh_store_opts *o);
+/* How messages name the database: its path, or its URL without the
+ * password. */
+void gh_cli_db_name(const struct gh_config *cfg, char *out, size_t cap);
+
 struct gh_store *gh_cli_store(struct gh_cli *c, int readonly, const struct gh_audit_signer *s);
 
 /* The start most commands share: parses argv[from..] against opts, loads

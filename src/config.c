@@ -21,6 +21,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "pg.h"
 #include "policy.h"
 #include "schema.h"
 #include "util.h"
@@ -584,16 +585,53 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 	return rc;
 }
 
-static enum gh_code read_database(struct ctx *c, const cJSON *obj, struct gh_database_conf *d)
+/* database.url: PostgreSQL instead of the SQLite file. Local files (key
+ * files, the pid file) then live beside the config file, named
+ * "gatehouse-...", unless auth.key_hash_file and audit.signing_key_file
+ * say otherwise (replicas share those two: see the README). */
+static enum gh_code read_database_url(struct ctx *c, const cJSON *obj, struct gh_database_conf *d,
+				      const char *file)
+{
+	const char *slash = strrchr(file, '/');
+	size_t n = push(c, "url"), dl = slash ? (size_t)(slash - file) + 1 : 0;
+	struct gh_err e;
+	enum gh_code rc = GH_OK;
+
+	if (cJSON_GetObjectItemCaseSensitive(obj, "path"))
+		rc = fail(c, "database.path and database.url both name a database: keep one");
+	else if (!gh_pg_is_url(d->url))
+		rc = fail(c, "expected a postgres:// or postgresql:// URL");
+	else if (gh_pg_url_check(d->url, "database.url", &e) != GH_OK)
+		rc = fail(c, "%s", e.msg);
+	pop(c, n);
+	if (rc)
+		return rc;
+	free(d->path);
+	if (!(d->path = malloc(dl + sizeof("gatehouse"))))
+		return fail(c, "out of memory");
+	memcpy(d->path, file, dl);
+	memcpy(d->path + dl, "gatehouse", sizeof("gatehouse"));
+	return GH_OK;
+}
+
+static enum gh_code read_database(struct ctx *c, const cJSON *obj, struct gh_database_conf *d,
+				  const char *file)
 {
 	static const struct field f[] = {
 		{"path", F_STR, offsetof(struct gh_database_conf, path), 0, 0, 0, 0, "gatehouse.db"},
+		{"url", F_STR, offsetof(struct gh_database_conf, url), 0, 0, 0, 0, NULL},
 		{"synchronous", F_STR, NOFIELD, 0, 0, 0, 0, NULL},
 		{"readers", F_INT, offsetof(struct gh_database_conf, readers), 0, 1, 256, 8, NULL},
 		{"busy_timeout_ms", F_INT, offsetof(struct gh_database_conf, busy_timeout_ms), 0, 0,
 		 600000, 5000, NULL},
 		{"group_commit_max", F_INT, offsetof(struct gh_database_conf, group_commit_max), 0, 1,
 		 100000, 2048, NULL},
+		{"pool_size", F_INT, offsetof(struct gh_database_conf, pool_size), 0, 1, 1000, 16,
+		 NULL},
+		{"statement_timeout_ms", F_INT,
+		 offsetof(struct gh_database_conf, statement_timeout_ms), 0, 0, 3600000, 30000, NULL},
+		{"connect_timeout_ms", F_INT, offsetof(struct gh_database_conf, connect_timeout_ms),
+		 0, 2000, 600000, 5000, NULL},
 	};
 	size_t n = push(c, "database");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), d, NULL);
@@ -609,6 +647,8 @@ static enum gh_code read_database(struct ctx *c, const cJSON *obj, struct gh_dat
 			pop(c, m);
 		}
 	}
+	if (!rc && d->url)
+		rc = read_database_url(c, obj, d, file);
 	pop(c, n);
 	return rc;
 }
@@ -1952,7 +1992,7 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 			      &cfg->server)))
 		goto out;
 	if ((rc = read_database(c, cJSON_GetObjectItemCaseSensitive(cfg->root, "database"),
-				&cfg->database)))
+				&cfg->database, cfg->file)))
 		goto out;
 	{
 		static const struct field f[] = {
@@ -2228,6 +2268,7 @@ void gh_config_free(struct gh_config *c)
 	free(c->server.listen);
 	free(c->server.public_url);
 	free(c->database.path);
+	free_secret(c->database.url);
 	free(c->key_hash_file);
 	free_array(c->providers, c->nproviders, sizeof(*c->providers), free_provider);
 	free_array(c->agents, c->nagents, sizeof(*c->agents), free_agent);

@@ -42,7 +42,13 @@ struct gh_server_conf {
 };
 
 struct gh_database_conf {
-	char *path;
+	char *path;                  /* SQLite: the file. With url: only the prefix of
+				      * local files (key files, pid), beside the config */
+	char *url;                   /* PostgreSQL (postgres:// or postgresql://), or NULL;
+				      * may hold a password: never log it (gh_pg_url_redact) */
+	int64_t pool_size;           /* PostgreSQL: connections per process */
+	int64_t statement_timeout_ms; /* PostgreSQL: per statement; 0: the server's */
+	int64_t connect_timeout_ms;  /* PostgreSQL: per connection attempt */
 	int synchronous_full;        /* 0 = NORMAL (default), 1 = FULL */
 	int64_t readers;             /* read connection pool size */
 	int64_t busy_timeout_ms;

@@ -43,6 +43,7 @@
 #include "metrics.h"
 #include "otel.h"
 #include "ratelimit.h"
+#include "replica.h"
 #include "run.h"
 #include "upstream.h"
 #include "util.h"
@@ -536,7 +537,10 @@ static GH_NOINLINE int request_allowed(struct gh_req *r, struct gh_err *e)
 	lim = (struct gh_rl_limit){p->requests_per_minute, 60000, p->burst};
 	snprintf(key, sizeof(key), "req:%s", r->who.key.id);
 	if (gh_rl_take(r->app->rl, key, &lim, 1, &res) != GH_OK) {
-		gh_err_set(e, GH_E_RATELIMIT, "rate limiter unavailable");
+		/* fail closed; replicas: the database holding the limits is
+		 * out of reach, a 503 */
+		gh_err_set(e, r->app->replica ? GH_E_UNAVAILABLE : GH_E_RATELIMIT,
+			   "rate limiter unavailable");
 		e->retry_after = 1;
 		return 0;
 	}
@@ -1187,6 +1191,8 @@ static void health(struct gh_req *r)
 	m = gh_app_mcp(r->app) ? gh_mcp_status_json(gh_app_mcp(r->app), 1, &degraded) : NULL;
 	if (m)
 		cJSON_AddItemToObject(o, "mcp", m);
+	if (gh_replica_health_json(r->app, o) != 0)
+		degraded = 1;
 	if (gh_otel_enabled()) {
 		/* trace export: counts only (the collector's address stays private) */
 		cJSON *t = cJSON_AddObjectToObject(o, "otel");

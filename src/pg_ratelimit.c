@@ -5,6 +5,8 @@
 
 #include "pg_ratelimit.h"
 
+#include "log.h"
+
 /* now, the TAT after (when the cells were taken: NULL when not), and the
  * TAT before (NULL for a new key). $1 key, $2 the cells' time (n * T),
  * $3 the window ((burst + 1) * T). The upsert's update runs only when
@@ -25,6 +27,10 @@ static const char SQL_CHARGE[] =
 	"SELECT ?1::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint + ?2::bigint "
 	"ON CONFLICT (key) DO UPDATE "
 	"SET tat_ms = greatest(r.tat_ms, excluded.tat_ms - ?2) + ?2";
+
+static const char SQL_PEEK[] =
+	"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
+	"(SELECT tat_ms FROM rate_limit_state WHERE key = ?1::text)";
 
 /* T and the window in ms; -1 for a limit ratelimit.h would refuse. */
 static int gcra_ms(const struct gh_rl_limit *lim, int64_t *t, int64_t *window)
@@ -104,4 +110,61 @@ enum gh_code gh_pg_rl_charge(struct gh_pg_conn *c, const char *key,
 	return gh_pg_exec(c, SQL_CHARGE, (const struct gh_pg_arg[]){{GH_PG_TEXT, key, 0},
 								    {GH_PG_INT, NULL, quantity * t}},
 			  2, "rate limit", NULL, e);
+}
+
+enum gh_code gh_pg_rl_peek(struct gh_pg_conn *c, const char *key, const struct gh_rl_limit *lim,
+			   int64_t quantity, struct gh_rl_result *out, struct gh_err *e)
+{
+	int64_t t, window, now, base;
+	PGresult *r = NULL;
+	enum gh_code rc;
+
+	memset(out, 0, sizeof(*out));
+	if (lim->rate == 0) {
+		out->allowed = 1;
+		return GH_OK;
+	}
+	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, &t, &window) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	rc = gh_pg_exec(c, SQL_PEEK, (const struct gh_pg_arg[]){{GH_PG_TEXT, key, 0}}, 1,
+			"rate limit", &r, e);
+	if (rc != GH_OK)
+		return rc;
+	now = gh_pg_int(r, 0, 0, NULL);
+	base = PQgetisnull(r, 0, 1) ? now : gh_pg_int(r, 0, 1, NULL);
+	PQclear(r);
+	if (base < now)
+		base = now;
+	fill(out, t, window, lim->burst + 1, base - now);
+	if (quantity > lim->burst + 1) {
+		out->retry_after_ms = -1;
+	} else if (base + quantity * t - now <= window) {
+		out->allowed = 1;
+	} else {
+		out->retry_after_ms = base + quantity * t - window - now;
+		if (out->retry_after_ms < 1)
+			out->retry_after_ms = 1;
+	}
+	return GH_OK;
+}
+
+int gh_pg_rl_shared(void *pool, int op, const char *key, const struct gh_rl_limit *lim,
+		    int64_t quantity, struct gh_rl_result *out)
+{
+	struct gh_pg_conn *c;
+	struct gh_err e;
+	enum gh_code rc;
+
+	if ((rc = gh_pg_acquire(pool, &c, &e)) != GH_OK)
+		return rc;
+	if (op == 0)
+		rc = gh_pg_rl_take(c, key, lim, quantity, out, &e);
+	else if (op == 1)
+		rc = gh_pg_rl_peek(c, key, lim, quantity, out, &e);
+	else
+		rc = gh_pg_rl_charge(c, key, lim, quantity, &e);
+	gh_pg_release(pool, c);
+	if (rc != GH_OK && rc != GH_E_BADREQ)
+		gh_warn("rate limits: %s", e.msg);
+	return rc;
 }

@@ -38,4 +38,14 @@ enum gh_code gh_pg_rl_take(struct gh_pg_conn *c, const char *key, const struct g
 enum gh_code gh_pg_rl_charge(struct gh_pg_conn *c, const char *key,
 			     const struct gh_rl_limit *lim, int64_t quantity, struct gh_err *e);
 
+/* Would quantity cells fit now? Consumes nothing, as gh_rl_peek. */
+enum gh_code gh_pg_rl_peek(struct gh_pg_conn *c, const char *key, const struct gh_rl_limit *lim,
+			   int64_t quantity, struct gh_rl_result *out, struct gh_err *e);
+
+/* A gh_rl_shared_fn (ratelimit.h) over a pool (struct gh_pg_pool *):
+ * every replica given one database shares its limits. A connection is
+ * taken from the pool for each call; database errors are logged. */
+int gh_pg_rl_shared(void *pool, int op, const char *key, const struct gh_rl_limit *lim,
+		    int64_t quantity, struct gh_rl_result *out);
+
 #endif

@@ -53,6 +53,8 @@ struct gh_ratelimit {
 	_Atomic int64_t next_sweep_ns;
 	gh_rl_clock_fn clock;
 	void *clock_ud;
+	gh_rl_shared_fn shared;          /* limits kept elsewhere (set_shared) */
+	void *shared_ud;
 	unsigned char hkey[crypto_shorthash_KEYBYTES];
 };
 
@@ -324,6 +326,13 @@ static int run(struct gh_ratelimit *rl, const char *key, const struct gh_rl_limi
 	}
 	if (gcra_of(lim, &g) != 0)
 		return GH_E_BADREQ;
+	if (rl->shared) {
+		rc = rl->shared(rl->shared_ud, op == OP_TAKE ? 0 : op == OP_PEEK ? 1 : 2, key, lim,
+				quantity, out);
+		if (rc != GH_OK)
+			clear(out);
+		return rc;
+	}
 
 	h = key_hash(rl, key, klen);
 	s = stripe_of(rl, h);
@@ -427,6 +436,14 @@ void gh_rl_set_clock(struct gh_ratelimit *rl, gh_rl_clock_fn fn, void *ud)
 		return;
 	rl->clock = fn ? fn : mono_clock;
 	rl->clock_ud = fn ? ud : NULL;
+}
+
+void gh_rl_set_shared(struct gh_ratelimit *rl, gh_rl_shared_fn fn, void *ud)
+{
+	if (!rl)
+		return;
+	rl->shared = fn;
+	rl->shared_ud = fn ? ud : NULL;
 }
 
 int gh_rl_take(struct gh_ratelimit *rl, const char *key, const struct gh_rl_limit *lim,

@@ -94,6 +94,18 @@ void gh_rl_free(struct gh_ratelimit *rl);
  * be thread-safe, quick, and must not call back into the limiter. */
 void gh_rl_set_clock(struct gh_ratelimit *rl, gh_rl_clock_fn fn, void *ud);
 
+/* Limits kept somewhere every replica sees (the PostgreSQL database,
+ * pg_ratelimit.h) instead of in this process: once set, take, peek and
+ * charge go to fn with the same arguments (op 0 take, 1 peek, 2 charge;
+ * out NULL for charge) and return what it returns; a failure there
+ * (GH_E_UNAVAILABLE: the database cannot be reached) leaves out saying
+ * not allowed, so callers fail closed. The table here then stays empty.
+ * Call before the limiter is shared with other threads; fn must be
+ * thread-safe. */
+typedef int (*gh_rl_shared_fn)(void *ud, int op, const char *key, const struct gh_rl_limit *lim,
+			       int64_t quantity, struct gh_rl_result *out);
+void gh_rl_set_shared(struct gh_ratelimit *rl, gh_rl_shared_fn fn, void *ud);
+
 /* Consumes quantity (>= 0) cells for key when they fit; fills out either
  * way (quantity 0 consumes nothing and just reports). Returns GH_OK with the
  * decision in out->allowed; when the key is new, would be allowed but the

@@ -40,6 +40,7 @@
 #include "otel.h"
 #include "policy.h"
 #include "ratelimit.h"
+#include "replica.h"
 #include "reload.h"
 #include "upstream.h"
 #include "util.h"
@@ -116,9 +117,11 @@ static int created_init(struct created *cr, const struct gh_cli *c)
 	cr->path[CR_SIGNKEY] = strdup(c->signing_key_file);
 	/* none when the witness is disabled */
 	cr->path[CR_WITNESS] = strdup(c->witness_file ? c->witness_file : "");
+	/* PostgreSQL: no database file (an empty path counts as existing) */
 	for (i = 0; i < 4; i++)
 		if ((cr->path[CR_DB + i] = malloc(n)))
-			snprintf(cr->path[CR_DB + i], n, "%s%s", db, sfx[i]);
+			snprintf(cr->path[CR_DB + i], n, "%s%s", c->cfg->database.url ? "" : db,
+				 c->cfg->database.url ? "" : sfx[i]);
 	for (i = 0; i < CR_NFILES; i++) {
 		if (!cr->path[i])
 			return -1;
@@ -223,12 +226,7 @@ static enum gh_code open_store(struct gh_app *app, struct gh_cli *c, struct gh_e
 	struct gh_store_opts so;
 	int n = 0;
 
-	memset(&so, 0, sizeof(so));
-	so.path = c->cfg->database.path;
-	so.synchronous_full = c->cfg->database.synchronous_full;
-	so.readers = (int)c->cfg->database.readers;
-	so.busy_timeout_ms = (int)c->cfg->database.busy_timeout_ms;
-	so.group_commit_max = (int)c->cfg->database.group_commit_max;
+	gh_cli_db_opts(c->cfg, &so);
 	so.threaded = 1;
 	so.ckpt_rows = c->cfg->audit.checkpoint_rows;
 	so.ckpt_ms = c->cfg->audit.checkpoint_seconds * 1000;
@@ -290,7 +288,7 @@ static enum gh_code start_otel(const struct gh_config *cfg, struct gh_err *e)
 static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 		     struct gh_http *http)
 {
-	char host[256];
+	char host[256], db[512];
 	const char *colon = strrchr(listen, ':');
 	size_t hl = colon ? (size_t)(colon - listen) : 0;
 
@@ -298,9 +296,9 @@ static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 		hl = sizeof(host) - 1;
 	memcpy(host, listen, hl);
 	host[hl] = '\0';
-	gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies", GH_VERSION,
-		c->cfg->database.path, gh_store_schema_version(app->store), c->cfg->nagents,
-		c->cfg->npolicies);
+	gh_cli_db_name(c->cfg, db, sizeof(db));
+	gh_info("gatehouse %s: database %s (schema %d), %zu agents, %zu policies", GH_VERSION, db,
+		gh_store_schema_version(app->store), c->cfg->nagents, c->cfg->npolicies);
 	printf("gatehouse listening on http://%s:%d\n", hl ? host : "127.0.0.1", gh_http_port(http));
 	fflush(stdout);
 	if (!c->cfg->server.public_url || !*c->cfg->server.public_url) {
@@ -416,6 +414,9 @@ static void stop_all(struct gh_app *app, struct gh_http *http, struct gh_metrics
 	/* after everything that decides or expires approvals, and before
 	 * the last generation goes: the notifier reads its targets there */
 	gh_notify_stop(app->notify);
+	/* after the background work, before the store: the rate limiter and
+	 * the events relay use the database */
+	gh_replica_stop(app);
 	/* after every request and background run: no call is in flight,
 	 * and the last generation (with its MCP servers) goes */
 	gh_app_cfg_fini(app);
@@ -477,8 +478,16 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: out of memory\n");
 		goto out;
 	}
-	if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK)
+	if (c->cfg->database.url) {
+		/* replicas: shared events, leadership and rate limits (the
+		 * limits' state lives in the database: nothing to restore) */
+		if (gh_replica_start(&app, c->cfg->database.url, &e) != GH_OK) {
+			fprintf(stderr, "gatehouse: %s\n", e.msg);
+			goto out;
+		}
+	} else if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK) {
 		gh_warn("rate limits: previous state not restored: %s", e.msg);
+	}
 	/* read-only: nothing in the background writes either */
 	if (!app.read_only)
 		audit_policies(&app);

@@ -1117,8 +1117,13 @@ static enum gh_code sqlite_version_check(struct gh_store *s, struct gh_err *e)
  * schema version checked. */
 static enum gh_code pg_open(struct gh_store *s, struct gh_err *e)
 {
-	struct gh_pg_opts po = {s->o.url, s->o.readers + 1, 5, 0,
-				s->o.busy_timeout_ms > 0 ? s->o.busy_timeout_ms : 5000};
+	struct gh_pg_opts po = {
+		s->o.url,
+		s->o.pool_size > 0 ? s->o.pool_size : s->o.readers + 1,
+		s->o.connect_timeout_ms > 0 ? (s->o.connect_timeout_ms + 999) / 1000 : 5,
+		s->o.statement_timeout_ms,
+		s->o.busy_timeout_ms > 0 ? s->o.busy_timeout_ms : 5000,
+	};
 	struct gh_pg_conn *c = NULL;
 	PGresult *r = NULL;
 	enum gh_code rc;
@@ -1291,6 +1296,11 @@ void gh_store_audit_sign_with(struct gh_store *s, const struct gh_audit_signer *
 	pthread_mutex_unlock(&s->qmu);
 	pthread_mutex_unlock(&s->wmu);
 	pthread_mutex_unlock(&s->inline_mu);
+}
+
+struct gh_pg_pool *gh_store_pg_pool(struct gh_store *s)
+{
+	return store_is_pg(s) ? s->pool : NULL;
 }
 
 int gh_store_schema_version(struct gh_store *s)

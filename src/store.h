@@ -36,6 +36,9 @@ struct gh_store_opts {
 	const char *path;          /* SQLite: the database file */
 	const char *url;           /* PostgreSQL (postgres:// or postgresql://): used
 				    * instead of path when set; borrowed for open */
+	int pool_size;             /* PostgreSQL: connections (0: readers + 1) */
+	int statement_timeout_ms;  /* PostgreSQL: 0 = the server's */
+	int connect_timeout_ms;    /* PostgreSQL: per attempt (0: 5 s) */
 	int synchronous_full;      /* PRAGMA synchronous=FULL instead of NORMAL */
 	int readers;               /* read pool size (>= 1) */
 	int busy_timeout_ms;
@@ -75,6 +78,11 @@ void gh_store_audit_sign_with(struct gh_store *s, const struct gh_audit_signer *
 /* Drains queued writes, stops the writer, checkpoints (under the lock) and
  * closes every connection. NULL is a no-op. */
 void gh_store_close(struct gh_store *s);
+
+/* PostgreSQL: the store's connection pool (for what replicas share
+ * besides the store: rate limits, health); NULL on SQLite. */
+struct gh_pg_pool;
+struct gh_pg_pool *gh_store_pg_pool(struct gh_store *s);
 
 /* Highest migration applied / known to this binary. */
 int gh_store_schema_version(struct gh_store *s);

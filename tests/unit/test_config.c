@@ -141,6 +141,15 @@ static void test_bad_configs(void)
 		 "$.audit.max_args_bytes: expected an integer in 256..1048576"},
 		{"{'database':{'synchronous':'off'}," MIN "}",
 		 "$.database.synchronous: expected 'normal' or 'full'"},
+		/* PostgreSQL: one database, a URL libpq takes, never the password */
+		{"{'database':{'path':'a.db','url':'postgres://u@h/d'}," MIN "}",
+		 "$.database.url: database.path and database.url both name a database"},
+		{"{'database':{'url':'mysql://u@h/d'}," MIN "}",
+		 "$.database.url: expected a postgres:// or postgresql:// URL"},
+		{"{'database':{'url':'postgres://u:hunter2@h/d?nosuch=1'}," MIN "}",
+		 "$.database.url: database.url is not a URL libpq accepts"},
+		{"{'database':{'url':'postgres://u@h/d','pool_size':0}," MIN "}",
+		 "$.database.pool_size: expected an integer in 1..1000"},
 		/* threads must leave room for plain requests beside held streams */
 		{"{'server':{'threads':10,'max_streams':7}," MIN "}",
 		 "t.json: $.server: threads (10) must exceed max_streams (7) by at least 4"},
@@ -580,6 +589,36 @@ static void test_env(void)
 	unsetenv("GH_TEST_MODEL");
 	unsetenv("GH_TEST_KEY");
 	unsetenv("GH_TEST_EMPTY");
+}
+
+/* database.url: the password from the environment; local files beside
+ * the config */
+static void test_database_url(void)
+{
+	struct gh_config *cfg;
+	struct gh_err e;
+	const char *t;
+
+	setenv("GH_TEST_PGPASS", "pw", 1);
+	t = dq("{'database':{'url':'postgresql://gh:${GH_TEST_PGPASS}@db/gh',"
+	       "'statement_timeout_ms':5000}," MIN "}");
+	T_EQ_INT(gh_config_parse("/etc/gh/g.json", t, strlen(t), &cfg, &e), GH_OK);
+	T_EQ_STR(cfg->database.url, "postgresql://gh:pw@db/gh");
+	T_EQ_STR(cfg->database.path, "/etc/gh/gatehouse");
+	T_EQ_INT(cfg->database.statement_timeout_ms, 5000);
+	T_EQ_INT(cfg->database.pool_size, 16);
+	T_EQ_INT(cfg->database.connect_timeout_ms, 5000);
+	gh_config_free(cfg);
+	unsetenv("GH_TEST_PGPASS");
+	/* SQLite by default */
+	T_EQ_INT(load("{" MIN "}", &cfg, &e), GH_OK);
+	T_ASSERT(!cfg->database.url);
+	T_EQ_STR(cfg->database.path, "gatehouse.db");
+	gh_config_free(cfg);
+	/* a URL libpq refuses: named, its password not */
+	T_ASSERT(load("{'database':{'url':'postgres://u:hunter2@h/d?nosuch=1'}," MIN "}", &cfg,
+		      &e) != GH_OK);
+	T_ASSERT(!strstr(e.msg, "hunter2"));
 }
 
 /* notifications: targets by name, defaults, ${ENV} secrets */
@@ -1153,6 +1192,7 @@ static void test_metrics_section(void)
 T_MAIN(T(test_bad_configs), T(test_metrics_section), T(test_notifications), T(test_mcp_servers),
        T(test_wrong_types_of_special_options),
        T(test_boundaries_accepted), T(test_duplicate_names), T(test_duplicate_keys),
-       T(test_mock_rule_unknown_key), T(test_env), T(test_defaults), T(test_values_read),
+       T(test_mock_rule_unknown_key), T(test_env), T(test_database_url),
+       T(test_defaults), T(test_values_read),
        T(test_policy_version), T(test_example_config), T(test_load_files),
        T(test_audit_witness_options), T(test_nul_in_strings))

@@ -693,6 +693,58 @@ static void test_ratelimit_shared(void)
 	gh_pg_pool_close(p2);
 }
 
+/* The limiter every surface calls (ratelimit.h), handed to the database:
+ * two limiters, one per replica, share one budget; peek reports without
+ * taking; a database out of reach refuses (fails closed). */
+static void test_ratelimit_through_limiter(void)
+{
+	struct gh_pg_pool *p1 = open_pool(2, 0), *p2 = open_pool(2, 0);
+	struct gh_ratelimit *r1 = gh_rl_new(16), *r2 = gh_rl_new(16);
+	const struct gh_rl_limit lim = {1, 60000, 4};
+	struct gh_rl_result res;
+	struct gh_pg_conn *c;
+	struct gh_err e;
+	int i, allowed = 0;
+
+	T_ASSERT(p1 && p2 && r1 && r2);
+	T_EQ_INT(gh_pg_acquire(p1, &c, &e), GH_OK);
+	T_EQ_INT(fresh_schema(c), 0);
+	gh_pg_release(p1, c);
+	gh_rl_set_shared(r1, gh_pg_rl_shared, p1);
+	gh_rl_set_shared(r2, gh_pg_rl_shared, p2);
+	T_EQ_INT(gh_rl_peek(r1, "req:k", &lim, 1, &res), GH_OK);
+	T_EQ_INT(res.allowed, 1);
+	T_EQ_INT(res.remaining, 5);
+	for (i = 0; i < 8; i++) {
+		T_EQ_INT(gh_rl_take(i % 2 ? r2 : r1, "req:k", &lim, 1, &res), GH_OK);
+		allowed += res.allowed;
+	}
+	T_EQ_INT(allowed, 5);
+	/* peek consumes nothing: still refused, with the wait */
+	T_EQ_INT(gh_rl_peek(r2, "req:k", &lim, 1, &res), GH_OK);
+	T_EQ_INT(res.allowed, 0);
+	T_ASSERT(res.retry_after_ms > 0 && res.retry_after_ms <= 60000);
+	T_EQ_INT(gh_rl_peek(r2, "req:k", &lim, 6, &res), GH_OK);
+	T_EQ_INT(res.retry_after_ms, -1);
+	/* charged usage is seen by the other replica's peek */
+	T_EQ_INT(gh_rl_charge(r1, "tok:k", &lim, 3), GH_OK);
+	T_EQ_INT(gh_rl_peek(r2, "tok:k", &lim, 1, &res), GH_OK);
+	T_EQ_INT(res.remaining, 2);
+	/* nothing was kept in the processes themselves */
+	T_EQ_INT((int)gh_rl_count(r1) + (int)gh_rl_count(r2), 0);
+	T_EQ_INT(gh_pg_acquire(p1, &c, &e), GH_OK);
+	T_EQ_INT(gh_pg_run(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public", "clean", &e),
+		 GH_OK);
+	gh_pg_release(p1, c);
+	/* no table: an error, and the take says not allowed */
+	T_ASSERT(gh_rl_take(r1, "req:k", &lim, 1, &res) != GH_OK);
+	T_EQ_INT(res.allowed, 0);
+	gh_rl_free(r1);
+	gh_rl_free(r2);
+	gh_pg_pool_close(p1);
+	gh_pg_pool_close(p2);
+}
+
 /* Waits up to 5 s for l to lead (want 1) or not (want 0): ms waited, or -1. */
 static int64_t wait_leader(struct gh_pg_leader *l, int want)
 {
@@ -834,6 +886,6 @@ static void test_stop_server(void)
 T_MAIN(T(test_sql_rewrite), T(test_url_redact), T(test_exec_and_rows),
        T(test_statement_timeout), T(test_transaction_left_open),
        T(test_wrong_password_not_shown), T(test_migrations_once), T(test_schema_matches_sqlite),
-       T(test_events_across_replicas), T(test_ratelimit_shared),
+       T(test_events_across_replicas), T(test_ratelimit_shared), T(test_ratelimit_through_limiter),
        T(test_leader_failover),
        T(test_outage_fails_fast_and_recovers), T(test_stop_server))
