@@ -248,12 +248,73 @@ static void expire_runs(struct gh_app *app)
 			gh_warn("runs: run %s could not be expired: %s", ids[i], e.msg);
 }
 
+/* Replicas (PostgreSQL), on the leader: what a replica that died left.
+ * A replica is taken for gone when its presence lock was free at two
+ * sweeps at least SWEEP_MS apart: a live replica whose connection broke
+ * (the database restarted) takes its lock again within about a second. */
+#define SWEEP_MS 2000
+#define STALLED_MS 5000
+
+struct sweep {
+	int64_t last_ms;
+	int64_t gone[64];
+	size_t ngone;
+};
+
+static int was_gone(const struct sweep *sw, int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < sw->ngone; i++)
+		if (sw->gone[i] == id)
+			return 1;
+	return 0;
+}
+
+static void sweep_replicas(struct gh_app *app, struct gh_bg *bg, struct sweep *sw, int64_t now)
+{
+	int64_t gone[GH_ARRAY_LEN(sw->gone)];
+	size_t n = 0, i;
+	struct gh_err e;
+
+	if (!app->replica || now - sw->last_ms < SWEEP_MS)
+		return;
+	sw->last_ms = now;
+	if (gh_store_replicas_gone(app->store, gone, GH_ARRAY_LEN(gone), &n, &e) != GH_OK) {
+		gh_warn("replicas: %s", e.msg);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		int runs = 0, calls = 0;
+
+		if (!was_gone(sw, gone[i]))
+			continue;
+		if (gh_store_replica_recover(app->store, gone[i], resume_cb, bg, &runs, &calls, &e) !=
+		    GH_OK) {
+			gh_warn("replicas: recovering the work of replica %lld: %s",
+				(long long)gone[i], e.msg);
+			continue;
+		}
+		gh_warn("replicas: replica %lld is gone: %d of its runs resume here, %d of its "
+			"calls were cut off (recorded as interrupted)",
+			(long long)gone[i], runs, calls);
+	}
+	memcpy(sw->gone, gone, n * sizeof(gone[0]));
+	sw->ngone = n;
+	/* approvals decided on a replica that died before it resumed */
+	if (gh_store_runs_stalled(app->store, now - STALLED_MS, 64, resume_cb, bg, &e) != GH_OK)
+		gh_warn("replicas: %s", e.msg);
+}
+
 static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
 	struct gh_app *app = bg->app;
 	int64_t last_snap = gh_now_ms(), last_prune = 0, last_analyze = gh_now_ms();
 	int64_t last_nprune = 0;
+	struct sweep sw;
+
+	memset(&sw, 0, sizeof(sw));
 
 	pthread_mutex_lock(&bg->mu);
 	while (!bg->stopping) {
@@ -266,6 +327,10 @@ static void *maint_main(void *p)
 		if (bg->stopping)
 			break;
 		pthread_mutex_unlock(&bg->mu);
+		/* this process's own calls whose end could not be written */
+		if (gh_store_audit_close_unclosed(app->store, &n, &e) == GH_OK && n)
+			gh_warn("audit: %d calls whose end could not be written are recorded as "
+				"interrupted", n);
 		if (!gh_replica_leads(app)) {
 			/* another replica does this round's work */
 			pthread_mutex_lock(&bg->mu);
@@ -283,6 +348,7 @@ static void *maint_main(void *p)
 		if (gh_approvals_expire(app, resume_cb, bg, &n, &e) != GH_OK)
 			gh_warn("approvals: expiry failed: %s", e.msg);
 		expire_runs(app);
+		sweep_replicas(app, bg, &sw, now);
 		if (now - last_snap >= 30000) {
 			gh_bg_snapshot_ratelimits(app);
 			last_snap = now;

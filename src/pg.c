@@ -47,6 +47,8 @@ struct gh_pg_pool {
 	int64_t retry_at;
 	int backoff_ms;
 	char down_msg[200];
+	int opened;                    /* past gh_pg_pool_open: failures to connect go
+					* to the log, callers get a plain message */
 	uint64_t connects, connect_failures, broken;
 };
 
@@ -367,6 +369,7 @@ enum gh_code gh_pg_pool_open(const struct gh_pg_opts *o, struct gh_pg_pool **out
 		return rc;
 	}
 	gh_pg_release(p, c);
+	p->opened = 1;
 	*out = p;
 	return GH_OK;
 }
@@ -462,6 +465,13 @@ enum gh_code gh_pg_acquire(struct gh_pg_pool *p, struct gh_pg_conn **out, struct
 		if (p->backoff_ms > PG_BACKOFF_MAX_MS)
 			p->backoff_ms = PG_BACKOFF_MAX_MS;
 		p->retry_at = mono_ms() + p->backoff_ms;
+		if (p->opened && e && e->code == GH_E_UNAVAILABLE) {
+			/* once per attempt (at most one per back-off): the
+			 * server's address is for the operator, not for clients */
+			gh_warn("%s (next attempt in %d ms)", e->msg, p->backoff_ms);
+			gh_err_set(e, GH_E_UNAVAILABLE, "the database cannot be reached; "
+				   "gatehouse's log says why");
+		}
 		gh_strlcpy(p->down_msg, e ? e->msg : "database unavailable", sizeof(p->down_msg));
 		if (e)
 			e->retry_after = 1;

@@ -24,6 +24,7 @@ struct gh_pg_leader {
 	char *url;                  /* holds the password: never logged */
 	char name[64];
 	long long key;              /* the advisory lock's */
+	long long presence;         /* this process's own lock (0: none) */
 	int check_ms;
 	pthread_t th;
 	pthread_mutex_t mu;
@@ -60,6 +61,23 @@ static int query1(PGconn *pc, const char *sql, char *out, size_t cap)
 	return ok ? 0 : -1;
 }
 
+/* Takes this process's presence lock on a new connection: while it is
+ * held, other replicas know this one is alive. -1 when the query failed. */
+static int take_presence(struct gh_pg_leader *l)
+{
+	char sql[96], v[16];
+
+	if (!l->presence)
+		return 0;
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%lld)", l->presence);
+	if (query1(l->pc, sql, v, sizeof(v)) != 0)
+		return -1;
+	if (strcmp(v, "t"))
+		gh_warn("leader %s: the presence lock %lld is held by another session", l->name,
+			l->presence);
+	return 0;
+}
+
 static void lose(struct gh_pg_leader *l, const char *why)
 {
 	if (atomic_exchange(&l->leader, 0)) {
@@ -86,6 +104,10 @@ static int round_once(struct gh_pg_leader *l, int backoff)
 			return backoff > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff;
 		}
 		atomic_store(&l->backend_pid, PQbackendPID(l->pc));
+		if (take_presence(l) != 0) {
+			lose(l, PQerrorMessage(l->pc));
+			return 0;
+		}
 	}
 	if (atomic_load(&l->leader)) {
 		if (query1(l->pc, "SELECT 1", v, sizeof(v)) != 0)
@@ -131,7 +153,7 @@ static void *leader_main(void *arg)
 }
 
 enum gh_code gh_pg_leader_start(const char *url, const char *name, int check_ms,
-				struct gh_pg_leader **out, struct gh_err *e)
+				int64_t presence, struct gh_pg_leader **out, struct gh_err *e)
 {
 	struct gh_pg_leader *l;
 	enum gh_code rc;
@@ -143,12 +165,18 @@ enum gh_code gh_pg_leader_start(const char *url, const char *name, int check_ms,
 	}
 	gh_strlcpy(l->name, name, sizeof(l->name));
 	l->key = key_of(name);
+	l->presence = (long long)presence;
 	l->check_ms = check_ms < 10 ? 10 : check_ms;
 	pthread_mutex_init(&l->mu, NULL);
 	gh_cond_init_mono(&l->cv);
 	if ((rc = gh_pg_connect(url, 5, &l->pc, e)) != GH_OK)
 		goto fail;
 	atomic_store(&l->backend_pid, PQbackendPID(l->pc));
+	if (take_presence(l) != 0) {
+		rc = gh_err_set(e, GH_E_UNAVAILABLE, "leader %s: %s", name,
+				PQerrorMessage(l->pc));
+		goto fail;
+	}
 	if (pthread_create(&l->th, NULL, leader_main, l) != 0) {
 		rc = gh_err_set(e, GH_E_INTERNAL, "leader %s: cannot start its thread", name);
 		goto fail;

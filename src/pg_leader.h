@@ -28,9 +28,15 @@ struct gh_pg_leader;
 /* Starts contending for the leadership called name (any text: it is
  * hashed into the lock's key) with its own connection to url, trying and
  * checking every check_ms (>= 10). Fails only when the first connection
- * cannot be made (GH_E_UNAVAILABLE, URL redacted). */
+ * cannot be made (GH_E_UNAVAILABLE, URL redacted).
+ *
+ * presence (0: none) is a second advisory lock key, this process's own:
+ * the same connection holds it from start to stop (taken again at every
+ * reconnection), so that other replicas can tell, from pg_locks, that
+ * the work it claimed (runs, open calls) is not theirs to recover while
+ * it lives. */
 enum gh_code gh_pg_leader_start(const char *url, const char *name, int check_ms,
-				struct gh_pg_leader **out, struct gh_err *e);
+				int64_t presence, struct gh_pg_leader **out, struct gh_err *e);
 /* Gives the leadership up (to another replica at its next try) and stops.
  * NULL ok. */
 void gh_pg_leader_stop(struct gh_pg_leader *l);

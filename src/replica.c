@@ -30,8 +30,8 @@ enum gh_code gh_replica_start(struct gh_app *app, const char *url, struct gh_err
 	if (!(r = calloc(1, sizeof(*r))))
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	if ((rc = gh_pg_events_start(url, app->hub, &r->events, e)) != GH_OK ||
-	    (rc = gh_pg_leader_start(url, "gatehouse background work", LEADER_CHECK_MS, &r->leader,
-				     e)) != GH_OK) {
+	    (rc = gh_pg_leader_start(url, "gatehouse background work", LEADER_CHECK_MS,
+				     gh_store_instance(app->store), &r->leader, e)) != GH_OK) {
 		gh_pg_events_stop(r->events);
 		free(r);
 		return rc;

@@ -501,6 +501,10 @@ static enum gh_code audit_write(struct run *r, enum audit_mark mark, int64_t *ca
 	if (rc != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", event, row.ev.tool_name,
 			 r->run_id, ae.msg);
+		/* the call stays open: closed as interrupted when the database
+		 * is back */
+		if (mark == AUDIT_CLOSE)
+			gh_store_audit_call_unclosed(r->app->store, *call_id);
 		rc = gh_err_set(e, GH_E_UNAVAILABLE,
 				"audit log unavailable (%s); the tool was not run", ae.msg);
 	}
@@ -542,9 +546,11 @@ static void deferred_flush(struct run *r)
 {
 	struct gh_err ae;
 
-	if (r->end && gh_store_tx_run(r->app->store, deferred_tx_fn, r->end, &ae) != GH_OK)
+	if (r->end && gh_store_tx_run(r->app->store, deferred_tx_fn, r->end, &ae) != GH_OK) {
 		gh_error("audit: cannot record %s of %s in run %s: %s", r->end->row.ev.event,
 			 r->end->row.ev.tool_name, r->run_id, ae.msg);
+		gh_store_audit_call_unclosed(r->app->store, r->end->call_id);
+	}
 	deferred_free(r);
 }
 
@@ -806,6 +812,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 			 * it, so the tool did not run (fail closed) */
 			gh_error("audit: cannot record the end of %s in run %s: %s", t->name,
 				 r->run_id, te.msg);
+			gh_store_audit_call_unclosed(r->app->store, call_id);
 			return gh_err_set(e, GH_E_UNAVAILABLE,
 					  "audit log unavailable (%s); the tool was not run", te.msg);
 		}

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "audit_index.h"
 #include "embed.h"
 #include "json.h"
@@ -1169,9 +1171,14 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 		s->o.group_commit_max = 1024;
 	s->lock_fd = -1;
 	s->signer = o->signer;
+	randombytes_buf(&s->instance, sizeof(s->instance));
+	s->instance &= INT64_MAX >> 1; /* > 0, and its halves read back from pg_locks */
+	if (!s->instance)
+		s->instance = 1;
 	s->ckpt_rows = o->ckpt_rows > 0 ? o->ckpt_rows : 1000;
 	s->ckpt_every_ms = o->ckpt_ms > 0 ? o->ckpt_ms : 60000;
 	pthread_mutex_init(&s->inline_mu, NULL);
+	pthread_mutex_init(&s->unclosed_mu, NULL);
 	pthread_mutex_init(&s->rmu, NULL);
 	pthread_cond_init(&s->rcv, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
@@ -1269,6 +1276,7 @@ void gh_store_close(struct gh_store *s)
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->inline_mu);
+	pthread_mutex_destroy(&s->unclosed_mu);
 	pthread_mutex_destroy(&s->rmu);
 	pthread_cond_destroy(&s->rcv);
 	pthread_mutex_destroy(&s->wmu);
@@ -1296,6 +1304,11 @@ void gh_store_audit_sign_with(struct gh_store *s, const struct gh_audit_signer *
 	pthread_mutex_unlock(&s->qmu);
 	pthread_mutex_unlock(&s->wmu);
 	pthread_mutex_unlock(&s->inline_mu);
+}
+
+int64_t gh_store_instance(struct gh_store *s)
+{
+	return s->instance;
 }
 
 struct gh_pg_pool *gh_store_pg_pool(struct gh_store *s)

@@ -228,8 +228,34 @@ enum gh_code gh_store_run_transition(struct gh_store *s, const char *run_id, con
 				     const char *to, struct gh_err *e);
 
 /* At start: runs a crash left "running" go back to the status they were
- * claimed from. *n gets how many. */
+ * claimed from. *n gets how many. On PostgreSQL only the runs of
+ * replicas that are not alive (their presence lock is free): another
+ * replica's running runs are its own. */
 enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e);
+
+/* This process's instance number (random, > 0, drawn at open): a run it
+ * claims and a call it opens are marked with it, and on PostgreSQL it
+ * holds an advisory lock on it while it lives (pg_leader.h). */
+int64_t gh_store_instance(struct gh_store *s);
+
+/* PostgreSQL: the instance numbers of replicas that left running runs or
+ * open calls behind and hold no presence lock now (at most cap). Always
+ * none on SQLite, where a restart recovers everything. */
+enum gh_code gh_store_replicas_gone(struct gh_store *s, int64_t *ids, size_t cap, size_t *n,
+				    struct gh_err *e);
+/* Recovers what the dead replica `instance` left: its open calls closed
+ * with "interrupted" audit rows, its running runs back to the status they
+ * were claimed from. fn (may be NULL) gets each such run's id after the
+ * commit, to resume it; *nruns and *ncalls (may be NULL) how many. */
+enum gh_code gh_store_replica_recover(struct gh_store *s, int64_t instance,
+				      void (*fn)(void *ud, const char *run_id), void *ud,
+				      int *nruns, int *ncalls, struct gh_err *e);
+/* Suspended runs whose approvals are all decided, the last one before
+ * decided_before (Unix ms): a replica that decided them died before it
+ * resumed them. Calls fn for at most cap of them. */
+enum gh_code gh_store_runs_stalled(struct gh_store *s, int64_t decided_before, size_t cap,
+				   void (*fn)(void *ud, const char *run_id), void *ud,
+				   struct gh_err *e);
 
 /* Calls fn with the id of every run in status, oldest first. */
 enum gh_code gh_store_runs_with_status(struct gh_store *s, const char *status,
@@ -334,6 +360,17 @@ enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_
  * transaction. call_id 0: a plain append. */
 enum gh_code gh_store_audit_call_close(struct gh_store *s, int64_t call_id,
 				       const struct gh_audit_event *ev, struct gh_err *e);
+/* The end of call_id could not be written (the database was out of reach,
+ * or its commit failed): noted, so that gh_store_audit_close_unclosed
+ * closes it with an "interrupted" row once the database is back, rather
+ * than leaving it open until the next restart. Bounded: past a few
+ * hundred noted, a call stays open for the restart (or, on PostgreSQL,
+ * another replica) to close, and a warning says so. call_id 0: no-op. */
+void gh_store_audit_call_unclosed(struct gh_store *s, int64_t call_id);
+/* Closes the calls noted above that are still open; those it cannot
+ * close yet stay noted. *n (may be NULL) gets how many it closed. */
+enum gh_code gh_store_audit_close_unclosed(struct gh_store *s, int *n, struct gh_err *e);
+
 /* At start, before anything runs: closes every call still open with an
  * "interrupted" row (outcome "no_effect" for memory tools, whose effect
  * commits with their end, "unknown" for the others: the tool may or may

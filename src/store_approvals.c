@@ -159,30 +159,43 @@ static int decided_row(struct store_row *sr, void *ud)
 	return 0;
 }
 
-static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *arg,
-			       struct gh_err *e)
+/* Reads approval a->id into d: GH_OK when it is pending and not yet
+ * expired, else the error a reviewer sees (not found, decided, expired). */
+static enum gh_code decide_check(struct store_conn *w, const struct decide_arg *a,
+				 struct decided *d, struct gh_err *e)
 {
-	struct decide_arg *a = arg;
-	struct decided d;
 	int found = 0;
 	enum gh_code rc;
 
-	memset(&d, 0, sizeof(d));
+	memset(d, 0, sizeof(*d));
 	rc = store_rows(w, "SELECT status, coalesce(decided_by, ''), expires_at "
 			   "FROM approvals WHERE id = ?",
-			STORE_ARGS(STORE_TEXT(a->id)), 1, decided_row, &d, &found,
+			STORE_ARGS(STORE_TEXT(a->id)), 1, decided_row, d, &found,
 			"deciding an approval", e);
 	if (rc != GH_OK)
 		return rc;
 	if (!found)
 		return gh_err_set(e, GH_E_NOTFOUND, "no approval %s", a->id);
-	if (strcmp(d.status, "pending"))
-		return !strcmp(d.status, "expired")
+	if (strcmp(d->status, "pending"))
+		return !strcmp(d->status, "expired")
 			? gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id)
 			: gh_err_set(e, GH_E_CONFLICT, "approval %s was already %s by %s", a->id,
-				     d.status, d.by);
-	if (d.expires_at <= a->now)
+				     d->status, d->by);
+	if (d->expires_at <= a->now)
 		return gh_err_set(e, GH_E_CONFLICT, "approval %s already expired", a->id);
+	return GH_OK;
+}
+
+static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *arg,
+			       struct gh_err *e)
+{
+	struct decide_arg *a = arg;
+	struct decided d;
+	int changed = 0;
+	enum gh_code rc;
+
+	if ((rc = decide_check(w, a, &d, e)) != GH_OK)
+		return rc;
 	rc = store_exec(w, "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, "
 			   "reason = ?, edited_args = ?, edited_args_exact = ?, "
 			   "edited_args_sha256 = ? WHERE id = ? AND status = 'pending'",
@@ -191,9 +204,16 @@ static enum gh_code decide_job(struct gh_store *s, struct store_conn *w, void *a
 				   STORE_TEXT(a->edit ? a->edit->redacted : NULL),
 				   STORE_TEXT(a->edit ? a->edit->exact : NULL),
 				   STORE_TEXT(a->edit ? a->edit->sha256 : NULL), STORE_TEXT(a->id)),
-			"deciding an approval", NULL, e);
+			"deciding an approval", &changed, e);
 	if (rc != GH_OK)
 		return rc;
+	/* PostgreSQL: two replicas read "pending" at once; the second
+	 * update waits for the first and then changes nothing. It reads
+	 * the decision again to say who made it. */
+	if (!changed)
+		return decide_check(w, a, &d, e) == GH_OK
+			? gh_err_set(e, GH_E_CONFLICT, "approval %s was already decided", a->id)
+			: e->code;
 	return store_audit_append_in(s, w, a->ev, NULL, e);
 }
 
@@ -223,7 +243,6 @@ static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *ar
 				     STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(a->id)),
 				     "claiming an approved execution", &changed, e);
 
-	(void)s;
 	if (rc != GH_OK)
 		return rc;
 	if (changed == 0)
@@ -231,7 +250,7 @@ static enum gh_code claim_job(struct gh_store *s, struct store_conn *w, void *ar
 	/* from here the call is open: a crash before its end is recorded
 	 * leaves it to be closed as interrupted */
 	if (a->call)
-		return store_audit_call_register(w, a->call, a->id, &a->call_id, e);
+		return store_audit_call_register(s, w, a->call, a->id, &a->call_id, e);
 	return GH_OK;
 }
 

@@ -250,27 +250,30 @@ enum gh_code gh_store_audit_append(struct gh_store *s, const struct gh_audit_eve
 
 /* ------------------------------------------------------ open calls */
 
-static enum gh_code open_call_in(struct store_conn *w, const struct gh_audit_event *ev,
-				 const char *approval_id, int64_t *call_id, struct gh_err *e)
+static enum gh_code open_call_in(struct gh_store *s, struct store_conn *w,
+				 const struct gh_audit_event *ev, const char *approval_id,
+				 int64_t *call_id, struct gh_err *e)
 {
 	return store_insert(w, "INSERT INTO audit_open_calls (opened_at, key_id, owner, "
 			       "admin_user, agent_id, thread_id, run_id, tool_call_id, "
-			       "tool_name, source, args, approval_id) "
-			       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+			       "tool_name, source, args, approval_id, instance) "
+			       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			    STORE_ARGS(STORE_INT(gh_now_ms()), STORE_TEXT(ev->key_id),
 				       STORE_TEXT(ev->owner), STORE_TEXT(ev->admin_user),
 				       STORE_TEXT(ev->agent_id), STORE_TEXT(ev->thread_id),
 				       STORE_TEXT(ev->run_id), STORE_TEXT(ev->tool_call_id),
 				       STORE_TEXT(ev->tool_name), STORE_TEXT(ev->source),
-				       STORE_TEXT(ev->args), STORE_TEXT(approval_id)),
+				       STORE_TEXT(ev->args), STORE_TEXT(approval_id),
+				       STORE_INT(s->instance)),
 			    "registering an open call", call_id, e);
 }
 
-enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
+enum gh_code store_audit_call_register(struct gh_store *s, struct store_conn *w,
+				       const struct gh_audit_event *call,
 				       const char *approval_id, int64_t *call_id,
 				       struct gh_err *e)
 {
-	return open_call_in(w, call, approval_id, call_id, e);
+	return open_call_in(s, w, call, approval_id, call_id, e);
 }
 
 static enum gh_code close_call_in(struct gh_store *s, struct store_conn *w, int64_t call_id,
@@ -298,7 +301,7 @@ static enum gh_code call_open_job(struct gh_store *s, struct store_conn *w, void
 	struct call_arg *a = arg;
 	enum gh_code rc = store_audit_append_in(s, w, a->ev, &a->seq, e);
 
-	return rc == GH_OK ? open_call_in(w, a->ev, NULL, &a->call_id, e) : rc;
+	return rc == GH_OK ? open_call_in(s, w, a->ev, NULL, &a->call_id, e) : rc;
 }
 
 enum gh_code gh_store_audit_call_open(struct gh_store *s, const struct gh_audit_event *ev,
@@ -359,6 +362,8 @@ enum gh_code gh_store_tx_audit_call_close(struct gh_store_tx *tx, int64_t call_i
 #define INTERRUPTED_BATCH 256
 
 struct interrupted_arg {
+	int64_t instance;               /* whose calls (0: all) */
+	int64_t call_id;                /* or this one call (0: by instance) */
 	int n;
 	int more;
 };
@@ -371,6 +376,7 @@ struct interrupted_rows {
 	int n;
 	enum gh_code rc;
 	struct gh_err *e;
+	const char *reason;
 };
 
 static int interrupted_row(struct store_row *sr, void *ud)
@@ -407,7 +413,7 @@ static int interrupted_row(struct store_row *sr, void *ud)
 	/* a memory tool's effect commits with its end: none happened */
 	ev.outcome = src_name && !strcmp(src_name, "memory") ? "no_effect" : "unknown";
 	ev.duration_ms = -1;
-	ev.reason = "gatehouse stopped before the end of the call was recorded";
+	ev.reason = x->reason;
 	ev.detail = detail;
 	x->rc = store_audit_append_in(x->s, x->w, &ev, NULL, x->e);
 	free(detail);
@@ -421,33 +427,67 @@ static enum gh_code interrupted_job(struct gh_store *s, struct store_conn *w, vo
 				    struct gh_err *e)
 {
 	struct interrupted_arg *a = arg;
-	struct interrupted_rows x = {s, w, 0, GH_OK, e};
+	struct interrupted_rows x = {s, w, 0, GH_OK, e,
+				     a->call_id ? "the database could not be reached when the call "
+						  "ended: its end was not recorded"
+						: "gatehouse stopped before the end of the call was "
+						  "recorded"};
 	enum gh_code rc;
 
 	a->more = 0;
+	if (a->call_id) {
+		rc = store_rows(w, "SELECT id, opened_at, key_id, owner, admin_user, "
+				   "agent_id, thread_id, run_id, tool_call_id, tool_name, "
+				   "source, args, approval_id FROM audit_open_calls WHERE id = ?",
+				STORE_ARGS(STORE_INT(a->call_id)), 0, interrupted_row, &x, NULL,
+				"reading open calls", e);
+		if (rc == GH_OK)
+			rc = x.rc;
+		if (rc == GH_OK && x.n)
+			rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id = ?",
+					STORE_ARGS(STORE_INT(a->call_id)), "closing an open call",
+					NULL, e);
+		a->n = x.n;
+		return rc;
+	}
 	/* the row being read stays valid while the audit row is appended:
 	 * they are other tables, and the delete comes after the scan */
-	rc = store_rows(w, "SELECT id, opened_at, key_id, owner, admin_user, "
-			   "agent_id, thread_id, run_id, tool_call_id, tool_name, "
-			   "source, args, approval_id FROM audit_open_calls "
-			   "ORDER BY id LIMIT ?",
-			STORE_ARGS(STORE_INT(INTERRUPTED_BATCH)), 0, interrupted_row, &x, NULL,
-			"reading open calls", e);
+	if (a->instance)
+		rc = store_rows(w, "SELECT id, opened_at, key_id, owner, admin_user, "
+				   "agent_id, thread_id, run_id, tool_call_id, tool_name, "
+				   "source, args, approval_id FROM audit_open_calls "
+				   "WHERE instance = ? ORDER BY id LIMIT ?",
+				STORE_ARGS(STORE_INT(a->instance), STORE_INT(INTERRUPTED_BATCH)), 0,
+				interrupted_row, &x, NULL, "reading open calls", e);
+	else
+		rc = store_rows(w, "SELECT id, opened_at, key_id, owner, admin_user, "
+				   "agent_id, thread_id, run_id, tool_call_id, tool_name, "
+				   "source, args, approval_id FROM audit_open_calls "
+				   "ORDER BY id LIMIT ?",
+				STORE_ARGS(STORE_INT(INTERRUPTED_BATCH)), 0, interrupted_row, &x,
+				NULL, "reading open calls", e);
 	if (rc == GH_OK)
 		rc = x.rc;
 	if (rc != GH_OK)
 		return rc;
-	if ((rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
-				"audit_open_calls ORDER BY id LIMIT ?)",
-			     STORE_ARGS(STORE_INT(x.n)), "closing interrupted calls", NULL,
-			     e)) != GH_OK)
+	if (a->instance)
+		rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
+				   "audit_open_calls WHERE instance = ? ORDER BY id LIMIT ?)",
+				STORE_ARGS(STORE_INT(a->instance), STORE_INT(x.n)),
+				"closing interrupted calls", NULL, e);
+	else
+		rc = store_exec(w, "DELETE FROM audit_open_calls WHERE id IN (SELECT id FROM "
+				   "audit_open_calls ORDER BY id LIMIT ?)",
+				STORE_ARGS(STORE_INT(x.n)), "closing interrupted calls", NULL, e);
+	if (rc != GH_OK)
 		return rc;
 	a->n = x.n;
 	a->more = x.n == INTERRUPTED_BATCH;
 	return GH_OK;
 }
 
-enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct gh_err *e)
+enum gh_code store_audit_interrupted_of(struct gh_store *s, int64_t instance, int *n,
+					struct gh_err *e)
 {
 	struct interrupted_arg a;
 	enum gh_code rc;
@@ -455,10 +495,82 @@ enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct
 	*n = 0;
 	do {
 		memset(&a, 0, sizeof(a));
+		a.instance = instance;
 		if ((rc = store_write(s, interrupted_job, &a, e)) != GH_OK)
 			return rc;
 		*n += a.n;
 	} while (a.more);
+	return GH_OK;
+}
+
+void gh_store_audit_call_unclosed(struct gh_store *s, int64_t call_id)
+{
+	if (!call_id)
+		return;
+	pthread_mutex_lock(&s->unclosed_mu);
+	if (s->nunclosed < GH_ARRAY_LEN(s->unclosed))
+		s->unclosed[s->nunclosed++] = call_id;
+	else
+		gh_warn("audit: call %lld stays open until gatehouse restarts: too many calls "
+			"wait to be closed", (long long)call_id);
+	pthread_mutex_unlock(&s->unclosed_mu);
+}
+
+enum gh_code gh_store_audit_close_unclosed(struct gh_store *s, int *n, struct gh_err *e)
+{
+	int64_t ids[GH_ARRAY_LEN(s->unclosed)];
+	size_t k, i, left = 0;
+	int closed = 0;
+	enum gh_code rc = GH_OK;
+
+	pthread_mutex_lock(&s->unclosed_mu);
+	k = s->nunclosed;
+	memcpy(ids, s->unclosed, k * sizeof(ids[0]));
+	s->nunclosed = 0;
+	pthread_mutex_unlock(&s->unclosed_mu);
+	for (i = 0; i < k; i++) {
+		struct interrupted_arg a;
+
+		memset(&a, 0, sizeof(a));
+		a.call_id = ids[i];
+		if (rc == GH_OK && (rc = store_write(s, interrupted_job, &a, e)) == GH_OK) {
+			closed += a.n;
+			continue;
+		}
+		ids[left++] = ids[i]; /* again next time */
+	}
+	if (left) {
+		pthread_mutex_lock(&s->unclosed_mu);
+		for (i = 0; i < left; i++)
+			if (s->nunclosed < GH_ARRAY_LEN(s->unclosed))
+				s->unclosed[s->nunclosed++] = ids[i];
+		pthread_mutex_unlock(&s->unclosed_mu);
+	}
+	if (n)
+		*n = closed;
+	return rc;
+}
+
+enum gh_code gh_store_audit_close_interrupted(struct gh_store *s, int *n, struct gh_err *e)
+{
+	int64_t gone[256];
+	size_t ngone = 0, i;
+	int k;
+	enum gh_code rc;
+
+	if (!store_is_pg(s))
+		return store_audit_interrupted_of(s, 0, n, e);
+	/* PostgreSQL: the calls of replicas that are gone, never those of
+	 * one still running them (more than this many gone replicas are
+	 * left to the leader's sweep, background.c) */
+	*n = 0;
+	if ((rc = gh_store_replicas_gone(s, gone, GH_ARRAY_LEN(gone), &ngone, e)) != GH_OK)
+		return rc;
+	for (i = 0; i < ngone; i++) {
+		if ((rc = store_audit_interrupted_of(s, gone[i], &k, e)) != GH_OK)
+			return rc;
+		*n += k;
+	}
 	return GH_OK;
 }
 

@@ -96,6 +96,8 @@ struct gh_store {
 	char *lock_path;
 	int lock_fd;
 	int schema_version;
+	int64_t instance;               /* this process's number: runs it claims and calls
+					 * it opens carry it (gh_store_instance) */
 
 	struct store_conn w;            /* the writer connection (NULL db when readonly) */
 	pthread_mutex_t inline_mu;      /* serialises inline (CLI) writes */
@@ -144,7 +146,19 @@ struct gh_store {
 	_Atomic int queued;             /* store_write_async jobs not yet committed:
 					 * store_reader waits for them */
 	int64_t last_analyze_ms;
+	/* calls whose end could not be written (the database was out of
+	 * reach): closed as interrupted once it is back */
+	pthread_mutex_t unclosed_mu;
+	int64_t unclosed[256];
+	size_t nunclosed;
 };
+
+/* PostgreSQL: true when the replica numbered by the bigint expression x
+ * holds its presence lock (pg_leader.h), i.e. is alive. A bigint advisory
+ * key shows in pg_locks as classid (high half) and objid (low half). */
+#define STORE_PG_ALIVE(x)                                                              \
+	"EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 " \
+	"AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = " x ")"
 
 /* 1 when s is on PostgreSQL, 0 on SQLite. */
 static inline int store_is_pg(const struct gh_store *s)
@@ -354,9 +368,15 @@ enum gh_code store_audit_append_in(struct gh_store *s, struct store_conn *w,
 				   struct gh_err *e);
 /* Registers call (its identity: key, agent, run, tool call, tool, source,
  * args) as open in the current job; see gh_store_audit_call_open. */
-enum gh_code store_audit_call_register(struct store_conn *w, const struct gh_audit_event *call,
+enum gh_code store_audit_call_register(struct gh_store *s, struct store_conn *w,
+				       const struct gh_audit_event *call,
 				       const char *approval_id, int64_t *call_id,
 				       struct gh_err *e);
+/* Closes the open calls the process numbered instance left (0: every
+ * one) with "interrupted" audit rows, in transactions of a few hundred.
+ * *n gets how many. */
+enum gh_code store_audit_interrupted_of(struct gh_store *s, int64_t instance, int *n,
+					struct gh_err *e);
 enum gh_code store_checkpoint_if_due(struct gh_store *s, struct store_conn *w, int force,
 				     struct gh_err *e);
 /* After a commit (ok) or a rollback (!ok) of the writer's transaction:

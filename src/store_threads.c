@@ -513,7 +513,10 @@ static enum gh_code check_status(struct store_conn *w, const char *run_id, const
 	char status[16];
 	struct store_buf b = {status, sizeof(status)};
 	int seen = 0;
-	enum gh_code rc = store_rows(w, "SELECT status FROM runs WHERE id = ?",
+	/* PostgreSQL: the row stays locked until the commit, so no other
+	 * replica moves the run between this check and the write after it */
+	enum gh_code rc = store_rows(w, w->pg ? "SELECT status FROM runs WHERE id = ? FOR UPDATE"
+					      : "SELECT status FROM runs WHERE id = ?",
 				     STORE_ARGS(STORE_TEXT(run_id)), 1, store_row_text, &b, &seen,
 				     "reading a run", e);
 
@@ -745,16 +748,22 @@ static enum gh_code transition_job(struct gh_store *s, struct store_conn *w, voi
 				   struct gh_err *e)
 {
 	struct transition_arg *a = arg;
+	int changed = 0;
 	enum gh_code rc;
 
-	(void)s;
+	/* conditional on the status, so that of two replicas claiming one
+	 * run at once exactly one moves it; the claimant is recorded */
+	rc = store_exec(w, "UPDATE runs SET status = ?1, prev_status = ?2, updated_at = ?3, "
+			   "claimed_by = ?4 WHERE id = ?5 AND status = ?2",
+			STORE_ARGS(STORE_TEXT(a->to), STORE_TEXT(a->from), STORE_INT(gh_now_ms()),
+				   STORE_INT(s->instance), STORE_TEXT(a->run_id)),
+			"updating a run", &changed, e);
+	if (rc != GH_OK || changed)
+		return rc;
+	/* why not: no such run, or another status (the error names it) */
 	if ((rc = check_status(w, a->run_id, a->from, e)) != GH_OK)
 		return rc;
-	return store_exec(w, "UPDATE runs SET status = ?, prev_status = ?, updated_at = ? "
-			     "WHERE id = ?",
-			  STORE_ARGS(STORE_TEXT(a->to), STORE_TEXT(a->from),
-				     STORE_INT(gh_now_ms()), STORE_TEXT(a->run_id)),
-			  "updating a run", NULL, e);
+	return gh_err_set(e, GH_E_CONFLICT, "run %s was claimed by another request", a->run_id);
 }
 
 enum gh_code gh_store_run_transition(struct gh_store *s, const char *run_id, const char *from,
@@ -849,11 +858,16 @@ static enum gh_code recover_job(struct gh_store *s, struct store_conn *w, void *
 {
 	struct recover_arg *a = arg;
 
-	(void)s;
-	return store_exec(w, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
-			     "error = CASE WHEN prev_status IS NULL THEN "
-			     "'interrupted by a restart' ELSE error END, "
-			     "prev_status = NULL WHERE status = 'running'",
+	/* PostgreSQL: only what replicas that are gone left running */
+	return store_exec(w, STORE_SQL(s, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
+				       "error = CASE WHEN prev_status IS NULL THEN "
+				       "'interrupted by a restart' ELSE error END, "
+				       "prev_status = NULL, claimed_by = NULL WHERE status = 'running'",
+				       "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
+				       "error = CASE WHEN prev_status IS NULL THEN "
+				       "'interrupted by a restart' ELSE error END, "
+				       "prev_status = NULL, claimed_by = NULL WHERE status = 'running' "
+				       "AND (claimed_by IS NULL OR NOT " STORE_PG_ALIVE("claimed_by") ")"),
 			  NULL, 0, "recovering runs", &a->n, e);
 }
 
@@ -865,6 +879,138 @@ enum gh_code gh_store_runs_recover(struct gh_store *s, int *n, struct gh_err *e)
 	if (n)
 		*n = a.n;
 	return rc;
+}
+
+struct ids64 {
+	int64_t *ids;
+	size_t cap, n;
+};
+
+static int id64_row(struct store_row *sr, void *ud)
+{
+	struct ids64 *x = ud;
+
+	if (x->n >= x->cap)
+		return 1;
+	x->ids[x->n++] = store_col_int(sr, 0);
+	return 0;
+}
+
+enum gh_code gh_store_replicas_gone(struct gh_store *s, int64_t *ids, size_t cap, size_t *n,
+				    struct gh_err *e)
+{
+	struct ids64 x = {ids, cap, 0};
+	enum gh_code rc;
+
+	*n = 0;
+	if (!store_is_pg(s) || !cap)
+		return GH_OK;
+	rc = store_read(s, "SELECT x FROM (SELECT claimed_by AS x FROM runs WHERE status = 'running' "
+			   "UNION SELECT instance FROM audit_open_calls) t "
+			   "WHERE x IS NOT NULL AND NOT " STORE_PG_ALIVE("x") " LIMIT ?",
+			STORE_ARGS(STORE_INT((int64_t)cap)), 0, id64_row, &x, NULL,
+			"looking for replicas that are gone", e);
+	*n = x.n;
+	return rc;
+}
+
+struct orphans {
+	char (*ids)[48];
+	size_t cap, n;
+	int64_t instance;
+	int changed;
+};
+
+static int orphan_row(struct store_row *sr, void *ud)
+{
+	struct orphans *o = ud;
+
+	if (o->n >= o->cap)
+		return 1;
+	store_col_copy(sr, 0, o->ids[o->n++], 48);
+	return 0;
+}
+
+static enum gh_code orphans_job(struct gh_store *s, struct store_conn *w, void *arg,
+				struct gh_err *e)
+{
+	struct orphans *o = arg;
+	enum gh_code rc;
+
+	(void)s;
+	o->n = 0;
+	rc = store_rows(w, "SELECT id FROM runs WHERE status = 'running' AND claimed_by = ? "
+			   "ORDER BY id LIMIT ?",
+			STORE_ARGS(STORE_INT(o->instance), STORE_INT((int64_t)o->cap)), 0,
+			orphan_row, o, NULL, "reading a replica's runs", e);
+	if (rc != GH_OK || !o->n)
+		return rc;
+	return store_exec(w, "UPDATE runs SET status = coalesce(prev_status, 'failed'), "
+			     "error = CASE WHEN prev_status IS NULL THEN "
+			     "'interrupted: its replica stopped' ELSE error END, "
+			     "prev_status = NULL, claimed_by = NULL "
+			     "WHERE id IN (SELECT id FROM runs WHERE status = 'running' AND "
+			     "claimed_by = ? ORDER BY id LIMIT ?)",
+			  STORE_ARGS(STORE_INT(o->instance), STORE_INT((int64_t)o->n)),
+			  "recovering a replica's runs", &o->changed, e);
+}
+
+enum gh_code gh_store_replica_recover(struct gh_store *s, int64_t instance,
+				      void (*fn)(void *ud, const char *run_id), void *ud,
+				      int *nruns, int *ncalls, struct gh_err *e)
+{
+	char ids[64][48];
+	struct orphans o = {ids, GH_ARRAY_LEN(ids), 0, instance, 0};
+	int calls = 0, runs = 0;
+	size_t i;
+	enum gh_code rc;
+
+	/* calls first: a run resumed below finds its cut-off call closed */
+	if ((rc = store_audit_interrupted_of(s, instance, &calls, e)) != GH_OK)
+		goto out;
+	do {
+		if ((rc = store_write(s, orphans_job, &o, e)) != GH_OK)
+			goto out;
+		runs += o.changed;
+		for (i = 0; fn && i < o.n; i++)
+			fn(ud, ids[i]);
+	} while (o.n == o.cap);
+out:
+	if (nruns)
+		*nruns = runs;
+	if (ncalls)
+		*ncalls = calls;
+	return rc;
+}
+
+struct stalled {
+	void (*fn)(void *ud, const char *run_id);
+	void *ud;
+};
+
+static int stalled_row(struct store_row *sr, void *ud)
+{
+	struct stalled *x = ud;
+	const char *id = store_col_text(sr, 0);
+
+	if (id)
+		x->fn(x->ud, id);
+	return 0;
+}
+
+enum gh_code gh_store_runs_stalled(struct gh_store *s, int64_t decided_before, size_t cap,
+				   void (*fn)(void *ud, const char *run_id), void *ud,
+				   struct gh_err *e)
+{
+	struct stalled x = {fn, ud};
+
+	return store_read(s, "SELECT r.id FROM runs r WHERE r.status = 'suspended' "
+			     "AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id "
+			     "AND a.status = 'pending') "
+			     "AND (SELECT max(decided_at) FROM approvals a WHERE a.run_id = r.id) < ? "
+			     "ORDER BY r.updated_at LIMIT ?",
+			  STORE_ARGS(STORE_INT(decided_before), STORE_INT((int64_t)cap)), 0,
+			  stalled_row, &x, NULL, "looking for stalled runs", e);
 }
 
 struct due_ids {

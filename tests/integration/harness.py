@@ -203,7 +203,7 @@ class Gateway:
         self.config_path = os.path.join(self.dir, "gatehouse.json")
         with open(self.config_path, "w") as f:
             json.dump(self.cfg, f, indent=2)
-        self.db_path = os.path.join(self.dir, self.cfg["database"]["path"])
+        self.db_path = os.path.join(self.dir, self.cfg["database"].get("path", "gatehouse.db"))
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.proc = None

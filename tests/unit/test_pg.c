@@ -774,8 +774,8 @@ static void test_leader_failover(void)
 	int i;
 
 	T_ASSERT(p);
-	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, &l1, &e), GH_OK);
-	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, &l2, &e), GH_OK);
+	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, 0, &l1, &e), GH_OK);
+	T_EQ_INT(gh_pg_leader_start(url, "housekeeping", 50, 0, &l2, &e), GH_OK);
 	for (i = 0; i < 500 && !gh_pg_leader_is(l1) && !gh_pg_leader_is(l2); i++)
 		usleep(10000);
 	T_ASSERT(gh_pg_leader_is(l1) != gh_pg_leader_is(l2));
