@@ -422,6 +422,15 @@ class ReplicasTest(GatewayTest):
         self.assertEqual([t for t in acked if not any('"%s"' % t in d for d in done)], [])
         opened = self.q("SELECT count(*) AS n FROM audit_open_calls")[0]["n"]
         self.assertEqual(opened, 0, "calls left open after the outage")
+        # a memory saved is a call recorded as executed, and the reverse:
+        # no effect without its audit row (fail closed), no row without
+        # its effect
+        saved = sorted(r["content"] for r in self.q("SELECT content FROM memories"))
+        recorded = sorted(json.loads(r["args"])["content"] for r in self.q(
+            "SELECT args FROM audit_events WHERE event = 'executed' "
+            "AND tool_name = 'memory_save'"))
+        self.assertEqual(saved, recorded)
+        self.assertTrue(set(acked) <= set(saved))
         self.assertIn("intact", self.verify(gw))
 
 
