@@ -44,6 +44,22 @@ static int gcra_ms(const struct gh_rl_limit *lim, int64_t *t, int64_t *window)
 	return 0;
 }
 
+/* What take and peek check first: out cleared, then allowed for an
+ * unlimited limit (nothing to ask the database), GH_E_BADREQ for a bad
+ * key, limit or quantity; else T and the window. */
+static enum gh_code begin(const char *key, const struct gh_rl_limit *lim, int64_t quantity,
+			  int64_t *t, int64_t *window, struct gh_rl_result *out, struct gh_err *e)
+{
+	memset(out, 0, sizeof(*out));
+	if (lim->rate == 0) {
+		out->allowed = 1;
+		return GH_OK;
+	}
+	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, t, window) != 0)
+		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	return GH_OK;
+}
+
 static void fill(struct gh_rl_result *out, int64_t t, int64_t window, int64_t b1, int64_t ahead)
 {
 	int64_t room = window - ahead;
@@ -60,13 +76,8 @@ enum gh_code gh_pg_rl_take(struct gh_pg_conn *c, const char *key, const struct g
 	PGresult *r = NULL;
 	enum gh_code rc;
 
-	memset(out, 0, sizeof(*out));
-	if (lim->rate == 0) {
-		out->allowed = 1;
-		return GH_OK;
-	}
-	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, &t, &window) != 0)
-		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	if ((rc = begin(key, lim, quantity, &t, &window, out, e)) != GH_OK || out->allowed)
+		return rc;
 	if (quantity > lim->burst + 1) {
 		/* never fits: nothing to ask the database */
 		out->limit = lim->burst + 1;
@@ -119,13 +130,8 @@ enum gh_code gh_pg_rl_peek(struct gh_pg_conn *c, const char *key, const struct g
 	PGresult *r = NULL;
 	enum gh_code rc;
 
-	memset(out, 0, sizeof(*out));
-	if (lim->rate == 0) {
-		out->allowed = 1;
-		return GH_OK;
-	}
-	if (!key || strlen(key) > GH_RL_KEY_MAX || quantity < 0 || gcra_ms(lim, &t, &window) != 0)
-		return gh_err_set(e, GH_E_BADREQ, "rate limit: bad key, limit or quantity");
+	if ((rc = begin(key, lim, quantity, &t, &window, out, e)) != GH_OK || out->allowed)
+		return rc;
 	rc = gh_pg_exec(c, SQL_PEEK, (const struct gh_pg_arg[]){{GH_PG_TEXT, key, 0}}, 1,
 			"rate limit", &r, e);
 	if (rc != GH_OK)

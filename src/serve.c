@@ -164,6 +164,23 @@ static int restore_cb(void *ud, const char *key, int64_t tat_ms)
 	return 0;
 }
 
+/* The rate limiter and the hub of live events. Replicas (database.url)
+ * share both, and leadership, through the database; one node restores
+ * the limits it saved at its last stop. */
+static enum gh_code start_limits_and_events(struct gh_app *app, struct gh_cli *c,
+					    struct gh_err *e)
+{
+	app->rl = gh_rl_new(1000000);
+	app->hub = gh_hub_new();
+	if (!app->rl || !app->hub)
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	if (c->cfg->database.url)
+		return gh_replica_start(app, c->cfg->database.url, e);
+	if (gh_store_ratelimit_load(app->store, restore_cb, app->rl, e) != GH_OK)
+		gh_warn("rate limits: previous state not restored: %s", e->msg);
+	return GH_OK;
+}
+
 /* Records the policies in force at start ("policy_reload"), so the audit
  * log shows which policy version governed every later decision. */
 static void audit_policies(struct gh_app *app)
@@ -472,21 +489,9 @@ int gh_cmd_serve(struct gh_cli *c)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	app.rl = gh_rl_new(1000000);
-	app.hub = gh_hub_new();
-	if (!app.rl || !app.hub) {
-		fprintf(stderr, "gatehouse: out of memory\n");
+	if (start_limits_and_events(&app, c, &e) != GH_OK) {
+		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
-	}
-	if (c->cfg->database.url) {
-		/* replicas: shared events, leadership and rate limits (the
-		 * limits' state lives in the database: nothing to restore) */
-		if (gh_replica_start(&app, c->cfg->database.url, &e) != GH_OK) {
-			fprintf(stderr, "gatehouse: %s\n", e.msg);
-			goto out;
-		}
-	} else if (gh_store_ratelimit_load(app.store, restore_cb, app.rl, &e) != GH_OK) {
-		gh_warn("rate limits: previous state not restored: %s", e.msg);
 	}
 	/* read-only: nothing in the background writes either */
 	if (!app.read_only)
