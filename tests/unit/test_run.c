@@ -299,5 +299,60 @@ static void test_cancel(void)
 	t_store_close(&t);
 }
 
+struct claimer {
+	struct gh_store *s;
+	const char *run_id;
+	pthread_barrier_t *go;
+	enum gh_code rc;
+};
+
+static void *claim(void *ud)
+{
+	struct claimer *c = ud;
+	struct gh_err e;
+
+	pthread_barrier_wait(c->go);
+	c->rc = gh_store_run_transition(c->s, c->run_id, "suspended", "running", &e);
+	return NULL;
+}
+
+/* Two gatehouse processes (two stores on one database: replicas on
+ * PostgreSQL) claim the same suspended run at the same moment, four
+ * requests at a time: exactly one claim wins, every time. */
+static void test_claim_race_one_winner(void)
+{
+	struct t_store t, t2;
+	struct gh_err e;
+	int round;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	t2 = t;
+	T_EQ_INT(t_store_reopen(&t2, 0, 0, &e), GH_OK);
+	for (round = 0; round < 30; round++) {
+		struct claimer c[4];
+		pthread_t th[4];
+		pthread_barrier_t go;
+		char id[32];
+		int i, won = 0;
+
+		snprintf(id, sizeof(id), "run_race_%d", round);
+		T_EQ_INT(new_run(&t, id, "suspended"), GH_OK);
+		pthread_barrier_init(&go, NULL, 4);
+		for (i = 0; i < 4; i++) {
+			c[i] = (struct claimer){i % 2 ? t2.s : t.s, id, &go, GH_E_INTERNAL};
+			T_ASSERT(pthread_create(&th[i], NULL, claim, &c[i]) == 0);
+		}
+		for (i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			T_ASSERT(c[i].rc == GH_OK || c[i].rc == GH_E_CONFLICT);
+			won += c[i].rc == GH_OK;
+		}
+		pthread_barrier_destroy(&go);
+		T_EQ_INT(won, 1);
+	}
+	gh_store_close(t2.s);
+	t_store_close(&t);
+}
+
 T_MAIN(T(test_pending_calls), T(test_cancel), T(test_wait_settles),
-       T(test_wait_ends_early))
+       T(test_wait_ends_early), T(test_claim_race_one_winner))
