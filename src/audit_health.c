@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "admin_audit.h"
 #include "audit_witness.h"
 #include "json.h"
@@ -164,6 +166,21 @@ enum gh_code gh_audit_serve_open(struct gh_app *app, const struct gh_store_opts 
 			if (q.has_checkpoint)
 				gh_witness_record(h->witness, &q.newest, q.newest_prev_sig);
 		}
+	}
+	if (gh_store_pg_pool(app->store) && q.has_checkpoint &&
+	    sodium_memcmp(q.newest.public_key, app->signer.pk, sizeof(app->signer.pk)) != 0) {
+		/* replicas share one chain and one key: a replica with another
+		 * key would sign checkpoints no other replica can verify */
+		char mine[17], theirs[17];
+
+		sodium_bin2hex(mine, sizeof(mine), app->signer.pk, 8);
+		sodium_bin2hex(theirs, sizeof(theirs), q.newest.public_key, 8);
+		rc = gh_err_set(e, GH_E_CONFLICT,
+				"this database's audit checkpoints are signed with another key "
+				"(%s..., this replica's is %s...): every replica must use the same "
+				"audit.signing_key_file (and auth.key_hash_file); copy them from a "
+				"replica that serves this database", theirs, mine);
+		goto fail;
 	}
 	if (q.ok && h->signed_seq) {
 		gh_info("audit: chain checked from the newest checkpoint (row %lld) in %.1f ms: "

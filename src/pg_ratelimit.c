@@ -51,6 +51,8 @@ static enum gh_code begin(const char *key, const struct gh_rl_limit *lim, int64_
 			  int64_t *t, int64_t *window, struct gh_rl_result *out, struct gh_err *e)
 {
 	memset(out, 0, sizeof(*out));
+	*t = 1;
+	*window = 0;
 	if (lim->rate == 0) {
 		out->allowed = 1;
 		return GH_OK;

@@ -433,6 +433,31 @@ class ReplicasTest(GatewayTest):
         self.assertTrue(set(acked) <= set(saved))
         self.assertIn("intact", self.verify(gw))
 
+    # ---- one chain, one signing key ----
+
+    def test_replica_with_another_signing_key_refuses_to_start(self):
+        cfg = json.loads(json.dumps(tools_config(self.fake, self.model())))
+        cfg["database"] = {"url": "${GH_TEST_DB_URL}", "pool_size": 4}
+        env = {"GH_TEST_DB_URL": self.url}
+        a = self.gateway(cfg, env=env)
+        a.create_key("alice")
+        deadline = time.time() + 15
+        while not self.q("SELECT seq FROM audit_checkpoints") and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertTrue(self.q("SELECT seq FROM audit_checkpoints"), "no checkpoint was signed")
+        # B shares the API key hashing key but was given a signing key of
+        # its own: its checkpoints would not verify with the chain's key
+        cfg["auth"] = {"key_hash_file": os.path.join(a.dir, "gatehouse-hashkey")}
+        with self.assertRaises(RuntimeError) as cm:
+            self.gateway(cfg, env=env)
+        self.assertIn("signed with another key", str(cm.exception))
+        self.assertIn("audit.signing_key_file", str(cm.exception))
+        # A serves on, and the chain holds one key
+        st, _, _ = a.get("/healthz")
+        self.assertEqual(st, 200)
+        self.assertEqual(len(self.q("SELECT DISTINCT public_key FROM audit_checkpoints")), 1)
+        self.assertIn("intact", self.verify(a))
+
 
 if __name__ == "__main__":
     unittest.main()
