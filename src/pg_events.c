@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pg.h"
 #include "pg_events.h"
+#include "store.h"
 #include "util.h"
 
 #define PAYLOAD_MAX 7999        /* PostgreSQL refuses 8000 bytes and more */
@@ -46,6 +47,8 @@ struct gh_pg_events {
 	size_t qlen;
 	int stopping;
 	PGconn *pc;                 /* the thread's */
+	void (*on_keys)(void *ud);  /* under mu: a key changed, or may have */
+	void *on_keys_ud;
 	_Atomic uint64_t sent, received, dropped, oversized, reconnects;
 	atomic_int connected;
 };
@@ -151,7 +154,7 @@ static enum gh_code connect_listen(struct gh_pg_events *ev, struct gh_err *e)
 
 	if ((rc = gh_pg_connect(ev->url, 5, &ev->pc, e)) != GH_OK)
 		return rc;
-	r = PQexec(ev->pc, "LISTEN " GH_PG_EVENTS_CHANNEL);
+	r = PQexec(ev->pc, "LISTEN " GH_PG_EVENTS_CHANNEL "; LISTEN " GH_STORE_KEYS_CHANNEL);
 	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	PQclear(r);
 	if (!ok) {
@@ -190,6 +193,20 @@ static void deliver(struct gh_pg_events *ev, const char *p)
 	atomic_fetch_add(&ev->received, 1);
 }
 
+/* Tells the on_keys hook, if any, that a key changed. */
+static void keys_changed(struct gh_pg_events *ev)
+{
+	void (*fn)(void *);
+	void *ud;
+
+	pthread_mutex_lock(&ev->mu);
+	fn = ev->on_keys;
+	ud = ev->on_keys_ud;
+	pthread_mutex_unlock(&ev->mu);
+	if (fn)
+		fn(ud);
+}
+
 static int drain_notifies(struct gh_pg_events *ev)
 {
 	PGnotify *n;
@@ -197,7 +214,10 @@ static int drain_notifies(struct gh_pg_events *ev)
 	if (!PQconsumeInput(ev->pc))
 		return -1;
 	while ((n = PQnotifies(ev->pc))) {
-		deliver(ev, n->extra);
+		if (!strcmp(n->relname, GH_STORE_KEYS_CHANNEL))
+			keys_changed(ev);
+		else
+			deliver(ev, n->extra);
 		PQfreemem(n);
 	}
 	return 0;
@@ -273,6 +293,8 @@ static void *events_main(void *arg)
 			if (backoff)
 				atomic_fetch_add(&ev->reconnects, 1);
 			backoff = 0;
+			/* what changed while nobody listened was not heard */
+			keys_changed(ev);
 			continue;
 		}
 		if (send_queue(ev, q) != 0 || drain_notifies(ev) != 0) {
@@ -354,6 +376,14 @@ void gh_pg_events_stop(struct gh_pg_events *ev)
 	free(ev->url);
 	pthread_mutex_destroy(&ev->mu);
 	free(ev);
+}
+
+void gh_pg_events_on_keys(struct gh_pg_events *ev, void (*fn)(void *ud), void *ud)
+{
+	pthread_mutex_lock(&ev->mu);
+	ev->on_keys = fn;
+	ev->on_keys_ud = ud;
+	pthread_mutex_unlock(&ev->mu);
 }
 
 void gh_pg_events_stats(struct gh_pg_events *ev, struct gh_pg_events_stats *out)

@@ -22,6 +22,12 @@ struct gh_replica {
 	struct gh_pg_leader *leader;
 };
 
+/* A key changed on some replica: this one's cached lookups go. */
+static void keys_changed(void *store)
+{
+	gh_store_keys_changed(store);
+}
+
 enum gh_code gh_replica_start(struct gh_app *app, const char *url, struct gh_err *e)
 {
 	struct gh_replica *r;
@@ -36,6 +42,7 @@ enum gh_code gh_replica_start(struct gh_app *app, const char *url, struct gh_err
 		free(r);
 		return rc;
 	}
+	gh_pg_events_on_keys(r->events, keys_changed, app->store);
 	if (app->rl)
 		gh_rl_set_shared(app->rl, gh_pg_rl_shared, gh_store_pg_pool(app->store));
 	app->replica = r;

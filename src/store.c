@@ -1201,6 +1201,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 			goto fail;
 	if (o->readonly && !store_is_pg(s) && (rc = sqlite_version_check(s, e)) != GH_OK)
 		goto fail;
+	store_keys_cache_open(s);
 	if (o->threaded && !o->readonly) {
 		if (!store_is_pg(s)) {
 			/* blocks completed while no server ran (or before an
@@ -1273,6 +1274,7 @@ void gh_store_close(struct gh_store *s)
 		}
 	}
 	gh_audit_blockidx_free(s->audit_bidx);
+	store_keys_cache_close(s);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->inline_mu);

@@ -132,8 +132,22 @@ enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_ke
 /* Calls fn for every key, newest first; fn returns nonzero to stop. */
 enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const struct gh_key *k),
 			       void *ud, struct gh_err *e);
-/* GH_E_NOTFOUND for an unknown id, GH_E_CONFLICT when already revoked. */
+/* GH_E_NOTFOUND for an unknown id, GH_E_CONFLICT when already revoked.
+ * Once it returns GH_OK no process on the database authenticates the key
+ * again: lookups by hash are cached (for at most GH_STORE_KEY_CACHE_MS),
+ * and a revocation drops the cache of this process, of every other
+ * process on the same SQLite file, and (PostgreSQL) of every process that
+ * hears GH_STORE_KEYS_CHANNEL (gh_store_keys_changed). */
 enum gh_code gh_store_key_revoke(struct gh_store *s, const char *id, struct gh_err *e);
+
+#define GH_STORE_KEY_CACHE_MS 1000
+/* PostgreSQL: the channel a key's change is notified on, in the
+ * transaction that makes it. */
+#define GH_STORE_KEYS_CHANNEL "gatehouse_keys"
+/* Drops this process's cached key lookups: a key changed elsewhere (a
+ * notification on GH_STORE_KEYS_CHANNEL), or notifications may have been
+ * missed (the listening connection was lost). Any thread. */
+void gh_store_keys_changed(struct gh_store *s);
 /* Records use without waiting (fire and forget); cheap to call per request. */
 void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms);
 

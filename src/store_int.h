@@ -151,7 +151,23 @@ struct gh_store {
 	pthread_mutex_t unclosed_mu;
 	int64_t unclosed[256];
 	size_t nunclosed;
+
+	/* The key lookup cache (store_keys.c). keys_gen moves whenever a key
+	 * changes: on SQLite it lives in the lock file's first page, mapped
+	 * shared (keys_map), so every process on the database sees another's
+	 * revocation; on PostgreSQL it is this process's own, moved by the
+	 * notifications on GH_STORE_KEYS_CHANNEL (gh_store_keys_changed).
+	 * NULL keys_gen: no cache (a read-only SQLite store). */
+	_Atomic uint64_t *keys_gen;
+	_Atomic uint64_t keys_gen_own;
+	void *keys_map;
+	struct store_keycache *keycache;
 };
+
+/* The key cache's set-up and tear-down (store_keys.c): called by
+ * gh_store_open once the backend is open, and by gh_store_close. */
+void store_keys_cache_open(struct gh_store *s);
+void store_keys_cache_close(struct gh_store *s);
 
 /* PostgreSQL: true when the replica numbered by the bigint expression x
  * holds its presence lock (pg_leader.h), i.e. is alive. A bigint advisory

@@ -1,12 +1,112 @@
 /*
- * store_keys.c - the api_keys table. Threading as in store.c.
+ * store_keys.c - the api_keys table, and the cache of key lookups every
+ * request begins with. Threading as in store.c; the cache takes its own
+ * mutex.
+ *
+ * A request authenticates by the keyed hash of its secret. The row it
+ * finds changes only when the key is revoked or its last use is noted,
+ * so found rows are kept (GH_STORE_KEY_CACHE_MS at most) instead of a
+ * read transaction per request. A revocation must still hold at once:
+ * every kept row carries the keys generation read before it was looked
+ * up, and a revocation moves the generation after its commit, so a row
+ * read before the revocation is never used after it. On SQLite the
+ * generation is a counter in the first page of the database's lock file,
+ * mapped shared by every process that opens the database for writing (the
+ * server, the CLI); on PostgreSQL it is per process, and the revoking
+ * transaction notifies GH_STORE_KEYS_CHANNEL, which each replica's events
+ * connection hears (gh_store_keys_changed). Unknown keys are never kept:
+ * a made-up key costs a lookup, as before.
  */
 #include "store_int.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <sodium.h>
+
+#include "log.h"
 #include "util.h"
+
+#define KEY_SLOTS 128                 /* direct-mapped by the hash's first bytes */
+#define KEY_MAP_BYTES 4096            /* the lock file's first page */
+
+struct keyslot {
+	unsigned char hash[32];
+	struct gh_key k;
+	int64_t at_ms;                /* monotonic, when it was read */
+	uint64_t gen;                 /* keys generation read before it */
+	int used;
+};
+
+struct store_keycache {
+	pthread_mutex_t mu;
+	struct keyslot slot[KEY_SLOTS];
+};
+
+void store_keys_cache_open(struct gh_store *s)
+{
+	struct store_keycache *kc;
+	struct stat st;
+	void *m;
+
+	if (store_is_pg(s)) {
+		s->keys_gen = &s->keys_gen_own;
+	} else {
+		/* the lock file is shared by every writer of the database; its
+		 * content was never used, so its first page holds the counter
+		 * (growing a file another process maps is safe; it never shrinks) */
+		if (s->lock_fd < 0 || fstat(s->lock_fd, &st) != 0)
+			return;
+		if (st.st_size < KEY_MAP_BYTES && ftruncate(s->lock_fd, KEY_MAP_BYTES) != 0) {
+			gh_warn("database: %s: cannot grow the lock file (%s): key lookups are "
+				"not cached", s->lock_path, strerror(errno));
+			return;
+		}
+		m = mmap(NULL, KEY_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, s->lock_fd, 0);
+		if (m == MAP_FAILED) {
+			gh_warn("database: %s: cannot map the lock file (%s): key lookups are "
+				"not cached", s->lock_path, strerror(errno));
+			return;
+		}
+		s->keys_map = m;
+		s->keys_gen = m;
+	}
+	if (!(kc = calloc(1, sizeof(*kc)))) {
+		store_keys_cache_close(s);
+		return;
+	}
+	pthread_mutex_init(&kc->mu, NULL);
+	s->keycache = kc;
+}
+
+void store_keys_cache_close(struct gh_store *s)
+{
+	if (s->keycache) {
+		pthread_mutex_destroy(&s->keycache->mu);
+		free(s->keycache);
+		s->keycache = NULL;
+	}
+	if (s->keys_map)
+		munmap(s->keys_map, KEY_MAP_BYTES);
+	s->keys_map = NULL;
+	s->keys_gen = NULL;
+}
+
+void gh_store_keys_changed(struct gh_store *s)
+{
+	if (s && s->keys_gen)
+		atomic_fetch_add(s->keys_gen, 1);
+}
+
+static struct keyslot *slot_of(struct store_keycache *kc, const unsigned char hash[32])
+{
+	return &kc->slot[(hash[0] | (unsigned)hash[1] << 8) % KEY_SLOTS];
+}
 
 struct key_arg {
 	const struct gh_key *k;
@@ -73,8 +173,38 @@ static enum gh_code key_lookup(struct gh_store *s, const char *sql, struct store
 enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[32],
 				  struct gh_key *out, struct gh_err *e)
 {
-	return key_lookup(s, "SELECT " KEY_COLS " FROM api_keys WHERE hash = ?",
-			  STORE_BLOB(hash, 32), out, e);
+	struct store_keycache *kc = s->keycache;
+	struct keyslot *sl;
+	uint64_t gen = 0;
+	int64_t now = 0;
+	enum gh_code rc;
+
+	if (kc) {
+		gen = atomic_load(s->keys_gen);
+		now = gh_mono_ns() / 1000000;
+		sl = slot_of(kc, hash);
+		pthread_mutex_lock(&kc->mu);
+		if (sl->used && sl->gen == gen && now - sl->at_ms < GH_STORE_KEY_CACHE_MS &&
+		    sodium_memcmp(sl->hash, hash, 32) == 0) {
+			*out = sl->k;
+			pthread_mutex_unlock(&kc->mu);
+			return GH_OK;
+		}
+		pthread_mutex_unlock(&kc->mu);
+	}
+	rc = key_lookup(s, "SELECT " KEY_COLS " FROM api_keys WHERE hash = ?",
+			STORE_BLOB(hash, 32), out, e);
+	if (kc && rc == GH_OK) {
+		sl = slot_of(kc, hash);
+		pthread_mutex_lock(&kc->mu);
+		memcpy(sl->hash, hash, 32);
+		sl->k = *out;
+		sl->at_ms = now;
+		sl->gen = gen;
+		sl->used = 1;
+		pthread_mutex_unlock(&kc->mu);
+	}
+	return rc;
 }
 
 enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_key *out,
@@ -99,6 +229,13 @@ enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const str
 			  NULL, 0, 0, key_each_row, &x, NULL, "listing keys", e);
 }
 
+static int no_row(struct store_row *r, void *ud)
+{
+	(void)r;
+	(void)ud;
+	return 0;
+}
+
 static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
@@ -117,16 +254,25 @@ static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *a
 		return gh_err_set(e, GH_E_NOTFOUND, "no key with id %s", a->id);
 	if (revoked != 0)
 		return gh_err_set(e, GH_E_CONFLICT, "key %s is already revoked", a->id);
-	return store_exec(w, "UPDATE api_keys SET revoked_at = ? WHERE id = ?",
-			  STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->id)), "revoking the key",
-			  NULL, e);
+	rc = store_exec(w, "UPDATE api_keys SET revoked_at = ? WHERE id = ?",
+			STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->id)), "revoking the key", NULL,
+			e);
+	if (rc == GH_OK && store_is_pg(s))
+		/* delivered at commit, to every replica's events connection */
+		rc = store_rows(w, "SELECT pg_notify('" GH_STORE_KEYS_CHANNEL "', '')", NULL, 0, 0,
+				no_row, NULL, NULL, "revoking the key", e);
+	return rc;
 }
 
 enum gh_code gh_store_key_revoke(struct gh_store *s, const char *id, struct gh_err *e)
 {
 	struct key_arg a = {.id = id, .now = gh_now_ms()};
+	enum gh_code rc = store_write(s, revoke_job, &a, e);
 
-	return store_write(s, revoke_job, &a, e);
+	if (rc == GH_OK)
+		/* after the commit: a row read before it is never used again */
+		gh_store_keys_changed(s);
+	return rc;
 }
 
 struct touch_arg {
@@ -154,4 +300,15 @@ void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms)
 	gh_strlcpy(a->id, id, sizeof(a->id));
 	a->now = now_ms;
 	store_write_async(s, touch_job, a, free);
+	if (s->keycache) {
+		/* the kept row says so too, or every request would note it */
+		struct store_keycache *kc = s->keycache;
+		size_t i;
+
+		pthread_mutex_lock(&kc->mu);
+		for (i = 0; i < KEY_SLOTS; i++)
+			if (kc->slot[i].used && !strcmp(kc->slot[i].k.id, id))
+				kc->slot[i].k.last_used_at = now_ms;
+		pthread_mutex_unlock(&kc->mu);
+	}
 }

@@ -393,12 +393,14 @@ class ReplicasTest(GatewayTest):
             w.start()
         time.sleep(1.0)
         subprocess.run(["sh", PG_SERVER, "halt", self.own_server], check=True, timeout=120)
-        # during the outage: answered at once with 503, never a hang
+        # during the outage: what needs the database is answered at once
+        # with 503, never a hang (what needs only the config and a key
+        # looked up less than a second ago may still be served)
         outage = []
         h = HTTP(gw.port)
         for _ in range(5):
             t0 = time.monotonic()
-            st, body, _ = h.request("GET", "/api/agents", None,
+            st, body, _ = h.request("GET", "/api/memory/threads?resourceId=r", None,
                                     {"Authorization": "Bearer " + key})
             outage.append((st, time.monotonic() - t0))
         h.close()
@@ -432,6 +434,30 @@ class ReplicasTest(GatewayTest):
         self.assertEqual(saved, recorded)
         self.assertTrue(set(acked) <= set(saved))
         self.assertIn("intact", self.verify(gw))
+
+    # ---- keys ----
+
+    def test_revocation_on_one_replica_holds_on_the_other_at_once(self):
+        a, b = self.pair(tools_config(self.fake, self.model()))
+        admin = a.create_key("root", admin=True)
+        key = a.create_key("alice")
+        # both replicas have just looked the key up (lookups are cached)
+        self.assertEqual(a.get("/v1/models", key=key)[0], 200)
+        self.assertEqual(b.get("/v1/models", key=key)[0], 200)
+        kid = [k["id"] for k in b.get("/api/keys", key=admin)[1]["keys"] if k["name"] == "alice"]
+        st, body, _ = b.post("/api/keys/%s/revoke" % kid[0], {}, key=admin)
+        self.assertEqual(st, 200, body)
+        # the other replica heard it: well before a cached lookup would age
+        # (GH_STORE_KEY_CACHE_MS, 1 s), it refuses the key
+        t0 = time.time()
+        while a.get("/v1/models", key=key)[0] == 200 and time.time() - t0 < 5:
+            time.sleep(0.01)
+        took = time.time() - t0
+        st, body, _ = a.get("/v1/models", key=key)
+        self.assertEqual(st, 401, body)
+        self.assertIn("revoked", json.dumps(body))
+        self.assertLess(took, 0.6, "replica A accepted a revoked key for %.2f s" % took)
+        self.assertEqual(b.get("/v1/models", key=key)[0], 401)
 
     # ---- one chain, one signing key ----
 

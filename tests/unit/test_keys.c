@@ -3,14 +3,20 @@
  * different hashing key gives a different hash), the hashing-key file, and
  * authentication against a real store on a temporary file: missing,
  * malformed, invalid and revoked keys each get their own message, and no
- * message ever repeats the secret.
+ * message ever repeats the secret. Lookups by hash are cached: a change
+ * made behind the store's back shows only once the cache is dropped or
+ * has aged, and a revocation by another store on the same database (the
+ * CLI beside the server; another replica, which is told by a
+ * notification) is seen at once.
  */
 #include "keys.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <libpq-fe.h>
 #include <sodium.h>
+#include <sqlite3.h>
 
 #include "t.h"
 #include "t_store.h"
@@ -256,5 +262,100 @@ static void test_store_keys(void)
 	t_store_close(&t);
 }
 
+/* Renames a key in the database without the store knowing (a direct
+ * write, as nothing in gatehouse renames keys). */
+static void rename_behind(struct t_store *t, const char *id, const char *name)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "UPDATE api_keys SET name = '%s' WHERE id = '%s'", name, id);
+	if (t_store_pg()) {
+		T_EQ_INT(t_pg_sql(sql), 0);
+	} else {
+		sqlite3 *db = NULL;
+
+		T_EQ_INT(sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+		sqlite3_busy_timeout(db, 5000);
+		T_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+		sqlite3_close(db);
+	}
+}
+
+static void test_lookup_cache(void)
+{
+	struct t_store t, other;
+	unsigned char hk[32];
+	char secret[GH_KEY_SECRET_MAX], header[160];
+	struct gh_key k, got;
+	struct gh_err e;
+	PGconn *listener = NULL;
+
+	randombytes_buf(hk, sizeof(hk));
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&k, 0, sizeof(k));
+	gh_strlcpy(k.name, "ci", sizeof(k.name));
+	gh_strlcpy(k.owner, "alice", sizeof(k.owner));
+	T_EQ_INT(gh_keys_create(t.s, hk, &k, secret, &e), GH_OK);
+	snprintf(header, sizeof(header), "Bearer %s", secret);
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_STR(got.name, "ci");
+
+	/* kept: a change behind the store's back is not seen ... */
+	rename_behind(&t, k.id, "renamed");
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_STR(got.name, "ci");
+	/* ... until the cache is dropped */
+	gh_store_keys_changed(t.s);
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_STR(got.name, "renamed");
+	/* ... or the row has aged */
+	rename_behind(&t, k.id, "aged");
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_STR(got.name, "renamed");
+	usleep((GH_STORE_KEY_CACHE_MS + 50) * 1000);
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_STR(got.name, "aged");
+
+	/* a second store on the same database (the CLI beside the server;
+	 * another replica) revokes the key the first has just used */
+	memset(&other, 0, sizeof(other));
+	memcpy(other.path, t.path, sizeof(other.path));
+	T_EQ_INT(t_store_reopen(&other, 0, 0, &e), GH_OK);
+	if (t_store_pg()) {
+		PGresult *r;
+
+		T_EQ_INT(gh_pg_connect(t_store_pg(), 5, &listener, &e), GH_OK);
+		r = PQexec(listener, "LISTEN " GH_STORE_KEYS_CHANNEL);
+		T_EQ_INT(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+	}
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
+	T_EQ_INT(gh_store_key_revoke(other.s, k.id, &e), GH_OK);
+	if (t_store_pg()) {
+		/* every replica hears it: each one's events connection drops
+		 * its cache (gh_pg_events_on_keys); here, a listener of our own */
+		PGnotify *n = NULL;
+		int64_t until = gh_now_ms() + 5000;
+
+		while (!n && gh_now_ms() < until) {
+			T_ASSERT(PQconsumeInput(listener));
+			if (!(n = PQnotifies(listener)))
+				usleep(10000);
+		}
+		T_ASSERT(n != NULL);
+		if (n) {
+			T_EQ_STR(n->relname, GH_STORE_KEYS_CHANNEL);
+			PQfreemem(n);
+		}
+		PQfinish(listener);
+		gh_store_keys_changed(t.s);
+	}
+	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_E_AUTH);
+	T_CONTAINS(e.msg, "was revoked");
+	gh_store_close(other.s);
+	sodium_memzero(secret, sizeof(secret));
+	t_store_close(&t);
+}
+
 T_MAIN(T(test_generate), T(test_hash_keyed), T(test_hashkey_file), T(test_authenticate),
-       T(test_store_keys))
+       T(test_store_keys), T(test_lookup_cache))
