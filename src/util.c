@@ -69,11 +69,49 @@ void gh_id_make(const char *prefix, int64_t ms, const unsigned char rnd[14], cha
 	out[plen + 24] = '\0';
 }
 
+/* The random part of ids: unpredictable, but not a system call each (a
+ * request makes several). Each thread draws from a ChaCha20 keystream of
+ * its own, keyed once from the system's generator; every block of it is
+ * handed out once and wiped as it goes. */
+#define ID_STREAM_BYTES 512
+
+struct id_stream {
+	unsigned char key[crypto_stream_chacha20_KEYBYTES];
+	uint64_t block;                 /* the nonce of the next refill */
+	unsigned char buf[ID_STREAM_BYTES];
+	size_t left;
+	int keyed;
+};
+
+static void id_random(unsigned char *out, size_t n)
+{
+	static _Thread_local struct id_stream st;
+	unsigned char nonce[crypto_stream_chacha20_NONCEBYTES];
+	size_t at;
+
+	if (!st.keyed) {
+		randombytes_buf(st.key, sizeof(st.key));
+		st.keyed = 1;
+	}
+	if (st.left < n) {
+		memset(nonce, 0, sizeof(nonce));
+		memcpy(nonce, &st.block, sizeof(st.block) < sizeof(nonce) ? sizeof(st.block)
+									 : sizeof(nonce));
+		st.block++;
+		crypto_stream_chacha20(st.buf, sizeof(st.buf), nonce, st.key);
+		st.left = sizeof(st.buf);
+	}
+	at = sizeof(st.buf) - st.left;
+	memcpy(out, st.buf + at, n);
+	sodium_memzero(st.buf + at, n);
+	st.left -= n;
+}
+
 void gh_id_new_at(const char *prefix, int64_t ms, char *out, size_t cap)
 {
 	unsigned char rnd[14];
 
-	randombytes_buf(rnd, sizeof(rnd));
+	id_random(rnd, sizeof(rnd));
 	gh_id_make(prefix, ms, rnd, out, cap);
 }
 

@@ -6,6 +6,7 @@
  */
 #include "util.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "t.h"
@@ -253,6 +254,37 @@ static void test_hex(void)
 	T_EQ_INT(gh_unhex("", back, 0), 0);
 }
 
+/* Ids a thread makes (each thread draws from a generator of its own). */
+struct id_batch {
+	char ids[100][GH_ID_MAX];
+};
+
+static void *make_ids(void *arg)
+{
+	struct id_batch *b = arg;
+	size_t i;
+
+	for (i = 0; i < GH_ARRAY_LEN(b->ids); i++)
+		gh_id_new_at("t_", 1700000000000, b->ids[i], sizeof(b->ids[i]));
+	return NULL;
+}
+
+static void test_id_threads(void)
+{
+	static struct id_batch b[2];
+	pthread_t th[2];
+	size_t i, j;
+
+	for (i = 0; i < 2; i++)
+		T_EQ_INT(pthread_create(&th[i], NULL, make_ids, &b[i]), 0);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < GH_ARRAY_LEN(b[0].ids); i++)
+		for (j = 0; j < GH_ARRAY_LEN(b[1].ids); j++)
+			if (!strcmp(b[0].ids[i], b[1].ids[j]))
+				T_FAIL("two threads made the id %s", b[0].ids[i]);
+}
+
 static void test_id_new(void)
 {
 	static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
@@ -271,6 +303,18 @@ static void test_id_new(void)
 		for (j = 0; j < i; j++)
 			if (!strcmp(ids[i], ids[j]))
 				T_FAIL("duplicate id %s", ids[i]);
+	}
+	/* the random part uses the whole alphabet (a stuck generator would
+	 * not: 200 ids give 2,800 random characters) */
+	{
+		int seen[32] = {0}, kinds = 0;
+
+		for (i = 0; i < GH_ARRAY_LEN(ids); i++)
+			for (j = 14; j < 28; j++)
+				seen[strchr(alphabet, ids[i][j]) - alphabet] = 1;
+		for (j = 0; j < 32; j++)
+			kinds += seen[j];
+		T_EQ_INT(kinds, 32);
 	}
 	/* the first ten characters are the time */
 	for (j = 4; j < 14; j++)
@@ -377,5 +421,5 @@ static void test_deadline(void)
 
 T_MAIN(T(test_deadline), T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
        T(test_parse_time_impossible_dates), T(test_iso8601_roundtrip),
-       T(test_iso8601_before_epoch), T(test_hex), T(test_id_new), T(test_strlcpy),
+       T(test_iso8601_before_epoch), T(test_hex), T(test_id_new), T(test_id_threads), T(test_strlcpy),
        T(test_clocks_and_strdup), T(test_str_in_and_chars_ok))
