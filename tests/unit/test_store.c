@@ -544,6 +544,43 @@ static void test_failing_job_in_batch(void)
 	T_EQ_INT(rep.rows, APPENDS);
 }
 
+/* A failing job alone in its transaction (no savepoint then) leaves
+ * nothing of itself, and the next commit and the audit chain go on. */
+static void test_failing_lone_job(void)
+{
+	struct t_store t;
+	struct commit_arg bad = {0}, good = {0};
+	struct gh_audit_event row;
+	struct gh_audit_verify rep;
+	struct gh_err e;
+	cJSON *out;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&row, 0, sizeof(row));
+	row.event = "allowed";
+	row.tool_name = "before";
+	T_EQ_INT(gh_store_audit_append(t.s, &row, NULL, &e), GH_OK);
+	bad.s = t.s;
+	bad.n = 1;
+	bad.bad = 1;
+	committer(&bad);
+	T_EQ_INT(bad.rc, GH_E_INTERNAL);
+	T_CONTAINS(bad.msg, "message without role");
+	T_EQ_INT(gh_store_thread_get(t.s, "o", "thr_1", &out, &e), GH_E_NOTFOUND);
+	good.s = t.s;
+	good.n = 2;
+	committer(&good);
+	T_EQ_INT(good.rc, GH_OK);
+	T_EQ_INT(gh_store_thread_get(t.s, "o", "thr_2", &out, &e), GH_OK);
+	cJSON_Delete(out);
+	row.tool_name = "after";
+	T_EQ_INT(gh_store_audit_append(t.s, &row, NULL, &e), GH_OK);
+	T_EQ_INT(gh_audit_verify(t.s, NULL, &rep, &e), GH_OK);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.rows, 2);
+	t_store_close(&t);
+}
+
 /* ---- threads, messages, runs ---- */
 
 static void test_threads(void)
@@ -1813,7 +1850,7 @@ static void test_tx_commits_effect_and_row_together(void)
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
-       T(test_failing_job_in_batch), T(test_threads), T(test_runs),
+       T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
