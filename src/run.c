@@ -1116,16 +1116,18 @@ static int64_t client_due(struct run *r)
 }
 
 /* 1 when the run's record can be committed after the answer: a new run,
- * under a name gatehouse gave it, that ends completed in one model step
- * with no call (it ran no tool: every audit row it has was committed
- * already), no thread to append to and no journal. Its record is
- * bookkeeping; nothing the audit needs waits on it. The store refuses
- * anything else it would have to write (gh_store_run_commit_later). */
+ * under a name gatehouse gave it, that ends completed in this request with
+ * no call left open and no end row waiting for this commit (every tool it
+ * ran had its allowed row committed before it ran and its end row, with
+ * what the tool wrote, committed after), no thread to append to and no
+ * journal. Its record is then bookkeeping; nothing the audit needs waits
+ * on it, and a crash before it commits loses only that record. The store
+ * refuses anything else it would have to write (gh_store_run_commit_later). */
 static int commits_later(struct run *r, enum gh_run_status status)
 {
 	return r->is_new && status == GH_RUN_COMPLETED && !r->thread_id[0] && !r->calls &&
-	       !r->journal && r->rq && (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new) &&
-	       state_int(r, "step") <= 1;
+	       !r->end && !r->journal && r->rq &&
+	       (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new);
 }
 
 static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_err *e)
