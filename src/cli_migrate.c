@@ -58,8 +58,10 @@ static const char usage_migrate[] =
 static void progress(void *ud, const struct gh_store_copy_table *t, int done)
 {
 	(void)ud;
-	if (!done)
-		fprintf(stderr, "gatehouse: %s: %lld rows copied\n", t->name, (long long)t->rows);
+	if (!done || t->seconds >= 1)
+		fprintf(stderr, "gatehouse: %s: %lld rows %s in %.1f s (%.0f rows/s)\n", t->name,
+			(long long)t->rows, done ? "copied, indexed" : "sent", t->seconds,
+			t->seconds > 0 ? (double)t->rows / t->seconds : 0.0);
 }
 
 /* The signing key's public half, for verifying: 1 when it could be read;

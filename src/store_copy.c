@@ -379,6 +379,7 @@ struct copy_rows {
 	struct gh_buf b;
 	enum gh_code rc;
 	struct gh_err *e;
+	int64_t t0;                     /* when the table's copy began */
 };
 
 /* n bytes of text, with COPY's four escapes (backslash, newline, carriage
@@ -468,8 +469,10 @@ static int copy_row(struct store_row *r, void *ud)
 	x->out->rows++;
 	if (x->b.len >= COPY_FLUSH && (x->rc = copy_send(x)) != GH_OK)
 		return 1;
-	if (x->progress && x->out->rows % COPY_PROGRESS_ROWS == 0)
+	if (x->progress && x->out->rows % COPY_PROGRESS_ROWS == 0) {
+		x->out->seconds = (double)(gh_mono_ns() - x->t0) / 1e9;
 		x->progress(x->ud, x->out, 0);
+	}
 	return 0;
 }
 
@@ -490,6 +493,74 @@ static int copy_sql(const struct copy_table *t, struct gh_buf *sel, struct gh_bu
 	return bad ? -1 : 0;
 }
 
+/* The secondary indexes of a table (those no constraint owns): dropped
+ * before its rows go in and made again after, which PostgreSQL does in
+ * one sorted pass per index instead of one insertion per row and index. */
+#define COPY_INDEXES_MAX 32
+#define COPY_INDEXDEF_MAX 1024
+
+struct index_list {
+	int n;
+	char name[COPY_INDEXES_MAX][COPY_NAME_MAX];
+	char def[COPY_INDEXES_MAX][COPY_INDEXDEF_MAX];
+};
+
+static int index_row(struct store_row *r, void *ud)
+{
+	struct index_list *l = ud;
+	const char *name = col_name(r, 0), *def = store_col_text(r, 1);
+
+	if (!name || !def || strlen(def) >= COPY_INDEXDEF_MAX || l->n == COPY_INDEXES_MAX)
+		return -1;
+	gh_strlcpy(l->name[l->n], name, COPY_NAME_MAX);
+	gh_strlcpy(l->def[l->n++], def, COPY_INDEXDEF_MAX);
+	return 0;
+}
+
+static const char SQL_PG_INDEXES[] =
+	"SELECT i.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x "
+	"JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+	"JOIN pg_namespace n ON n.oid = t.relnamespace "
+	"WHERE n.nspname = current_schema() AND t.relname = ? "
+	"AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid) "
+	"ORDER BY i.relname";
+
+/* Reads table's secondary indexes into l and drops them (inside the
+ * copy's transaction: a failed copy rolls the drop back too). */
+static enum gh_code indexes_drop(struct store_conn *w, const char *table,
+				 struct index_list *l, struct gh_err *e)
+{
+	struct gh_buf q;
+	enum gh_code rc;
+	int i;
+
+	l->n = 0;
+	rc = store_rows(w, SQL_PG_INDEXES, STORE_ARGS(STORE_TEXT(table)), 0, index_row, l, NULL,
+			"copy: the target's indexes", e);
+	gh_buf_init(&q, COPY_SQL_MAX);
+	for (i = 0; rc == GH_OK && i < l->n; i++) {
+		gh_buf_reset(&q);
+		if (gh_buf_puts(&q, "DROP INDEX ") != GH_BUF_OK || put_ident(&q, l->name[i]))
+			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		else
+			rc = run_once(w, q.data, "copy: dropping an index for the copy", e);
+	}
+	gh_buf_free(&q);
+	return rc;
+}
+
+/* Makes the indexes indexes_drop dropped again, from their definitions. */
+static enum gh_code indexes_make(struct store_conn *w, const struct index_list *l,
+				 struct gh_err *e)
+{
+	enum gh_code rc = GH_OK;
+	int i;
+
+	for (i = 0; rc == GH_OK && i < l->n; i++)
+		rc = run_once(w, l->def[i], "copy: making an index again", e);
+	return rc;
+}
+
 /* Copies table t from src into the target's open transaction on w. */
 static enum gh_code copy_table(struct store_conn *src, struct store_conn *w,
 			       const struct copy_table *t, struct gh_store_copy_table *out,
@@ -497,6 +568,7 @@ static enum gh_code copy_table(struct store_conn *src, struct store_conn *w,
 			       void *ud, struct gh_err *e)
 {
 	struct copy_rows x;
+	struct index_list *idx = NULL;
 	struct gh_buf sel, cp;
 	char what[COPY_NAME_MAX + 16];
 	int64_t t0 = gh_mono_ns(), taken = 0;
@@ -510,6 +582,7 @@ static enum gh_code copy_table(struct store_conn *src, struct store_conn *w,
 	x.progress = progress;
 	x.ud = ud;
 	x.e = e;
+	x.t0 = t0;
 	gh_buf_init(&x.b, COPY_FLUSH + COPY_ROW_MAX);
 	gh_buf_init(&sel, COPY_SQL_MAX);
 	gh_buf_init(&cp, COPY_SQL_MAX);
@@ -518,7 +591,12 @@ static enum gh_code copy_table(struct store_conn *src, struct store_conn *w,
 		rc = gh_err_set(e, GH_E_INTERNAL, "%s: its statement is too long", what);
 		goto out;
 	}
-	if ((rc = gh_pg_copy_begin(w->pg, cp.data, what, e)) != GH_OK)
+	if (!(idx = calloc(1, sizeof(*idx)))) {
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = indexes_drop(w, t->name, idx, e)) != GH_OK ||
+	    (rc = gh_pg_copy_begin(w->pg, cp.data, what, e)) != GH_OK)
 		goto out;
 	rc = store_rows_once(src, sel.data, NULL, 0, 0, copy_row, &x, NULL, what, e);
 	if (rc == GH_OK)
@@ -540,11 +618,14 @@ static enum gh_code copy_table(struct store_conn *src, struct store_conn *w,
 				(long long)out->rows, (long long)taken);
 		goto out;
 	}
+	if ((rc = indexes_make(w, idx, e)) != GH_OK)
+		goto out;
 	rep->rows += out->rows;
 	out->seconds = (double)(gh_mono_ns() - t0) / 1e9;
 	if (progress)
 		progress(ud, out, 1);
 out:
+	free(idx);
 	gh_buf_free(&x.b);
 	gh_buf_free(&sel);
 	gh_buf_free(&cp);
@@ -670,9 +751,12 @@ static enum gh_code copy_job(struct gh_store *s, struct store_conn *w, void *arg
 	size_t i, k;
 
 	(void)s;
-	/* one statement per table may run for minutes */
+	/* one statement per table may run for minutes; indexes are built
+	 * with more memory than a session's default */
 	if ((rc = run_once(w, "SET LOCAL statement_timeout = 0", "copy: statement timeout", e)) !=
 		    GH_OK ||
+	    (rc = run_once(w, "SET LOCAL maintenance_work_mem = '256MB'", "copy: index memory",
+			   e)) != GH_OK ||
 	    (rc = target_tables(w, &l, e)) != GH_OK || (rc = lock_tables(w, &l, e)) != GH_OK ||
 	    (rc = run_once(w, "SET LOCAL lock_timeout = 0", "copy: lock timeout", e)) != GH_OK)
 		return rc;

@@ -53,7 +53,7 @@ struct gh_store_copy_table {
 	char name[64];
 	int64_t rows;              /* copied: the source's rows */
 	int64_t target_rows;       /* the target's after the commit (gh_store_copy_count) */
-	double seconds;
+	double seconds;            /* so far, while it is copied */
 };
 
 struct gh_store_copy_report {

@@ -167,7 +167,7 @@ static void test_copy_arrives_whole(void)
 	struct gh_audit_verify a, b;
 	struct gh_err e;
 	cJSON *found = NULL;
-	int64_t id = 0;
+	int64_t id = 0, indexes;
 	size_t i;
 
 	if (!t_store_pg()) {
@@ -176,8 +176,18 @@ static void test_copy_arrives_whole(void)
 	}
 	gh_log_set_level(GH_LOG_WARN);
 	T_EQ_INT(make_source(&t), 0);
+	/* the indexes the schema makes, which the copy drops and makes again */
+	T_EQ_INT(open_pg(&to, &e), GH_OK);
+	gh_store_close(to);
+	to = NULL;
+	indexes = t_pg_sql("SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()");
+	T_ASSERT(indexes > 30);
 	if (copy(&t, &rep, &e) != GH_OK)
 		T_FAIL("copy: %s", e.msg);
+	T_EQ_INT(t_pg_sql("SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()"),
+		 indexes);
+	T_EQ_INT(t_pg_sql("SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_doc' AND "
+			  "indexdef LIKE '%USING gin (doc)%'"), 1);
 	/* parents before children: the foreign keys hold row by row */
 	for (i = 0; i < rep.n; i++) {
 		T_ASSERT(strcmp(rep.t[i].name, "schema_migrations"));
