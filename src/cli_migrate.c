@@ -289,6 +289,10 @@ static int migrate_copy(struct gh_cli *c, const char *from, const char *to_arg)
 	       (long long)rep->rows, rep->n, rep->seconds,
 	       rep->seconds > 0 ? (double)rep->rows / rep->seconds : 0.0,
 	       (double)rep->bytes / 1e6, rep->identities);
+	/* the planner's statistics of the new tables, before anyone queries
+	 * them (a server's leader refreshes them only now and then) */
+	if (gh_store_analyze(dst, &e) != GH_OK)
+		fprintf(stderr, "gatehouse: warning: ANALYZE after the copy: %s\n", e.msg);
 	if (gh_store_copy_count(dst, rep, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
