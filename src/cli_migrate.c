@@ -180,7 +180,7 @@ static void abs_path(const char *p, char *out, size_t cap)
 static int migrate_copy(struct gh_cli *c, const char *from, const char *to_arg)
 {
 	const char *path;
-	char *to = NULL, shown[256], hk[PATH_MAX], sk[PATH_MAX];
+	char *to = NULL, shown[256], hk[PATH_MAX], sk[PATH_MAX], wf[PATH_MAX];
 	struct gh_store *src = NULL, *dst = NULL;
 	struct gh_store_copy_report *rep = NULL;
 	struct gh_store_opts o;
@@ -316,13 +316,17 @@ static int migrate_copy(struct gh_cli *c, const char *from, const char *to_arg)
 	}
 	abs_path(c->key_hash_file, hk, sizeof(hk));
 	abs_path(c->signing_key_file, sk, sizeof(sk));
+	if (c->witness_file)
+		abs_path(c->witness_file, wf, sizeof(wf));
 	printf("\naudit log: the same on both: %lld rows, %lld checkpoints, signed up to row "
 	       "%lld\n", (long long)b.rows, (long long)b.checkpoints, (long long)b.signed_seq);
 	printf("done. Next: keep sqlite:%s as it is (a backup); set database.url to the target\n"
-	       "and name the key files of this install (with database.url they no longer\n"
-	       "default to beside the database):\n"
+	       "and name the files of this install (with database.url they no longer default\n"
+	       "to beside the database):\n"
 	       "  \"auth\":  {\"key_hash_file\": \"%s\"},\n"
-	       "  \"audit\": {\"signing_key_file\": \"%s\"}\n", path, hk, sk);
+	       "  \"audit\": {\"signing_key_file\": \"%s\"%s%s%s}\n", path, hk, sk,
+	       c->witness_file ? ", \"witness\": {\"file\": \"" : "", c->witness_file ? wf : "",
+	       c->witness_file ? "\"}" : "");
 	rc = GH_EXIT_OK;
 out:
 	gh_store_close(dst);
