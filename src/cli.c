@@ -1,6 +1,6 @@
 /*
- * cli.c - command dispatch, and the migrate and keys commands. See cli.h;
- * what the commands share is in cli_common.c.
+ * cli.c - command dispatch, and the keys commands. See cli.h; what the
+ * commands share is in cli_common.c, migrate is in cli_migrate.c.
  */
 #include "cli.h"
 
@@ -25,6 +25,8 @@ static const char usage_main[] =
 	"commands:\n"
 	"  serve    --config FILE [--listen HOST:PORT] [--db PATH]   run the gateway\n"
 	"  migrate  --config FILE [--db PATH]                        apply schema migrations\n"
+	"  migrate  --config FILE --from sqlite:PATH --to URL        copy a SQLite database "
+	"into an empty PostgreSQL one\n"
 	"  keys     create|list|revoke                               manage API keys\n"
 	"  audit    tail|query|export|verify|reindex|pubkey          read and check the audit log\n"
 	"  admin    create|list|passwd|enable|disable                manage admin UI accounts\n"
@@ -37,12 +39,6 @@ static const char usage_main[] =
 	"\n"
 	"Run gatehouse <command> --help for a command's options.\n"
 	"Exit codes: 0 ok, 1 runtime error, 2 usage error.\n";
-
-static const char usage_migrate[] =
-	"usage: gatehouse migrate --config FILE [--db PATH]\n"
-	"\n"
-	"Applies pending schema migrations (serve also does this at start). Safe to\n"
-	"run while the server is running: writes take the database's writer lock.\n";
 
 static const char usage_keys[] =
 	"usage: gatehouse keys create --config FILE --name NAME [--owner NAME] [--policy NAME] "
@@ -58,38 +54,6 @@ static const char usage_keys[] =
 	"list    shows every key: id, prefix, name, owner, policy, role, created, last used,\n"
 	"        revoked.\n"
 	"revoke  stops a key at once; its threads and memory stay with its owner.\n";
-
-/* ------------------------------------------------------------- migrate */
-
-static int cmd_migrate(int argc, char **argv)
-{
-	struct gh_cli c = {0};
-	struct gh_opt opts[] = {{"--config", 1, &c.config, NULL}, {"--db", 1, &c.db, NULL}, {0}};
-	struct gh_store *s;
-	int help, rc;
-
-	if (gh_cli_parse(argc, argv, 2, opts, usage_migrate, &help) != 0)
-		return help ? GH_EXIT_OK : GH_EXIT_USAGE;
-	if ((rc = gh_cli_load(&c)) != GH_EXIT_OK || (rc = gh_cli_check_paths(&c)) != GH_EXIT_OK) {
-		gh_cli_free(&c);
-		return rc;
-	}
-	/* gh_store_open applies pending migrations under the writer lock. */
-	s = gh_cli_store(&c, 0, NULL);
-	if (!s) {
-		gh_cli_free(&c);
-		return GH_EXIT_RUNTIME;
-	}
-	{
-		char db[512];
-
-		gh_cli_db_name(c.cfg, db, sizeof(db));
-		printf("database %s is at schema version %d\n", db, gh_store_schema_version(s));
-	}
-	gh_store_close(s);
-	gh_cli_free(&c);
-	return GH_EXIT_OK;
-}
 
 /* ---------------------------------------------------------------- keys */
 
@@ -337,7 +301,7 @@ int gh_cli_main(int argc, char **argv)
 	if (!strcmp(argv[1], "serve"))
 		return cmd_serve(argc, argv);
 	if (!strcmp(argv[1], "migrate"))
-		return cmd_migrate(argc, argv);
+		return gh_cmd_migrate(argc, argv);
 	if (!strcmp(argv[1], "keys"))
 		return cmd_keys(argc, argv);
 	if (!strcmp(argv[1], "audit"))

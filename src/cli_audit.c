@@ -354,6 +354,52 @@ out:
 	return rc;
 }
 
+void gh_cli_audit_verify_print(const struct gh_audit_verify *rep, const char *witness_file,
+			       int pg)
+{
+	if (rep->chain_ok) {
+		char ts[GH_ISO8601_MAX] = "never";
+
+		if (rep->signed_ts)
+			gh_iso8601(rep->signed_ts, ts, sizeof(ts));
+		printf("audit log intact: %lld rows verified (rows %lld..%lld) in %.2f s "
+		       "(%.0f rows/s)\n",
+		       (long long)rep->rows, (long long)(rep->anchor_seq ? rep->anchor_seq : 1),
+		       (long long)rep->last_seq, rep->seconds,
+		       rep->seconds > 0 ? (double)rep->rows / rep->seconds : 0.0);
+		printf("last signed checkpoint: row %lld at %s; %lld newer rows not yet signed\n",
+		       (long long)rep->signed_seq, ts, (long long)rep->unsigned_rows);
+		if (rep->witness_read)
+			printf("witness %s: %lld signed checkpoints seen (newest row %lld), every "
+			       "one in the database%s\n", witness_file,
+			       (long long)rep->witness_entries, (long long)rep->witness_seq,
+			       rep->witness_pruned ? " or pruned with its rows" : "");
+		else if (rep->witness_note[0])
+			printf("witness: %s (nothing proves that no signed checkpoint was "
+			       "removed)\n", rep->witness_note);
+		if (rep->witness_invalid)
+			printf("witness: %lld lines ignored (not well-formed or not validly "
+			       "signed)\n", (long long)rep->witness_invalid);
+	} else {
+		printf("audit log NOT intact: first bad row %lld\n%s\n", (long long)rep->bad_seq,
+		       rep->message);
+		printf("(%lld rows before it verified)\n", (long long)rep->rows);
+	}
+	if (pg)
+		printf("filter index: none to check (on PostgreSQL its own indexes serve "
+		       "filtered queries)\n");
+	else if (rep->index_ok && !rep->index_blocks)
+		printf("filter index: nothing to check yet (it covers blocks of %d rows)\n",
+		       GH_AUDIT_BLOCK_ROWS);
+	else if (rep->index_ok)
+		printf("filter index: intact (%lld blocks of %d rows checked against the rows)\n",
+		       (long long)rep->index_blocks, GH_AUDIT_BLOCK_ROWS);
+	else
+		printf("filter index DAMAGED near row %lld: %s\nfiltered queries may miss rows; "
+		       "`gatehouse audit reindex` rebuilds it from the rows\n",
+		       (long long)rep->index_bad_seq, rep->index_message);
+}
+
 static int audit_verify(int argc, char **argv)
 {
 	struct gh_cli c = {0};
@@ -398,44 +444,7 @@ static int audit_verify(int argc, char **argv)
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
 		goto out;
 	}
-	if (rep.chain_ok) {
-		char ts[GH_ISO8601_MAX] = "never";
-
-		if (rep.signed_ts)
-			gh_iso8601(rep.signed_ts, ts, sizeof(ts));
-		printf("audit log intact: %lld rows verified (rows %lld..%lld) in %.2f s "
-		       "(%.0f rows/s)\n",
-		       (long long)rep.rows, (long long)(rep.anchor_seq ? rep.anchor_seq : 1),
-		       (long long)rep.last_seq, rep.seconds,
-		       rep.seconds > 0 ? (double)rep.rows / rep.seconds : 0.0);
-		printf("last signed checkpoint: row %lld at %s; %lld newer rows not yet signed\n",
-		       (long long)rep.signed_seq, ts, (long long)rep.unsigned_rows);
-		if (rep.witness_read)
-			printf("witness %s: %lld signed checkpoints seen (newest row %lld), every "
-			       "one in the database%s\n", vo.witness_file,
-			       (long long)rep.witness_entries, (long long)rep.witness_seq,
-			       rep.witness_pruned ? " or pruned with its rows" : "");
-		else if (rep.witness_note[0])
-			printf("witness: %s (nothing proves that no signed checkpoint was "
-			       "removed)\n", rep.witness_note);
-		if (rep.witness_invalid)
-			printf("witness: %lld lines ignored (not well-formed or not validly "
-			       "signed)\n", (long long)rep.witness_invalid);
-	} else {
-		printf("audit log NOT intact: first bad row %lld\n%s\n", (long long)rep.bad_seq,
-		       rep.message);
-		printf("(%lld rows before it verified)\n", (long long)rep.rows);
-	}
-	if (rep.index_ok && !rep.index_blocks)
-		printf("filter index: nothing to check yet (it covers blocks of %d rows)\n",
-		       GH_AUDIT_BLOCK_ROWS);
-	else if (rep.index_ok)
-		printf("filter index: intact (%lld blocks of %d rows checked against the rows)\n",
-		       (long long)rep.index_blocks, GH_AUDIT_BLOCK_ROWS);
-	else
-		printf("filter index DAMAGED near row %lld: %s\nfiltered queries may miss rows; "
-		       "`gatehouse audit reindex` rebuilds it from the rows\n",
-		       (long long)rep.index_bad_seq, rep.index_message);
+	gh_cli_audit_verify_print(&rep, vo.witness_file, gh_store_pg_pool(s) != NULL);
 	rc = rep.ok ? GH_EXIT_OK : GH_EXIT_RUNTIME;
 out:
 	gh_store_close(s);

@@ -16,6 +16,7 @@
 #include "audit_health.h"
 #include "log.h"
 #include "pg.h"
+#include "reload.h"
 #include "util.h"
 
 /* ------------------------------------------------------------- options */
@@ -325,3 +326,48 @@ enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_c
 	return gh_store_key_list(s, collect_named, out, e);
 }
 
+
+/* ------------------------------------------------------- the server */
+
+int gh_cli_is_serve(long pid)
+{
+	char path[64], args[4096];
+	FILE *f;
+	size_t n, i;
+	int serve = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	if (!(f = fopen(path, "rb")))
+		return 0;
+	n = fread(args, 1, sizeof(args) - 1, f);
+	fclose(f);
+	args[n] = '\0';
+	/* NUL-separated arguments: the first names the binary */
+	if (!strstr(args, "gatehouse"))
+		return 0;
+	for (i = strlen(args) + 1; i < n; i += strlen(args + i) + 1)
+		if (!strcmp(args + i, "serve"))
+			serve = 1;
+	return serve;
+}
+
+long gh_cli_server_pid(const char *db)
+{
+	char *pidf = gh_cli_path_with(db, GH_RELOAD_PID_SUFFIX), buf[32], *end = buf;
+	FILE *f = pidf ? fopen(pidf, "rb") : NULL;
+	size_t n = 0;
+	long pid = 0;
+
+	if (f) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	free(pidf);
+	buf[n] = '\0';
+	errno = 0;
+	if (n)
+		pid = strtol(buf, &end, 10);
+	if (errno || pid <= 1 || (*end && *end != '\n') || !gh_cli_is_serve(pid))
+		return 0;
+	return pid;
+}

@@ -102,11 +102,26 @@ struct gh_cli_named {
 enum gh_code gh_cli_keys_named(struct gh_store *s, const char *name, struct gh_cli_named *out,
 			       struct gh_err *e);
 
+/* 1 when process pid runs "gatehouse ... serve ...": a pid file left by a
+ * server that crashed may name a process that is something else now. */
+int gh_cli_is_serve(long pid);
+/* The process id of the gatehouse serve running on the SQLite database db
+ * (its pid file DB.pid, as serve writes it), or 0 when none is. */
+long gh_cli_server_pid(const char *db);
+
 /* serve.c */
 int gh_cmd_serve(struct gh_cli *c);
 
+/* cli_migrate.c */
+int gh_cmd_migrate(int argc, char **argv);
 /* cli_audit.c */
 int gh_cmd_audit(int argc, char **argv);
+/* What `gatehouse audit verify` prints of rep to stdout: intact or the
+ * first bad row, the newest checkpoint, the witness (witness_file, may be
+ * NULL) and the filter index (none on PostgreSQL: pg). */
+struct gh_audit_verify;
+void gh_cli_audit_verify_print(const struct gh_audit_verify *rep, const char *witness_file,
+			       int pg);
 /* cli_admin.c */
 int gh_cmd_admin(int argc, char **argv);
 /* cli_mcp.c */

@@ -65,31 +65,6 @@ static long status_count(const char *path, long pid, cJSON **doc)
 	return n;
 }
 
-/* 1 when process pid runs "gatehouse ... serve ...": a pid file left by a
- * server that crashed may name a process that is something else now,
- * which must not get a SIGHUP (for most programs, a kill). */
-static int is_serve(long pid)
-{
-	char path[64], args[4096];
-	FILE *f;
-	size_t n, i;
-	int serve = 0;
-
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-	if (!(f = fopen(path, "rb")))
-		return 0;
-	n = fread(args, 1, sizeof(args) - 1, f);
-	fclose(f);
-	args[n] = '\0';
-	/* NUL-separated arguments: the first names the binary */
-	if (!strstr(args, "gatehouse"))
-		return 0;
-	for (i = strlen(args) + 1; i < n; i += strlen(args + i) + 1)
-		if (!strcmp(args + i, "serve"))
-			serve = 1;
-	return serve;
-}
-
 int gh_cmd_reload(int argc, char **argv)
 {
 	struct gh_cli c = {0};
@@ -135,7 +110,7 @@ int gh_cmd_reload(int argc, char **argv)
 		fprintf(stderr, "gatehouse: %s holds no process id\n", pidf);
 		goto out;
 	}
-	if (!is_serve(pid)) {
+	if (!gh_cli_is_serve(pid)) {
 		fprintf(stderr, "gatehouse: process %ld (from %s) is not gatehouse serve; the pid "
 			"file is stale: is the server running?\n", pid, pidf);
 		goto out;

@@ -65,14 +65,13 @@ static void pop(struct ctx *c, size_t n)
 
 /* ---- ${ENV} substitution over every string in the tree ---- */
 
-static enum gh_code subst_string(struct ctx *c, cJSON *item)
+enum gh_code gh_config_subst_env(const char *s, char **out, struct gh_err *e)
 {
-	const char *s = item->valuestring, *p;
+	const char *p;
 	struct gh_buf b;
 	enum gh_code rc = GH_OK;
 
-	if (!s || !strstr(s, "${"))
-		return GH_OK;
+	*out = NULL;
 	gh_buf_init(&b, 1 << 20);
 	for (p = s; *p;) {
 		const char *end, *dflt;
@@ -87,7 +86,7 @@ static enum gh_code subst_string(struct ctx *c, cJSON *item)
 		}
 		end = strchr(p + 2, '}');
 		if (!end) {
-			rc = fail(c, "unterminated ${ in string");
+			rc = gh_err_set(e, GH_E_BADREQ, "unterminated ${ in string");
 			goto out;
 		}
 		dflt = NULL;
@@ -101,7 +100,7 @@ static enum gh_code subst_string(struct ctx *c, cJSON *item)
 			}
 		}
 		if (nlen == 0 || nlen >= sizeof(name)) {
-			rc = fail(c, "bad environment variable reference");
+			rc = gh_err_set(e, GH_E_BADREQ, "bad environment variable reference");
 			goto out;
 		}
 		memcpy(name, p + 2, nlen);
@@ -111,15 +110,16 @@ static enum gh_code subst_string(struct ctx *c, cJSON *item)
 
 			if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
 			      (ch >= '0' && ch <= '9') || ch == '_')) {
-				rc = fail(c, "bad environment variable name \"%s\"", name);
+				rc = gh_err_set(e, GH_E_BADREQ, "bad environment variable name \"%s\"",
+						name);
 				goto out;
 			}
 		}
 		val = getenv(name);
 		if (!val || (!*val && dflt)) {
 			if (!dflt) {
-				rc = fail(c, "environment variable %s is not set "
-					     "(use ${%s:-default} for an optional one)", name, name);
+				rc = gh_err_set(e, GH_E_BADREQ, "environment variable %s is not set "
+						"(use ${%s:-default} for an optional one)", name, name);
 				goto out;
 			}
 			if (gh_buf_append(&b, dflt, (size_t)(end - dflt)) != GH_BUF_OK)
@@ -129,21 +129,35 @@ static enum gh_code subst_string(struct ctx *c, cJSON *item)
 		}
 		p = end + 1;
 	}
-	{
-		char *ns = gh_buf_detach(&b);
-
-		if (!ns)
-			goto nomem;
-		/* valuestring is owned by the item (not a reference here). */
-		cJSON_free(item->valuestring);
-		item->valuestring = ns;
-	}
+	if (!(*out = gh_buf_detach(&b)))
+		goto nomem;
 	goto out;
 nomem:
-	rc = gh_err_set(c->e, GH_E_NOMEM, "%s: out of memory", c->file);
+	rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 out:
+	/* what was read may hold a secret (a database password) */
+	if (b.data)
+		sodium_memzero(b.data, b.alloc);
 	gh_buf_free(&b);
 	return rc;
+}
+
+static enum gh_code subst_string(struct ctx *c, cJSON *item)
+{
+	const char *s = item->valuestring;
+	struct gh_err e;
+	char *ns = NULL;
+
+	if (!s || !strstr(s, "${"))
+		return GH_OK;
+	if (gh_config_subst_env(s, &ns, &e) != GH_OK)
+		return e.code == GH_E_NOMEM ? gh_err_set(c->e, GH_E_NOMEM, "%s: out of memory",
+							 c->file)
+					    : fail(c, "%s", e.msg);
+	/* valuestring is owned by the item (not a reference here). */
+	cJSON_free(item->valuestring);
+	item->valuestring = ns;
+	return GH_OK;
 }
 
 static enum gh_code subst_tree(struct ctx *c, cJSON *v)

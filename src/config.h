@@ -325,6 +325,12 @@ enum gh_code gh_config_parse(const char *name, const char *text, size_t len,
 
 void gh_config_free(struct gh_config *c);
 
+/* s with every ${NAME} replaced by that environment variable (${NAME:-x}:
+ * x when it is unset or empty), as the config's strings are. *out is the
+ * caller's to free (NULL on failure); GH_E_BADREQ naming a variable that
+ * is not set or a reference that is not one. */
+enum gh_code gh_config_subst_env(const char *s, char **out, struct gh_err *e);
+
 /* Lookups; NULL when absent. Results are borrowed from c. */
 const struct gh_agent_conf *gh_config_agent(const struct gh_config *c, const char *id);
 const struct gh_provider_conf *gh_config_provider(const struct gh_config *c, const char *name);

@@ -1,6 +1,7 @@
 /*
  * pg.c - PostgreSQL connections through libpq: URL checks, the pool,
- * statements with SQLite placeholders, migrations under an advisory lock.
+ * statements with SQLite placeholders, COPY FROM STDIN, migrations under
+ * an advisory lock.
  * See pg.h.
  */
 #include <errno.h>
@@ -722,6 +723,92 @@ enum gh_code gh_pg_run(struct gh_pg_conn *c, const char *sql, const char *what,
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 		rc = fail(c, r, what, e);
 	PQclear(r);
+	return rc;
+}
+
+/* ------------------------------------------------------------ COPY */
+
+enum gh_code gh_pg_copy_begin(struct gh_pg_conn *c, const char *sql, const char *what,
+			      struct gh_err *e)
+{
+	PGresult *r;
+	enum gh_code rc = GH_OK;
+
+	if ((rc = can_run(c, 0, what, NULL, e)) != GH_OK)
+		return rc;
+	r = PQexec(c->pc, sql);
+	if (PQresultStatus(r) != PGRES_COPY_IN)
+		rc = fail(c, r, what, e);
+	PQclear(r);
+	return rc;
+}
+
+enum gh_code gh_pg_copy_put(struct gh_pg_conn *c, const void *data, size_t len,
+			    const char *what, struct gh_err *e)
+{
+	const char *p = data;
+
+	if (!c->pc)
+		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	while (len) {
+		int n = len > (1u << 30) ? 1 << 30 : (int)len;
+
+		/* blocking connection: 1 once queued, -1 when it broke (a
+		 * value the server refused shows only at the end) */
+		if (PQputCopyData(c->pc, p, n) != 1)
+			return fail(c, NULL, what, e);
+		p += n;
+		len -= (size_t)n;
+	}
+	return GH_OK;
+}
+
+/* ", line N" of a COPY error's context, or 0. The rest of the context
+ * quotes the row, which stays out of messages. */
+static long copy_line(const PGresult *r)
+{
+	const char *ctx = r ? PQresultErrorField(r, PG_DIAG_CONTEXT) : NULL;
+	const char *at = ctx ? strstr(ctx, ", line ") : NULL;
+
+	return at ? strtol(at + 7, NULL, 10) : 0;
+}
+
+enum gh_code gh_pg_copy_end(struct gh_pg_conn *c, const char *why, const char *what,
+			    int64_t *rows, struct gh_err *e)
+{
+	enum gh_code rc = GH_OK;
+	int first = 1;
+	PGresult *r;
+
+	if (rows)
+		*rows = 0;
+	if (!c->pc)
+		return gh_err_set(e, GH_E_UNAVAILABLE, "database: %s: not connected", what);
+	if (PQputCopyEnd(c->pc, why) != 1)
+		return fail(c, NULL, what, e);
+	/* every result is read, so the connection is ready for the next
+	 * statement whatever happened */
+	while ((r = PQgetResult(c->pc))) {
+		ExecStatusType st = PQresultStatus(r);
+
+		if (first && st == PGRES_COMMAND_OK && rows)
+			*rows = strtoll(PQcmdTuples(r), NULL, 10);
+		else if (first && st != PGRES_COMMAND_OK && !why) {
+			long line = copy_line(r);
+
+			rc = fail(c, r, what, e);
+			if (line > 0 && e) {
+				size_t n = strlen(e->msg);
+
+				snprintf(e->msg + n, sizeof(e->msg) - n, " (row %ld of the copy)",
+					 line);
+			}
+		}
+		first = 0;
+		PQclear(r);
+		if (PQstatus(c->pc) != CONNECTION_OK)
+			break;
+	}
 	return rc;
 }
 

@@ -118,6 +118,22 @@ enum gh_code gh_pg_exec_once(struct gh_pg_conn *c, const char *sql, const struct
 enum gh_code gh_pg_run(struct gh_pg_conn *c, const char *sql, const char *what,
 		       struct gh_err *e);
 
+/* COPY ... FROM STDIN on c, in COPY's text format. gh_pg_copy_begin runs
+ * sql (a COPY statement built for this call: never prepared); the rows go
+ * in with gh_pg_copy_put, any number of bytes at a time (libpq sends them
+ * as the socket takes them); gh_pg_copy_end finishes the statement, or
+ * aborts it when why is not NULL (the server then rolls the statement back
+ * and GH_OK is still returned), and *rows (may be NULL) gets how many rows
+ * the server took. Once begun, the copy must be ended, even after a failed
+ * put, before c runs anything else. Errors map as gh_pg_exec's; a value
+ * the server refuses is named by the message and the COPY line number. */
+enum gh_code gh_pg_copy_begin(struct gh_pg_conn *c, const char *sql, const char *what,
+			      struct gh_err *e);
+enum gh_code gh_pg_copy_put(struct gh_pg_conn *c, const void *data, size_t len,
+			    const char *what, struct gh_err *e);
+enum gh_code gh_pg_copy_end(struct gh_pg_conn *c, const char *why, const char *what,
+			    int64_t *rows, struct gh_err *e);
+
 /* Column col of row of res: text ("" for NULL), integer (0 for NULL or
  * text that is not an integer: *ok, may be NULL, then 0), or bytes (a
  * malloc'd copy of a bytea, *len its length; NULL with *len 0 for NULL,

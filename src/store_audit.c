@@ -629,7 +629,11 @@ struct scan_rows {
 	void *ud;
 	enum gh_code rc;
 	struct gh_err *e;
+	int64_t last;                   /* the last row handed on */
+	int stopped;                    /* a callback stopped the scan */
 };
+
+int store_audit_scan_page = 10000;
 
 static int scan_row(struct store_row *sr, void *ud)
 {
@@ -638,6 +642,7 @@ static int scan_row(struct store_row *sr, void *ud)
 	struct gh_audit_event ev;
 
 	row_from(sr, &r, &ev);
+	x->last = r.seq;
 	if (x->block_fn && r.seq >> GH_AUDIT_BLOCK_SHIFT != x->blk) {
 		const char *why = NULL;
 		int64_t blk = r.seq >> GH_AUDIT_BLOCK_SHIFT;
@@ -645,11 +650,41 @@ static int scan_row(struct store_row *sr, void *ud)
 		x->blk = blk;
 		if (blk < x->next &&
 		    (x->rc = store_audit_block_load(x->c, blk, x->b, &why, x->e)) != GH_OK)
-			return 1;
+			return x->stopped = 1;
 		if (x->block_fn(x->ud, blk, blk < x->next ? x->b : NULL, why))
-			return 1;
+			return x->stopped = 1;
 	}
-	return x->row_fn(x->ud, &r) ? 1 : 0;
+	if (x->row_fn(x->ud, &r))
+		return x->stopped = 1;
+	return 0;
+}
+
+/* The rows from from_seq to to_seq (0: the end) on x->c. SQLite steps one
+ * statement through them; PostgreSQL hands a statement's rows over all at
+ * once, so there they are read a page at a time (in the caller's read
+ * transaction, when it holds one): memory stays flat however long the
+ * log. */
+static enum gh_code scan_range(struct gh_store *s, struct scan_rows *x, int64_t from_seq,
+			       int64_t to_seq, struct gh_err *e)
+{
+	int64_t hi = to_seq > 0 ? to_seq : INT64_MAX;
+	enum gh_code rc;
+	int n = 0;
+
+	if (!store_is_pg(s))
+		return store_rows(x->c, "SELECT " ROW_COLS " FROM audit_events "
+					"WHERE seq >= ? AND seq <= ? ORDER BY seq",
+				  STORE_ARGS(STORE_INT(from_seq), STORE_INT(hi)), 0, scan_row, x,
+				  NULL, "reading the audit log", e);
+	do {
+		rc = store_rows(x->c, "SELECT " ROW_COLS " FROM audit_events "
+				      "WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
+				STORE_ARGS(STORE_INT(from_seq), STORE_INT(hi),
+					   STORE_INT(store_audit_scan_page)),
+				0, scan_row, x, &n, "reading the audit log", e);
+		from_seq = x->last + 1;
+	} while (rc == GH_OK && !x->stopped && n == store_audit_scan_page && x->last < hi);
+	return rc;
 }
 
 static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
@@ -657,7 +692,7 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 			 const struct scan_head *head, void *ud, struct gh_err *e)
 {
 	struct store_conn *c = store_reader(s);
-	struct scan_rows x = {c, NULL, 0, -1, row_fn, block_fn, ud, GH_OK, e};
+	struct scan_rows x = {c, NULL, 0, -1, row_fn, block_fn, ud, GH_OK, e, 0, 0};
 	enum gh_code rc = GH_OK;
 	int began = 0;
 
@@ -690,10 +725,7 @@ static enum gh_code scan(struct gh_store *s, int64_t from_seq, int64_t to_seq,
 		if ((rc = store_audit_index_next(c, &x.next, e)) != GH_OK)
 			goto out;
 	}
-	rc = store_rows(c, "SELECT " ROW_COLS " FROM audit_events "
-			   "WHERE seq >= ? AND seq <= ? ORDER BY seq",
-			STORE_ARGS(STORE_INT(from_seq), STORE_INT(to_seq > 0 ? to_seq : INT64_MAX)),
-			0, scan_row, &x, NULL, "reading the audit log", e);
+	rc = scan_range(s, &x, from_seq, to_seq, e);
 	if (rc == GH_OK)
 		rc = x.rc;
 out:

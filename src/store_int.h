@@ -433,6 +433,9 @@ enum gh_code store_audit_postings_walk(struct store_conn *c, const struct store_
 				       int nconds, int64_t lo, int64_t hi, int asc,
 				       int (*fn)(void *ud, int64_t seq), void *ud,
 				       struct gh_err *e);
+/* How many audit rows a scan reads per statement on PostgreSQL (tests
+ * change it). */
+extern int store_audit_scan_page;
 /* How far a postings cursor steps before it seeks (tests change it). */
 extern int store_audit_steps_before_seek;
 /* Loads block blk's stored postings into m. A damaged posting sets *why

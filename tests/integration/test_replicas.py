@@ -22,30 +22,9 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.parse
 
-from harness import HTTP, GatewayTest, config
-
-PG = os.environ.get("GH_TEST_PG_URL")
-PG_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../pg/pg_server.sh")
-
-
-def psql(url, sql):
-    p = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-X", "-At", "-c", sql],
-                       capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("psql: %s\n%s" % (sql, p.stderr))
-    return p.stdout
-
-
-def with_db(url, name):
-    """url with its database replaced by name."""
-    u = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
-
-
-def rows(url, sql):
-    return json.loads(psql(url, "SELECT coalesce(json_agg(t), '[]') FROM (%s) t" % sql))
+from harness import HTTP, config
+from pgtest import PG, PG_SERVER, PgTest, psql, with_db
 
 
 def tools_config(fake, model, ttl=3600, **sections):
@@ -64,27 +43,20 @@ def tools_config(fake, model, ttl=3600, **sections):
     return config(fake, agents=agents, tools=tools, policies=policies, **sections)
 
 
-@unittest.skipUnless(PG, "needs PostgreSQL: GH_TEST_PG_URL (tests/pg/with_pg.sh)")
-class ReplicasTest(GatewayTest):
+class ReplicasTest(PgTest):
+
+    db_prefix = "gh_replicas_"
 
     def setUp(self):
         super().setUp()
-        self.server_url = PG
-        self.dbname = "gh_replicas_" + secrets.token_hex(6)
-        psql(PG, "CREATE DATABASE " + self.dbname)
-        self.url = with_db(PG, self.dbname)
         self.own_server = None
 
     def tearDown(self):
-        super().tearDown()
         try:
-            psql(self.server_url, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.dbname)
+            super().tearDown()
         finally:
             if self.own_server:
                 subprocess.run(["sh", PG_SERVER, "stop", self.own_server], timeout=120)
-
-    def q(self, sql):
-        return rows(self.url, sql)
 
     def pair(self, cfg):
         """Replica A, then B on the same database with A's key files (the

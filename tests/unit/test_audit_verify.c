@@ -179,6 +179,13 @@ out:
 	return rc;
 }
 
+static int count_row(void *ud, const struct gh_audit_row *r)
+{
+	(void)r;
+	++*(int64_t *)ud;
+	return 0;
+}
+
 static void test_checkpoints_chain(void)
 {
 	struct t_store t;
@@ -214,6 +221,44 @@ static void test_checkpoints_chain(void)
 	verify(&t, &o, &rep);
 	T_ASSERT(!rep.ok);
 	T_CONTAINS(rep.message, "checkpoint at row 31 has a bad signature");
+	t_store_close(&t);
+}
+
+/* store_audit.c: rows per statement of a scan on PostgreSQL */
+extern int store_audit_scan_page;
+
+/* A scan read in pages (PostgreSQL) sees every row once, in order, and
+ * still finds an altered one past the first page. */
+static void test_verify_in_pages(void)
+{
+	struct t_store t;
+	struct gh_audit_verify_opts o = {0};
+	struct gh_audit_verify rep;
+	int64_t seen = 0;
+
+	gh_log_set_level(GH_LOG_WARN);
+	T_EQ_INT(make_log(&t, 23, 5, 0), 0);
+	o.trusted_pk = t.signer.pk;
+	store_audit_scan_page = 4;
+	verify(&t, &o, &rep);
+	T_ASSERT(rep.ok);
+	T_EQ_INT(rep.rows, 23);
+	T_EQ_INT(rep.last_seq, 23);
+	/* a range ending inside a page */
+	{
+		struct gh_err e;
+
+		T_EQ_INT(gh_store_audit_scan(t.s, 6, 13, count_row, &seen, &e), GH_OK);
+		T_EQ_INT(seen, 8);
+	}
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(sql_exec(t.path, "UPDATE audit_events SET tool_name = 'x' WHERE seq = 18"), 0);
+	verify(&t, &o, &rep);
+	store_audit_scan_page = 10000;
+	T_ASSERT(!rep.ok);
+	T_EQ_INT(rep.bad_seq, 18);
+	T_EQ_INT(rep.rows, 17);
 	t_store_close(&t);
 }
 
@@ -568,5 +613,5 @@ static void test_verify_beside_a_busy_writer(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_verify_beside_a_busy_writer), T(test_checkpoints_chain), T(test_unchained_checkpoints_still_verify), T(test_tail_rule),
+T_MAIN(T(test_verify_beside_a_busy_writer), T(test_checkpoints_chain), T(test_verify_in_pages), T(test_unchained_checkpoints_still_verify), T(test_tail_rule),
        T(test_witness), T(test_retention_keeps_the_chain), T(test_quick_check))

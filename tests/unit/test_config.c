@@ -585,6 +585,19 @@ static void test_env(void)
 			     "api_key"),
 		 "k-s3cret-s3cret");
 	gh_config_free(cfg);
+	/* the same rules for a string from elsewhere (migrate --to) */
+	{
+		char *out = NULL;
+
+		T_EQ_INT(gh_config_subst_env("postgresql://u:${GH_TEST_KEY}@h/${GH_TEST_DB:-gh}",
+					     &out, &e), GH_OK);
+		T_EQ_STR(out, "postgresql://u:s3cret@h/gh");
+		free(out);
+		T_EQ_INT(gh_config_subst_env("x${GH_TEST_SURELY_UNSET}", &out, &e), GH_E_BADREQ);
+		T_ASSERT(!out);
+		T_EQ_STR(e.msg, "environment variable GH_TEST_SURELY_UNSET is not set (use "
+				"${GH_TEST_SURELY_UNSET:-default} for an optional one)");
+	}
 	unsetenv("GH_TEST_URL");
 	unsetenv("GH_TEST_MODEL");
 	unsetenv("GH_TEST_KEY");
