@@ -22,30 +22,11 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.parse
 
-from harness import HTTP, GatewayTest, config
+from harness import HTTP, GatewayTest, config, pg_rows, psql, with_db
 
 PG = os.environ.get("GH_TEST_PG_URL")
 PG_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../pg/pg_server.sh")
-
-
-def psql(url, sql):
-    p = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-X", "-At", "-c", sql],
-                       capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("psql: %s\n%s" % (sql, p.stderr))
-    return p.stdout
-
-
-def with_db(url, name):
-    """url with its database replaced by name."""
-    u = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
-
-
-def rows(url, sql):
-    return json.loads(psql(url, "SELECT coalesce(json_agg(t), '[]') FROM (%s) t" % sql))
 
 
 def tools_config(fake, model, ttl=3600, **sections):
@@ -84,7 +65,7 @@ class ReplicasTest(GatewayTest):
                 subprocess.run(["sh", PG_SERVER, "stop", self.own_server], timeout=120)
 
     def q(self, sql):
-        return rows(self.url, sql)
+        return pg_rows(self.url, sql)
 
     def pair(self, cfg):
         """Replica A, then B on the same database with A's key files (the
