@@ -161,7 +161,7 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
       return m && Number(m[1]);
     }, 'gatehouse to listen', 30000);
   } catch (e) {
-    if (proc.exitCode === null) {
+    if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill('SIGKILL');
       await new Promise((r) => proc.once('exit', r));
     }

@@ -87,7 +87,7 @@ def with_db(url, name):
 
 
 def sql_literal(v):
-    """v as an SQL literal both SQLite and PostgreSQL read the same way."""
+    """v as a PostgreSQL literal (bytes as bytea)."""
     if v is None:
         return "NULL"
     if isinstance(v, bool):
@@ -298,8 +298,9 @@ class Gateway:
     "${GH_TEST_DB_URL}" (the password stays out of the file) and keeps the
     other database options the test set. A config that already names a
     database.url is left as it is (unless it is "${GH_TEST_DB_URL}" and env
-    does not set that: a config copied from another Gateway). Local files (key files, pid file) are
-    named from self.base: the SQLite file, or <dir>/gatehouse."""
+    does not set that: a config copied from another Gateway). Local files
+    (key files, pid file) are named from self.base: the SQLite file, or
+    <dir>/gatehouse."""
 
     def __init__(self, cfg, env=None, dirname=None):
         self.dir = dirname or tempfile.mkdtemp(prefix="gh-test-")
