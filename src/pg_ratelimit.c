@@ -46,7 +46,8 @@ static int gcra_ms(const struct gh_rl_limit *lim, int64_t *t, int64_t *window)
 
 /* What take and peek check first: out cleared, then allowed for an
  * unlimited limit (nothing to ask the database), GH_E_BADREQ for a bad
- * key, limit or quantity; else T and the window. */
+ * key, limit or quantity; else T and the window (both 0 on the other
+ * paths, which an optimising compiler cannot tell are never read). */
 static enum gh_code begin(const char *key, const struct gh_rl_limit *lim, int64_t quantity,
 			  int64_t *t, int64_t *window, struct gh_rl_result *out, struct gh_err *e)
 {

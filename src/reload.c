@@ -169,12 +169,34 @@ static void keep_section(const struct gh_config *n, const struct gh_config *r, c
 		cJSON_AddItemToArray(restart, cJSON_CreateString(name));
 }
 
+/* keep_str for database.url, which may hold a password: the value it
+ * replaces is wiped. */
+static int keep_secret(char **dst, const char *run, const char *name, cJSON *restart)
+{
+	char *d;
+
+	if (str_eq(*dst, run))
+		return 0;
+	if (restart)
+		cJSON_AddItemToArray(restart, cJSON_CreateString(name));
+	d = run ? strdup(run) : NULL;
+	if (run && !d)
+		return -1;
+	if (*dst)
+		sodium_memzero(*dst, strlen(*dst));
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
 static int keep_running(struct gh_config *n, const struct gh_config *r, const char *db_override,
 			cJSON *restart)
 {
 	if (keep_str(&n->server.listen, r->server.listen, "server.listen", restart) ||
 	    keep_str(&n->database.path, r->database.path, "database.path",
 		     db_override ? NULL : restart) ||
+	    keep_secret(&n->database.url, r->database.url, "database.url",
+			db_override ? NULL : restart) ||
 	    keep_str(&n->key_hash_file, r->key_hash_file, "auth.key_hash_file", restart) ||
 	    keep_str(&n->audit.signing_key_file, r->audit.signing_key_file,
 		     "audit.signing_key_file", restart) ||
@@ -193,6 +215,9 @@ static int keep_running(struct gh_config *n, const struct gh_config *r, const ch
 	KEEP_INT(database.readers, "database.readers");
 	KEEP_INT(database.busy_timeout_ms, "database.busy_timeout_ms");
 	KEEP_INT(database.group_commit_max, "database.group_commit_max");
+	KEEP_INT(database.pool_size, "database.pool_size");
+	KEEP_INT(database.statement_timeout_ms, "database.statement_timeout_ms");
+	KEEP_INT(database.connect_timeout_ms, "database.connect_timeout_ms");
 	KEEP_INT(audit.checkpoint_rows, "audit.checkpoint_rows");
 	KEEP_INT(audit.checkpoint_seconds, "audit.checkpoint_seconds");
 	KEEP_INT(audit.witness.enabled, "audit.witness.enabled");

@@ -15,6 +15,11 @@
 		    "coalesce(next_attempt_at, 0), created_at, updated_at, " \
 		    "coalesce(delivered_at, 0)"
 
+/* A time or code whose 0 is stored as NULL. The cast types the parameter
+ * on PostgreSQL, which would take it for an integer from the 0 and refuse
+ * a millisecond time as out of range. */
+#define ZERO_IS_NULL "nullif(CAST(? AS bigint), 0)"
+
 #define N(KIND, FIELD) STORE_COL(KIND, struct gh_notify_row, FIELD)
 static const struct store_col notify_cols[] = {
 	N(INT, id), N(TEXT, event_id), N(TEXT, target), N(TEXT, kind), N(TEXT, event),
@@ -54,7 +59,8 @@ static enum gh_code insert_job(struct gh_store *s, struct store_conn *w, void *a
 	rc = store_insert(w, "INSERT INTO notification_deliveries (event_id, target, kind, event, "
 			   "approval_id, payload, state, attempts, last_code, last_error, "
 			   "next_attempt_at, created_at, updated_at, delivered_at) "
-			   "VALUES (?,?,?,?,?,?,?,?,nullif(?, 0),?,nullif(?, 0),?,?,nullif(?, 0))",
+			   "VALUES (?,?,?,?,?,?,?,?," ZERO_IS_NULL ",?," ZERO_IS_NULL ",?,?,"
+			   ZERO_IS_NULL ")",
 			STORE_ARGS(STORE_TEXT(r->event_id), STORE_TEXT(r->target),
 				   STORE_TEXT(r->kind), STORE_TEXT(r->event),
 				   STORE_TEXT(r->approval_id), STORE_TEXT(r->payload),
@@ -84,9 +90,9 @@ static enum gh_code update_job(struct gh_store *s, struct store_conn *w, void *a
 
 	(void)s;
 	return store_exec(w, "UPDATE notification_deliveries SET state = ?, kind = ?, "
-			     "attempts = ?, last_code = nullif(?, 0), last_error = ?, "
-			     "next_attempt_at = nullif(?, 0), updated_at = ?, "
-			     "delivered_at = nullif(?, 0) WHERE id = ?",
+			     "attempts = ?, last_code = " ZERO_IS_NULL ", last_error = ?, "
+			     "next_attempt_at = " ZERO_IS_NULL ", updated_at = ?, "
+			     "delivered_at = " ZERO_IS_NULL " WHERE id = ?",
 			  STORE_ARGS(STORE_TEXT(r->state), STORE_TEXT(r->kind),
 				     STORE_INT(r->attempts),
 				     STORE_INT(r->last_code), STORE_TEXT(r->last_error),

@@ -45,7 +45,7 @@ static void page_fields(cJSON *res, int64_t total, int page, int per_page)
 /* The agent API asks for one owner (and so uses the owner indexes); the
  * admin view's owner NULL means every owner. */
 #define OWNER_IS(n) "t.owner = ?" #n
-#define OWNER_ANY(n) "(?" #n " IS NULL OR t.owner = ?" #n ")"
+#define OWNER_ANY(n) "(CAST(?" #n " AS text) IS NULL OR t.owner = ?" #n ")"
 #define THREAD_FILTER "(CAST(?2 AS text) IS NULL OR t.agent_id = ?2) " \
 	"AND (CAST(?3 AS text) IS NULL OR t.resource_id = ?3)"
 #define THREAD_ORDER " ORDER BY t.updated_at DESC, t.id LIMIT ?4 OFFSET ?5"

@@ -1,6 +1,8 @@
 // Shared harness for the client-compatibility and browser tests: starts the
 // real gatehouse binary and the scripted fake upstream on loopback, the same
 // way tests/integration/harness.py does. Node's standard library only.
+// With GH_TEST_BACKEND=pg and GH_TEST_PG_URL (tests/pg/with_pg.sh) every
+// gateway gets a database of its own on that PostgreSQL server.
 //
 //   const fake = await startFake();
 //   const gw = await startGateway(config(fake, {...}));
@@ -9,6 +11,7 @@
 //   await gw.stop(); await fake.stop();
 
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -22,6 +25,23 @@ export const CLAUDE = join(here, '../node_modules/@anthropic-ai/claude-code/bin/
 
 const SANITIZER = ['ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
   'ThreadSanitizer'];
+
+// The backend every gateway runs on: a SQLite file in its directory, or
+// (GH_TEST_BACKEND=pg) a fresh database on the server GH_TEST_PG_URL names.
+export const ON_PG = process.env.GH_TEST_BACKEND === 'pg';
+const PG_URL = process.env.GH_TEST_PG_URL;
+if (ON_PG && !PG_URL) throw new Error('GH_TEST_BACKEND=pg needs GH_TEST_PG_URL (tests/pg/with_pg.sh)');
+
+function psql(url, sql) {
+  const p = spawnSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-X', '-q', '-At', '-c', sql],
+    { encoding: 'utf8', timeout: 60000 });
+  if (p.status !== 0) throw new Error(`psql: ${sql}\n${p.stderr}`);
+  return p.stdout;
+}
+
+// url with its database replaced by name (postgresql://u:p@/db?host=...:
+// no host part, which WHATWG URL refuses).
+const withDb = (url, name) => url.replace(/^(postgres(?:ql)?:\/\/[^/?]*)\/?[^?]*/, `$1/${name}`);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -107,8 +127,23 @@ export function config(fake, extra = {}) {
 }
 
 // dir: an existing directory to run in (a database prepared beforehand);
-// by default a fresh one. Either way stop() removes it.
+// by default a fresh one. Either way stop() removes it. On PostgreSQL the
+// config names a new database as "${GH_TEST_DB_URL}" (keeping its other
+// database options), and stop() drops it.
 export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdir(), 'gh-test-')) } = {}) {
+  let pgName = null;
+  const url = cfg.database && cfg.database.url;
+  if (ON_PG && (!url || (url === '${GH_TEST_DB_URL}' && !env.GH_TEST_DB_URL))) {
+    pgName = `gh_t_${randomBytes(6).toString('hex')}`;
+    psql(PG_URL, `CREATE DATABASE ${pgName}`);
+    const { path, ...rest } = cfg.database || {};
+    cfg = { ...cfg, database: { ...rest, url: '${GH_TEST_DB_URL}' } };
+    env = { ...env, GH_TEST_DB_URL: withDb(PG_URL, pgName) };
+  }
+  const dropDb = () => {
+    if (pgName) psql(PG_URL, `DROP DATABASE IF EXISTS ${pgName} WITH (FORCE)`);
+    pgName = null;
+  };
   const configPath = join(dir, 'gatehouse.json');
   writeFileSync(configPath, JSON.stringify(cfg, null, 2));
   let out = '';
@@ -118,11 +153,21 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
   });
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { err += d; });
-  const port = await waitFor(() => {
-    if (proc.exitCode !== null) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err}`);
-    const m = out.match(/listening on https?:\/\/[^:]+:(\d+)/);
-    return m && Number(m[1]);
-  }, 'gatehouse to listen', 30000);
+  let port;
+  try {
+    port = await waitFor(() => {
+      if (proc.exitCode !== null) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err}`);
+      const m = out.match(/listening on https?:\/\/[^:]+:(\d+)/);
+      return m && Number(m[1]);
+    }, 'gatehouse to listen', 30000);
+  } catch (e) {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGKILL');
+      await new Promise((r) => proc.once('exit', r));
+    }
+    dropDb();
+    throw e;
+  }
   const cli = (...args) => {
     const p = spawnSync(GH_BIN, args, { cwd: dir, encoding: 'utf8', env: { ...process.env, ...env } });
     checkSanitizers(p.stderr || '', 'gatehouse CLI');
@@ -153,7 +198,7 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
     },
     createAdmin(user, password) {
       const p = spawnSync(GH_BIN, ['admin', 'create', '--config', configPath, '--user', user], {
-        cwd: dir, input: `${password}\n`, encoding: 'utf8',
+        cwd: dir, input: `${password}\n`, encoding: 'utf8', env: { ...process.env, ...env },
       });
       if (p.status !== 0) throw new Error(`admin create failed: ${p.stderr}`);
     },
@@ -181,9 +226,13 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
         proc.kill('SIGTERM');
         await new Promise((r) => proc.once('exit', r));
       }
-      checkSanitizers(err, 'gatehouse');
-      if (proc.exitCode !== 0) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err.slice(-3000)}`);
-      rmSync(dir, { recursive: true, force: true });
+      try {
+        checkSanitizers(err, 'gatehouse');
+        if (proc.exitCode !== 0) throw new Error(`gatehouse exited ${proc.exitCode}:\n${err.slice(-3000)}`);
+        rmSync(dir, { recursive: true, force: true });
+      } finally {
+        dropDb();
+      }
     },
   };
 }

@@ -2,10 +2,14 @@
 against the scripted fake upstream (tests/fake/fake_upstream.c) and talks
 to both over real HTTP. Python 3 standard library only.
 
-Environment (set by CTest): GH_BIN, GH_FAKE, GH_SRC.
+Environment (set by CTest): GH_BIN, GH_FAKE, GH_SRC; for the runs on
+PostgreSQL (label pg) also GH_TEST_BACKEND=pg and GH_TEST_PG_URL (a server
+tests/pg/with_pg.sh names), and then every Gateway gets a database of its
+own on that server (database.url) instead of a SQLite file.
 
     fake = Fake()                       # started on a free port
     gw = Gateway(config(fake))          # temp dir, temp database
+    gw.query("SELECT ... WHERE id = ?", x)   # either backend
     key = gw.create_key("alice")
     st, body, hdrs = gw.post("/api/agents/a/generate", {...}, key=key)
     gw.stop()                           # fails the test on sanitizer reports
@@ -16,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -24,11 +29,22 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.parse
 
 GH_BIN = os.environ.get("GH_BIN", os.path.join(os.path.dirname(__file__), "../../build/gatehouse"))
 GH_FAKE = os.environ.get("GH_FAKE",
                          os.path.join(os.path.dirname(__file__), "../../build/tests/fake_upstream"))
 GH_SRC = os.environ.get("GH_SRC", os.path.join(os.path.dirname(__file__), "../.."))
+
+# The backend every Gateway runs on: "sqlite" (a file in its directory) or
+# "pg" (a fresh database on the server GH_TEST_PG_URL names).
+BACKEND = os.environ.get("GH_TEST_BACKEND", "sqlite")
+PG_URL = os.environ.get("GH_TEST_PG_URL")
+ON_PG = BACKEND == "pg"
+if BACKEND not in ("sqlite", "pg"):
+    raise RuntimeError("GH_TEST_BACKEND is sqlite or pg, not %r" % BACKEND)
+if ON_PG and not PG_URL:
+    raise RuntimeError("GH_TEST_BACKEND=pg needs GH_TEST_PG_URL (tests/pg/with_pg.sh)")
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "WARNING: ThreadSanitizer", "ERROR: ThreadSanitizer")
@@ -48,6 +64,86 @@ def _wait_port_file(path, proc, timeout=20.0):
             pass
         time.sleep(0.02)
     raise RuntimeError("no port file after %.0f s" % timeout)
+
+
+# ---- PostgreSQL: databases on the test server, and SQL through psql ----
+
+def psql(url, sql=None, stdin=None):
+    """Runs sql (or the script stdin) on url with psql; stops at the first
+    error. Returns psql's unaligned, tuples-only output."""
+    cmd = ["psql", url, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-At"]
+    if sql is not None:
+        cmd += ["-c", sql]
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError("psql: %s\n%s" % (sql or stdin, p.stderr))
+    return p.stdout
+
+
+def with_db(url, name):
+    """url with its database replaced by name."""
+    u = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
+
+
+def sql_literal(v):
+    """v as a PostgreSQL literal (bytes as bytea)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "'\\x%s'::bytea" % bytes(v).hex()
+    if isinstance(v, str):
+        if "\0" in v:
+            raise ValueError("a NUL in an SQL string")
+        return "'" + v.replace("'", "''") + "'"
+    raise TypeError("no SQL literal for %r" % type(v))
+
+
+def bind(sql, args):
+    """sql with each ? placeholder (outside quotes) replaced by the literal
+    of the next of args."""
+    out, it, quote = [], iter(args), None
+    n = 0
+    for ch in sql:
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            try:
+                ch = sql_literal(next(it))
+            except StopIteration:
+                raise ValueError("more ? than arguments in: " + sql)
+            n += 1
+        out.append(ch)
+    if n != len(args):
+        raise ValueError("%d arguments for %d ? in: %s" % (len(args), n, sql))
+    return "".join(out)
+
+
+def pg_rows(url, sql, args=()):
+    """The rows of a query as dicts of Python values, as sqlite3 gives
+    them: integers, strings, None, and bytes for bytea columns."""
+    q = bind(sql, args).strip().rstrip(";")
+    mark = "--rows-" + secrets.token_hex(4)
+    out = psql(url, stdin="%s\n\\gdesc\n\\echo %s\n"
+               "SELECT coalesce(json_agg(t), '[]') FROM (%s) t;\n" % (q, mark, q))
+    desc, _, data = out.partition(mark + "\n")
+    binary = {line.split("|", 1)[0] for line in desc.splitlines()
+              if line.split("|", 1)[-1] == "bytea"}
+    rows = json.loads(data)
+    for r in rows:
+        for k in binary & r.keys():
+            if r[k] is not None:
+                r[k] = bytes.fromhex(r[k][2:])
+    return rows
 
 
 class HTTP:
@@ -195,19 +291,59 @@ def config(fake=None, agents=None, tools=None, policies=None, **sections):
 
 
 class Gateway:
-    """A gatehouse serve process with its own directory and database."""
+    """A gatehouse serve process with its own directory and database.
+
+    On PostgreSQL (GH_TEST_BACKEND=pg) the database is a new one on the
+    test server, dropped by cleanup(); the config names it as
+    "${GH_TEST_DB_URL}" (the password stays out of the file) and keeps the
+    other database options the test set. A config that already names a
+    database.url is left as it is (unless it is "${GH_TEST_DB_URL}" and env
+    does not set that: a config copied from another Gateway). Local files
+    (key files, pid file) are named from self.base: the SQLite file, or
+    <dir>/gatehouse."""
 
     def __init__(self, cfg, env=None, dirname=None):
         self.dir = dirname or tempfile.mkdtemp(prefix="gh-test-")
         self.cfg = copy.deepcopy(cfg)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.pg_name = self.db_url = None
+        dbc = self.cfg.setdefault("database", {})
+        # a config read back from another Gateway's file names its
+        # database the way this one will: it gets a new one too
+        own = dbc.get("url") == "${GH_TEST_DB_URL}" and "GH_TEST_DB_URL" not in (env or {})
+        if ON_PG and ("url" not in dbc or own):
+            self.pg_name = "gh_t_" + secrets.token_hex(6)
+            psql(PG_URL, "CREATE DATABASE " + self.pg_name)
+            self.db_url = with_db(PG_URL, self.pg_name)
+            dbc.pop("path", None)
+            dbc["url"] = "${GH_TEST_DB_URL}"
+            self.env["GH_TEST_DB_URL"] = self.db_url
+        elif "url" in dbc:
+            u = dbc["url"]
+            m = re.fullmatch(r"\$\{(\w+)\}", u)
+            self.db_url = self.env.get(m.group(1)) if m else u
         self.config_path = os.path.join(self.dir, "gatehouse.json")
         with open(self.config_path, "w") as f:
             json.dump(self.cfg, f, indent=2)
-        self.db_path = os.path.join(self.dir, self.cfg["database"].get("path", "gatehouse.db"))
-        self.env = dict(os.environ)
-        self.env.update(env or {})
+        if self.db_url:
+            self.db_path = None
+            self.base = os.path.join(self.dir, "gatehouse")
+        else:
+            self.db_path = os.path.join(self.dir, dbc.get("path", "gatehouse.db"))
+            self.base = self.db_path
         self.proc = None
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.drop_database()
+            raise
+
+    def drop_database(self):
+        """Drops the database this Gateway made (PostgreSQL)."""
+        if self.pg_name:
+            psql(PG_URL, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.pg_name)
+            self.pg_name = None
 
     def start(self):
         self.out = open(os.path.join(self.dir, "serve.out"), "w+")
@@ -263,9 +399,12 @@ class Gateway:
         self.start()
 
     def cleanup(self):
-        if self.proc is not None:
-            self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.proc is not None:
+                self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.drop_database()
 
     def logs(self):
         with open(os.path.join(self.dir, "serve.err")) as f:
@@ -323,17 +462,56 @@ class Gateway:
         events = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
         return r.status, events, text
 
-    # ---- database (read-only; never writes, never checkpoints) ----
+    # ---- database ----
 
     def db(self):
+        """A read-only sqlite3 connection (SQLite only; never writes, never
+        checkpoints). Tests that run on both backends use query()."""
+        if self.db_path is None:
+            raise AssertionError("gw.db() is SQLite's: use gw.query() on PostgreSQL")
         c = sqlite3.connect("file:%s?mode=ro" % self.db_path, uri=True, timeout=10)
         c.row_factory = sqlite3.Row
         return c
 
     def query(self, sql, *args):
+        """The rows of a read-only query as dicts, on either backend: ?
+        placeholders; bytea and BLOB columns come back as bytes. Keep to
+        SQL both backends speak."""
+        if self.db_url:
+            return pg_rows(self.db_url, sql, args)
         c = self.db()
         try:
             return [dict(r) for r in c.execute(sql, args)]
+        finally:
+            c.close()
+
+    def dump(self):
+        """Everything the database holds, as bytes: the SQLite file, or
+        pg_dump's plain dump of the PostgreSQL database."""
+        if self.db_path:
+            with open(self.db_path, "rb") as f:
+                return f.read()
+        p = subprocess.run(["pg_dump", "--no-owner", "-d", self.db_url], capture_output=True,
+                           timeout=120)
+        if p.returncode != 0:
+            raise AssertionError("pg_dump: " + p.stderr.decode(errors="replace"))
+        return p.stdout
+
+    def write(self, *statements):
+        """Runs statements (SQL, or (SQL, args) with ? placeholders) in one
+        transaction, as someone with access to the database would: to
+        tamper with it, with the server stopped (on SQLite no second
+        connection may write while it runs)."""
+        stmts = [(s, ()) if isinstance(s, str) else (s[0], tuple(s[1])) for s in statements]
+        if self.db_url:
+            psql(self.db_url, stdin="BEGIN;\n%s;\nCOMMIT;\n" % ";\n".join(
+                bind(sql, args) for sql, args in stmts))
+            return
+        c = sqlite3.connect(self.db_path)
+        try:
+            for sql, args in stmts:
+                c.execute(sql, args)
+            c.commit()
         finally:
             c.close()
 
@@ -371,6 +549,12 @@ class GatewayTest(unittest.TestCase):
         """A model name unique to the calling test, so scripted replies of
         different tests never mix."""
         return "m-" + self.id().split(".")[-1]
+
+
+def sqlite_only(why):
+    """Skips a test (or class) on PostgreSQL: why names the SQLite-specific
+    thing it checks."""
+    return unittest.skipIf(ON_PG, "SQLite only: " + why)
 
 
 def free_port():

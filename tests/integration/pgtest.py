@@ -11,31 +11,16 @@ pg fixture), psql, and a database of its own for each test.
 import json
 import os
 import secrets
-import subprocess
 import unittest
-import urllib.parse
 
-from harness import GatewayTest
+from harness import GatewayTest, psql, with_db
 
 PG = os.environ.get("GH_TEST_PG_URL")
 PG_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../pg/pg_server.sh")
 
 
-def psql(url, sql):
-    p = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-X", "-At", "-c", sql],
-                       capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("psql: %s\n%s" % (sql, p.stderr))
-    return p.stdout
-
-
-def with_db(url, name):
-    """url with its database replaced by name."""
-    u = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
-
-
 def rows(url, sql):
+    """The rows of sql as JSON gives them (bytea as "\\x..." text)."""
     return json.loads(psql(url, "SELECT coalesce(json_agg(t), '[]') FROM (%s) t" % sql))
 
 

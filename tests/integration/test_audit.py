@@ -1,6 +1,6 @@
 """The audit log is complete, tamper-evident and queryable. These tests
-tamper with the SQLite file directly (with the server stopped, as an
-attacker with the file would) and check that `gatehouse audit verify`
+tamper with the database directly (with the server stopped, as an
+attacker with the SQLite file or PostgreSQL access would) and check that `gatehouse audit verify`
 points at the first bad row, including a consistent rewrite of the whole
 chain, which only the Ed25519-signed checkpoints can catch."""
 
@@ -16,7 +16,7 @@ import struct
 import time
 import unittest
 
-from harness import GatewayTest, Gateway, config
+from harness import GatewayTest, Gateway, config, sqlite_only
 
 COLS = ["ts", "event", "key_id", "owner", "admin_user", "agent_id", "thread_id", "run_id",
         "tool_call_id", "tool_name", "source", "args", "outcome", "duration_ms", "error",
@@ -74,14 +74,7 @@ class AuditTest(GatewayTest):
         return rc, out + err
 
     def tamper(self, gw, *sql):
-        c = sqlite3.connect(gw.db_path)
-        for s in sql:
-            if isinstance(s, tuple):
-                c.execute(*s)
-            else:
-                c.execute(s)
-        c.commit()
-        c.close()
+        gw.write(*sql)
 
     def test_intact_log_verifies(self):
         gw, _ = self.make_log()
@@ -114,21 +107,18 @@ class AuditTest(GatewayTest):
 
     def test_inserted_row(self):
         gw, _ = self.make_log()
-        c = sqlite3.connect(gw.db_path)
-        rows = [dict(zip([d[0] for d in c.execute("SELECT * FROM audit_events").description], r))
-                for r in c.execute("SELECT * FROM audit_events ORDER BY seq")]
+        rows = gw.query("SELECT * FROM audit_events ORDER BY seq")
         # shift rows 6.. up by one and slip a forged row in at 6
-        for r in reversed(rows[5:]):
-            c.execute("UPDATE audit_events SET seq = seq + 1 WHERE seq = ?", (r["seq"],))
+        sql = [("UPDATE audit_events SET seq = seq + 1 WHERE seq = ?", (r["seq"],))
+               for r in reversed(rows[5:])]
         forged = dict(rows[5])
         forged["seq"] = 6
         forged["event"] = "executed"
         forged["tool_name"] = "send_money"
         forged["hash"] = row_hash(forged["prev_hash"], 6, forged)
-        c.execute("INSERT INTO audit_events (%s) VALUES (%s)" % (
-            ",".join(forged.keys()), ",".join("?" * len(forged))), list(forged.values()))
-        c.commit()
-        c.close()
+        sql.append(("INSERT INTO audit_events (%s) VALUES (%s)" % (
+            ",".join(forged.keys()), ",".join("?" * len(forged))), list(forged.values())))
+        self.tamper(gw, *sql)
         rc, out = self.verify(gw)
         self.assertEqual(rc, 1, out)
         # row 7 no longer chains; if a signed checkpoint covers row 6, the
@@ -137,13 +127,10 @@ class AuditTest(GatewayTest):
 
     def test_reordered_rows(self):
         gw, _ = self.make_log()
-        c = sqlite3.connect(gw.db_path)
-        a = c.execute("SELECT event, tool_name, args FROM audit_events WHERE seq = 4").fetchone()
-        b = c.execute("SELECT event, tool_name, args FROM audit_events WHERE seq = 5").fetchone()
-        c.execute("UPDATE audit_events SET event=?, tool_name=?, args=? WHERE seq = 4", b)
-        c.execute("UPDATE audit_events SET event=?, tool_name=?, args=? WHERE seq = 5", a)
-        c.commit()
-        c.close()
+        a, b = [tuple(r.values()) for r in gw.query(
+            "SELECT event, tool_name, args FROM audit_events WHERE seq IN (4, 5) ORDER BY seq")]
+        self.tamper(gw, ("UPDATE audit_events SET event=?, tool_name=?, args=? WHERE seq = 4", b),
+                    ("UPDATE audit_events SET event=?, tool_name=?, args=? WHERE seq = 5", a))
         rc, out = self.verify(gw)
         self.assertEqual(rc, 1, out)
         self.assertIn("first bad row 4", out)
@@ -159,21 +146,19 @@ class AuditTest(GatewayTest):
 
     def test_consistent_rewrite_is_caught_by_the_signatures(self):
         gw, _ = self.make_log()
-        c = sqlite3.connect(gw.db_path)
-        names = [d[0] for d in c.execute("SELECT * FROM audit_events").description]
-        rows = [dict(zip(names, r)) for r in c.execute("SELECT * FROM audit_events ORDER BY seq")]
+        rows = gw.query("SELECT * FROM audit_events ORDER BY seq")
         # rewrite row 5 and recompute every hash after it, exactly as the
         # server would: the chain itself is now perfectly consistent
         rows[4]["args"] = '{"content":"rewritten history"}'
         prev = rows[4]["prev_hash"]
+        sql = []
         for r in rows[4:]:
             r["prev_hash"] = prev
             r["hash"] = row_hash(prev, r["seq"], r)
             prev = r["hash"]
-            c.execute("UPDATE audit_events SET args=?, prev_hash=?, hash=? WHERE seq=?",
-                      (r["args"], r["prev_hash"], r["hash"], r["seq"]))
-        c.commit()
-        c.close()
+            sql.append(("UPDATE audit_events SET args=?, prev_hash=?, hash=? WHERE seq=?",
+                        (r["args"], r["prev_hash"], r["hash"], r["seq"])))
+        self.tamper(gw, *sql)
         rc, out = self.verify(gw)
         self.assertEqual(rc, 1, out)
         self.assertIn("does not match the signed checkpoint", out)
@@ -200,7 +185,7 @@ class AuditTest(GatewayTest):
         self.assertRegex(pk, r"^[0-9a-f]{64}$")
         row = gw.query("SELECT public_key FROM audit_checkpoints LIMIT 1")[0]
         self.assertEqual(row["public_key"].hex(), pk)
-        keyfile = gw.db_path + "-audit.key"
+        keyfile = gw.base + "-audit.key"
         self.assertEqual(os.stat(keyfile).st_mode & 0o777, 0o600)
         # verifying against a different pinned key fails
         rc, out, err = gw.cli("audit", "verify", "--config", gw.config_path, "--pubkey", "00" * 32)
@@ -276,6 +261,7 @@ class AuditTest(GatewayTest):
                             check=True)
         self.assertTrue(out.startswith("seq,ts,event"))
 
+    @sqlite_only("damages a b-tree page of the SQLite file to make the store fail midway")
     def test_export_that_fails_midway_looks_incomplete(self):
         """A store failure half way through an export must not look like a
         complete file: over HTTP the body ends without its terminating

@@ -1,4 +1,4 @@
-"""What someone who can write the database file can no longer hide: the
+"""What someone who can write the database can no longer hide: the
 newest signed checkpoints deleted together with the rows they covered
 (the witness saw them), checkpoints deleted from the middle (each signs the
 one before it), all of them deleted (the tail rule), and a broken chain at
@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import tempfile
 import threading
 import time
@@ -41,7 +40,7 @@ class WitnessTest(GatewayTest):
             st, b, _ = gw.post("/api/agents/assistant/generate", {"messages": "save"}, key=key)
             self.assertEqual(st, 200, b)
         gw.stop()  # the final checkpoint is signed (and witnessed) at shutdown
-        gw.witness = gw.db_path + "-witness"
+        gw.witness = gw.base + "-witness"
         return gw, key, admin
 
     def verify(self, gw, *extra):
@@ -49,11 +48,7 @@ class WitnessTest(GatewayTest):
         return rc, out + err
 
     def tamper(self, gw, *sql):
-        c = sqlite3.connect(gw.db_path)
-        for s in sql:
-            c.execute(*s) if isinstance(s, tuple) else c.execute(s)
-        c.commit()
-        c.close()
+        gw.write(*sql)
 
     def checkpoints(self, gw):
         return [r["seq"] for r in gw.query("SELECT seq FROM audit_checkpoints ORDER BY seq")]
@@ -254,14 +249,14 @@ class WitnessTest(GatewayTest):
             "webhook_timeout_ms": 2000}})
         gw, _, _ = self.make_log(cfg=cfg, n_calls=2)
         self.assertFalse(os.path.exists(gw.witness))
-        ks = gw.query("SELECT seq, hex(signature) AS sig FROM audit_checkpoints ORDER BY seq")
+        ks = gw.query("SELECT seq, signature FROM audit_checkpoints ORDER BY seq")
         with open(other) as f:
             self.assertEqual(len(f.read().splitlines()), len(ks))
         sent = [r["body"] for r in self.fake.requests(tool="witness")]
         self.assertEqual(sorted(b["seq"] for b in sent), [k["seq"] for k in ks])
         by_seq = {b["seq"]: b for b in sent}
         for k in ks:
-            self.assertEqual(by_seq[k["seq"]]["signature"], k["sig"].lower())
+            self.assertEqual(by_seq[k["seq"]]["signature"], k["signature"].hex())
             self.assertEqual(by_seq[k["seq"]]["type"], "gatehouse.audit.checkpoint")
         rc, out = self.verify(gw)
         self.assertEqual(rc, 0, out)

@@ -12,7 +12,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import GH_BIN, SANITIZER_MARKS, Gateway, GatewayTest, config
+from harness import (GH_BIN, ON_PG, PG_URL, SANITIZER_MARKS, Gateway, GatewayTest, config,
+                     psql, sqlite_only, with_db)
 
 
 def run(args, cwd, stdin=None, env=None, prefix=()):
@@ -29,19 +30,30 @@ class StartupTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="gh-start-")
+        self.env = dict(os.environ)
+        self.pg_name = None
+        if ON_PG:
+            # a database of its own, named as Gateway names one
+            self.pg_name = "gh_start_" + os.urandom(6).hex()
+            psql(PG_URL, "CREATE DATABASE " + self.pg_name)
+            self.env["GH_TEST_DB_URL"] = with_db(PG_URL, self.pg_name)
 
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.pg_name:
+            psql(PG_URL, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.pg_name)
 
     def write_config(self, **sections):
         cfg = config(None, **sections)
+        if ON_PG and "path" not in sections.get("database", {}):
+            cfg["database"] = {"url": "${GH_TEST_DB_URL}"}
         path = os.path.join(self.dir, "gatehouse.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
         return path
 
     def serve(self, *extra):
-        return run(["serve", "--config", "gatehouse.json"] + list(extra), self.dir)
+        return run(["serve", "--config", "gatehouse.json"] + list(extra), self.dir, env=self.env)
 
     def files(self):
         return sorted(os.listdir(self.dir))
@@ -81,6 +93,25 @@ class StartupTest(unittest.TestCase):
         self.assertFalse([f for f in self.files() if f.endswith(("-audit.key", "-hashkey",
                                                                  "-writer.lock"))])
 
+    @unittest.skipUnless(ON_PG, "PostgreSQL: GH_TEST_BACKEND=pg")
+    def test_a_database_that_is_not_there_is_named_and_leaves_no_files(self):
+        self.write_config()
+        hashkey = os.path.join(self.dir, "gatehouse-hashkey")
+        fd = os.open(hashkey, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"k" * 32)
+        os.close(fd)
+        self.env["GH_TEST_DB_URL"] = with_db(PG_URL, "gh_nosuch")
+        rc, out, err = self.serve()
+        self.assertEqual(rc, 1, err)
+        self.assertIn('database "gh_nosuch" does not exist', err)
+        self.assertIn("gatehouse:***@", err)            # the password is not shown
+        self.assertNotIn(PG_URL.split("@")[0].split(":")[-1], err)
+        # the audit key this start made is gone; the key that was there stays
+        self.assertEqual(self.files(), ["gatehouse-hashkey", "gatehouse.json"])
+        with open(hashkey, "rb") as f:
+            self.assertEqual(f.read(), b"k" * 32)
+
+    @sqlite_only("a file that is not a SQLite database")
     def test_a_failed_start_removes_what_it_created_and_keeps_what_was_there(self):
         self.write_config()
         db = os.path.join(self.dir, "gatehouse.db")
@@ -100,6 +131,7 @@ class StartupTest(unittest.TestCase):
         with open(hashkey, "rb") as f:
             self.assertEqual(f.read(), b"k" * 32)
 
+    @sqlite_only("database.path's directory")
     def test_a_missing_database_directory_is_named_by_its_option(self):
         self.write_config(database={"path": "nosuch/gatehouse.db"})
         rc, out, err = self.serve()
@@ -120,6 +152,7 @@ class StartupTest(unittest.TestCase):
         self.assertIn('--db "gatehouse.json/x.db": "gatehouse.json" is not a directory', err)
         self.assertEqual(self.files(), ["gatehouse.json"])
 
+    @sqlite_only("database.path's directory")
     def test_an_unwritable_database_directory_is_named_by_its_option(self):
         if os.getuid() != 0 or not shutil.which("setpriv"):
             self.skipTest("needs root to run gatehouse as another user")

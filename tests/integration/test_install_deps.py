@@ -12,11 +12,12 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import GH_SRC
+from harness import GH_SRC, sqlite_only
 
 NOBODY = 65534
 
 
+@sqlite_only("tests/install-deps.sh has nothing to do with the database: run once")
 class InstallDepsTest(unittest.TestCase):
 
     def setUp(self):

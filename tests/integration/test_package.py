@@ -20,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-from harness import GH_SRC, HTTP
+from harness import GH_SRC, HTTP, sqlite_only
 
 BUILD_TIMEOUT = 900
 STATE = "/var/lib/gatehouse"
@@ -36,6 +36,7 @@ def run(cmd, timeout=120, **kw):
     return p.stdout
 
 
+@sqlite_only("the package's config and service run on its SQLite file in /var/lib/gatehouse")
 class PackageTest(unittest.TestCase):
 
     @classmethod

@@ -45,6 +45,7 @@ class PolicyTestTest(GatewayTest):
         self.cfg = config(self.fake, agents=agents, tools=tools, policies=self.policies,
                           audit={"redact": ["token"], "max_args_bytes": 256})
         self.gw = self.gateway(self.cfg)
+        self.cfg = self.gw.cfg      # as it runs: with the database the harness gave it
         self.key = self.gw.create_key("alice")
         self.admin = self.gw.create_key("root", admin=True)
         for name in ("fetch", "lookup", "deploy"):

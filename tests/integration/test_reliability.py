@@ -24,23 +24,16 @@ class KillTest(unittest.TestCase):
 
     def check_accounts(self, gw, rnd):
         """Every memory has its executed row; every allowed row its end."""
-        c = gw.db()
-        try:
-            memories = [r["content"] for r in c.execute("SELECT content FROM memories")]
-            executed = set()
-            calls = {}
-            for row in c.execute("SELECT event, run_id, tool_call_id, args FROM audit_events "
-                                 "WHERE tool_name = 'memory_save' ORDER BY seq"):
-                key = (row["run_id"], row["tool_call_id"])
-                calls.setdefault(key, []).append(row["event"])
-                if row["event"] == "executed":
-                    executed.add(json.loads(row["args"])["content"])
-            has_register = c.execute("SELECT count(*) AS n FROM sqlite_master WHERE name = "
-                                     "'audit_open_calls'").fetchone()["n"]
-            open_calls = c.execute("SELECT count(*) AS n FROM audit_open_calls").fetchone()["n"] \
-                if has_register else 0
-        finally:
-            c.close()
+        memories = [r["content"] for r in gw.query("SELECT content FROM memories")]
+        executed = set()
+        calls = {}
+        for row in gw.query("SELECT event, run_id, tool_call_id, args FROM audit_events "
+                            "WHERE tool_name = 'memory_save' ORDER BY seq"):
+            key = (row["run_id"], row["tool_call_id"])
+            calls.setdefault(key, []).append(row["event"])
+            if row["event"] == "executed":
+                executed.add(json.loads(row["args"])["content"])
+        open_calls = gw.query("SELECT count(*) AS n FROM audit_open_calls")[0]["n"]
         no_row = [m for m in memories if m not in executed]
         self.assertEqual(no_row, [], "round %d: effects without an executed row" % rnd)
         endless = [k for k, evs in calls.items() if "allowed" in evs and not ENDS & set(evs)]
@@ -98,12 +91,10 @@ class KillTest(unittest.TestCase):
                 gw.err.close()
                 # every acknowledged run has both of its audit rows
                 runs = {r for _, r in acked}
-                c = gw.db()
                 have = {}
-                for row in c.execute("SELECT run_id, event FROM audit_events "
-                                     "WHERE tool_name = 'memory_save'"):
+                for row in gw.query("SELECT run_id, event FROM audit_events "
+                                    "WHERE tool_name = 'memory_save'"):
                     have.setdefault(row["run_id"], set()).add(row["event"])
-                c.close()
                 lost = [r for r in runs if have.get(r) != {"allowed", "executed"}]
                 self.assertEqual(lost, [], "round %d lost audit rows of acknowledged runs" % rnd)
                 rc, out, err = gw.cli("audit", "verify", "--config", gw.config_path)

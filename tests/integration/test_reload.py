@@ -19,7 +19,7 @@ import threading
 import time
 import unittest
 
-from harness import GatewayTest, config
+from harness import ON_PG, GatewayTest, config
 
 
 def blake2b_hex(path):
@@ -49,7 +49,7 @@ class ReloadTest(GatewayTest):
 
     def status_file(self, gw):
         try:
-            with open(gw.db_path + ".reload.json") as f:
+            with open(gw.base + ".reload.json") as f:
                 return json.load(f)
         except (FileNotFoundError, ValueError):
             return None
@@ -196,7 +196,7 @@ class ReloadTest(GatewayTest):
         self.edit(gw, lambda cfg: cfg["policies"]["default"].update(agents=["*"]))
         other = subprocess.Popen(["sleep", "30"])
         try:
-            with open(gw.db_path + ".pid", "w") as f:
+            with open(gw.base + ".pid", "w") as f:
                 f.write("%d\n" % other.pid)
             rc, out, err = gw.cli("reload", "--config", gw.config_path)
             self.assertEqual(rc, 1)
@@ -211,12 +211,18 @@ class ReloadTest(GatewayTest):
 
         def change(cfg):
             cfg["server"]["listen"] = "127.0.0.1:1"
-            cfg["database"]["path"] = "elsewhere.db"
+            if ON_PG:
+                cfg["database"]["url"] = "postgresql://gatehouse@/elsewhere?host=/nonexistent"
+                cfg["database"]["pool_size"] = 3
+            else:
+                cfg["database"]["path"] = "elsewhere.db"
             cfg["server"]["heartbeat_ms"] = 2000
         self.edit(gw, change)
         st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
         self.assertEqual(st, 200, b)
-        self.assertEqual(sorted(b["restart_required"]), ["database.path", "server.listen"])
+        self.assertEqual(sorted(b["restart_required"]),
+                         ["database.pool_size", "database.url", "server.listen"] if ON_PG
+                         else ["database.path", "server.listen"])
         self.assertIn("server", b["changed"])
         self.assertIn("needs a restart", gw.logs().replace("keeps its running value until a "
                                                            "restart", "needs a restart"))
@@ -224,6 +230,8 @@ class ReloadTest(GatewayTest):
         st, b, _ = self.chat(gw, key)
         self.assertEqual(st, 200, b)
         self.assertFalse(os.path.exists(os.path.join(gw.dir, "elsewhere.db")))
+        # the URL may hold a password: named, never shown
+        self.assertNotIn("nonexistent", json.dumps(b) + gw.logs())
 
         # sections set up at start: named, and the rest of the edit applies
         # (notification targets follow a reload: not named)
@@ -237,8 +245,9 @@ class ReloadTest(GatewayTest):
         self.edit(gw, started)
         st, b, _ = gw.post("/api/admin/reload", {}, key=admin)
         self.assertEqual(st, 200, b)
+        db = ["database.pool_size", "database.url"] if ON_PG else ["database.path"]
         self.assertEqual(sorted(b["restart_required"]),
-                         ["database.path", "metrics.listen", "otel", "server.listen"])
+                         sorted(db + ["metrics.listen", "otel", "server.listen"]))
         st, b, _ = self.chat(gw, key)
         self.assertEqual(st, 403, b)
 

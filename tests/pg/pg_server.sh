@@ -8,7 +8,8 @@
 #   tests/pg/pg_server.sh start STATE   starts it; writes STATE/url (a
 #                                       postgresql:// URL with the password),
 #                                       STATE/pgdata (where the cluster is)
-#   tests/pg/pg_server.sh stop STATE    stops it and removes the cluster
+#   tests/pg/pg_server.sh stop STATE    stops it and removes the cluster,
+#                                       keeping its log in STATE/server.log
 #   tests/pg/pg_server.sh restart STATE stops (when running) and starts the
 #                                       same cluster
 #   tests/pg/pg_server.sh halt STATE    stops the server, keeping the cluster
@@ -22,7 +23,7 @@ set -eu
 cmd=${1:-}
 state=${2:-}
 [ -n "$cmd" ] && [ -n "$state" ] || {
-	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -93,6 +94,7 @@ start)
 stop)
 	stop
 	if [ -f "$state/pgdata" ]; then
+		cp "$(cat "$state/pgdata")/server.log" "$state/server.log" 2>/dev/null || true
 		rm -rf "$(cat "$state/pgdata")"
 		rm -f "$state/pgdata" "$state/url"
 	fi

@@ -283,6 +283,9 @@ static int first_cb(void *ud, const struct gh_notify_row *r)
 	return 1;
 }
 
+/* 2026-09-21 in Unix ms, as the notifier stores times */
+#define T_NOTIFY_NOW 1790000000000LL
+
 static void test_store_pending_and_overflow(void)
 {
 	struct t_store t;
@@ -302,6 +305,8 @@ static void test_store_pending_and_overflow(void)
 		r.payload = "{}";
 		gh_strlcpy(r.state, "pending", sizeof(r.state));
 		r.created_at = r.updated_at = 1000 + i;
+		/* a real time in ms: beyond a 32-bit integer */
+		r.next_attempt_at = T_NOTIFY_NOW + i;
 		T_EQ_INT(gh_store_notify_insert(t.s, &r, &id[i], &e), GH_OK);
 	}
 	/* the first becomes delivered */
@@ -309,7 +314,8 @@ static void test_store_pending_and_overflow(void)
 	gh_strlcpy(r.state, "delivered", sizeof(r.state));
 	r.attempts = 2;
 	r.last_code = 200;
-	r.delivered_at = 2000;
+	r.next_attempt_at = 0;
+	r.delivered_at = T_NOTIFY_NOW + 2000;
 	T_EQ_INT(gh_store_notify_update(t.s, &r, &e), GH_OK);
 	/* room for one of the two pending: the other is failed */
 	T_EQ_INT(gh_store_notify_pending(t.s, 1, "no room", count_cb, &n, &e), GH_OK);
