@@ -16,6 +16,7 @@
  */
 #include "store_sqlite.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -64,7 +65,7 @@ enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e)
 {
-	struct store_conn *c = store_reader(s);
+	struct store_conn *c = store_reader_for(s, sql);
 	enum gh_code rc = store_rows(c, sql, args, n, max, row, ud, nrows, what, e);
 
 	store_reader_put(s, c);
@@ -78,7 +79,7 @@ static enum gh_code get_row(struct gh_store *s, int now, const char *sql,
 			    const struct store_arg *args, int n, store_row_fn row, void *out,
 			    size_t out_size, const char *what, struct gh_err *e)
 {
-	struct store_conn *c = now ? store_reader_now(s) : store_reader(s);
+	struct store_conn *c = now ? store_reader_now(s) : store_reader_for(s, sql);
 	int seen = 0;
 	enum gh_code rc;
 
@@ -771,6 +772,45 @@ struct store_conn *store_reader(struct gh_store *s)
 		struct gh_err ignore;
 
 		store_write(s, nothing_job, NULL, &ignore);
+	}
+	return store_reader_now(s);
+}
+
+/* 1 when sql names table (bounded by characters that cannot be in a
+ * name on either side). */
+static int names_table(const char *sql, const char *table, size_t len)
+{
+	const char *p = sql;
+
+	while ((p = strstr(p, table))) {
+		char before = p == sql ? ' ' : p[-1], after = p[len];
+
+		if (!(isalnum((unsigned char)before) || before == '_') &&
+		    !(isalnum((unsigned char)after) || after == '_'))
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+struct store_conn *store_reader_for(struct gh_store *s, const char *sql)
+{
+	const char *t = STORE_ASYNC_TABLES;
+
+	if (atomic_load(&s->queued) == 0)
+		return store_reader_now(s);
+	while (*t) {
+		size_t len = strcspn(t, " ");
+		char name[32];
+
+		if (len < sizeof(name)) {
+			memcpy(name, t, len);
+			name[len] = '\0';
+			if (names_table(sql, name, len))
+				return store_reader(s);
+		}
+		t += len;
+		t += *t == ' ';
 	}
 	return store_reader_now(s);
 }

@@ -190,9 +190,15 @@ static inline int store_is_pg(const struct gh_store *s)
  * PostgreSQL could not be reached). */
 enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e);
 /* Queues fn without waiting; free_arg(arg) runs after it (NULL ok). Drops the
- * job silently when the queue cannot take it. */
+ * job silently when the queue cannot take it. fn may write only the tables
+ * STORE_ASYNC_TABLES names: reads of other tables do not wait for it. */
 void store_write_async(struct gh_store *s, store_write_fn fn, void *arg,
 		       void (*free_arg)(void *arg));
+/* What store_write_async jobs write (bookkeeping only: a run's record, a
+ * key's, an admin session's last use, an MCP server's state), space
+ * separated. store_read and store_get wait for queued jobs only when their
+ * SQL names one of these (store_reader_for). */
+#define STORE_ASYNC_TABLES "runs api_keys admin_sessions mcp_servers"
 
 /* Borrows a read connection from the pool (waits when all are taken),
  * after the writes store_write_async queued before the call have
@@ -201,6 +207,11 @@ struct store_conn *store_reader(struct gh_store *s);
 /* The same without waiting for queued writes: for a read that none of them
  * can change (a key's lookup: only its last use is ever queued). */
 struct store_conn *store_reader_now(struct gh_store *s);
+/* store_reader when sql names a table of STORE_ASYNC_TABLES (as a word),
+ * else store_reader_now: most reads (memory, working memory, messages,
+ * approvals, the audit log) then never commit another request's
+ * bookkeeping on their way. */
+struct store_conn *store_reader_for(struct gh_store *s, const char *sql);
 /* Resets every statement of c (ending its read snapshot) and returns it. */
 void store_reader_put(struct gh_store *s, struct store_conn *c);
 

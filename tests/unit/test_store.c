@@ -854,6 +854,65 @@ static void test_run_commit_later(void)
 	t_store_close(&t);
 }
 
+struct wm_read {
+	struct gh_store *s;
+	atomic_int done;
+};
+
+static void *read_working_memory(void *arg)
+{
+	struct wm_read *w = arg;
+	struct gh_err e;
+	char *wm = NULL;
+
+	gh_store_working_memory_get(w->s, "alice", "r", &wm, &e);
+	free(wm);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+/* A read of a table no queued job writes does not wait for the queue: with
+ * the writer held busy and a run record queued, reading working memory
+ * returns at once, while reading runs sees the record once it commits. */
+static void test_reads_skip_unrelated_queue(void)
+{
+	struct t_store t;
+	struct blocker bl;
+	struct wm_read w;
+	struct gh_run_commit c;
+	struct gh_run_row row;
+	struct gh_err e;
+	pthread_t th, rd;
+	cJSON *state = cJSON_Parse("{\"step\":1}");
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	bl.s = t.s;
+	sem_init(&bl.started, 0, 0);
+	sem_init(&bl.release, 0, 0);
+	T_EQ_INT(pthread_create(&th, NULL, blocker_thread, &bl), 0);
+	while (sem_wait(&bl.started) != 0)
+		;
+	c = run_commit("run_queued", NULL, "completed", NULL, NULL, state);
+	T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
+	w.s = t.s;
+	atomic_store(&w.done, 0);
+	T_EQ_INT(pthread_create(&rd, NULL, read_working_memory, &w), 0);
+	for (i = 0; i < 400 && !atomic_load(&w.done); i++)
+		usleep(5000);
+	T_ASSERT(atomic_load(&w.done));    /* not behind the busy writer */
+	T_EQ_INT(queued_jobs(t.s), 1);     /* and the run record still waits */
+	sem_post(&bl.release);
+	pthread_join(rd, NULL);
+	pthread_join(th, NULL);
+	T_EQ_INT(gh_store_run_get(t.s, "alice", "run_queued", &row, &e), GH_OK);
+	gh_run_row_clear(&row);
+	sem_destroy(&bl.started);
+	sem_destroy(&bl.release);
+	cJSON_Delete(state);
+	t_store_close(&t);
+}
+
 /* Runs committed later reach the database with no read to push them:
  * housekeeping commits what waits in the queue. */
 static void test_run_commit_later_unread(void)
@@ -1851,7 +1910,7 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
+       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
