@@ -554,9 +554,20 @@ static void deferred_flush(struct run *r)
 	deferred_free(r);
 }
 
+/* 1 when the run's record is bookkeeping once the run completes: a new
+ * run, under a name gatehouse gave it, with no thread to append to and no
+ * journal (commits_later). */
+static int record_is_bookkeeping(const struct run *r)
+{
+	return r->is_new && !r->thread_id[0] && !r->journal && r->rq &&
+	       (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new);
+}
+
 /* The end row of call c, for a direct run kept until the run's commit;
- * otherwise written now (audit_write). c must hold its result by then
- * (call_done) for an approval-bound call's outcome. */
+ * otherwise written now (audit_write): always when the run's record will
+ * be committed after the answer, which the end row must not wait for. c
+ * must hold its result by then (call_done) for an approval-bound call's
+ * outcome. */
 static enum gh_code audit_end(struct run *r, int64_t *call_id, const char *event, cJSON *c,
 			      const char *outcome, int64_t duration_ms, const char *error,
 			      const char *reason, const cJSON *result, struct gh_err *e)
@@ -564,7 +575,7 @@ static enum gh_code audit_end(struct run *r, int64_t *call_id, const char *event
 	struct deferred_end *d;
 	enum gh_code rc;
 
-	if (!gh_json_bool(r->state, "direct", 0) || r->end)
+	if (!gh_json_bool(r->state, "direct", 0) || r->end || record_is_bookkeeping(r))
 		return audit_write(r, AUDIT_CLOSE, call_id, event, c, outcome, duration_ms, error,
 				   reason, result, e);
 	if (!(d = calloc(1, sizeof(*d))) || (error && !(d->error = strdup(error)))) {
@@ -1115,19 +1126,22 @@ static int64_t client_due(struct run *r)
 	return soonest;
 }
 
-/* 1 when the run's record can be committed after the answer: a new run,
- * under a name gatehouse gave it, that ends completed in this request with
- * no call left open and no end row waiting for this commit (every tool it
- * ran had its allowed row committed before it ran and its end row, with
- * what the tool wrote, committed after), no thread to append to and no
- * journal. Its record is then bookkeeping; nothing the audit needs waits
- * on it, and a crash before it commits loses only that record. The store
- * refuses anything else it would have to write (gh_store_run_commit_later). */
+static int calls_waiting(struct run *r, int *approvals, int *clients);
+
+/* 1 when the run's record can be committed after the answer: a run whose
+ * record is bookkeeping (record_is_bookkeeping) that ends completed in
+ * this request with no call left waiting and no end row waiting for this
+ * commit: every tool it ran had its allowed row committed before it ran
+ * and its end row, with what the tool wrote, committed after. Nothing the
+ * audit needs waits on the record, and a crash before it commits loses
+ * only the record. The store refuses anything else it would have to write
+ * (gh_store_run_commit_later). */
 static int commits_later(struct run *r, enum gh_run_status status)
 {
-	return r->is_new && status == GH_RUN_COMPLETED && !r->thread_id[0] && !r->calls &&
-	       !r->end && !r->journal && r->rq &&
-	       (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new);
+	int approvals, clients;
+
+	return record_is_bookkeeping(r) && status == GH_RUN_COMPLETED && !r->end &&
+	       (!r->calls || !calls_waiting(r, &approvals, &clients));
 }
 
 static enum gh_code commit(struct run *r, enum gh_run_status status, struct gh_err *e)
