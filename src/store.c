@@ -415,24 +415,63 @@ static void finish_jobs(struct gh_store *s, struct store_job *jobs, struct store
 	}
 }
 
-/* Up to group_commit_max jobs from the head of the queue (qmu held). */
-static struct store_job *take_batch(struct gh_store *s)
+/* Up to group_commit_max jobs from the head of the queue (qmu held). A
+ * worker leading for its own write (all 0) leaves the async jobs where
+ * they are, in their order, for housekeeping to commit in batches of their
+ * own: they are another request's bookkeeping, which this request's answer
+ * need not wait for (they write only STORE_ASYNC_TABLES, which no waiting
+ * write depends on). A barrier (a read that must see them) takes them
+ * along, ahead of itself. */
+static struct store_job *take_batch(struct gh_store *s, int all)
 {
-	struct store_job *batch = NULL, **tail = &batch;
-	int n = 0;
+	struct store_job *batch = NULL, **tail = &batch, *keep = NULL, **ktail = &keep;
+	struct store_job *klast = NULL, *j;
+	int n = 0, nkeep = 0;
 
-	while (s->qhead && n < s->o.group_commit_max) {
-		struct store_job *j = s->qhead;
-
+	while ((j = s->qhead) && n < s->o.group_commit_max) {
 		s->qhead = j->next;
 		j->next = NULL;
+		if (!all && j->async) {
+			*ktail = j;
+			ktail = &j->next;
+			klast = j;
+			nkeep++;
+			continue;
+		}
+		if (!all && j->barrier && keep) {
+			*tail = keep;
+			tail = ktail;
+			n += nkeep;
+			keep = NULL;
+			ktail = &keep;
+			klast = NULL;
+			all = 1;
+		}
 		*tail = j;
 		tail = &j->next;
 		n++;
 	}
+	if (keep) {
+		/* back in front of what was not taken, in their order */
+		klast->next = s->qhead;
+		if (!s->qhead)
+			s->qtail = klast;
+		s->qhead = keep;
+	}
 	if (!s->qhead)
 		s->qtail = NULL;
 	return batch;
+}
+
+/* 1 when every job in the queue is async (qmu held). */
+static int only_async(const struct gh_store *s)
+{
+	const struct store_job *j;
+
+	for (j = s->qhead; j; j = j->next)
+		if (!j->async)
+			return 0;
+	return 1;
 }
 
 /* Housekeeping checkpoints the WAL into the database, not SQLite inside a
@@ -486,7 +525,7 @@ static void lead(struct gh_store *s, struct store_job *self)
 		struct store_job *batch, *j;
 
 		pthread_mutex_lock(&s->qmu);
-		batch = take_batch(s);
+		batch = take_batch(s, !self || self->barrier);
 		pthread_mutex_unlock(&s->qmu);
 		if (!batch)
 			break;
@@ -499,10 +538,12 @@ static void lead(struct gh_store *s, struct store_job *self)
 		finish_jobs(s, batch, self);
 	}
 	pthread_mutex_lock(&s->qmu);
-	if (s->qhead)
+	if (s->qhead && !(self && only_async(s)))
 		s->house_lead = 1; /* the lead stays taken: housekeeping has it */
 	else
-		s->leader = 0;
+		s->leader = 0;     /* what is left lingers for housekeeping */
+	if (s->qhead && !s->house_lead)
+		pthread_cond_signal(&s->qcv);
 	if (s->house_lead || atomic_load(&s->audit_index_due) || wal_due(s))
 		pthread_cond_signal(&s->qcv);
 	pthread_mutex_unlock(&s->qmu);
@@ -657,7 +698,18 @@ static int enqueue(struct gh_store *s, struct store_job *j, int *leader)
 	return 0;
 }
 
+static enum gh_code write_job(struct gh_store *s, store_write_fn fn, void *arg, int barrier,
+			      struct gh_err *e);
+
 enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struct gh_err *e)
+{
+	return write_job(s, fn, arg, 0, e);
+}
+
+/* store_write, or (barrier) a job committed only with every job queued
+ * before it, the async ones included (take_batch). */
+static enum gh_code write_job(struct gh_store *s, store_write_fn fn, void *arg, int barrier,
+			      struct gh_err *e)
 {
 	struct store_job j;
 	int leader = 0;
@@ -669,6 +721,7 @@ enum gh_code store_write(struct gh_store *s, store_write_fn fn, void *arg, struc
 	memset(&j, 0, sizeof(j));
 	j.fn = fn;
 	j.arg = arg;
+	j.barrier = barrier;
 	if (!s->o.threaded) {
 		pthread_mutex_lock(&s->inline_mu);
 		run_batch(s, &j, 0);
@@ -771,7 +824,7 @@ struct store_conn *store_reader(struct gh_store *s)
 		 * in order): a reader sees every write made before it */
 		struct gh_err ignore;
 
-		store_write(s, nothing_job, NULL, &ignore);
+		write_job(s, nothing_job, NULL, 1, &ignore);
 	}
 	return store_reader_now(s);
 }

@@ -69,6 +69,7 @@ struct store_job {
 	struct gh_err err;
 	sem_t done;
 	int async;
+	int barrier;                   /* commits with every job queued before it */
 	struct store_job *next;
 };
 

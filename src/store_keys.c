@@ -210,12 +210,11 @@ enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[3
 enum gh_code gh_store_key_by_id(struct gh_store *s, const char *id, struct gh_key *out,
 				struct gh_err *e)
 {
-	enum gh_code rc = key_lookup(s, "SELECT " KEY_COLS " FROM api_keys WHERE id = ?",
-				     STORE_TEXT(id), out, e);
+	/* not a request's lookup: it sees a last use still queued */
+	struct store_arg by = STORE_TEXT(id);
 
-	if (rc == GH_E_NOTFOUND)
-		gh_err_set(e, GH_E_NOTFOUND, "no key with id \"%s\"", id);
-	return rc;
+	return store_get(s, "SELECT " KEY_COLS " FROM api_keys WHERE id = ?", &by, 1, key_from,
+			 out, sizeof(*out), "looking up a key", e, "no key with id \"%s\"", id);
 }
 
 STORE_EACH(key, struct gh_key, key_from, STORE_NO_CLEAR, 0)

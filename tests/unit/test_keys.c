@@ -240,7 +240,7 @@ static void test_store_keys(void)
 	T_EQ_INT(l.n, 2);
 	T_EQ_STR(l.ids[0], b.id);
 	T_EQ_STR(l.ids[1], a.id);
-	/* use is recorded without waiting; a later write has it committed */
+	/* use is recorded without waiting; a later read by id sees it */
 	gh_store_key_touch(t.s, a.id, before + 1);
 	T_EQ_INT(gh_store_key_revoke(t.s, b.id, &e), GH_OK);
 	T_EQ_INT(gh_store_key_by_id(t.s, a.id, &got, &e), GH_OK);
