@@ -79,6 +79,44 @@ int gh_buf_putc(struct gh_buf *b, char c)
 	return gh_buf_append(b, &c, 1);
 }
 
+int gh_buf_put_int(struct gh_buf *b, long long v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		tmp[--i] = '-';
+	return gh_buf_append(b, tmp + i, sizeof(tmp) - i);
+}
+
+size_t gh_fmt_hex(char *out, unsigned long long v)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[16];
+	size_t i = sizeof(tmp), n;
+
+	do {
+		tmp[--i] = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	n = sizeof(tmp) - i;
+	memcpy(out, tmp + i, n);
+	out[n] = '\0';
+	return n;
+}
+
+int gh_buf_put_hex(struct gh_buf *b, unsigned long long v)
+{
+	char tmp[24];
+
+	return gh_buf_append(b, tmp, gh_fmt_hex(tmp, v));
+}
+
 int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)
 {
 	va_list cp;

@@ -37,6 +37,13 @@ void gh_buf_reset(struct gh_buf *b);
 int gh_buf_append(struct gh_buf *b, const void *p, size_t n);
 int gh_buf_puts(struct gh_buf *b, const char *s);
 int gh_buf_putc(struct gh_buf *b, char c);
+/* An integer in decimal, or an unsigned one in lower-case hex, without
+ * printf (whose locale handling costs more than the rest of a small
+ * event's formatting on the streaming path). */
+int gh_buf_put_int(struct gh_buf *b, long long v);
+int gh_buf_put_hex(struct gh_buf *b, unsigned long long v);
+/* The same into out (at least 24 bytes, NUL-terminated); returns the length. */
+size_t gh_fmt_hex(char *out, unsigned long long v);
 int gh_buf_printf(struct gh_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)

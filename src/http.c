@@ -791,24 +791,31 @@ struct part {
 	size_t n;
 };
 
+/* One chunk of v's parts, put whole; small ones (most stream events) are
+ * assembled on the stack. */
 static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 {
-	struct gh_buf b;
-	size_t total = 0;
-	int i, rc = -1;
+	char small[2048], *out = small;
+	size_t total = 0, n;
+	int i, rc;
 
 	for (i = 0; i < nv; i++)
 		total += v[i].n;
 	if (total == 0)
 		return 0;
-	gh_buf_init(&b, total + 32);
-	if (gh_buf_printf(&b, "%zx\r\n", total) == GH_BUF_OK) {
-		for (i = 0; i < nv && gh_buf_append(&b, v[i].p, v[i].n) == GH_BUF_OK; i++)
-			;
-		if (i == nv && gh_buf_append(&b, "\r\n", 2) == GH_BUF_OK)
-			rc = put(r, b.data, b.len);
+	if (total > sizeof(small) - 32 && !(out = malloc(total + 32)))
+		return -1;
+	n = gh_fmt_hex(out, total);
+	memcpy(out + n, "\r\n", 2);
+	n += 2;
+	for (i = 0; i < nv; i++) {
+		memcpy(out + n, v[i].p, v[i].n);
+		n += v[i].n;
 	}
-	gh_buf_free(&b);
+	memcpy(out + n, "\r\n", 2);
+	rc = put(r, out, n + 2);
+	if (out != small)
+		free(out);
 	return rc;
 }
 

@@ -252,8 +252,11 @@ static void delta(struct an *q, const char *dtype, const char *key, const char *
 		return;
 	}
 	gh_buf_init(&b, len * 6 + 128);
-	if (gh_buf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,"
-			  "\"delta\":{\"type\":\"%s\",\"%s\":", q->index, dtype, key) == GH_BUF_OK &&
+	if (gh_buf_puts(&b, "{\"type\":\"content_block_delta\",\"index\":") == GH_BUF_OK &&
+	    gh_buf_put_int(&b, q->index) == GH_BUF_OK &&
+	    gh_buf_puts(&b, ",\"delta\":{\"type\":\"") == GH_BUF_OK &&
+	    gh_buf_puts(&b, dtype) == GH_BUF_OK && gh_buf_puts(&b, "\",\"") == GH_BUF_OK &&
+	    gh_buf_puts(&b, key) == GH_BUF_OK && gh_buf_puts(&b, "\":") == GH_BUF_OK &&
 	    gh_buf_json_strn(&b, s, len) == GH_BUF_OK && gh_buf_puts(&b, "}}") == GH_BUF_OK)
 		gh_http_stream_send(&q->hs, "content_block_delta", b.data, b.len);
 	gh_buf_free(&b);

@@ -408,24 +408,6 @@ static int cmp_keys(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
-/* Integers without printf: most numbers gatehouse writes are counts,
- * sizes and times, and printf with its locale handling dominated the cost
- * of serialising. */
-static int put_int(struct gh_buf *out, long long v)
-{
-	char tmp[24];
-	size_t i = sizeof(tmp);
-	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-
-	do {
-		tmp[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		tmp[--i] = '-';
-	return gh_buf_append(out, tmp + i, sizeof(tmp) - i);
-}
-
 /* One serialiser for both forms: sorted (canonical: keys in byte order,
  * for hashes) or as built. No whitespace; integers up to 2^53 without
  * exponent, other finite numbers as %.17g (which reads back exactly),
@@ -448,7 +430,7 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 		if (!isfinite(d))
 			return gh_buf_puts(out, "null");
 		if (gh_json_is_int(v))
-			return put_int(out, (long long)d);
+			return gh_buf_put_int(out, (long long)d);
 		return gh_buf_printf(out, "%.17g", d);
 	}
 	if (cJSON_IsString(v))

@@ -562,6 +562,34 @@ static int spend_text(struct gh_provider_stream *st, size_t n)
 	return 0;
 }
 
+int gh_provider_anthropic_text_delta(const char *data, size_t n, const char **text,
+				     size_t *len)
+{
+	static const char head[] = "{\"type\":\"content_block_delta\",\"index\":";
+	static const char mid[] = ",\"delta\":{\"type\":\"text_delta\",\"text\":\"";
+	static const char tail[] = "\"}}";
+	size_t i = sizeof(head) - 1, digits, start;
+
+	if (n < sizeof(head) - 1 + 1 + sizeof(mid) - 1 + sizeof(tail) - 1 ||
+	    memcmp(data, head, sizeof(head) - 1) != 0)
+		return 0;
+	for (digits = 0; i < n && data[i] >= '0' && data[i] <= '9'; i++)
+		digits++;
+	/* an index as JSON writes one: no sign, no leading zero, no fraction */
+	if (digits == 0 || digits > 9 || (digits > 1 && data[i - digits] == '0'))
+		return 0;
+	if (n - i < sizeof(mid) - 1 || memcmp(data + i, mid, sizeof(mid) - 1) != 0)
+		return 0;
+	start = i += sizeof(mid) - 1;
+	while (i < n && (unsigned char)data[i] >= 0x20 && data[i] != '"' && data[i] != '\\')
+		i++;
+	if (n - i != sizeof(tail) - 1 || memcmp(data + i, tail, sizeof(tail) - 1) != 0)
+		return 0;
+	*text = data + start;
+	*len = i - start;
+	return 1;
+}
+
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
 	const cJSON *block, *delta;
@@ -573,6 +601,13 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 
 	if (st->done || !ev->data_len)
 		return 0;
+	{
+		const char *t;
+		size_t tl;
+
+		if (gh_provider_anthropic_text_delta(ev->data, ev->data_len, &t, &tl))
+			return gh_provider_stream_text(st, t, tl);
+	}
 	if (gh_json_parse_opts(ev->data, ev->data_len, "chunk", GH_JSON_UPSTREAM, &j, &pe) != GH_OK)
 		return gh_provider_stream_fail(st, "malformed chunk: %s", pe.msg);
 	if (!cJSON_IsObject(j)) {

@@ -188,4 +188,14 @@ char *gh_provider_args_text(const cJSON *args);
  * as both wire formats describe a tool. -1 when out of memory. */
 int gh_provider_tool_fields(cJSON *o, const struct gh_tool_spec *t, const char *schema_key);
 
+/* Anthropic streams: 1 when data (n bytes) is a text delta in the exact
+ * form the API writes, {"type":"content_block_delta","index":N,"delta":
+ * {"type":"text_delta","text":"..."}}, whose text has no escape, quote or
+ * control character; *text then points into data (*len bytes), which is
+ * what a full parse would give. 0 for anything else, which the caller
+ * parses whole. Most events of a stream are such deltas: they go by
+ * without a tree. */
+int gh_provider_anthropic_text_delta(const char *data, size_t n, const char **text,
+				     size_t *len);
+
 #endif
