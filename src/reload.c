@@ -352,10 +352,8 @@ enum gh_code gh_reload(struct gh_app *app, const struct gh_reload_opts *o, cJSON
 	if ((rc = gh_config_parse(cur->cfg->file, text.data ? text.data : "", text.len, &ncfg,
 				  e)) != GH_OK)
 		goto refused;
-	if (o->db_override && keep_str(&ncfg->database.path, o->db_override, "", NULL)) {
-		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
-		goto out;
-	}
+	/* the database the server runs on, --db's included (already in the
+	 * running config: a URL is never copied into database.path) */
 	if (keep_running(ncfg, cur->cfg, o->db_override, restart) != 0) {
 		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 		goto out;
