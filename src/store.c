@@ -1256,6 +1256,22 @@ static enum gh_code pg_open(struct gh_store *s, struct gh_err *e)
 		return gh_err_set(e, GH_E_IO, "database has no schema (run gatehouse migrate "
 				  "first): %s", why);
 	}
+	/* as on SQLite: never read a schema this binary does not know */
+	{
+		const struct gh_embedded *em;
+		int latest = 0;
+
+		for (em = gh_embedded_pg_migrations; em->name; em++)
+			if (migration_version(em->name) > latest)
+				latest = migration_version(em->name);
+		if (s->schema_version > latest)
+			return gh_err_set(e, GH_E_IO, "database has schema version %d, newer than "
+					  "this gatehouse knows (%d); upgrade gatehouse",
+					  s->schema_version, latest);
+		if (s->schema_version == 0)
+			return gh_err_set(e, GH_E_IO, "database has no schema (run gatehouse "
+					  "migrate first)");
+	}
 	return GH_OK;
 }
 

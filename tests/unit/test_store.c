@@ -216,6 +216,34 @@ static void test_newer_schema_refused(void)
 	t_store_close(&t);
 }
 
+/* The same on PostgreSQL: a schema newer than this binary's migrations is
+ * refused by a writable open and by a read-only one. */
+static void test_newer_schema_refused_pg(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	struct gh_store_opts ro = {0};
+
+	if (!t_store_pg()) {
+		fprintf(stderr, "  skipped on SQLite: PostgreSQL's schema versions (see above)\n");
+		return;
+	}
+	T_EQ_INT(t_store_open(&t), 0);
+	gh_store_close(t.s);
+	t.s = NULL;
+	T_EQ_INT(t_pg_sql("INSERT INTO schema_migrations (version, name, applied_at) "
+			  "VALUES (9999, 'future.sql', 1)"), 0);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_E_IO);
+	T_CONTAINS(e.msg, "newer than this gatehouse knows");
+	ro.url = t_store_pg();
+	ro.readonly = 1;
+	ro.readers = 1;
+	T_EQ_INT(gh_store_open(&ro, &t.s, &e), GH_E_IO);
+	T_ASSERT(t.s == NULL);
+	T_CONTAINS(e.msg, "newer than this gatehouse knows");
+	t_store_close(&t);
+}
+
 static void test_readonly(void)
 {
 	struct t_store t;
@@ -1907,7 +1935,7 @@ static void test_tx_commits_effect_and_row_together(void)
 }
 
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
-       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_readonly),
+       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
