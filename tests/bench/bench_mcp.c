@@ -718,7 +718,7 @@ int main(int argc, char **argv)
 	}
 	bench_stop(fp.pid, 10000);
 	if (pg.up)
-		bench_pg_stop(&pg, script);
+		bench_pg_stop(&pg);
 	if (bad)
 		printf("AUDIT CHECK FAILED (see above)\n");
 	if (o.keep)

@@ -25,10 +25,15 @@
 
 struct bench_pg {
 	char state[PATH_MAX];   /* pg_server.sh's STATE directory */
+	char script[PATH_MAX];  /* pg_server.sh */
 	char url[1024];         /* its database gatehouse_test, with the password */
 	char version[64];       /* server_version */
+	pid_t master;           /* the postmaster */
 	int up;
 };
+
+/* The server started last, stopped when the benchmark dies. */
+static struct bench_pg *bench_pg_running;
 
 /* 1 when Debian's postgresql is installed (an initdb under
  * /usr/lib/postgresql/<version>/bin) and tests/pg/pg_server.sh is found
@@ -116,6 +121,41 @@ BENCH_UNUSED static void bench_pg_url_db(const char *url, const char *db, char *
 	bench_fmt(out, cap, "%.*s/%s%s", (int)(path - url), url, db, query ? query : "");
 }
 
+/* The postmaster's pid (its data directory's postmaster.pid), or 0. */
+BENCH_UNUSED static pid_t bench_pg_master(const struct bench_pg *pg)
+{
+	char path[PATH_MAX + 32], buf[PATH_MAX];
+	long pid;
+
+	bench_fmt(path, sizeof(path), "%s/pgdata", pg->state);
+	if (bench_read_file(path, buf, sizeof(buf)) <= 0)
+		return 0;
+	buf[strcspn(buf, "\n")] = '\0';
+	bench_fmt(path, sizeof(path), "%s/data/postmaster.pid", buf);
+	if (bench_read_file(path, buf, sizeof(buf)) <= 0 || (pid = strtol(buf, NULL, 10)) <= 0)
+		return 0;
+	return (pid_t)pid;
+}
+
+static void bench_pg_stop(struct bench_pg *pg);
+
+/* bench_cleanup: stops the server when the benchmark dies; on a signal
+ * asks the postmaster for a fast shutdown (the cluster stays behind, in
+ * the directory STATE/pgdata names). */
+BENCH_UNUSED static void bench_pg_cleanup(int in_signal)
+{
+	struct bench_pg *pg = bench_pg_running;
+
+	if (!pg)
+		return;
+	if (in_signal) {
+		if (pg->master > 0)
+			kill(pg->master, SIGINT);
+		return;
+	}
+	bench_pg_stop(pg);
+}
+
 /* Starts a server in state (created when missing) with settings (the
  * words of GH_PG_SETTINGS; may be NULL) and the cluster under GH_PG_TMP
  * when the caller set it; when the settings preload pg_stat_statements,
@@ -139,6 +179,7 @@ BENCH_UNUSED static int bench_pg_start(struct bench_pg *pg, const char *script, 
 		bench_die("mkdir %s: %s", state, strerror(errno));
 	bench_fmt(outp, sizeof(outp), "%s/pg_server.out", state);
 	bench_fmt(urlp, sizeof(urlp), "%s/url", state);
+	bench_fmt(pg->script, sizeof(pg->script), "%s", script);
 	if (bench_run(argv, NULL, outp, outp, env, 180000) != 0) {
 		char buf[1024];
 
@@ -148,6 +189,9 @@ BENCH_UNUSED static int bench_pg_start(struct bench_pg *pg, const char *script, 
 		return -1;
 	}
 	pg->up = 1;
+	pg->master = bench_pg_master(pg);
+	bench_pg_running = pg;
+	bench_cleanup = bench_pg_cleanup;
 	n = bench_read_file(urlp, pg->url, sizeof(pg->url));
 	while (n > 0 && (pg->url[n - 1] == '\n' || pg->url[n - 1] == ' '))
 		pg->url[--n] = '\0';
@@ -176,11 +220,15 @@ BENCH_UNUSED static int bench_pg_start(struct bench_pg *pg, const char *script, 
 
 /* Stops the server and removes its cluster (pg_server.sh keeps its log in
  * STATE/server.log). No-op when it is not up. */
-BENCH_UNUSED static void bench_pg_stop(struct bench_pg *pg, const char *script)
+BENCH_UNUSED static void bench_pg_stop(struct bench_pg *pg)
 {
 	char outp[PATH_MAX];
-	char *argv[] = {"/bin/sh", (char *)(uintptr_t)script, "stop", pg->state, NULL};
+	char *argv[] = {"/bin/sh", pg->script, "stop", pg->state, NULL};
 
+	if (bench_pg_running == pg) {
+		bench_pg_running = NULL;
+		bench_cleanup = NULL;
+	}
 	if (!pg->up)
 		return;
 	bench_fmt(outp, sizeof(outp), "%s/pg_server.out", pg->state);
@@ -246,18 +294,13 @@ BENCH_UNUSED static int64_t bench_pg_commits(const struct bench_pg *pg, const ch
  * checkpointer...); a process that has exited is no longer counted. */
 BENCH_UNUSED static int64_t bench_pg_cpu_ns(const struct bench_pg *pg)
 {
-	char path[PATH_MAX], buf[PATH_MAX + 64], dir[PATH_MAX];
+	char path[64], buf[1024];
 	DIR *d;
 	struct dirent *de;
-	long master;
+	long master = (long)pg->master;
 	int64_t n;
 
-	bench_fmt(path, sizeof(path), "%s/pgdata", pg->state);
-	if (bench_read_file(path, dir, sizeof(dir)) <= 0)
-		return -1;
-	dir[strcspn(dir, "\n")] = '\0';
-	bench_fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
-	if (bench_read_file(path, buf, sizeof(buf)) <= 0 || (master = strtol(buf, NULL, 10)) <= 0)
+	if (master <= 0)
 		return -1;
 	n = bench_cpu_ns((pid_t)master);
 	d = opendir("/proc");
