@@ -555,9 +555,18 @@ static void scenario(const struct opts *o, int conc, struct backend *bk, int nb,
 
 		if (bk[i].skip[0])
 			continue;
-		printf("  %-12s added p50 over reps: min %.1f, max %.1f us%s\n", bk[i].name,
-		       bench_min(s->a50, (size_t)reps), bench_maxd(s->a50, (size_t)reps),
-		       s->errors ? " (ERRORS, see stderr)" : "");
+		printf("  %-12s added p50 over reps: min %.1f, max %.1f us", bk[i].name,
+		       bench_min(s->a50, (size_t)reps), bench_maxd(s->a50, (size_t)reps));
+		if (bk[i].pg) {
+			char sql[160];
+
+			/* how much of the pools (16 per replica) the load opened */
+			bench_fmt(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE "
+				  "datname = '%s'", bk[i].dbname);
+			printf("; %lld connections open to its database",
+			       (long long)bench_pg_int(pg->url, sql));
+		}
+		printf("%s\n", s->errors ? " (ERRORS, see stderr)" : "");
 		if (conc == 1 && !bk[i].pg && !bk[i].durable)
 			printf("  target: added p50 <= 300 us at concurrency 1 with the audit rows "
 			       "(%s): %s\n", bk[i].name,
