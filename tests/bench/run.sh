@@ -2,8 +2,9 @@
 # gatehouse's benchmarks: builds a Release tree (no sanitizers) and runs
 # every bench_* in it, printing their tables (and saving them to a file).
 #
-#   tests/bench/run.sh                    all of them, full size (about 75 min)
-#   tests/bench/run.sh --quick            smaller runs (about 15 min)
+#   tests/bench/run.sh                    all of them, full size (about 75 min;
+#                                         replicas 5 and pgaudit 26 of them)
+#   tests/bench/run.sh --quick            smaller runs (a few minutes each)
 #   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams, mcp,
 #                                         messages, replicas, pgaudit)
 #
