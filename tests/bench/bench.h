@@ -88,9 +88,16 @@ BENCH_UNUSED static void bench_kill_children(void)
 	}
 }
 
+/* Called after the children are killed when the benchmark dies (0) or
+ * gets a signal (1: only async-signal-safe calls then), to stop what is
+ * not a child (a PostgreSQL server, bench_pg.h). */
+static void (*volatile bench_cleanup)(int in_signal);
+
 BENCH_UNUSED static void bench_on_signal(int sig)
 {
 	bench_kill_children();
+	if (bench_cleanup)
+		bench_cleanup(1);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -112,6 +119,12 @@ BENCH_UNUSED BENCH_PRINTF(1, 2) __attribute__((noreturn)) static void bench_die(
 	va_list ap;
 
 	bench_kill_children();
+	if (bench_cleanup) {
+		void (*fn)(int) = bench_cleanup;
+
+		bench_cleanup = NULL; /* once, even when it dies itself */
+		fn(0);
+	}
 	fflush(stdout);
 	fputs("bench: ", stderr);
 	va_start(ap, fmt);

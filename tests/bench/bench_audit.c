@@ -31,11 +31,24 @@
  *    process through gh_store_audit_query for the SQL alone (after the
  *    server has had the database, as in production).
  *
+ * 3. On PostgreSQL (--backend with pg and/or pg-sync): this program starts
+ *    a server with tests/pg/pg_server.sh (fsync=on, shared_buffers=256MB;
+ *    GH_BENCH_PG_SETTINGS replaces them) and runs the ingest of 1. on a
+ *    database of its own (synchronous_commit=off for pg, on for pg-sync),
+ *    with a raw ceiling of one connection inserting the same rows with a
+ *    prepared INSERT in transactions of 1000. For pg the log of 2., made
+ *    on SQLite as there (the bulk path is SQLite's), is moved into a new
+ *    database by "gatehouse migrate --from sqlite:... --to ..." (timed; it
+ *    verifies the log on both sides), and verify and the filtered pages
+ *    are measured there the same way, through a "gatehouse serve" on
+ *    PostgreSQL with the SQLite log's key files and witness.
+ *
  * Mind the disk: 10 million rows take about 6 GB in the temp dir
- * (GH_BENCH_TMP, default /tmp); the directory is removed at the end.
+ * (GH_BENCH_TMP, default /tmp), and on PostgreSQL about 9 GB more in the
+ * cluster (GH_PG_TMP, default /tmp); both are removed at the end.
  *
  * Threading: ingest threads share the store (thread-safe); everything else
- * runs on the main thread.
+ * runs on the main thread, store_url included.
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -52,7 +65,10 @@
 #include "store.h"
 #include "util.h"
 
-#include "bench.h"
+#include "bench_pg.h"
+
+/* the PostgreSQL server's settings (see the README's Performance) */
+#define PG_SETTINGS "fsync=on shared_buffers=256MB"
 
 /* ------------------------------------------------------ the generator */
 
@@ -287,8 +303,14 @@ struct ingest_result {
 /* The witness of the store open_store signs with (one at a time). */
 static struct gh_witness *bench_witness;
 
+/* The PostgreSQL database the stores of this run are opened on instead
+ * of their SQLite file (set while a PostgreSQL part runs); NULL: SQLite. */
+static const char *store_url;
+
 /* A store as serve runs it: signed checkpoints (sg, may be NULL), each
- * chained and witnessed in "<path>-witness". Closed by close_store. */
+ * chained and witnessed in "<path>-witness". On store_url when set (with
+ * serve's default pool of 16 connections), else in the file path. Closed
+ * by close_store. */
 static struct gh_store *open_store(const char *path, int threaded,
 				   const struct gh_audit_signer *sg)
 {
@@ -298,6 +320,8 @@ static struct gh_store *open_store(const char *path, int threaded,
 
 	memset(&o, 0, sizeof(o));
 	o.path = path;
+	o.url = store_url;
+	o.pool_size = 16;
 	o.readers = 4;
 	o.busy_timeout_ms = 5000;
 	o.group_commit_max = 2048;     /* the config's default */
@@ -305,7 +329,7 @@ static struct gh_store *open_store(const char *path, int threaded,
 	o.ckpt_rows = 1000;
 	o.ckpt_ms = 60000;
 	if (gh_store_open(&o, &s, &e) != GH_OK)
-		bench_die("store %s: %s", path, e.msg);
+		bench_die("store %s: %s", store_url ? "on PostgreSQL" : path, e.msg);
 	if (sg) {
 		char wpath[PATH_MAX];
 		struct gh_witness_opts wo;
@@ -506,10 +530,72 @@ static double raw_sqlite_rate(const char *path, int64_t seconds, int64_t cache_k
 	return (double)n / ((double)(bench_ns() - t0) / 1e9);
 }
 
-static void ingest_bench(const char *dir, const int *threads, int nthreads, int64_t seconds,
-			 int64_t reps)
+/* One thread inserting the same kind of rows straight into PostgreSQL
+ * (the store's schema, a prepared INSERT, transactions of 1000; no
+ * hashing, no lock, no group commit) for `seconds`. */
+static double raw_pg_rate(const char *url, int64_t seconds)
 {
-	char db[PATH_MAX], rawdb[PATH_MAX], keyf[PATH_MAX];
+	static const char sql[] =
+		"INSERT INTO audit_events (seq, ts, event, key_id, owner, admin_user, "
+		"agent_id, thread_id, run_id, tool_call_id, tool_name, source, args, "
+		"outcome, duration_ms, error, reason, detail, prev_hash, hash) "
+		"VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)";
+	PGconn *c = bench_pg_connect(url);
+	PGresult *r;
+	struct gen g;
+	struct gh_audit_event ev;
+	char hex[3 + 2 * GH_AUDIT_HASH_LEN], num[3][24];
+	const char *v[20];
+	int64_t n = 0, t0, end, seq;
+	int i;
+
+	seq = bench_pg_int(url, "SELECT coalesce(max(seq), 0) FROM audit_events");
+	memcpy(hex, "\\x", 2);
+	for (i = 0; i < GH_AUDIT_HASH_LEN; i++)
+		memcpy(hex + 2 + 2 * i, "01", 2);
+	hex[2 + 2 * GH_AUDIT_HASH_LEN] = '\0';
+	r = PQprepare(c, "ins", sql, 20, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		bench_die("PostgreSQL: prepare: %s", PQerrorMessage(c));
+	PQclear(r);
+	gen_init(&g, 42, gh_now_ms(), 1);
+	t0 = bench_ns();
+	end = t0 + seconds * 1000000000LL;
+	while (bench_ns() < end) {
+		PQclear(PQexec(c, "BEGIN"));
+		for (i = 0; i < 1000; i++) {
+			gen_event(&g, &ev, 1);
+			snprintf(num[0], sizeof(num[0]), "%lld", (long long)++seq);
+			snprintf(num[1], sizeof(num[1]), "%lld", (long long)ev.ts);
+			snprintf(num[2], sizeof(num[2]), "%lld", (long long)ev.duration_ms);
+			v[0] = num[0], v[1] = num[1], v[2] = ev.event, v[3] = ev.key_id;
+			v[4] = ev.owner, v[5] = ev.admin_user, v[6] = ev.agent_id;
+			v[7] = ev.thread_id, v[8] = ev.run_id, v[9] = ev.tool_call_id;
+			v[10] = ev.tool_name, v[11] = ev.source, v[12] = ev.args, v[13] = ev.outcome;
+			v[14] = ev.duration_ms >= 0 ? num[2] : NULL;
+			v[15] = ev.error, v[16] = ev.reason, v[17] = ev.detail, v[18] = hex;
+			v[19] = hex;
+			r = PQexecPrepared(c, "ins", 20, v, NULL, NULL, 0);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				bench_die("PostgreSQL insert: %s", PQerrorMessage(c));
+			PQclear(r);
+		}
+		r = PQexec(c, "COMMIT");
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			bench_die("PostgreSQL commit: %s", PQerrorMessage(c));
+		PQclear(r);
+		n += 1000;
+	}
+	PQfinish(c);
+	return (double)n / ((double)(bench_ns() - t0) / 1e9);
+}
+
+/* Ingest on SQLite (pg NULL) or on a new database of pg's server, with
+ * synchronous_commit as sync says. */
+static void ingest_bench(const char *dir, const int *threads, int nthreads, int64_t seconds,
+			 int64_t reps, const struct bench_pg *pg, int sync)
+{
+	char db[PATH_MAX], rawdb[PATH_MAX], keyf[PATH_MAX], url[1024], rawurl[1024];
 	struct gh_audit_signer sg;
 	struct gh_err e;
 	struct gh_store *s;
@@ -524,9 +610,18 @@ static void ingest_bench(const char *dir, const int *threads, int nthreads, int6
 	if (gh_audit_signer_load(keyf, 1, &sg, &e) != GH_OK)
 		bench_die("%s", e.msg);
 
-	printf("\n== audit ingest: gh_store_audit_append from N threads, %lld s per run, "
-	       "%lld runs per N (median shown; WAL, synchronous=NORMAL, checkpoints every "
-	       "1000 rows)\n", (long long)seconds, (long long)reps);
+	if (pg) {
+		bench_pg_db(pg, "gh_bench_ingest", sync, url, sizeof(url));
+		store_url = url;
+		printf("\n== audit ingest on PostgreSQL %s: gh_store_audit_append from N threads, "
+		       "%lld s per run, %lld runs per N (median shown; synchronous_commit=%s, "
+		       "a pool of 16, checkpoints every 1000 rows)\n", pg->version,
+		       (long long)seconds, (long long)reps, sync ? "on" : "off");
+	} else {
+		printf("\n== audit ingest: gh_store_audit_append from N threads, %lld s per run, "
+		       "%lld runs per N (median shown; WAL, synchronous=NORMAL, checkpoints every "
+		       "1000 rows)\n", (long long)seconds, (long long)reps);
+	}
 	printf("  (CPU us/ev: the whole process; hk us: the housekeeping thread's CPU per event "
 	       "(it commits when callers queue up); hk: its share of one core)\n");
 	printf("  %-8s %10s %8s %8s %9s %9s %9s %9s %9s %7s\n", "threads", "events/s", "tx/s",
@@ -578,6 +673,27 @@ static void ingest_bench(const char *dir, const int *threads, int nthreads, int6
 	       "(threaded minus inline at p50: %.1f us)\n",
 	       one[1].lat.p50, one[1].lat.p99, one[1].rate, one[0].lat.p50 - one[1].lat.p50);
 
+	if (pg) {
+		char sql[96];
+
+		/* the ceiling: the same rows inserted straight into PostgreSQL */
+		bench_pg_db(pg, "gh_bench_raw", sync, rawurl, sizeof(rawurl));
+		store_url = rawurl;
+		s = open_store(rawdb, 0, NULL); /* schema only */
+		close_store(s);
+		store_url = NULL;
+		raw = raw_pg_rate(rawurl, seconds < 5 ? seconds : 5);
+		printf("  raw PostgreSQL, 1 connection, 1000 rows per transaction, a prepared "
+		       "INSERT, same schema: %.0f rows/s\n", raw);
+		for (i = 0; i < 2; i++) {
+			bench_fmt(sql, sizeof(sql), "DROP DATABASE %s WITH (FORCE)",
+				  i ? "gh_bench_raw" : "gh_bench_ingest");
+			bench_pg_exec(pg->url, sql);
+		}
+		gh_audit_signer_wipe(&sg);
+		unlink(keyf);
+		return;
+	}
 	/* the ceiling: raw SQLite inserts of the same rows, with the store's
 	 * settings and with a bigger page cache and rarer checkpoints */
 	s = open_store(rawdb, 0, NULL); /* schema only */
@@ -932,6 +1048,8 @@ static void query_inproc(const char *db, int64_t per_kind, int64_t max_seconds, 
 	memset(&o, 0, sizeof(o));
 	memset(&qs, 0, sizeof(qs));
 	o.path = db;
+	o.url = store_url;
+	o.pool_size = 2;
 	o.readers = 1;
 	o.busy_timeout_ms = 5000;
 	o.readonly = 1;
@@ -1080,19 +1198,141 @@ static int64_t dir_bytes(const char *dir)
 	return n;
 }
 
-/* Builds the log in dir (unless reuse: a log an earlier --keep run left
- * there), verifies it verify_reps times and times filtered pages. */
-static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
-		    int64_t verify_reps, int64_t per_kind, int64_t max_seconds, int http)
+/* Verifies the log the config cfg names verify_reps times ("gatehouse
+ * audit verify" in dir) and times filtered pages through "gatehouse serve"
+ * on it (unless !http) and in process (on db, or store_url when set). */
+static void measure_log(const char *gh, const char *dir, const char *cfg, const char *db,
+			int64_t verify_reps, int64_t per_kind, int64_t max_seconds, int http,
+			int64_t t_first, int64_t t_last, const char *some_run)
 {
-	char db[PATH_MAX], keyf[PATH_MAX], cfg[PATH_MAX], key[256], auth[320], some_run[32];
+	char key[256], auth[320];
+	struct bench_proc gp;
+	double wall[16], rep_rate[16];
+	int64_t i, r;
+
+	if (verify_reps > 0) {
+		printf("  gatehouse audit verify, %lld runs:\n", (long long)verify_reps);
+		for (r = 0; r < verify_reps && r < 16; r++) {
+			wall[r] = run_verify(gh, dir, cfg, &rep_rate[r]);
+			fflush(stdout);
+		}
+		printf("  verify: median %.1f s wall, %.0f rows/s (as the command reports it; "
+		       "min %.0f, max %.0f)\n", bench_median(wall, (size_t)r),
+		       bench_median(rep_rate, (size_t)r), bench_min(rep_rate, (size_t)r),
+		       bench_maxd(rep_rate, (size_t)r));
+		printf("  target: verify >= 500000 rows/s: %s\n",
+		       bench_median(rep_rate, (size_t)r) >= 500000 ? "met" : "NOT met");
+		fflush(stdout);
+	}
+
+	printf("  filtered pages, %lld per filter kind (bounded to %lld s):\n", (long long)per_kind,
+	       (long long)max_seconds);
+	/* through the server first: whatever it does to a database it opens
+	 * (planner statistics) is then in place for the in-process run too */
+	if (http) {
+		bench_key_create(gh, dir, cfg, store_url ? "auditor-pg" : "auditor", 1, key,
+				 sizeof(key));
+		bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
+		bench_gh_start(gh, dir, cfg, "warn", &gp);
+		query_http(gp.port, auth, per_kind, max_seconds, t_first, t_last, some_run);
+		i = bench_stop(gp.pid, 30000);
+		if (i != 0)
+			fprintf(stderr, "bench: gatehouse exited %lld\n", (long long)i);
+		fflush(stdout);
+	}
+	if (!store_url)
+		printf("    (planner statistics in the database: %s)\n",
+		       has_stats(db) ? "yes, sqlite_stat1" : "none");
+	query_inproc(db, per_kind, max_seconds, t_first, t_last, some_run);
+}
+
+/* The log moved to a new database of pg's server by "gatehouse migrate
+ * --from sqlite:DB --to URL" (the configs' key files and witness are the
+ * SQLite log's), then measured there as on SQLite. */
+static void log_on_pg(const char *gh, const char *dir, const struct bench_pg *pg,
+		      int64_t verify_reps, int64_t per_kind, int64_t max_seconds, int http,
+		      int64_t t_first, int64_t t_last, const char *some_run)
+{
+	char pdir[PATH_MAX], cfg[PATH_MAX], scfg[PATH_MAX], db[PATH_MAX], outp[PATH_MAX];
+	char url[1024], buf[1 << 14], text[4 * PATH_MAX];
+	char *argv[] = {(char *)(uintptr_t)gh, "migrate", "--config", scfg, "--from", text,
+			"--to", "${GH_BENCH_LOG_URL}", NULL};
+	const char *env[] = {"GH_LOG=warn", NULL};
+	int64_t t0, bytes;
+	double secs;
+	int rc;
+	const char *p;
+
+	bench_fmt(pdir, sizeof(pdir), "%s/pg", dir);
+	bench_fmt(cfg, sizeof(cfg), "%s/gatehouse.json", pdir);
+	bench_fmt(scfg, sizeof(scfg), "%s/gatehouse.json", dir);
+	bench_fmt(db, sizeof(db), "%s/gatehouse.db", dir);
+	bench_fmt(outp, sizeof(outp), "%s/migrate.out", pdir);
+	if (mkdir(pdir, 0700) != 0 && errno != EEXIST)
+		bench_die("mkdir %s: %s", pdir, strerror(errno));
+	bench_pg_db(pg, "gh_bench_log", 0, url, sizeof(url));
+	/* migrate and serve read it from the environment: never on a
+	 * command line */
+	if (setenv("GH_BENCH_LOG_URL", url, 1) != 0)
+		bench_die("setenv");
+	bench_fmt(text, sizeof(text), "sqlite:%s", db);
+	printf("\n== the log on PostgreSQL %s (fsync=on; synchronous_commit=off for its "
+	       "database)\n", pg->version);
+	printf("  copied by gatehouse migrate --from sqlite:... --to postgresql://...:\n");
+	fflush(stdout);
+	unlink(outp);
+	t0 = bench_ns();
+	rc = bench_run(argv, dir, outp, outp, env, 6 * 3600 * 1000);
+	secs = (double)(bench_ns() - t0) / 1e9;
+	bench_read_file(outp, buf, sizeof(buf));
+	for (p = buf; *p;) {
+		size_t n = strcspn(p, "\n");
+
+		/* the audit tables' lines and the verdicts, not every table */
+		if (bench_memfind(p, n, "audit", 5) || bench_memfind(p, n, "copied", 6) ||
+		    bench_memfind(p, n, "rror", 4))
+			printf("    %.*s\n", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	if (rc != 0)
+		bench_die("gatehouse migrate failed (%d); its output is in %s", rc, outp);
+	bytes = bench_pg_int(pg->url, "SELECT pg_database_size('gh_bench_log')");
+	printf("  migrate took %.0f s in all (both verifications included); the database is "
+	       "%.2f GB\n", secs, (double)bytes / 1e9);
+	bench_fmt(text, sizeof(text),
+		  "{\"server\": {\"listen\": \"127.0.0.1:0\", \"threads\": 16, "
+		  "\"max_streams\": 4},\n"
+		  " \"database\": {\"url\": \"${GH_BENCH_LOG_URL}\", \"pool_size\": 16},\n"
+		  " \"auth\": {\"key_hash_file\": \"%s/gatehouse.db-hashkey\"},\n"
+		  " \"providers\": {\"offline\": {\"type\": \"mock\", \"default\": \"hi\"}},\n"
+		  " \"agents\": {\"a\": {\"provider\": \"offline\", \"model\": \"mock\"}},\n"
+		  " \"policies\": {\"default\": {\"agents\": [\"*\"]}},\n"
+		  " \"audit\": {\"checkpoint_rows\": 1000, \"checkpoint_seconds\": 60, "
+		  "\"retention_days\": 0, \"signing_key_file\": \"%s/gatehouse.db-audit.key\", "
+		  "\"witness\": {\"file\": \"%s/gatehouse.db-witness\"}}}\n", dir, dir, dir);
+	bench_write_file(cfg, text);
+	fflush(stdout);
+	store_url = url;
+	measure_log(gh, pdir, cfg, db, verify_reps, per_kind, max_seconds, http, t_first, t_last,
+		    some_run);
+	store_url = NULL;
+	bench_pg_exec(pg->url, "DROP DATABASE gh_bench_log WITH (FORCE)");
+}
+
+/* Builds the log in dir (unless reuse: a log an earlier --keep run left
+ * there), then on SQLite (on_sqlite) and on PostgreSQL (pg, may be NULL)
+ * verifies it verify_reps times and times filtered pages. */
+static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
+		    int64_t verify_reps, int64_t per_kind, int64_t max_seconds, int http,
+		    int on_sqlite, const struct bench_pg *pg)
+{
+	char db[PATH_MAX], keyf[PATH_MAX], cfg[PATH_MAX], some_run[32];
 	struct gh_audit_signer sg;
 	struct gh_err e;
-	struct bench_proc gp;
 	struct statvfs vfs;
-	double wall[16], rep_rate[16];
-	int64_t t0, span = 90LL * 86400000, first_ts, i, r;
+	int64_t t0, span = 90LL * 86400000, first_ts;
 	int64_t first = 0, last = 0, count = 0, t_first = 0, t_last = 0;
+	double need = (double)rows * 1000.0 * (pg ? 2 : 1);
 	sqlite3 *sdb;
 	sqlite3_stmt *st;
 
@@ -1100,9 +1340,9 @@ static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
 	bench_fmt(keyf, sizeof(keyf), "%s/gatehouse.db-audit.key", dir);
 	bench_fmt(cfg, sizeof(cfg), "%s/gatehouse.json", dir);
 	if (!reuse && statvfs(dir, &vfs) == 0 &&
-	    (double)vfs.f_bavail * (double)vfs.f_frsize < (double)rows * 1000.0)
+	    (double)vfs.f_bavail * (double)vfs.f_frsize < need)
 		bench_die("%s: about %.1f GB free, the log needs up to %.1f GB (use --rows)", dir,
-			  (double)vfs.f_bavail * (double)vfs.f_frsize / 1e9, (double)rows * 1e-6);
+			  (double)vfs.f_bavail * (double)vfs.f_frsize / 1e9, need / 1e9);
 	if (!reuse)
 		bench_write_file(cfg,
 				 "{\"server\": {\"listen\": \"127.0.0.1:0\", \"threads\": 16, "
@@ -1133,6 +1373,7 @@ static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
 		       (double)dir_bytes(dir) / 1e9);
 		fflush(stdout);
 	}
+	gh_audit_signer_wipe(&sg);
 
 	if (sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(sdb, "SELECT min(seq), max(seq), count(*), "
@@ -1155,39 +1396,14 @@ static void big_log(const char *gh, const char *dir, int reuse, int64_t rows,
 	printf("  rows %lld (seq %lld..%lld)\n", (long long)count, (long long)first,
 	       (long long)last);
 
-	if (verify_reps > 0) {
-		printf("  gatehouse audit verify, %lld runs:\n", (long long)verify_reps);
-		for (r = 0; r < verify_reps && r < 16; r++) {
-			wall[r] = run_verify(gh, dir, cfg, &rep_rate[r]);
-			fflush(stdout);
-		}
-		printf("  verify: median %.1f s wall, %.0f rows/s (as the command reports it; "
-		       "min %.0f, max %.0f)\n", bench_median(wall, (size_t)r),
-		       bench_median(rep_rate, (size_t)r), bench_min(rep_rate, (size_t)r),
-		       bench_maxd(rep_rate, (size_t)r));
-		printf("  target: verify >= 500000 rows/s: %s\n",
-		       bench_median(rep_rate, (size_t)r) >= 500000 ? "met" : "NOT met");
-		fflush(stdout);
+	if (on_sqlite) {
+		printf("\n== the log on SQLite\n");
+		measure_log(gh, dir, cfg, db, verify_reps, per_kind, max_seconds, http, t_first,
+			    t_last, some_run);
 	}
-
-	printf("  filtered pages, %lld per filter kind (bounded to %lld s):\n", (long long)per_kind,
-	       (long long)max_seconds);
-	/* through the server first: whatever it does to a database it opens
-	 * (planner statistics) is then in place for the in-process run too */
-	if (http) {
-		bench_key_create(gh, dir, cfg, "auditor", 1, key, sizeof(key));
-		bench_fmt(auth, sizeof(auth), "Authorization: Bearer %s\r\n", key);
-		bench_gh_start(gh, dir, cfg, "warn", &gp);
-		query_http(gp.port, auth, per_kind, max_seconds, t_first, t_last, some_run);
-		i = bench_stop(gp.pid, 30000);
-		if (i != 0)
-			fprintf(stderr, "bench: gatehouse exited %lld\n", (long long)i);
-		fflush(stdout);
-	}
-	printf("    (planner statistics in the database: %s)\n",
-	       has_stats(db) ? "yes, sqlite_stat1" : "none");
-	query_inproc(db, per_kind, max_seconds, t_first, t_last, some_run);
-	gh_audit_signer_wipe(&sg);
+	if (pg)
+		log_on_pg(gh, dir, pg, verify_reps, per_kind, max_seconds, http, t_first, t_last,
+			  some_run);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -1199,18 +1415,24 @@ static void usage(void)
 		"                   [--rows 10000000] [--verify-reps 3] [--queries 200]\n"
 		"                   [--query-seconds 300] [--skip-ingest] [--skip-log] [--keep]\n"
 		"                   [--log-dir DIR (a log kept by --keep)] [--skip-http]\n"
-		"Temp files under GH_BENCH_TMP (default /tmp); the big log needs ~0.6 KB/row.\n");
+		"                   [--backend sqlite,pg,pg-sync]\n"
+		"Temp files under GH_BENCH_TMP (default /tmp); the big log needs ~0.6 KB/row,\n"
+		"and as much again in the PostgreSQL cluster (GH_PG_TMP, default /tmp) with pg.\n"
+		"pg: PostgreSQL with synchronous_commit=off; pg-sync: =on (ingest only).\n"
+		"GH_BENCH_PG_SETTINGS replaces the server's settings (default " PG_SETTINGS ").\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	int threads[16] = {1, 16, 64, 256}, nthreads = 4, skip_ingest = 0, skip_log = 0, keep = 0;
-	int http = 1;
+	int http = 1, on_sqlite = 1, on_pg = 0, on_pg_sync = 0;
 	const char *log_dir = NULL;
 	int64_t seconds = 10, reps = 3, rows = 10000000, verify_reps = 3, per_kind = 200;
 	int64_t qseconds = 300;
-	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX];
+	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX], pgdir[PATH_MAX], script[PATH_MAX];
+	char why[240], state[PATH_MAX + 8];
+	struct bench_pg pg;
 	const char *v;
 	int i;
 
@@ -1237,6 +1459,22 @@ int main(int argc, char **argv)
 			per_kind = bench_num(v, 10, 1000000, "--queries");
 		} else if ((v = bench_opt(argc, argv, &i, "--query-seconds"))) {
 			qseconds = bench_num(v, 1, 36000, "--query-seconds");
+		} else if ((v = bench_opt(argc, argv, &i, "--backend"))) {
+			on_sqlite = on_pg = on_pg_sync = 0;
+			while (*v) {
+				size_t k = strcspn(v, ",");
+
+				if (k == 6 && !strncmp(v, "sqlite", 6))
+					on_sqlite = 1;
+				else if (k == 2 && !strncmp(v, "pg", 2))
+					on_pg = 1;
+				else if (k == 7 && !strncmp(v, "pg-sync", 7))
+					on_pg_sync = 1;
+				else
+					bench_die("--backend: unknown \"%.*s\" (sqlite, pg, pg-sync)",
+						  (int)k, v);
+				v += k + (v[k] == ',');
+			}
 		} else if ((v = bench_opt(argc, argv, &i, "--log-dir"))) {
 			log_dir = v;
 		} else if (!strcmp(argv[i], "--skip-http")) {
@@ -1256,20 +1494,48 @@ int main(int argc, char **argv)
 	bench_paths(gh, fake, sizeof(gh));
 	printf("bench_audit: audit log ingest, verify and filtered pages\n");
 	bench_print_host();
+	memset(&pg, 0, sizeof(pg));
+	pgdir[0] = '\0';
+	if (on_pg || on_pg_sync) {
+		const char *set = getenv("GH_BENCH_PG_SETTINGS");
+
+		if (!set || !*set)
+			set = PG_SETTINGS;
+		why[0] = '\0';
+		bench_tmpdir(pgdir, sizeof(pgdir), "audit-pg");
+		bench_fmt(state, sizeof(state), "%s/pg", pgdir);
+		if (bench_pg_available(script, sizeof(script), why, sizeof(why)) &&
+		    bench_pg_start(&pg, script, state, set, why, sizeof(why)) == 0) {
+			printf("PostgreSQL %s on a Unix socket, %s\n", pg.version, set);
+		} else {
+			printf("PostgreSQL parts skipped: %s\n", why);
+			on_pg = on_pg_sync = 0;
+		}
+	}
 	if (!skip_ingest) {
 		bench_tmpdir(dir, sizeof(dir), "audit-ingest");
-		ingest_bench(dir, threads, nthreads, seconds, reps);
+		if (on_sqlite)
+			ingest_bench(dir, threads, nthreads, seconds, reps, NULL, 0);
+		if (on_pg)
+			ingest_bench(dir, threads, nthreads, seconds, reps, &pg, 0);
+		if (on_pg_sync)
+			ingest_bench(dir, threads, nthreads, seconds, reps, &pg, 1);
 		bench_rmrf(dir);
 	}
-	if (!skip_log && log_dir) {
-		big_log(gh, log_dir, 1, rows, verify_reps, per_kind, qseconds, http);
-	} else if (!skip_log) {
+	if (!skip_log && (on_sqlite || on_pg) && log_dir) {
+		big_log(gh, log_dir, 1, rows, verify_reps, per_kind, qseconds, http, on_sqlite,
+			on_pg ? &pg : NULL);
+	} else if (!skip_log && (on_sqlite || on_pg)) {
 		bench_tmpdir(dir, sizeof(dir), "audit-log");
-		big_log(gh, dir, 0, rows, verify_reps, per_kind, qseconds, http);
+		big_log(gh, dir, 0, rows, verify_reps, per_kind, qseconds, http, on_sqlite,
+			on_pg ? &pg : NULL);
 		if (keep)
 			printf("kept %s\n", dir);
 		else
 			bench_rmrf(dir);
 	}
+	bench_pg_stop(&pg);
+	if (pgdir[0])
+		bench_rmrf(pgdir);
 	return 0;
 }

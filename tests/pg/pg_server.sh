@@ -18,12 +18,20 @@
 # STATE is a directory the caller owns (created when missing). The server
 # is stopped with "fast" shutdown; a cluster left behind by a killed run is
 # stopped and removed by the next start into the same STATE.
+#
+# The server runs with fsync=off (the tests need no durability). On start,
+#   GH_PG_SETTINGS  more server settings, "name=value" words separated by
+#                   spaces (e.g. "fsync=on synchronous_commit=off"); they
+#                   come after the defaults, so they win, and restart keeps
+#                   them (the benchmarks use this)
+#   GH_PG_TMP       where the cluster's directory is made (default /tmp; its
+#                   socket lives there too: keep the path short)
 set -eu
 
 cmd=${1:-}
 state=${2:-}
 [ -n "$cmd" ] && [ -n "$state" ] || {
-	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -55,9 +63,13 @@ stop() {
 
 start() {
 	dir=$(cat "$state/pgdata")
+	extra=""
+	for kv in $(cat "$dir/settings" 2>/dev/null || true); do
+		extra="$extra -c $kv"
+	done
 	as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
 		-o "-c listen_addresses='' -c unix_socket_directories='$dir' -p 5432 \
--c fsync=off -c max_connections=200 -c shared_buffers=64MB" start >/dev/null || {
+-c fsync=off -c max_connections=200 -c shared_buffers=64MB$extra" start >/dev/null || {
 		echo "pg_server: the server did not start; its log:" >&2
 		tail -20 "$dir/server.log" >&2
 		exit 1
@@ -66,15 +78,26 @@ start() {
 
 case "$cmd" in
 start)
+	for kv in ${GH_PG_SETTINGS:-}; do
+		# each word goes to postgres unquoted: no room for quoting
+		case "$kv" in
+		=* | *= | *[!A-Za-z0-9_.,=-]*) ;;
+		*=*) continue ;;
+		esac
+		echo "pg_server: GH_PG_SETTINGS: \"$kv\" is not name=value (letters, digits" \
+			"and _ . , - only)" >&2
+		exit 2
+	done
 	mkdir -p "$state"
 	if [ -f "$state/pgdata" ]; then
 		stop
 		rm -rf "$(cat "$state/pgdata")"
 	fi
-	dir=$(mktemp -d /tmp/gh-pg.XXXXXX)
+	dir=$(mktemp -d "${GH_PG_TMP:-/tmp}/gh-pg.XXXXXX")
 	chmod 700 "$dir"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
 	echo "$dir" >"$state/pgdata"
+	echo "${GH_PG_SETTINGS:-}" >"$dir/settings"
 	pw=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 	printf '%s\n' "$pw" >"$dir/pw.tmp"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$dir/pw.tmp"
