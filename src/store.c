@@ -1460,7 +1460,19 @@ static enum gh_code analyze_job(struct gh_store *s, struct store_conn *w, void *
 	/* sampled statistics: cheap even on millions of rows, enough for the
 	 * planner to pick the most selective index of a filtered query */
 	if (!w->db)
-		return store_pg_run(w, "ANALYZE", e);
+		/* PostgreSQL: only tables that hold rows. A plan prepared after
+		 * statistics said "empty" (a fresh database) stays a sequential
+		 * scan until the next ANALYZE, and autovacuum waits for 50 changed
+		 * rows and its next round: every commit read the whole audit log
+		 * to find its head meanwhile. A table never analyzed is planned
+		 * from its size, and autovacuum analyzes it as it grows. */
+		return store_pg_run(w, "DO $$DECLARE r record; has boolean; BEGIN "
+				       "FOR r IN SELECT c.oid::regclass AS t FROM pg_class c "
+				       "WHERE c.relkind = 'r' AND c.relnamespace = "
+				       "current_schema()::regnamespace LOOP "
+				       "EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', r.t) "
+				       "INTO has; IF has THEN EXECUTE format('ANALYZE %s', r.t); "
+				       "END IF; END LOOP; END$$", e);
 	if (exec(w, "PRAGMA analysis_limit = 1000", e) != 0 || exec(w, "ANALYZE", e) != 0)
 		return GH_E_IO;
 	return GH_OK;

@@ -244,6 +244,38 @@ static void test_newer_schema_refused_pg(void)
 	t_store_close(&t);
 }
 
+/* PostgreSQL: statistics are gathered for tables that hold rows only (an
+ * empty table's would keep prepared plans on sequential scans). pg_class
+ * says: reltuples -1 never analyzed, else the rows ANALYZE counted. */
+static void test_analyze_skips_empty_pg(void)
+{
+	struct t_store t;
+	struct gh_audit_event ev;
+	struct gh_err e;
+	int i;
+
+	if (!t_store_pg()) {
+		fprintf(stderr, "  skipped on SQLite: PostgreSQL's statistics\n");
+		return;
+	}
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_store_analyze(t.s, &e), GH_OK);
+	T_EQ_INT(t_pg_sql("SELECT count(*) FROM pg_class WHERE relname = 'audit_events' "
+			  "AND reltuples >= 0"), 0);
+	memset(&ev, 0, sizeof(ev));
+	ev.event = "allowed";
+	ev.tool_name = "t";
+	for (i = 0; i < 20; i++)
+		T_EQ_INT(gh_store_audit_append(t.s, &ev, NULL, &e), GH_OK);
+	T_EQ_INT(gh_store_analyze(t.s, &e), GH_OK);
+	T_EQ_INT(t_pg_sql("SELECT count(*) FROM pg_class WHERE relname = 'audit_events' "
+			  "AND reltuples >= 20"), 1);
+	/* what stays empty is still not analyzed */
+	T_EQ_INT(t_pg_sql("SELECT count(*) FROM pg_class WHERE relname = 'a2a_tasks' "
+			  "AND reltuples >= 0"), 0);
+	t_store_close(&t);
+}
+
 static void test_readonly(void)
 {
 	struct t_store t;
@@ -1935,7 +1967,7 @@ static void test_tx_commits_effect_and_row_together(void)
 }
 
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
-       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_readonly),
+       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
