@@ -542,8 +542,6 @@ static void lead(struct gh_store *s, struct store_job *self)
 		s->house_lead = 1; /* the lead stays taken: housekeeping has it */
 	else
 		s->leader = 0;     /* what is left lingers for housekeeping */
-	if (s->qhead && !s->house_lead)
-		pthread_cond_signal(&s->qcv);
 	if (s->house_lead || atomic_load(&s->audit_index_due) || wal_due(s))
 		pthread_cond_signal(&s->qcv);
 	pthread_mutex_unlock(&s->qmu);
@@ -618,10 +616,15 @@ static void *housekeeping(void *arg)
 		       !wal_due(s)) {
 			int64_t now = gh_now_ms(), due = 0, idle = 0;
 
-			if (s->qhead && !s->leader) {
+			if (s->qhead) {
 				due = s->linger_from + LINGER_MS;
-				if (now >= due || atomic_load(&s->queued) >= LINGER_JOBS)
+				if (!s->leader &&
+				    (now >= due || atomic_load(&s->queued) >= LINGER_JOBS))
 					break;
+				/* a worker leads (and leaves the async jobs): look
+				 * again a linger later, unwoken */
+				if (now >= due)
+					due = now + LINGER_MS;
 			}
 			if (s->signer && s->ckpt_every_ms > 0)
 				idle = now + s->ckpt_every_ms;
