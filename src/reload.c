@@ -132,8 +132,11 @@ static int str_eq(const char *a, const char *b)
 }
 
 /* The new config keeps the running value of a setting that cannot change
- * while serving; a difference is named in restart. -1 out of memory. */
-static int keep_str(char **dst, const char *run, const char *name, cJSON *restart)
+ * while serving; a difference is named in restart. secret: the value it
+ * replaces may hold a password (database.url), and is wiped. -1 out of
+ * memory. */
+static int keep_value(char **dst, const char *run, const char *name, cJSON *restart,
+		      int secret)
 {
 	char *d;
 
@@ -144,9 +147,21 @@ static int keep_str(char **dst, const char *run, const char *name, cJSON *restar
 	d = run ? strdup(run) : NULL;
 	if (run && !d)
 		return -1;
+	if (secret && *dst)
+		sodium_memzero(*dst, strlen(*dst));
 	free(*dst);
 	*dst = d;
 	return 0;
+}
+
+static int keep_str(char **dst, const char *run, const char *name, cJSON *restart)
+{
+	return keep_value(dst, run, name, restart, 0);
+}
+
+static int keep_secret(char **dst, const char *run, const char *name, cJSON *restart)
+{
+	return keep_value(dst, run, name, restart, 1);
 }
 
 #define KEEP_INT(field, name)                                                   \
@@ -167,26 +182,6 @@ static void keep_section(const struct gh_config *n, const struct gh_config *r, c
 
 	if ((a || b) && !(a && b && cJSON_Compare(a, b, 1)))
 		cJSON_AddItemToArray(restart, cJSON_CreateString(name));
-}
-
-/* keep_str for database.url, which may hold a password: the value it
- * replaces is wiped. */
-static int keep_secret(char **dst, const char *run, const char *name, cJSON *restart)
-{
-	char *d;
-
-	if (str_eq(*dst, run))
-		return 0;
-	if (restart)
-		cJSON_AddItemToArray(restart, cJSON_CreateString(name));
-	d = run ? strdup(run) : NULL;
-	if (run && !d)
-		return -1;
-	if (*dst)
-		sodium_memzero(*dst, strlen(*dst));
-	free(*dst);
-	*dst = d;
-	return 0;
 }
 
 static int keep_running(struct gh_config *n, const struct gh_config *r, const char *db_override,

@@ -888,7 +888,7 @@ void store_reader_put(struct gh_store *s, struct store_conn *c)
 
 /* ------------------------------------------------------------ migrations */
 
-static int migration_version(const char *name)
+int store_migration_version(const char *name)
 {
 	int v = 0, i;
 
@@ -906,8 +906,8 @@ int gh_store_schema_latest(void)
 	const struct gh_embedded *m;
 
 	for (m = gh_embedded_migrations; m->name; m++)
-		if (migration_version(m->name) > v)
-			v = migration_version(m->name);
+		if (store_migration_version(m->name) > v)
+			v = store_migration_version(m->name);
 	return v;
 }
 
@@ -996,7 +996,7 @@ static enum gh_code migrate(struct gh_store *s, int *applied, struct gh_err *e)
 		char ins[320];
 
 		for (m = gh_embedded_migrations; m->name; m++) {
-			if (migration_version(m->name) != v)
+			if (store_migration_version(m->name) != v)
 				continue;
 			if (found) {
 				/* two branches each took the next number */
@@ -1072,10 +1072,10 @@ static enum gh_code pg_migrate(struct gh_store *s, int *applied, struct gh_err *
 	enum gh_code rc;
 
 	for (em = gh_embedded_pg_migrations; em->name; em++) {
-		if (n == sizeof(m) / sizeof(m[0]) || migration_version(em->name) < 1)
+		if (n == sizeof(m) / sizeof(m[0]) || store_migration_version(em->name) < 1)
 			return gh_err_set(e, GH_E_INTERNAL, "migration %s: bad name or too many",
 					  em->name);
-		m[n].version = migration_version(em->name);
+		m[n].version = store_migration_version(em->name);
 		m[n].name = em->name + 5;
 		m[n].sql = (const char *)em->data;
 		n++;
@@ -1265,8 +1265,8 @@ static enum gh_code pg_open(struct gh_store *s, struct gh_err *e)
 		int latest = 0;
 
 		for (em = gh_embedded_pg_migrations; em->name; em++)
-			if (migration_version(em->name) > latest)
-				latest = migration_version(em->name);
+			if (store_migration_version(em->name) > latest)
+				latest = store_migration_version(em->name);
 		if (s->schema_version > latest)
 			return gh_err_set(e, GH_E_IO, "database has schema version %d, newer than "
 					  "this gatehouse knows (%d); upgrade gatehouse",

@@ -851,19 +851,6 @@ enum gh_code gh_store_copy_count(struct gh_store *to, struct gh_store_copy_repor
 
 /* ------------------------------------------------------ the source */
 
-/* A migration's version from its name ("0007_x.sql" is 7), or -1. */
-static int name_version(const char *name)
-{
-	int v = 0, i;
-
-	for (i = 0; i < 4; i++) {
-		if (name[i] < '0' || name[i] > '9')
-			return -1;
-		v = v * 10 + (name[i] - '0');
-	}
-	return name[4] == '_' ? v : -1;
-}
-
 /* The source's schema_migrations rows checked against this build's. */
 struct mig_check {
 	int rows, bad, bad_version;
@@ -879,7 +866,7 @@ static int mig_row(struct store_row *r, void *ud)
 
 	m->rows++;
 	for (em = gh_embedded_migrations; em->name; em++)
-		if (name_version(em->name) == v)
+		if (store_migration_version(em->name) == v)
 			break;
 	if (!em->name || !name || strcmp(name, em->name)) {
 		m->bad = 1;

@@ -165,6 +165,9 @@ struct gh_store {
 	struct store_keycache *keycache;
 };
 
+/* A migration's version from its file name ("0007_x.sql" is 7), or -1. */
+int store_migration_version(const char *name);
+
 /* The key cache's set-up and tear-down (store_keys.c): called by
  * gh_store_open once the backend is open, and by gh_store_close. */
 void store_keys_cache_open(struct gh_store *s);
