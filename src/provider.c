@@ -331,6 +331,20 @@ int gh_provider_stream_text(struct gh_provider_stream *st, const char *s, size_t
 		st->cancelled = 1;
 		return 1;
 	}
+	return gh_provider_stream_first_out(st);
+}
+
+int gh_provider_stream_first_out(struct gh_provider_stream *st)
+{
+	if (st->first_out)
+		return 0;
+	st->first_out = 1;
+	if (!st->in_batch || !st->ev->batch)
+		return 0;
+	if (st->ev->batch(st->ev->ud, 0) || st->ev->batch(st->ev->ud, 1)) {
+		st->cancelled = 1;
+		return 1;
+	}
 	return 0;
 }
 
@@ -547,6 +561,7 @@ static int on_batch(void *ud, int open)
 	struct xctx *x = ud;
 	const struct gh_chat_events *ev = x->st->ev;
 
+	x->st->in_batch = open;
 	if (ev->batch(ev->ud, open) && !open) {
 		x->st->cancelled = 1;
 		return 1;

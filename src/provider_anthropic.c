@@ -666,7 +666,8 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 				stop = gh_provider_stream_fail(st, "out of memory");
 			else if (st->ev && st->ev->reasoning_delta && (t || sig))
 				stop = st->ev->reasoning_delta(st->ev->ud, t ? t : "", t ? strlen(t) : 0,
-							       sig);
+							       sig) ||
+				       gh_provider_stream_first_out(st);
 		} else if (dt && !strcmp(dt, "input_json_delta")) {
 			const char *frag = gh_json_str(delta, "partial_json");
 			struct gh_provider_acc *a = NULL;

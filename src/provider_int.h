@@ -58,7 +58,16 @@ struct gh_provider_stream {
 	size_t detail_cap;
 	struct gh_provider_error *uerr; /* req->upstream_error, or NULL */
 	cJSON *reasoning;        /* reasoning parts so far (provider-specific), or NULL */
+	int in_batch;            /* inside an upstream read's batch (ev->batch) */
+	int first_out;           /* the first text or reasoning went out at once */
 };
+
+/* After the stream's first text or reasoning was handed on: while the
+ * events of one upstream read are batched into one write to the client,
+ * the batch is cut once here, so that the first token does not wait for
+ * the rest of the read to be relayed. 0, or nonzero when the client is
+ * gone (st->cancelled set). */
+int gh_provider_stream_first_out(struct gh_provider_stream *st);
 
 /* Handles one SSE event; 0 to go on, nonzero to stop after setting
  * st->err (via gh_provider_stream_fail) or st->cancelled. */

@@ -72,6 +72,7 @@ struct t_capture {
 	int batch_open;          /* inside an upstream read's batch */
 	int batches;             /* batches opened */
 	int unbatched;           /* text or tool events outside a batch */
+	int closed_at_first;     /* a batch closed right after the first text */
 };
 
 static inline void t_cap_init(struct t_capture *c)
@@ -140,6 +141,8 @@ static inline int t_cap_batch(void *ud, int open)
 
 	c->batch_open += open ? 1 : -1;
 	c->batches += open ? 1 : 0;
+	if (!open && c->ndeltas == 1)
+		c->closed_at_first = 1;
 	return 0;
 }
 

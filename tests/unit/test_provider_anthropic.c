@@ -260,6 +260,34 @@ static const char stream_text[] =
 	"\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n"
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 
+/* The whole stream in one read: its events are batched into one write to
+ * the client, but the batch is cut after the first text so that the first
+ * token does not wait for the rest. */
+static void test_stream_first_text_leaves_at_once(void)
+{
+	static const char *const whole[] = {stream_text, NULL};
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct t_capture c;
+
+	rp[0].chunks = whole;
+	t_cap_init(&c);
+	setup("/sse");
+	t_srv_route(&r, "/sse/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(c.text.data, "Let me check.");
+	T_EQ_INT(c.ndeltas, 2);
+	T_EQ_INT(c.closed_at_first, 1);
+	T_EQ_INT(c.batch_open, 0);
+	T_EQ_INT(c.unbatched, 0);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	t_cap_free(&c);
+	t_provider_teardown();
+}
+
 static void test_stream_split_oddly(void)
 {
 	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
@@ -601,7 +629,7 @@ static void test_stream_answered_with_json(void)
 }
 
 T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),
-       T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
+       T(test_stream_first_text_leaves_at_once), T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
        T(test_stream_truncated), T(test_stream_malformed_chunk),
        T(test_stream_delta_for_unknown_block), T(test_http_error_retried_then_reported),
        T(test_key_echoed_by_upstream_is_redacted), T(test_429_is_ratelimit),
