@@ -135,17 +135,6 @@ class MigrateTest(PgTest):
         self.assertGreaterEqual(s["checkpoints"], 4)
         return gw, s
 
-    def wait_run(self, gw, key, run_id, status, timeout=30):
-        deadline = time.time() + timeout
-        r = None
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            self.assertEqual(st, 200, r)
-            if r["status"] == status:
-                return r
-            time.sleep(0.1)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r and r["status"]))
-
     def pg_config(self, sq):
         """sq's config on this test's database, with sq's key files."""
         cfg = json.loads(json.dumps(sq.cfg))

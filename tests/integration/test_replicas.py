@@ -83,17 +83,6 @@ class ReplicasTest(PgTest):
             time.sleep(0.1)
         self.fail("replica never led")
 
-    def wait_run(self, gw, key, run_id, status, timeout=30):
-        deadline = time.time() + timeout
-        r = None
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            self.assertEqual(st, 200, r)
-            if r["status"] == status:
-                return r
-            time.sleep(0.1)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r and r["status"]))
-
     def suspend(self, gw, key, model, to="bob@example.com"):
         self.fake.script(model, {"tool_calls": [{"id": "e-" + secrets.token_hex(4),
                                                  "name": "send_email",
