@@ -255,11 +255,12 @@ BENCH_UNUSED static void bench_pg_db(const struct bench_pg *pg, const char *db, 
 	bench_pg_url_db(pg->url, db, out, cap);
 }
 
-/* Statements the server has run in database db (pg_stat_statements: every
- * statement a client sent, BEGIN and COMMIT included), or -1 when the
- * server does not preload pg_stat_statements. Asked on pg->url's database,
- * so the question is not counted in db. */
-BENCH_UNUSED static int64_t bench_pg_statements(const struct bench_pg *pg, const char *db)
+/* The calls pg_stat_statements counted in database db whose query matches
+ * the SQL condition cond ("true" for all), or -1 when the server does not
+ * preload pg_stat_statements. Asked on pg->url's database, so the question
+ * is not counted in db. */
+BENCH_UNUSED static int64_t bench_pg_calls(const struct bench_pg *pg, const char *db,
+					   const char *cond)
 {
 	char sql[512];
 
@@ -268,25 +269,23 @@ BENCH_UNUSED static int64_t bench_pg_statements(const struct bench_pg *pg, const
 		return -1;
 	bench_fmt(sql, sizeof(sql),
 		  "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = "
-		  "(SELECT oid FROM pg_database WHERE datname = '%s')", db);
+		  "(SELECT oid FROM pg_database WHERE datname = '%s') AND (%s)", db, cond);
 	return bench_pg_int(pg->url, sql);
 }
 
-/* COMMITs the server has run in database db (pg_stat_statements; -1
- * without it): the transactions a client ended, leaving out the
- * statements it sent alone (each its own transaction). */
+/* Statements the server has run in database db (every statement a client
+ * sent, BEGIN and COMMIT included); -1 without pg_stat_statements. */
+BENCH_UNUSED static int64_t bench_pg_statements(const struct bench_pg *pg, const char *db)
+{
+	return bench_pg_calls(pg, db, "true");
+}
+
+/* COMMITs the server has run in database db: the transactions a client
+ * ended, leaving out the statements it sent alone (each its own
+ * transaction); -1 without pg_stat_statements. */
 BENCH_UNUSED static int64_t bench_pg_commits(const struct bench_pg *pg, const char *db)
 {
-	char sql[512];
-
-	if (bench_pg_int(pg->url, "SELECT count(*) FROM pg_extension WHERE "
-				  "extname = 'pg_stat_statements'") == 0)
-		return -1;
-	bench_fmt(sql, sizeof(sql),
-		  "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = "
-		  "(SELECT oid FROM pg_database WHERE datname = '%s') AND "
-		  "upper(query) LIKE 'COMMIT%%'", db);
-	return bench_pg_int(pg->url, sql);
+	return bench_pg_calls(pg, db, "upper(query) LIKE 'COMMIT%'");
 }
 
 /* CPU time (ns) the server's processes have used: the postmaster and its
