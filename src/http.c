@@ -1286,6 +1286,14 @@ static int on_log(const struct mg_connection *conn, const char *msg)
 	return 1;
 }
 
+/* CivetWeb's authorization step: always passes (see gh_http_start). */
+static int no_file_auth(struct mg_connection *conn, void *cbdata)
+{
+	(void)conn;
+	(void)cbdata;
+	return 1;
+}
+
 enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_http **out,
 			   struct gh_err *e)
 {
@@ -1361,6 +1369,9 @@ enum gh_code gh_http_start(struct gh_app *app, const char *listen, struct gh_htt
 		return gh_err_set(e, GH_E_IO, "cannot start the HTTP server (CivetWeb)");
 	}
 	mg_set_request_handler(h->ctx, "/", dispatch, app);
+	/* gatehouse authenticates every request itself (dispatch); without a
+	 * handler of its own CivetWeb looks for a .htpasswd file on each one */
+	mg_set_auth_handler(h->ctx, "/", no_file_auth, NULL);
 	memset(ports, 0, sizeof(ports));
 	np = mg_get_server_ports(h->ctx, 4, ports);
 	if (np < 1 || gh_front_attach(h->front, ports[0].port, e) != GH_OK) {

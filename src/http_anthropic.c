@@ -266,7 +266,8 @@ static void add_text(struct an *q, const char *t, size_t len)
 {
 	if (!t || !len)
 		return;
-	open_block(q, B_TEXT, block_of("text", "text"));
+	if (q->open != B_TEXT)
+		open_block(q, B_TEXT, block_of("text", "text"));
 	delta(q, "text_delta", "text", t, len);
 }
 

@@ -408,6 +408,15 @@ static int cmp_keys(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
+int gh_json_print_number(double d, struct gh_buf *out)
+{
+	if (!isfinite(d))
+		return gh_buf_puts(out, "null");
+	if (d == floor(d) && d >= -9007199254740992.0 && d <= 9007199254740992.0)
+		return gh_buf_put_int(out, (long long)d);
+	return gh_buf_printf(out, "%.17g", d);
+}
+
 /* One serialiser for both forms: sorted (canonical: keys in byte order,
  * for hashes) or as built. No whitespace; integers up to 2^53 without
  * exponent, other finite numbers as %.17g (which reads back exactly),
@@ -424,15 +433,8 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 		return gh_buf_puts(out, "true");
 	if (cJSON_IsFalse(v))
 		return gh_buf_puts(out, "false");
-	if (cJSON_IsNumber(v)) {
-		double d = v->valuedouble;
-
-		if (!isfinite(d))
-			return gh_buf_puts(out, "null");
-		if (gh_json_is_int(v))
-			return gh_buf_put_int(out, (long long)d);
-		return gh_buf_printf(out, "%.17g", d);
-	}
+	if (cJSON_IsNumber(v))
+		return gh_json_print_number(v->valuedouble, out);
 	if (cJSON_IsString(v))
 		return gh_buf_json_str(out, v->valuestring ? v->valuestring : "");
 	if (cJSON_IsRaw(v))

@@ -91,6 +91,10 @@ int gh_json_canonical(const cJSON *v, struct gh_buf *out);
 /* Appends v compactly (cJSON's own formatting) into a bounded buffer. */
 int gh_json_print(const cJSON *v, struct gh_buf *out);
 
+/* A number as gh_json_print writes one: integers up to 2^53 without an
+ * exponent, other finite numbers as %.17g, non-finite ones as null. */
+int gh_json_print_number(double d, struct gh_buf *out);
+
 /* Compact print into a fresh string; caller frees. NULL on OOM. */
 char *gh_json_dump(const cJSON *v);
 

@@ -45,147 +45,155 @@ static char *image_url(const cJSON *part)
 	return gh_buf_detach(&b);
 }
 
+/* The request body is written as it is built, with no tree of its own:
+ * the request's messages and tool schemas are read where they are. A
+ * failed write sticks in rc and the body is then discarded. */
+struct body {
+	struct gh_buf b;
+	int rc;
+};
+
+static void put(struct body *o, const char *s)
+{
+	if (o->rc == GH_BUF_OK)
+		o->rc = gh_buf_puts(&o->b, s);
+}
+
+static void put_str(struct body *o, const char *s)
+{
+	if (o->rc == GH_BUF_OK)
+		o->rc = gh_buf_json_str(&o->b, s);
+}
+
+static void put_strn(struct body *o, const char *s, size_t n)
+{
+	if (o->rc == GH_BUF_OK)
+		o->rc = gh_buf_json_strn(&o->b, s, n);
+}
+
+static void put_json(struct body *o, const cJSON *v)
+{
+	if (o->rc == GH_BUF_OK)
+		o->rc = gh_json_print(v, &o->b);
+}
+
 static enum gh_code user_content(const struct gh_provider_conf *conf, size_t i,
-				 const cJSON *content, cJSON *msg, struct gh_err *e)
+				 const cJSON *content, struct body *o, struct gh_err *e)
 {
 	const cJSON *p;
-	cJSON *parts;
 
-	if (cJSON_IsString(content))
-		return cJSON_AddStringToObject(msg, "content", content->valuestring)
-			       ? GH_OK
-			       : gh_provider_oom(conf, TYPE, e);
+	if (cJSON_IsString(content)) {
+		put_str(o, content->valuestring);
+		return GH_OK;
+	}
 	if (!cJSON_IsArray(content))
 		return gh_provider_bad_msg(conf, TYPE, i,
 					   "content: expected a string or an array of parts", e);
-	if (!(parts = cJSON_AddArrayToObject(msg, "content")))
-		return gh_provider_oom(conf, TYPE, e);
+	put(o, "[");
 	cJSON_ArrayForEach(p, content) {
 		const char *type = gh_json_str(p, "type");
-		cJSON *o;
 
+		if (p != content->child)
+			put(o, ",");
 		if (type && !strcmp(type, "text")) {
 			const char *text = gh_json_str(p, "text");
 
-			if (!(o = cJSON_CreateObject()))
-				return gh_provider_oom(conf, TYPE, e);
-			cJSON_AddItemToArray(parts, o);
-			if (!cJSON_AddStringToObject(o, "type", "text") ||
-			    !cJSON_AddStringToObject(o, "text", text ? text : ""))
-				return gh_provider_oom(conf, TYPE, e);
+			put(o, "{\"type\":\"text\",\"text\":");
+			put_str(o, text ? text : "");
+			put(o, "}");
 		} else if (type && !strcmp(type, "image")) {
 			char *url = image_url(p);
-			cJSON *iu;
 
 			if (!url)
 				return gh_provider_bad_msg(conf, TYPE, i,
 							   "image part without an image", e);
-			if (!(o = cJSON_CreateObject())) {
-				free(url);
-				return gh_provider_oom(conf, TYPE, e);
-			}
-			cJSON_AddItemToArray(parts, o);
-			if (!cJSON_AddStringToObject(o, "type", "image_url") ||
-			    !(iu = cJSON_AddObjectToObject(o, "image_url")) ||
-			    !cJSON_AddStringToObject(iu, "url", url)) {
-				free(url);
-				return gh_provider_oom(conf, TYPE, e);
-			}
+			put(o, "{\"type\":\"image_url\",\"image_url\":{\"url\":");
+			put_str(o, url);
+			put(o, "}}");
 			free(url);
 		} else {
 			return gh_provider_bad_msg(conf, TYPE, i, "unsupported content part type",
 						   e);
 		}
 	}
+	put(o, "]");
 	return GH_OK;
 }
 
+/* An assistant message: its text (null when it only calls tools), then its
+ * tool calls with their arguments as JSON text. */
 static enum gh_code assistant_msg(const struct gh_provider_conf *conf, size_t i,
-				  const cJSON *content, cJSON *msg, struct gh_err *e)
+				  const cJSON *content, struct body *o, struct gh_err *e)
 {
 	struct gh_buf text;
 	const cJSON *p;
-	cJSON *calls = NULL;
+	size_t ncalls = 0;
 	enum gh_code rc = GH_OK;
 
+	if (!cJSON_IsArray(content) && !cJSON_IsString(content) && content)
+		return gh_provider_bad_msg(conf, TYPE, i,
+					   "content: expected a string or an array of parts", e);
+	cJSON_ArrayForEach(p, content) { /* a string has no children */
+		const char *type = gh_json_str(p, "type");
+
+		if (!type || strcmp(type, "tool-call"))
+			continue;   /* text is below; reasoning stays with us */
+		if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName"))
+			return gh_provider_bad_msg(conf, TYPE, i,
+						   "tool-call part needs toolCallId and toolName",
+						   e);
+		ncalls++;
+	}
 	gh_buf_init(&text, (size_t)-1 / 2);
 	if (gh_provider_content_text(content, &text) != GH_BUF_OK) {
-		rc = gh_provider_oom(conf, TYPE, e);
-		goto out;
+		gh_buf_free(&text);
+		return gh_provider_oom(conf, TYPE, e);
 	}
-	if (cJSON_IsArray(content)) {
-		cJSON_ArrayForEach(p, content) {
-			const char *type = gh_json_str(p, "type");
-			cJSON *c, *fn;
-			char *args;
-
-			if (!type || strcmp(type, "tool-call"))
-				continue;   /* text is above; reasoning stays with us */
-			if (!gh_json_str(p, "toolCallId") || !gh_json_str(p, "toolName")) {
-				rc = gh_provider_bad_msg(conf, TYPE, i,
-							 "tool-call part needs toolCallId and "
-							 "toolName", e);
-				goto out;
-			}
-			if (!calls && !(calls = cJSON_CreateArray()))
-				goto nomem;
-			if (!(c = cJSON_CreateObject()))
-				goto nomem;
-			cJSON_AddItemToArray(calls, c);
-			args = gh_provider_args_text(cJSON_GetObjectItemCaseSensitive(p, "args"));
-			if (!args)
-				goto nomem;
-			if (!cJSON_AddStringToObject(c, "id", gh_json_str(p, "toolCallId")) ||
-			    !cJSON_AddStringToObject(c, "type", "function") ||
-			    !(fn = cJSON_AddObjectToObject(c, "function")) ||
-			    !cJSON_AddStringToObject(fn, "name", gh_json_str(p, "toolName")) ||
-			    !cJSON_AddStringToObject(fn, "arguments", args)) {
-				free(args);
-				goto nomem;
-			}
-			free(args);
-		}
-	} else if (!cJSON_IsString(content) && content) {
-		rc = gh_provider_bad_msg(conf, TYPE, i,
-					 "content: expected a string or an array of parts", e);
-		goto out;
-	}
-	/* with tool calls and no text, content is null */
-	if (calls && text.len == 0) {
-		if (!cJSON_AddNullToObject(msg, "content"))
-			goto nomem;
-	} else if (!cJSON_AddStringToObject(msg, "content", text.data ? text.data : "")) {
-		goto nomem;
-	}
-	if (calls) {
-		cJSON_AddItemToObject(msg, "tool_calls", calls);
-		calls = NULL;
-	}
-	goto out;
-nomem:
-	rc = gh_provider_oom(conf, TYPE, e);
-out:
-	cJSON_Delete(calls);
+	if (ncalls && text.len == 0)
+		put(o, "null");
+	else
+		put_strn(o, text.data ? text.data : "", text.len);
 	gh_buf_free(&text);
+	if (!ncalls)
+		return GH_OK;
+	put(o, ",\"tool_calls\":[");
+	ncalls = 0;
+	cJSON_ArrayForEach(p, content) {
+		const char *type = gh_json_str(p, "type");
+		char *args;
+
+		if (!type || strcmp(type, "tool-call"))
+			continue;
+		if (!(args = gh_provider_args_text(cJSON_GetObjectItemCaseSensitive(p, "args")))) {
+			rc = gh_provider_oom(conf, TYPE, e);
+			break;
+		}
+		put(o, ncalls++ ? ",{\"id\":" : "{\"id\":");
+		put_str(o, gh_json_str(p, "toolCallId"));
+		put(o, ",\"type\":\"function\",\"function\":{\"name\":");
+		put_str(o, gh_json_str(p, "toolName"));
+		put(o, ",\"arguments\":");
+		put_str(o, args);
+		put(o, "}}");
+		free(args);
+	}
+	put(o, "]");
 	return rc;
 }
 
 static enum gh_code add_messages(const struct gh_provider_conf *conf,
-				 const struct gh_chat_request *req, cJSON *arr, struct gh_err *e)
+				 const struct gh_chat_request *req, struct body *o,
+				 struct gh_err *e)
 {
 	const cJSON *m;
-	size_t i = 0;
+	size_t i = 0, n = 0;
 	enum gh_code rc;
 
 	if (req->system && *req->system) {
-		cJSON *s = cJSON_CreateObject();
-
-		if (!s)
-			return gh_provider_oom(conf, TYPE, e);
-		cJSON_AddItemToArray(arr, s);
-		if (!cJSON_AddStringToObject(s, "role", "system") ||
-		    !cJSON_AddStringToObject(s, "content", req->system))
-			return gh_provider_oom(conf, TYPE, e);
+		put(o, "{\"role\":\"system\",\"content\":");
+		put_str(o, req->system);
+		put(o, "}");
+		n++;
 	}
 	if (req->messages && !cJSON_IsArray(req->messages))
 		return gh_err_set(e, GH_E_BADREQ,
@@ -194,7 +202,6 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 	cJSON_ArrayForEach(m, req->messages) {
 		const char *role = gh_json_str(m, "role");
 		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-		cJSON *o;
 
 		if (!role)
 			return gh_provider_bad_msg(conf, TYPE, i, "role: expected a string", e);
@@ -208,7 +215,6 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 			cJSON_ArrayForEach(p, content) {
 				const char *type = gh_json_str(p, "type");
 				const char *id = gh_json_str(p, "toolCallId");
-				const cJSON *result = cJSON_GetObjectItemCaseSensitive(p, "result");
 				char *res;
 
 				if (!type || strcmp(type, "tool-result"))
@@ -217,51 +223,48 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 					return gh_provider_bad_msg(conf, TYPE, i,
 								   "tool-result part needs "
 								   "toolCallId", e);
-				if (!(o = cJSON_CreateObject()))
+				res = gh_provider_result_text(
+					cJSON_GetObjectItemCaseSensitive(p, "result"));
+				if (!res)
 					return gh_provider_oom(conf, TYPE, e);
-				cJSON_AddItemToArray(arr, o);
-				res = gh_provider_result_text(result);
-				if (!res || !cJSON_AddStringToObject(o, "role", "tool") ||
-				    !cJSON_AddStringToObject(o, "tool_call_id", id) ||
-				    !cJSON_AddStringToObject(o, "content", res)) {
-					free(res);
-					return gh_provider_oom(conf, TYPE, e);
-				}
+				put(o, n++ ? ",{\"role\":\"tool\",\"tool_call_id\":"
+					   : "{\"role\":\"tool\",\"tool_call_id\":");
+				put_str(o, id);
+				put(o, ",\"content\":");
+				put_str(o, res);
+				put(o, "}");
 				free(res);
 			}
 			i++;
 			continue;
 		}
-		if (!(o = cJSON_CreateObject()))
-			return gh_provider_oom(conf, TYPE, e);
-		cJSON_AddItemToArray(arr, o);
+		if (n++)
+			put(o, ",");
 		if (!strcmp(role, "user")) {
-			if (!cJSON_AddStringToObject(o, "role", "user"))
-				return gh_provider_oom(conf, TYPE, e);
+			put(o, "{\"role\":\"user\",\"content\":");
 			if ((rc = user_content(conf, i, content, o, e)) != GH_OK)
 				return rc;
 		} else if (!strcmp(role, "assistant")) {
-			if (!cJSON_AddStringToObject(o, "role", "assistant"))
-				return gh_provider_oom(conf, TYPE, e);
+			put(o, "{\"role\":\"assistant\",\"content\":");
 			if ((rc = assistant_msg(conf, i, content, o, e)) != GH_OK)
 				return rc;
 		} else if (!strcmp(role, "system")) {
 			struct gh_buf t;
-			int brc;
 
 			gh_buf_init(&t, (size_t)-1 / 2);
-			brc = gh_provider_content_text(content, &t);
-			if (brc != GH_BUF_OK || !cJSON_AddStringToObject(o, "role", "system") ||
-			    !cJSON_AddStringToObject(o, "content", t.data ? t.data : "")) {
+			if (gh_provider_content_text(content, &t) != GH_BUF_OK) {
 				gh_buf_free(&t);
 				return gh_provider_oom(conf, TYPE, e);
 			}
+			put(o, "{\"role\":\"system\",\"content\":");
+			put_strn(o, t.data ? t.data : "", t.len);
 			gh_buf_free(&t);
 		} else {
 			return gh_provider_bad_msg(conf, TYPE, i,
 						   "role: expected user, assistant, tool or system",
 						   e);
 		}
+		put(o, "}");
 		i++;
 	}
 	return GH_OK;
@@ -270,50 +273,58 @@ static enum gh_code add_messages(const struct gh_provider_conf *conf,
 static enum gh_code build_body(const struct gh_provider_conf *conf,
 			       const struct gh_chat_request *req, char **out, struct gh_err *e)
 {
-	cJSON *b = cJSON_CreateObject(), *msgs, *tools, *so;
-	enum gh_code rc = GH_OK;
+	struct body o;
+	enum gh_code rc;
 	size_t i;
 
 	*out = NULL;
-	if (!b || !cJSON_AddStringToObject(b, "model", req->model ? req->model : "") ||
-	    !(msgs = cJSON_AddArrayToObject(b, "messages")))
-		goto nomem;
-	if ((rc = add_messages(conf, req, msgs, e)) != GH_OK)
+	gh_buf_init(&o.b, (size_t)1 << 30);
+	o.rc = GH_BUF_OK;
+	put(&o, "{\"model\":");
+	put_str(&o, req->model ? req->model : "");
+	put(&o, ",\"messages\":[");
+	if ((rc = add_messages(conf, req, &o, e)) != GH_OK)
 		goto out;
-	if (req->ntools) {
-		if (!(tools = cJSON_AddArrayToObject(b, "tools")))
-			goto nomem;
-		for (i = 0; i < req->ntools; i++) {
-			const struct gh_tool_spec *t = &req->tools[i];
-			cJSON *o = cJSON_CreateObject(), *fn;
+	put(&o, "]");
+	for (i = 0; i < req->ntools; i++) {
+		const struct gh_tool_spec *t = &req->tools[i];
 
-			if (!o)
-				goto nomem;
-			cJSON_AddItemToArray(tools, o);
-			if (!cJSON_AddStringToObject(o, "type", "function") ||
-			    !(fn = cJSON_AddObjectToObject(o, "function")) ||
-			    gh_provider_tool_fields(fn, t, "parameters") != 0)
-				goto nomem;
+		put(&o, i ? ",{\"type\":\"function\",\"function\":{\"name\":"
+			  : ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":");
+		put_str(&o, t->name);
+		if (t->description) {
+			put(&o, ",\"description\":");
+			put_str(&o, t->description);
 		}
+		put(&o, ",\"parameters\":");
+		if (t->schema)
+			put_json(&o, t->schema);
+		else
+			put(&o, "{\"type\":\"object\",\"properties\":{}}");
+		put(&o, i + 1 == req->ntools ? "}}]" : "}}");
 	}
-	if (req->has_temperature && !cJSON_AddNumberToObject(b, "temperature", req->temperature))
-		goto nomem;
-	if (req->max_tokens > 0 &&
-	    !cJSON_AddNumberToObject(b, "max_tokens", (double)req->max_tokens))
-		goto nomem;
-	if (req->stream) {
-		if (!cJSON_AddTrueToObject(b, "stream") ||
-		    !(so = cJSON_AddObjectToObject(b, "stream_options")) ||
-		    !cJSON_AddTrueToObject(so, "include_usage"))
-			goto nomem;
+	if (req->has_temperature) {
+		put(&o, ",\"temperature\":");
+		if (o.rc == GH_BUF_OK)
+			o.rc = gh_json_print_number(req->temperature, &o.b);
 	}
-	if (!(*out = gh_json_dump(b)))
-		goto nomem;
-	goto out;
-nomem:
-	rc = gh_provider_oom(conf, TYPE, e);
+	if (req->max_tokens > 0) {
+		put(&o, ",\"max_tokens\":");
+		if (o.rc == GH_BUF_OK)
+			o.rc = gh_json_print_number((double)req->max_tokens, &o.b);
+	}
+	if (req->stream)
+		put(&o, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+	put(&o, "}");
+	if (o.rc != GH_BUF_OK) {
+		rc = gh_provider_oom(conf, TYPE, e);
+		goto out;
+	}
+	*out = gh_buf_detach(&o.b);
+	if (!*out)
+		rc = gh_provider_oom(conf, TYPE, e);
 out:
-	cJSON_Delete(b);
+	gh_buf_free(&o.b);
 	return rc;
 }
 

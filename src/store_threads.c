@@ -682,12 +682,24 @@ enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit 
 	return store_write(s, run_commit_job, (void *)(uintptr_t)c, e);
 }
 
-/* A run commit made later: its own copy of what it writes. */
+/* A run commit made later: its own copy of what it writes, the state and
+ * output as the JSON text the row takes (written on the caller's thread:
+ * cheaper than copying the trees and writing them out later). */
 struct later {
 	struct gh_run_commit c;        /* first: the job's argument is the whole */
 	char *strs[7];
-	cJSON *state, *output;
+	char *state, *output;
 };
+
+/* A later commit is a run record alone (gh_store_run_commit_later). */
+static enum gh_code later_job(struct gh_store *s, struct store_conn *w, void *arg,
+			      struct gh_err *e)
+{
+	struct later *l = arg;
+
+	(void)s;
+	return save_run(w, &l->c, l->state, l->output, gh_now_ms(), e);
+}
 
 static void later_free(void *arg)
 {
@@ -696,8 +708,8 @@ static void later_free(void *arg)
 
 	for (i = 0; i < sizeof(l->strs) / sizeof(l->strs[0]); i++)
 		free(l->strs[i]);
-	cJSON_Delete(l->state);
-	cJSON_Delete(l->output);
+	free(l->state);
+	free(l->output);
 	free(l);
 }
 
@@ -729,14 +741,14 @@ enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_c
 	    later_str(l, 3, c->agent_id, &l->c.agent_id) ||
 	    later_str(l, 4, c->resource_id, &l->c.resource_id) ||
 	    later_str(l, 5, c->status, &l->c.status) || later_str(l, 6, c->error, &l->c.error) ||
-	    !(l->state = cJSON_Duplicate(c->state, 1)) ||
-	    (c->output && !(l->output = cJSON_Duplicate(c->output, 1)))) {
+	    !(l->state = gh_json_dump(c->state)) ||
+	    (c->output && !(l->output = gh_json_dump(c->output)))) {
 		later_free(l);
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	}
-	l->c.state = l->state;
-	l->c.output = l->output;
-	store_write_async(s, run_commit_job, l, later_free);
+	l->c.state = NULL; /* the text above stands for them */
+	l->c.output = NULL;
+	store_write_async(s, later_job, l, later_free);
 	return GH_OK;
 }
 

@@ -159,6 +159,24 @@ static void test_request_translation(void)
 	T_ASSERT(t_json_eq(cJSON_GetObjectItem(sent, "max_tokens"), "100"));
 	T_ASSERT(!cJSON_GetObjectItem(sent, "stream"));
 	T_ASSERT(!cJSON_GetObjectItem(sent, "stream_options"));
+	{
+		/* written straight to the wire: compact, in this order */
+		cJSON *wm = cJSON_Parse(want_msgs), *wt = cJSON_Parse(want_tools);
+		char *dm = gh_json_dump(wm), *dt = gh_json_dump(wt);
+		struct gh_buf want;
+
+		gh_buf_init(&want, 1 << 20);
+		T_ASSERT(dm && dt);
+		T_ASSERT(gh_buf_printf(&want, "{\"model\":\"gpt-test\",\"messages\":%s,"
+				       "\"tools\":%s,\"temperature\":0.5,\"max_tokens\":100}",
+				       dm, dt) == GH_BUF_OK);
+		T_EQ_STR(body, want.data);
+		gh_buf_free(&want);
+		free(dm);
+		free(dt);
+		cJSON_Delete(wm);
+		cJSON_Delete(wt);
+	}
 	cJSON_Delete(sent);
 	free(body);
 	cJSON_Delete(m);
