@@ -210,18 +210,33 @@ static void close_block(struct an *q)
 	q->index++;
 }
 
-/* Opens a block of kind k (closing another first); block is its start
- * shape (taken). */
-static void open_block(struct an *q, enum block k, cJSON *block)
+/* The start shape of a block of kind k (text or thinking). */
+static cJSON *block_of(enum block k)
 {
-	cJSON *o;
+	cJSON *b = cJSON_CreateObject();
 
-	if (q->open == k) {
-		cJSON_Delete(block);
-		return;
+	if (k == B_THINKING) {
+		cJSON_AddStringToObject(b, "type", "thinking");
+		cJSON_AddStringToObject(b, "thinking", "");
+		cJSON_AddStringToObject(b, "signature", "");
+	} else {
+		cJSON_AddStringToObject(b, "type", "text");
+		cJSON_AddStringToObject(b, "text", "");
 	}
+	return b;
+}
+
+/* Opens a block of kind k, closing another first; one of that kind open
+ * already stays as it is (its shape is built only here, when it opens). */
+static void open_block(struct an *q, enum block k)
+{
+	cJSON *block, *o;
+
+	if (q->open == k)
+		return;
 	close_block(q);
 	q->open = k;
+	block = block_of(k);
 	if (q->req.stream) {
 		o = event("content_block_start", q->index);
 		cJSON_AddItemToObject(o, "content_block", block);
@@ -230,15 +245,6 @@ static void open_block(struct an *q, enum block k, cJSON *block)
 		cJSON_AddItemToArray(q->content, block);
 		q->cur = block;
 	}
-}
-
-static cJSON *block_of(const char *type, const char *key)
-{
-	cJSON *b = cJSON_CreateObject();
-
-	cJSON_AddStringToObject(b, "type", type);
-	cJSON_AddStringToObject(b, key, "");
-	return b;
 }
 
 /* The event a stream sends most, formatted straight from the text: no
@@ -266,19 +272,13 @@ static void add_text(struct an *q, const char *t, size_t len)
 {
 	if (!t || !len)
 		return;
-	if (q->open != B_TEXT)
-		open_block(q, B_TEXT, block_of("text", "text"));
+	open_block(q, B_TEXT);
 	delta(q, "text_delta", "text", t, len);
 }
 
 static void add_reasoning(struct an *q, const char *t, size_t len, const char *sig)
 {
-	if (len || q->open != B_THINKING) {
-		cJSON *b = block_of("thinking", "thinking");
-
-		cJSON_AddStringToObject(b, "signature", "");
-		open_block(q, B_THINKING, b);
-	}
+	open_block(q, B_THINKING);
 	if (len)
 		delta(q, "thinking_delta", "thinking", t, len);
 	if (sig && *sig) {
