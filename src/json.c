@@ -408,11 +408,18 @@ static int cmp_keys(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
+/* A finite integer no larger than 2^53: exact as a double and as a long long. */
+static int double_is_int(double d)
+{
+	return isfinite(d) && d == floor(d) && d >= -9007199254740992.0 &&
+	       d <= 9007199254740992.0;
+}
+
 int gh_json_print_number(double d, struct gh_buf *out)
 {
 	if (!isfinite(d))
 		return gh_buf_puts(out, "null");
-	if (d == floor(d) && d >= -9007199254740992.0 && d <= 9007199254740992.0)
+	if (double_is_int(d))
 		return gh_buf_put_int(out, (long long)d);
 	return gh_buf_printf(out, "%.17g", d);
 }
@@ -542,13 +549,7 @@ int gh_json_bool(const cJSON *obj, const char *key, int dflt)
 
 int gh_json_is_int(const cJSON *v)
 {
-	double d;
-
-	if (!cJSON_IsNumber(v))
-		return 0;
-	d = v->valuedouble;
-	return isfinite(d) && d == floor(d) && d >= -9007199254740992.0 &&
-	       d <= 9007199254740992.0;
+	return cJSON_IsNumber(v) && double_is_int(v->valuedouble);
 }
 
 int64_t gh_json_int(const cJSON *obj, const char *key, int64_t dflt)
