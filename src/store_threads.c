@@ -686,7 +686,7 @@ enum gh_code gh_store_run_commit(struct gh_store *s, const struct gh_run_commit 
  * output as the JSON text the row takes (written on the caller's thread:
  * cheaper than copying the trees and writing them out later). */
 struct later {
-	struct gh_run_commit c;        /* first: the job's argument is the whole */
+	struct gh_run_commit c;        /* its fields; state and output are the text below */
 	char *strs[7];
 	char *state, *output;
 };
@@ -746,8 +746,6 @@ enum gh_code gh_store_run_commit_later(struct gh_store *s, const struct gh_run_c
 		later_free(l);
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	}
-	l->c.state = NULL; /* the text above stands for them */
-	l->c.output = NULL;
 	store_write_async(s, later_job, l, later_free);
 	return GH_OK;
 }
