@@ -550,6 +550,18 @@ class GatewayTest(unittest.TestCase):
         different tests never mix."""
         return "m-" + self.id().split(".")[-1]
 
+    def wait_run(self, gw, key, run_id, status, timeout=30):
+        """Polls GET /api/runs/:id on gw until the run has status."""
+        deadline = time.time() + timeout
+        r = None
+        while time.time() < deadline:
+            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
+            self.assertEqual(st, 200, r)
+            if r["status"] == status:
+                return r
+            time.sleep(0.05)
+        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r and r["status"]))
+
 
 def sqlite_only(why):
     """Skips a test (or class) on PostgreSQL: why names the SQLite-specific

@@ -11,7 +11,6 @@ pg fixture), psql, and a database of its own for each test.
 import json
 import os
 import secrets
-import time
 import unittest
 
 from harness import GatewayTest, psql, with_db
@@ -46,15 +45,3 @@ class PgTest(GatewayTest):
 
     def q(self, sql):
         return rows(self.url, sql)
-
-    def wait_run(self, gw, key, run_id, status, timeout=30):
-        """Polls GET /api/runs/:id on gw until the run has status."""
-        deadline = time.time() + timeout
-        r = None
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            self.assertEqual(st, 200, r)
-            if r["status"] == status:
-                return r
-            time.sleep(0.1)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r and r["status"]))

@@ -5,7 +5,6 @@ with them, and the audit log keeps both digests and who edited."""
 
 import hashlib
 import json
-import time
 import unittest
 
 from harness import GatewayTest, config
@@ -51,16 +50,6 @@ class ApprovalEditsTest(GatewayTest):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["status"], "suspended")
         return b, b["approvals"][0]
-
-    def wait_run(self, gw, key, run_id, status, timeout=10):
-        deadline = time.time() + timeout
-        r = None
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            if r["status"] == status:
-                return r
-            time.sleep(0.05)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r and r["status"]))
 
     def audit(self, gw):
         return gw.query("SELECT event, args, detail FROM audit_events "

@@ -50,16 +50,6 @@ class ApprovalsTest(GatewayTest):
         self.assertEqual(len(b["approvals"]), 1)
         return b
 
-    def wait_run(self, gw, key, run_id, status, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            self.assertEqual(st, 200, r)
-            if r["status"] == status:
-                return r
-            time.sleep(0.05)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r["status"]))
-
     def test_suspend_approve_runs_once_and_continues(self):
         gw, key, admin = self.start()
         b = self.suspend(gw, key)

@@ -199,17 +199,6 @@ class ExpiryTest(GatewayTest):
         gw = self.gateway(config(self.fake, agents=agents, policies=policies, **kw))
         return gw, gw.create_key("alice")
 
-    def wait_status(self, gw, key, run_id, status, timeout=30):
-        deadline = time.time() + timeout
-        r = {}
-        while time.time() < deadline:
-            st, r, _ = gw.get("/api/runs/" + run_id, key=key)
-            self.assertEqual(st, 200, r)
-            if r["status"] == status:
-                return r
-            time.sleep(0.1)
-        self.fail("run %s never reached %s (last: %s)" % (run_id, status, r.get("status")))
-
     def hand_out(self, gw, key, body=None):
         self.fake.script(self.m, {"tool_calls": [{"id": "1", "name": "ask", "arguments": {}},
                                                  {"id": "2", "name": "ask", "arguments": {}}]})
@@ -237,7 +226,7 @@ class ExpiryTest(GatewayTest):
         while time.time() * 1000 < run["wait_until"] + 200:
             time.sleep(0.1)
         gw.start()
-        r = self.wait_status(gw, key, b["runId"], "expired")
+        r = self.wait_run(gw, key, b["runId"], "expired")
         self.assertIn("client_tool_timeout_s", r["error"])
         rows = gw.query("SELECT event, outcome, tool_call_id, reason FROM audit_events "
                         "WHERE run_id = ? AND tool_name = 'ask' ORDER BY seq", b["runId"])
@@ -260,7 +249,7 @@ class ExpiryTest(GatewayTest):
     def test_request_may_ask_for_less_and_answer_in_time(self):
         gw, key = self.start(timeout_s=3600)
         b = self.hand_out(gw, key, {"clientToolTimeoutS": 1})
-        r = self.wait_status(gw, key, b["runId"], "expired")
+        r = self.wait_run(gw, key, b["runId"], "expired")
         self.assertIn("within 1 s", r["error"])
         # never more than the agent allows
         b = self.hand_out(gw, key, {"clientToolTimeoutS": 7200})
@@ -298,7 +287,7 @@ class ExpiryTest(GatewayTest):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["status"], "suspended")
         gw.restart()
-        self.wait_status(gw, key, b["runId"], "completed", timeout=40)
+        self.wait_run(gw, key, b["runId"], "completed", timeout=40)
         rows = gw.query("SELECT event FROM audit_events WHERE run_id = ? ORDER BY seq",
                         b["runId"])
         self.assertIn("expired", [r["event"] for r in rows])
