@@ -621,9 +621,23 @@ static void error_text(const struct gh_buf *body, char *out, size_t cap)
 	cJSON_Delete(j);
 }
 
+/* A JSON reply's text parsed, or the error tenants see ("provider NAME
+ * (TYPE): reply ..."). */
+static enum gh_code parse_reply_text(const struct gh_provider_conf *conf, const char *type,
+				     const struct gh_buf *b, cJSON **json, struct gh_err *e)
+{
+	struct gh_err pe;
+
+	if (gh_json_parse_opts(b->data ? b->data : "", b->len, "reply", GH_JSON_UPSTREAM, json,
+			       &pe) != GH_OK)
+		return gh_err_set(e, GH_E_UPSTREAM, "provider %s (%s): %s", conf->name, type,
+				  pe.msg);
+	return GH_OK;
+}
+
 enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
 				  const struct gh_provider_http *h, struct gh_provider_stream *st,
-				  cJSON **json, struct gh_err *e)
+				  struct gh_buf *raw, struct gh_err *e)
 {
 	struct gh_upstream_req req;
 	struct gh_upstream_resp resp;
@@ -633,7 +647,7 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	char what[GH_ERR_MSG_MAX];
 	enum gh_code rc;
 
-	*json = NULL;
+	gh_buf_init(raw, cap);
 	memset(&x, 0, sizeof(x));
 	x.st = st;
 	x.h = h;
@@ -711,14 +725,13 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	}
 	/* a stream's completeness is judged by the provider, by its end marker */
 	if (!h->stream || x.mode == 0) {
-		const struct gh_buf *b = h->stream ? &x.raw : &resp.body;
+		struct gh_buf *b = h->stream ? &x.raw : &resp.body;
 
-		struct gh_err pe;
-
-		if (gh_json_parse_opts(b->data ? b->data : "", b->len, "reply", GH_JSON_UPSTREAM,
-				       json, &pe) != GH_OK) {
-			rc = gh_err_set(e, GH_E_UPSTREAM, "provider %s (%s): %s", conf->name, type,
-					pe.msg);
+		*raw = *b;
+		gh_buf_init(b, cap);
+		if (!raw->data && gh_buf_append(raw, "", 0) != GH_BUF_OK) {
+			rc = gh_err_set(e, GH_E_NOMEM, "provider %s (%s): out of memory",
+					conf->name, type);
 			goto out;
 		}
 	}
@@ -803,7 +816,7 @@ enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
 	struct gh_provider_http h;
 	size_t i, j;
 	struct gh_provider_stream st;
-	struct gh_buf scratch;
+	struct gh_buf scratch, raw = {0};
 	char *body = NULL;
 	cJSON *json = NULL;
 	const char *missing;
@@ -837,11 +850,17 @@ enum gh_code gh_provider_http_chat(const struct gh_provider_wire *w,
 	h.body_len = strlen(body);
 	h.stream = req->stream;
 	h.on_event = w->on_event;
-	if ((rc = gh_provider_exchange(conf, w->type, &h, &st, &json, e)) != GH_OK)
+	if ((rc = gh_provider_exchange(conf, w->type, &h, &st, &raw, e)) != GH_OK)
 		goto out;
-	if (json) {
-		if ((rc = w->parse_reply(conf, json, out, e)) == GH_OK && req->stream &&
-		    gh_provider_replay(events, out))
+	if (raw.data) {
+		int read = w->read_reply ? w->read_reply(raw.data, raw.len, out) : 0;
+
+		if (read < 0)
+			rc = gh_err_set(e, GH_E_NOMEM, "provider %s (%s): out of memory",
+					conf->name, w->type);
+		else if (!read && (rc = parse_reply_text(conf, w->type, &raw, &json, e)) == GH_OK)
+			rc = w->parse_reply(conf, json, out, e);
+		if (rc == GH_OK && req->stream && gh_provider_replay(events, out))
 			rc = gh_err_set(e, GH_E_CANCELLED, "provider %s (%s): cancelled", conf->name,
 					w->type);
 	} else if ((missing = w->incomplete(&st))) {
@@ -854,6 +873,7 @@ out:
 	if (rc != GH_OK)
 		gh_chat_response_clear(out);
 	cJSON_Delete(json);
+	gh_buf_free(&raw);
 	free(body);
 	if (scratch.data)
 		sodium_memzero(scratch.data, scratch.alloc);

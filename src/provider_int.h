@@ -119,17 +119,19 @@ int gh_provider_stream_call_args(struct gh_provider_stream *st, struct gh_provid
 enum gh_code gh_provider_stream_take(struct gh_provider_stream *st, struct gh_chat_response *out,
 				     struct gh_err *e);
 
-/* POSTs h to conf's upstream. For a 2xx JSON reply *json is the parsed body
- * (caller frees); for a 2xx SSE reply *json is NULL and st holds the events'
- * work (h->on_event ran for each; whether the stream ended properly is the
- * provider's call, by its end marker). Any failure is returned with e set: transport errors keep
- * their code (GH_E_UPSTREAM, GH_E_TIMEOUT, GH_E_CANCELLED), non-2xx is
- * GH_E_UPSTREAM or GH_E_RATELIMIT (429), a bad stream is st->err. e says
- * what tenants may see ("HTTP 500", "connection refused"); st->detail gets
- * the upstream's address and its own error message. */
+/* POSTs h to conf's upstream. A 2xx JSON reply is handed over as text in
+ * *raw (the caller frees; the wire reads it, with or without a tree); for
+ * a 2xx SSE reply raw->data is NULL and st holds the events' work
+ * (h->on_event ran for each; whether the stream ended properly is the
+ * provider's call, by its end marker). Any failure is returned with e
+ * set: transport errors keep their code (GH_E_UPSTREAM, GH_E_TIMEOUT,
+ * GH_E_CANCELLED), non-2xx is GH_E_UPSTREAM or GH_E_RATELIMIT (429), a bad
+ * stream is st->err. e says what tenants may see ("HTTP 500", "connection
+ * refused"); st->detail gets the upstream's address and its own error
+ * message. */
 enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
 				  const struct gh_provider_http *h, struct gh_provider_stream *st,
-				  cJSON **json, struct gh_err *e);
+				  struct gh_buf *raw, struct gh_err *e);
 
 /* Records the upstream's own error (JSON body {"error":{"type","message"}}
  * or {"type","message"}) into st->uerr, when the caller asked for it. */
@@ -158,6 +160,11 @@ struct gh_provider_wire {
 	/* What a stream that stopped is missing (" (no message_stop)"), or
 	 * NULL when it ended whole. */
 	const char *(*incomplete)(const struct gh_provider_stream *st);
+	/* The same reply read from its text without a tree (may be NULL):
+	 * 1 when out was filled exactly as parse_reply would fill it, 0 when
+	 * the text is not in the shape it reads (parse_reply then gets the
+	 * tree; out is left zeroed), -1 out of memory. */
+	int (*read_reply)(const char *s, size_t n, struct gh_chat_response *out);
 };
 
 /* A chat over an HTTP provider's wire: the request built and sent, then a

@@ -15,6 +15,7 @@
  */
 #include "provider.h"
 
+#include "jread.h"
 #include "json.h"
 #include "provider_int.h"
 #include "provider_wire.h"
@@ -402,6 +403,235 @@ nomem:
 	return gh_provider_oom(conf, TYPE, e);
 }
 
+/* ---- the reply read without a tree ----
+ *
+ * What parse_reply reads, straight from the text: choices[0]'s message
+ * (content, tool_calls) and finish_reason, and usage's token counts, the
+ * rest checked and skipped. Whatever parse_reply would refuse or read in
+ * cJSON's own way (choices or an entry that is not what it should be,
+ * arguments that are not a string, too many calls, an integer count
+ * written as 5.0) and whatever the reader does not take (jread.h) goes
+ * back to the tree. fuzz_openai_reply holds the two to the same result. */
+
+struct reply_reader {
+	struct gh_jr jr;
+	struct gh_chat_response *out;
+	struct gh_buf text, finish, id, name, args;
+	int has_text, has_finish, has_message;
+	size_t calls_cap;
+};
+
+#define NAME_IS(n, len, lit) ((len) == sizeof(lit) - 1 && !memcmp((n), (lit), (len)))
+
+/* A member's value into b when it is a string (*set 1), else skipped
+ * (*set 0: what gh_json_str's NULL means). 1, 0 to fall back, -1 OOM. */
+static int string_or_skip(struct gh_jr *r, struct gh_buf *b, int *set)
+{
+	int rc;
+
+	*set = gh_jr_peek(r) == GH_JR_STRING;
+	if (!*set)
+		return gh_jr_skip(r) ? 0 : 1;
+	rc = gh_jr_string(r, b);
+	return rc == GH_BUF_NOMEM ? -1 : rc ? 0 : 1;
+}
+
+/* One tool_calls entry, appended to out->calls. */
+static int read_call(struct reply_reader *rr)
+{
+	struct gh_jr *r = &rr->jr;
+	struct gh_chat_response *out = rr->out;
+	int has_id = 0, has_name = 0, has_args = 0, k, set;
+	const char *n;
+	size_t len;
+
+	if (out->ncalls == GH_PROVIDER_MAX_CALLS || gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		if (NAME_IS(n, len, "id")) {
+			if ((k = string_or_skip(r, &rr->id, &has_id)) != 1)
+				return k;
+		} else if (NAME_IS(n, len, "function")) {
+			if (gh_jr_object(r))
+				return 0;
+			while ((k = gh_jr_member(r, &n, &len)) == 1) {
+				if (NAME_IS(n, len, "name")) {
+					if ((k = string_or_skip(r, &rr->name, &has_name)) != 1)
+						return k;
+				} else if (NAME_IS(n, len, "arguments")) {
+					if (gh_jr_peek(r) != GH_JR_STRING)
+						return 0;
+					if ((k = string_or_skip(r, &rr->args, &set)) != 1)
+						return k;
+					has_args = 1;
+				} else if (gh_jr_skip(r)) {
+					return 0;
+				}
+			}
+			if (k < 0)
+				return 0;
+		} else if (gh_jr_skip(r)) {
+			return 0;
+		}
+	}
+	if (k < 0)
+		return 0;
+	if (out->ncalls == rr->calls_cap) {
+		size_t cap = rr->calls_cap ? rr->calls_cap * 2 : 4;
+		struct gh_tool_call *c = realloc(out->calls, cap * sizeof(*c));
+
+		if (!c)
+			return -1;
+		out->calls = c;
+		rr->calls_cap = cap;
+	}
+	out->ncalls++;
+	/* no arguments at all are parse_reply's "{}" */
+	if (gh_provider_call_set(&out->calls[out->ncalls - 1], has_id ? rr->id.data : NULL,
+				 has_name ? rr->name.data : NULL,
+				 has_args ? rr->args.data : "{}",
+				 has_args ? rr->args.len : 2) != GH_OK)
+		return -1;
+	return 1;
+}
+
+/* choices[0].message. */
+static int read_message(struct reply_reader *rr)
+{
+	struct gh_jr *r = &rr->jr;
+	const char *n;
+	size_t len;
+	int k;
+
+	if (gh_jr_peek(r) != GH_JR_OBJECT || gh_jr_object(r))
+		return 0;
+	rr->has_message = 1;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		if (NAME_IS(n, len, "content")) {
+			if ((k = string_or_skip(r, &rr->text, &rr->has_text)) != 1)
+				return k;
+		} else if (NAME_IS(n, len, "tool_calls") && gh_jr_peek(r) == GH_JR_ARRAY) {
+			if (gh_jr_array(r))
+				return 0;
+			while ((k = gh_jr_next(r)) == 1)
+				if ((k = read_call(rr)) != 1)
+					return k;
+			if (k < 0)
+				return 0;
+		} else if (gh_jr_skip(r)) {
+			return 0;
+		}
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* choices: the first entry read, the others checked. */
+static int read_choices(struct reply_reader *rr)
+{
+	struct gh_jr *r = &rr->jr;
+	const char *n;
+	size_t len;
+	int k, i = 0;
+
+	if (gh_jr_peek(r) != GH_JR_ARRAY || gh_jr_array(r))
+		return 0;
+	while ((k = gh_jr_next(r)) == 1) {
+		if (i++) {
+			if (gh_jr_skip(r))
+				return 0;
+			continue;
+		}
+		if (gh_jr_peek(r) != GH_JR_OBJECT || gh_jr_object(r))
+			return 0;
+		while ((k = gh_jr_member(r, &n, &len)) == 1) {
+			if (NAME_IS(n, len, "message")) {
+				if ((k = read_message(rr)) != 1)
+					return k;
+			} else if (NAME_IS(n, len, "finish_reason")) {
+				if ((k = string_or_skip(r, &rr->finish, &rr->has_finish)) != 1)
+					return k;
+			} else if (gh_jr_skip(r)) {
+				return 0;
+			}
+		}
+		if (k < 0)
+			return 0;
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* usage's two counts; a count that is not a number keeps its default. */
+static int read_usage_text(struct reply_reader *rr)
+{
+	struct gh_jr *r = &rr->jr;
+	const char *n;
+	size_t len;
+	int k;
+
+	if (gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		int64_t *v = NAME_IS(n, len, "prompt_tokens")       ? &rr->out->input_tokens
+			     : NAME_IS(n, len, "completion_tokens") ? &rr->out->output_tokens
+								     : NULL;
+
+		if (v && gh_jr_peek(r) == GH_JR_NUMBER ? gh_jr_int(r, v) : gh_jr_skip(r))
+			return 0;
+	}
+	return k < 0 ? 0 : 1;
+}
+
+static int read_reply(const char *s, size_t n, struct gh_chat_response *out)
+{
+	struct reply_reader rr;
+	const char *name;
+	size_t len;
+	int k, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	rr.out = out;
+	rr.has_text = rr.has_finish = rr.has_message = 0;
+	rr.calls_cap = 0;
+	gh_buf_init(&rr.text, n);
+	gh_buf_init(&rr.finish, n);
+	gh_buf_init(&rr.id, n);
+	gh_buf_init(&rr.name, n);
+	gh_buf_init(&rr.args, n);
+	gh_jr_init(&rr.jr, s, n);
+	if (gh_jr_peek(&rr.jr) != GH_JR_OBJECT || gh_jr_object(&rr.jr))
+		goto out;
+	while ((k = gh_jr_member(&rr.jr, &name, &len)) == 1) {
+		if (NAME_IS(name, len, "choices"))
+			k = read_choices(&rr);
+		else if (NAME_IS(name, len, "usage") && gh_jr_peek(&rr.jr) == GH_JR_OBJECT)
+			k = read_usage_text(&rr);
+		else
+			k = gh_jr_skip(&rr.jr) ? 0 : 1;
+		if (k != 1) {
+			rc = k;
+			goto out;
+		}
+	}
+	if (k < 0 || gh_jr_done(&rr.jr) || !rr.has_message)
+		goto out;
+	rc = -1;
+	if (!(out->text = rr.has_text ? gh_buf_detach(&rr.text) : strdup("")))
+		goto out;
+	out->finish = gh_provider_finish(finish_reasons, rr.has_finish ? rr.finish.data : NULL);
+	if (out->ncalls && out->finish == GH_FINISH_STOP)
+		out->finish = GH_FINISH_TOOL_CALLS;
+	rc = 1;
+out:
+	if (rc != 1)
+		gh_chat_response_clear(out);
+	gh_buf_free(&rr.text);
+	gh_buf_free(&rr.finish);
+	gh_buf_free(&rr.id);
+	gh_buf_free(&rr.name);
+	gh_buf_free(&rr.args);
+	return rc;
+}
+
 /* One chunk of a stream: "data: {...}" or "data: [DONE]". */
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
@@ -508,6 +738,7 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 
 static const struct gh_provider_wire wire = {
 	TYPE, "/chat/completions", build_body, headers, parse_reply, on_event, incomplete,
+	read_reply,
 };
 
 const struct gh_provider_ops gh_provider_openai = {"openai", NULL, &wire};

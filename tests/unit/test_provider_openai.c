@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "err.h"
 #include "json.h"
+#include "provider_int.h"
 #include "t.h"
 #include "t_provider.h"
 #include "upstream.h"
@@ -65,6 +66,76 @@ static void test_json_text_reply(void)
 	free(body);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
+	t_provider_teardown();
+}
+
+/* The reply read without a tree gives what the tree gives, and hands
+ * back to the tree everything it does not read the tree's way. */
+static void test_reply_read_without_tree(void)
+{
+	static const struct {
+		const char *reply;
+		int read; /* 1: read from the text; 0: left to the tree */
+	} cases[] = {
+		{json_reply, 1},
+		{"{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+		 "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+		 "\"{\\\"q\\\":\\\"\\u00e9\\\\n\\\"}\"}},{\"function\":{\"name\":\"g\"}},{}]},"
+		 "\"finish_reason\":\"stop\"},{\"message\":{}}],\"usage\":{\"prompt_tokens\":-0,"
+		 "\"completion_tokens\":\"7\"}}", 1},
+		{"{\"usage\":{\"completion_tokens\":9},\"choices\":[{\"finish_reason\":\"length\","
+		 "\"message\":{\"tool_calls\":{},\"content\":[1]}}],\"extra\":[1e5,{\"a\":[]}]}", 1},
+		/* the tree's: a 5.0 count, arguments as an object, choices as an
+		 * object (cJSON reads its first member as entry 0), a \u0000, a
+		 * leading control byte cJSON skips */
+		{"{\"choices\":[{\"message\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":5.0}}", 0},
+		{"{\"choices\":[{\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"f\","
+		 "\"arguments\":{\"x\":1}}}]}}]}", 0},
+		{"{\"choices\":{\"x\":{\"message\":{\"content\":\"odd\"}}}}", 0},
+		{"{\"choices\":[{\"message\":{\"content\":\"nul \\u0000 here\"}}]}", 0},
+		{"\x01{\"choices\":[{\"message\":{\"content\":\"a\"}}]}", 0},
+		/* and the ones the tree refuses */
+		{"{\"choices\":[]}", 0},
+		{"{\"choices\":[{\"message\":\"no\"}]}", 0},
+		{"{\"choices\":[{\"message\":{}}],\"choices\":[]}", 0},
+		{"{\"choices\":[{\"message\":{}}]", 0},
+	};
+	const struct gh_provider_wire *w = gh_provider_openai.wire;
+
+	setup(""); /* names the provider in the tree's errors */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *s = cases[i].reply;
+		struct gh_chat_response a, b;
+		struct gh_err e;
+		cJSON *tree = NULL;
+		enum gh_code trc = GH_E_BADREQ;
+
+		T_EQ_INT(w->read_reply(s, strlen(s), &a), cases[i].read);
+		memset(&b, 0, sizeof(b));
+		if (gh_json_parse_opts(s, strlen(s), "reply", GH_JSON_UPSTREAM, &tree, &e) == GH_OK)
+			trc = w->parse_reply(&t_conf, tree, &b, &e);
+		cJSON_Delete(tree);
+		if (!cases[i].read) {
+			T_ASSERT(a.text == NULL && a.calls == NULL && a.ncalls == 0);
+			gh_chat_response_clear(&b);
+			continue;
+		}
+		T_EQ_INT(trc, GH_OK);
+		T_EQ_STR(a.text, b.text);
+		T_EQ_INT(a.finish, b.finish);
+		T_EQ_INT(a.input_tokens, b.input_tokens);
+		T_EQ_INT(a.output_tokens, b.output_tokens);
+		T_EQ_INT(a.ncalls, b.ncalls);
+		for (size_t k = 0; k < a.ncalls; k++) {
+			T_EQ_STR(a.calls[k].id, b.calls[k].id);
+			T_EQ_STR(a.calls[k].name, b.calls[k].name);
+			T_EQ_STR(a.calls[k].raw_args, b.calls[k].raw_args);
+			T_ASSERT(cJSON_Compare(a.calls[k].args, b.calls[k].args, 1) ||
+				 (!a.calls[k].args && !b.calls[k].args));
+		}
+		gh_chat_response_clear(&a);
+		gh_chat_response_clear(&b);
+	}
 	t_provider_teardown();
 }
 
@@ -777,7 +848,7 @@ static void test_bad_message_refused(void)
 	t_provider_teardown();
 }
 
-T_MAIN(T(test_json_text_reply), T(test_request_translation), T(test_json_tool_calls),
+T_MAIN(T(test_json_text_reply), T(test_reply_read_without_tree), T(test_request_translation), T(test_json_tool_calls),
        T(test_sse_stream_split_oddly), T(test_stream_invalid_tool_args), T(test_stream_truncated),
        T(test_stream_malformed_chunk), T(test_stream_error_chunk), T(test_stream_reset), T(test_stream_over_cap),
        T(test_http_500_retried_then_reported), T(test_http_error_plain_body),
