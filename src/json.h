@@ -40,7 +40,9 @@
  * outside (request bodies, upstream replies and stream chunks, MCP and
  * A2A messages, tool responses, the config file) and every stored one
  * goes through here; src/ calls no cJSON_Parse* anywhere else (a test
- * checks). cJSON's parser is recursive and allows 1000 levels, which
+ * checks). The one other reader, jread.h (an OpenAI reply read without a
+ * tree), takes only a strict subset of what this accepts and hands
+ * everything else back here. cJSON's parser is recursive and allows 1000 levels, which
  * overflows a worker thread's stack long before gatehouse could look at
  * the tree, so a linear pre-scan bounds the input first, before cJSON
  * sees a byte:

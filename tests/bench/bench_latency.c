@@ -881,9 +881,17 @@ static void print_scenario(const struct opts *o, const char *log, int tool, int 
 	       "direct, %.0f us through gatehouse\n",
 	       med(sd[S_GH].cpu, reps), med(sd[S_GH].sw, reps), med(sd[S_DIRECT].fake_cpu, reps),
 	       med(sd[S_GH].fake_cpu, reps));
-	if (conc == 1)
-		printf("  target: added p50 <= 300 us at concurrency 1%s: %s\n",
-		       tool ? " with the audit write" : "", med(added.p50, reps) <= 300 ? "met" : "NOT met");
+	if (conc == 1) {
+		/* the hot path's targets: CPU and added p50 per request */
+		double cpu = med(sd[S_GH].cpu, reps), p50 = med(added.p50, reps);
+		double cpu_max = tool ? 250 : 120, p50_max = tool ? 300 : 150;
+
+		printf("  target at concurrency 1%s: gatehouse CPU <= %.0f us per request: %.0f us, "
+		       "%s; added p50 <= %.0f us: %.1f us, %s\n",
+		       tool ? " with the audit rows" : "", cpu_max, cpu,
+		       cpu <= cpu_max ? "met" : "NOT met", p50_max, p50,
+		       p50 <= p50_max ? "met" : "NOT met");
+	}
 	if (with_pk)
 		print_portkey(sd, conc, reps);
 	else if (!tool)
