@@ -4,7 +4,6 @@
  */
 #include "jread.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,12 +249,14 @@ int gh_jr_string(struct gh_jr *r, struct gh_buf *out)
 }
 
 /* Checks the number at the cursor and moves past it; *integer tells
- * whether it had neither fraction nor exponent. */
+ * whether it had neither fraction nor exponent. A value that might not
+ * fit a double (cJSON would read infinity) fails: below 10^308 there is
+ * no doubt, and that is judged from the digits, without strtod. */
 static int number(struct gh_jr *r, int *integer)
 {
 	const char *s, *p;
-	char tmp[NUMBER_MAX + 1];
-	int exp = 0;
+	long digits = 0, exp = 0;
+	int neg_exp = 0;
 
 	if (gh_jr_peek(r) != GH_JR_NUMBER)
 		return fail(r);
@@ -265,11 +266,13 @@ static int number(struct gh_jr *r, int *integer)
 		p++;
 	if (p == r->end || *p < '0' || *p > '9')
 		return fail(r);
-	if (*p == '0')
+	if (*p == '0') {
 		p++;
-	else
-		while (p < r->end && *p >= '0' && *p <= '9')
-			p++;
+		digits = 1;
+	} else {
+		for (; p < r->end && *p >= '0' && *p <= '9'; p++)
+			digits++;
+	}
 	if (p < r->end && *p == '.') {
 		*integer = 0;
 		if (++p == r->end || *p < '0' || *p > '9')
@@ -279,24 +282,17 @@ static int number(struct gh_jr *r, int *integer)
 	}
 	if (p < r->end && (*p == 'e' || *p == 'E')) {
 		*integer = 0;
-		exp = 1;
 		if (++p < r->end && (*p == '+' || *p == '-'))
-			p++;
+			neg_exp = *p++ == '-';
 		if (p == r->end || *p < '0' || *p > '9')
 			return fail(r);
-		while (p < r->end && *p >= '0' && *p <= '9')
-			p++;
+		for (; p < r->end && *p >= '0' && *p <= '9'; p++)
+			if (exp < 100000)
+				exp = exp * 10 + (*p - '0');
 	}
-	if (p - s > NUMBER_MAX)
+	/* the value is below 10^(digits + exp) */
+	if (p - s > NUMBER_MAX || (!neg_exp && digits + exp > 308))
 		return fail(r);
-	if (exp) {
-		/* only an exponent takes a value of at most 63 digits past
-		 * double's range */
-		memcpy(tmp, s, (size_t)(p - s));
-		tmp[p - s] = '\0';
-		if (!isfinite(strtod(tmp, NULL)))
-			return fail(r);
-	}
 	r->p = p;
 	return 0;
 }

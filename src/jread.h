@@ -12,7 +12,8 @@
  * which accepts it or words the error:
  *   - RFC 8259 grammar only: the four whitespace bytes, no raw control
  *     byte in a string, numbers of at most 63 bytes (cJSON's own bound);
- *   - a number whose value is not finite (1e999);
+ *   - a number that might be past double's range (1e999: cJSON reads
+ *     infinity), judged from its digits: anything from 10^308 up;
  *   - a \u0000 escape (GH_JSON_NUL_REPLACE's business), a surrogate
  *     escape that is not a high one followed by a low one;
  *   - a member name with a backslash, a name given twice in one object,

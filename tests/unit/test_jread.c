@@ -36,7 +36,7 @@ static void test_takes_json(void)
 		"{}", "[]", " \t\r\n{} \n", "0", "-0", "12.5e-3", "1E+2", "-1.0",
 		"true", "false", "null", "\"\"", "\"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\"",
 		"{\"a\":[1,{\"b\":null}],\"c\":{\"a\":1}}", "[[],[[]],{}]",
-		"\"\\u00e9\\ud83d\\ude00\"", "\"caf\xc3\xa9\"", "1e308", "1e-400",
+		"\"\\u00e9\\ud83d\\ude00\"", "\"caf\xc3\xa9\"", "9.9e307", "-1e-400", "0.5e+10",
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
@@ -54,8 +54,8 @@ static void test_refuses_what_the_parser_must_judge(void)
 		/* the parser's: \u0000 (replaced there), lone surrogates, dups */
 		"\"\\u0000\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"",
 		"{\"a\":1,\"a\":2}", "{\"x\":{\"a\":1,\"b\":2,\"a\":3}}", "{\"a\\u0062\":1}",
-		/* beyond double's range, or beyond cJSON's 63 bytes */
-		"1e999", "-1e400", "1234567890123456789012345678901234567890123456789012345678901234",
+		/* beyond double's range (or at its edge), or beyond cJSON's 63 bytes */
+		"1e999", "-1e400", "1e308", "99e307", "1234567890123456789012345678901234567890123456789012345678901234",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
