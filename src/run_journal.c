@@ -17,9 +17,18 @@
 #define BUCKETS 1024            /* journals by run id */
 #define PRUNE_EVERY_MS 1000
 
-struct entry {
-	char *type, *data;
-	size_t len;
+#define BLOCK_MIN 1024           /* the first block of a journal's events */
+#define BLOCK_MAX ((size_t)64 << 10) /* blocks double up to this */
+
+/* A journal's events are packed one after another into blocks, each
+ * event a record: its data's length (4 bytes, unaligned), its type and
+ * its data, both NUL-terminated. A block never moves once made, so a
+ * reader uses a record without holding mu; a thousand streams of small
+ * text deltas cost a few bytes of overhead per event, not three mallocs. */
+struct block {
+	struct block *next;
+	size_t used, cap;
+	char data[];
 };
 
 struct journal {
@@ -27,7 +36,8 @@ struct journal {
 	char stream[GH_JOURNAL_STREAM_MAX];
 	char owner[GH_NAME_MAX + 1];
 	char run_id[GH_NAME_MAX + 1];   /* an engine run id, or a client's runId */
-	struct entry *v;
+	const char **ev;        /* event i's record; the array may grow, records stay */
+	struct block *blocks, *last;
 	size_t n, cap, bytes;
 	int64_t dropped_from;   /* first seq dropped (-1: none) */
 	int live;               /* a turn is going on */
@@ -54,14 +64,25 @@ static size_t bucket_of(const char *run_id)
 
 static void journal_free(struct journal *j)
 {
-	size_t i;
+	struct block *b, *next;
 
-	for (i = 0; i < j->n; i++) {
-		free(j->v[i].type);
-		free(j->v[i].data);
+	for (b = j->blocks; b; b = next) {
+		next = b->next;
+		free(b);
 	}
-	free(j->v);
+	free(j->ev);
 	free(j);
+}
+
+/* An event's type, data and length, from its record. */
+static void record_read(const char *rec, const char **type, const char **data, size_t *len)
+{
+	uint32_t n;
+
+	memcpy(&n, rec, sizeof(n));
+	*type = rec + sizeof(n);
+	*data = *type + strlen(*type) + 1;
+	*len = n;
 }
 
 static void unlink_free(struct journal **pp)
@@ -152,33 +173,47 @@ static struct journal *make(const char *stream, const char *owner, const char *r
 /* Appends under mu; -1 when the event could not be kept. */
 static int append(struct journal *j, const char *type, const char *data, size_t len)
 {
-	struct entry *en;
+	size_t tlen = strlen(type), need = sizeof(uint32_t) + tlen + 1 + len + 1;
+	uint32_t n32 = (uint32_t)len;
+	struct block *b = j->last;
+	char *rec;
 
 	if (j->dropped_from >= 0 || j->bytes + len > GH_JOURNAL_RUN_BYTES)
 		return -1;
 	if (j->n == j->cap) {
 		size_t cap = j->cap ? j->cap * 2 : 64;
-		struct entry *v = realloc(j->v, cap * sizeof(*v));
+		const char **ev = realloc(j->ev, cap * sizeof(*ev));
 
-		if (!v)
+		if (!ev)
 			return -1;
-		j->v = v;
+		j->ev = ev;
 		j->cap = cap;
 	}
-	en = &j->v[j->n];
-	en->type = gh_strdup(type);
-	en->data = malloc(len + 1);
-	if (!en->type || !en->data) {
-		free(en->type);
-		free(en->data);
-		return -1;
+	if (!b || b->cap - b->used < need) {
+		size_t cap = !b ? BLOCK_MIN : b->cap < BLOCK_MAX ? b->cap * 2 : BLOCK_MAX;
+
+		if (cap < need)
+			cap = need;
+		if (!(b = malloc(sizeof(*b) + cap)))
+			return -1;
+		b->next = NULL;
+		b->used = 0;
+		b->cap = cap;
+		if (j->last)
+			j->last->next = b;
+		else
+			j->blocks = b;
+		j->last = b;
 	}
-	memcpy(en->data, data, len);
-	en->data[len] = '\0';
-	en->len = len;
-	j->n++;
-	j->bytes += len + strlen(type);
-	all_bytes += len + strlen(type);
+	rec = b->data + b->used;
+	memcpy(rec, &n32, sizeof(n32));
+	memcpy(rec + sizeof(n32), type, tlen + 1);
+	memcpy(rec + sizeof(n32) + tlen + 1, data, len);
+	rec[need - 1] = '\0';
+	b->used += need;
+	j->ev[j->n++] = rec;
+	j->bytes += len + tlen;
+	all_bytes += len + tlen;
 	return 0;
 }
 
@@ -275,14 +310,16 @@ enum gh_code gh_run_journal_follow(const char *stream, const char *owner, const 
 	j = *pp;
 	j->readers++;
 	for (;;) {
-		/* entries are never moved out while a reader holds the journal,
-		 * but the array may grow: read each under mu */
+		/* records never move, but the array of them may grow: read
+		 * each one's place under mu */
 		while (next < j->n) {
-			struct entry en = j->v[next];
+			const char *rec = j->ev[next], *type, *data;
+			size_t len;
 			int stop;
 
 			pthread_mutex_unlock(&mu);
-			stop = fn(ud, (int64_t)next, en.type, en.data, en.len);
+			record_read(rec, &type, &data, &len);
+			stop = fn(ud, (int64_t)next, type, data, len);
 			pthread_mutex_lock(&mu);
 			next++;
 			if (stop)
