@@ -39,6 +39,13 @@ static int fail(struct gh_jr *r)
 	return -1;
 }
 
+/* A buffer's error (GH_BUF_*), which ends the reading too. */
+static int buf_fail(struct gh_jr *r, int rc)
+{
+	r->failed = 1;
+	return rc;
+}
+
 static void skip_ws(struct gh_jr *r)
 {
 	while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
@@ -142,7 +149,7 @@ static int string(struct gh_jr *r, struct gh_buf *out, struct gh_jr_key *raw)
 	if (out) {
 		gh_buf_reset(out);
 		if ((rc = gh_buf_append(out, "", 0)) != GH_BUF_OK)
-			return rc;
+			return buf_fail(r, rc);
 	}
 	for (;;) {
 		unsigned char c;
@@ -155,7 +162,7 @@ static int string(struct gh_jr *r, struct gh_buf *out, struct gh_jr_key *raw)
 		if (p == r->end || (unsigned char)*p < 0x20)
 			return fail(r);
 		if (out && p > run && (rc = gh_buf_append(out, run, (size_t)(p - run))) != GH_BUF_OK)
-			return rc;
+			return buf_fail(r, rc);
 		if (*p == '"')
 			break;
 		if (raw || r->end - p < 2)
@@ -207,7 +214,7 @@ static int string(struct gh_jr *r, struct gh_buf *out, struct gh_jr_key *raw)
 			return fail(r);
 		}
 		if (out && (rc = gh_buf_append(out, utf8, n)) != GH_BUF_OK)
-			return rc;
+			return buf_fail(r, rc);
 		run = p;
 	}
 	if (raw) {

@@ -97,6 +97,7 @@ static void test_depth_and_names_bounded(void)
 
 static void test_decodes_strings(void)
 {
+	struct gh_jr r;
 	struct gh_buf b;
 
 	gh_buf_init(&b, 1 << 10);
@@ -112,9 +113,15 @@ static void test_decodes_strings(void)
 	T_EQ_STR(b.data, "raw \xe2\x82\xac");
 	T_EQ_INT(decode("1", &b), -1);
 	gh_buf_free(&b);
-	/* past the buffer's cap: the buffer's error, not a silent cut */
+	/* past the buffer's cap: the buffer's error, not a silent cut, and
+	 * the reading ends there */
 	gh_buf_init(&b, 3);
 	T_EQ_INT(decode("\"abcd\"", &b), GH_BUF_TOOBIG);
+	gh_jr_init(&r, "[\"abcd\",1]", 10);
+	T_EQ_INT(gh_jr_array(&r), 0);
+	T_EQ_INT(gh_jr_next(&r), 1);
+	T_EQ_INT(gh_jr_string(&r, &b), GH_BUF_TOOBIG);
+	T_EQ_INT(gh_jr_next(&r), -1);
 	gh_buf_free(&b);
 }
 
