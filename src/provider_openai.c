@@ -441,7 +441,7 @@ static int read_call(struct reply_reader *rr)
 {
 	struct gh_jr *r = &rr->jr;
 	struct gh_chat_response *out = rr->out;
-	int has_id = 0, has_name = 0, has_args = 0, k, set;
+	int has_id = 0, has_name = 0, has_args = 0, k;
 	const char *n;
 	size_t len;
 
@@ -461,9 +461,8 @@ static int read_call(struct reply_reader *rr)
 				} else if (NAME_IS(n, len, "arguments")) {
 					if (gh_jr_peek(r) != GH_JR_STRING)
 						return 0;
-					if ((k = string_or_skip(r, &rr->args, &set)) != 1)
+					if ((k = string_or_skip(r, &rr->args, &has_args)) != 1)
 						return k;
-					has_args = 1;
 				} else if (gh_jr_skip(r)) {
 					return 0;
 				}
@@ -503,7 +502,7 @@ static int read_message(struct reply_reader *rr)
 	size_t len;
 	int k;
 
-	if (gh_jr_peek(r) != GH_JR_OBJECT || gh_jr_object(r))
+	if (gh_jr_object(r))
 		return 0;
 	rr->has_message = 1;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
@@ -533,7 +532,7 @@ static int read_choices(struct reply_reader *rr)
 	size_t len;
 	int k, i = 0;
 
-	if (gh_jr_peek(r) != GH_JR_ARRAY || gh_jr_array(r))
+	if (gh_jr_array(r))
 		return 0;
 	while ((k = gh_jr_next(r)) == 1) {
 		if (i++) {
@@ -541,7 +540,7 @@ static int read_choices(struct reply_reader *rr)
 				return 0;
 			continue;
 		}
-		if (gh_jr_peek(r) != GH_JR_OBJECT || gh_jr_object(r))
+		if (gh_jr_object(r))
 			return 0;
 		while ((k = gh_jr_member(r, &n, &len)) == 1) {
 			if (NAME_IS(n, len, "message")) {
@@ -598,7 +597,7 @@ static int read_reply(const char *s, size_t n, struct gh_chat_response *out)
 	gh_buf_init(&rr.name, n);
 	gh_buf_init(&rr.args, n);
 	gh_jr_init(&rr.jr, s, n);
-	if (gh_jr_peek(&rr.jr) != GH_JR_OBJECT || gh_jr_object(&rr.jr))
+	if (gh_jr_object(&rr.jr))
 		goto out;
 	while ((k = gh_jr_member(&rr.jr, &name, &len)) == 1) {
 		if (NAME_IS(name, len, "choices"))
