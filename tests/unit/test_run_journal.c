@@ -5,12 +5,16 @@
  * a turn's end ends the reading; another owner's run is not found; events
  * past the per-run cap are reported, not skipped silently; the streams of
  * one run (native, AG-UI) never mix, and an opened stream is its owner's,
- * taken once, followed until it is ended.
+ * taken once, followed until it is ended; every event comes back whole
+ * and in order from any offset, though each record is coded against the
+ * one before it.
  */
 #include "run_journal.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -301,7 +305,96 @@ static void test_opened_stream_followed_until_ended(void)
 	T_EQ_INT(g.n, 500);
 }
 
+/* ------------------------------------------ records coded against the last */
+
+#define RT_EVENTS 3000
+
+/* The events test_every_event_comes_back_whole writes, kept to compare. */
+static struct {
+	char type[24];
+	char *data;
+	size_t len;
+} rt[RT_EVENTS];
+
+static uint32_t rt_seed = 12345;
+
+static uint32_t rt_rand(void)
+{
+	rt_seed = rt_seed * 1103515245u + 12345u;
+	return rt_seed >> 8;
+}
+
+/* Event i's data: mostly the previous one with a few bytes changed, cut or
+ * grown (a stream's deltas), sometimes empty, the same again, unrelated,
+ * or longer than a record is coded against. */
+static void rt_make(int i)
+{
+	size_t len, k, plen = i ? rt[i - 1].len : 0;
+	const char *prev = i ? rt[i - 1].data : "";
+	uint32_t kind = rt_rand() % 10;
+
+	len = kind == 0 ? 0 : kind == 1 ? plen : kind == 2 ? 2000 + rt_rand() % 3000
+	      : kind == 3 ? rt_rand() % 40 : plen + rt_rand() % 9;
+	if (len > plen + 8 && kind != 2 && kind != 3)
+		len = plen + 8;
+	rt[i].data = malloc(len + 1);
+	T_ASSERT(rt[i].data != NULL);
+	for (k = 0; k < len; k++)
+		rt[i].data[k] = kind >= 4 && k < plen ? prev[k] : (char)('a' + rt_rand() % 26);
+	if (kind >= 4 && len)
+		for (k = rt_rand() % 3; k > 0; k--)
+			rt[i].data[rt_rand() % len] = (char)('A' + rt_rand() % 26);
+	rt[i].data[len] = '\0';
+	rt[i].len = len;
+	/* 300 types in all: more than the journal interns, so some travel
+	 * whole in their records */
+	snprintf(rt[i].type, sizeof(rt[i].type), "type-%u", (unsigned)(i < 1500 ? i % 7 : i % 300));
+}
+
+struct rt_got {
+	int64_t from, next;
+	int bad;
+};
+
+static int rt_check(void *ud, int64_t seq, const char *type, const char *data, size_t len)
+{
+	struct rt_got *g = ud;
+
+	if (seq != g->next || seq >= RT_EVENTS || strcmp(type, rt[seq].type) ||
+	    len != rt[seq].len || memcmp(data, rt[seq].data, len) || data[len] != '\0')
+		g->bad = 1;
+	g->next = seq + 1;
+	return 0;
+}
+
+static void test_every_event_comes_back_whole(void)
+{
+	static const int64_t froms[] = {0, 1, 2, 999, 1500, 2998, 2999};
+	struct gh_err e;
+	size_t i;
+
+	gh_run_journal_reset();
+	for (i = 0; i < RT_EVENTS; i++) {
+		rt_make((int)i);
+		/* two turns: the second's first record is coded whole */
+		gh_run_journal_add(GH_JOURNAL_NATIVE, "alice", "run_rt", rt[i].type, rt[i].data,
+				   rt[i].len, i == 1499 || i == RT_EVENTS - 1);
+	}
+	for (i = 0; i < sizeof(froms) / sizeof(froms[0]); i++) {
+		struct rt_got g = {froms[i], froms[i], 0};
+
+		T_EQ_INT(gh_run_journal_follow(GH_JOURNAL_NATIVE, "alice", "run_rt", froms[i],
+					       rt_check, NULL, &g, &e), GH_OK);
+		T_EQ_INT(g.bad, 0);
+		T_EQ_INT(g.next, RT_EVENTS);
+	}
+	for (i = 0; i < RT_EVENTS; i++)
+		free(rt[i].data);
+	gh_run_journal_reset();
+}
+
 T_MAIN(T(test_replay_from_offset), T(test_other_owner_and_unknown_run),
        T(test_follow_while_written), T(test_streams_of_a_run_do_not_mix),
        T(test_opened_stream_is_its_owners_once), T(test_opened_stream_followed_until_ended),
-       T(test_long_client_run_id), T(test_too_many_events_are_reported))
+       T(test_long_client_run_id), T(test_too_many_events_are_reported),
+       T(test_every_event_comes_back_whole))
