@@ -791,11 +791,12 @@ struct part {
 	size_t n;
 };
 
-/* One chunk of v's parts, put whole; small ones (most stream events) are
- * assembled on the stack. */
+/* One chunk of v's parts, put whole; small ones (a stream's text deltas)
+ * are assembled on the stack, kept short because a stream's worker keeps
+ * every stack page it touched. */
 static int write_chunk(struct gh_req *r, const struct part *v, int nv)
 {
-	char small[2048], *out = small;
+	char small[512], *out = small;
 	size_t total = 0, n;
 	int i, rc;
 

@@ -195,7 +195,9 @@ struct native_stream {
 	struct gh_http_stream hs;
 	struct gh_run_sink sink;      /* hand to the engine */
 	int finished;                 /* a finish or error chunk was sent */
-	char shown[SHOWN_MAX][GH_ID_MAX];  /* tool calls this stream showed */
+	char (*shown)[GH_ID_MAX];     /* tool calls this stream showed (made on
+				       * the first: most streams show none, and
+				       * a stream's worker keeps its stack) */
 	size_t nshown;
 };
 
@@ -206,9 +208,20 @@ static int shown(struct native_stream *s, const char *id, int add)
 	for (i = 0; i < s->nshown; i++)
 		if (!strcmp(s->shown[i], id))
 			return 1;
-	if (add && s->nshown < SHOWN_MAX)
+	if (add && !s->shown)
+		s->shown = calloc(SHOWN_MAX, sizeof(*s->shown));
+	/* out of memory: the call may be shown twice, never not at all */
+	if (add && s->shown && s->nshown < SHOWN_MAX)
 		gh_strlcpy(s->shown[s->nshown++], id, GH_ID_MAX);
 	return 0;
+}
+
+/* Ends the stream (when it was started) and frees what it kept. */
+static void stream_end(struct native_stream *s)
+{
+	gh_http_stream_end(&s->hs, 1);
+	free(s->shown);
+	s->shown = NULL;
 }
 
 static int send_chunk(struct native_stream *s, const struct gh_run_event *ev);
@@ -328,7 +341,7 @@ static void stream_run(struct gh_req *r, const struct gh_agent_conf *a, const cJ
 		stream_fail(&s, nr.rq.run_id, &e);
 	else
 		gh_run_result_clear(&res);
-	gh_http_stream_end(&s.hs, 1);
+	stream_end(&s);
 out:
 	gh_native_req_free(&nr);
 }
@@ -421,6 +434,7 @@ static void answer_call(struct gh_req *r, struct gh_tool_answer *ta, int as_stre
 	if (as_stream && (s.hs.begun || !r->responded))
 		gh_http_stream_end(&s.hs, 1);
 out:
+	free(s.shown);
 	gh_answer_out_clear(&out);
 }
 

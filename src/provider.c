@@ -635,6 +635,37 @@ static enum gh_code parse_reply_text(const struct gh_provider_conf *conf, const 
 	return GH_OK;
 }
 
+/* An upstream's answer with a status other than 2xx, as the exchange's
+ * error. Apart from gh_provider_exchange so its buffers take stack only
+ * on this path: a stream's worker keeps every stack page it touched. */
+static GH_NOINLINE enum gh_code status_failed(const struct gh_provider_conf *conf,
+					      const char *type, struct gh_provider_stream *st,
+					      const struct gh_upstream_resp *resp, struct gh_err *e)
+{
+	char what[GH_ERR_MSG_MAX];
+	enum gh_code rc;
+
+	/* so is the upstream's own wording of its error */
+	error_text(&resp->body, what, sizeof(what));
+	detail(st, "provider %s (%s): HTTP %ld: %s", conf->name, type, resp->status, what);
+	if (st->uerr) {
+		cJSON *j = NULL;
+		struct gh_err pe;
+
+		if (resp->body.len && gh_json_parse_opts(resp->body.data, resp->body.len, "error",
+							 GH_JSON_UPSTREAM, &j, &pe) == GH_OK)
+			gh_provider_note_error(st, (int)resp->status, j);
+		else
+			gh_provider_note_error(st, (int)resp->status, NULL);
+		cJSON_Delete(j);
+	}
+	rc = gh_err_set(e, resp->status == 429 ? GH_E_RATELIMIT : GH_E_UPSTREAM,
+			"provider %s (%s): HTTP %ld", conf->name, type, resp->status);
+	if (rc == GH_E_RATELIMIT && e && resp->retry_after_ms >= 0)
+		e->retry_after = (int)((resp->retry_after_ms + 999) / 1000);
+	return rc;
+}
+
 enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const char *type,
 				  const struct gh_provider_http *h, struct gh_provider_stream *st,
 				  struct gh_buf *raw, struct gh_err *e)
@@ -644,7 +675,6 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	struct gh_buf url;
 	struct xctx x;
 	size_t cap = conf->max_response_bytes > 0 ? (size_t)conf->max_response_bytes : 8u << 20;
-	char what[GH_ERR_MSG_MAX];
 	enum gh_code rc;
 
 	gh_buf_init(raw, cap);
@@ -703,24 +733,7 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 		goto out;
 	}
 	if (resp.status < 200 || resp.status > 299) {
-		/* so is the upstream's own wording of its error */
-		error_text(&resp.body, what, sizeof(what));
-		detail(st, "provider %s (%s): HTTP %ld: %s", conf->name, type, resp.status, what);
-		if (st->uerr) {
-			cJSON *j = NULL;
-			struct gh_err pe;
-
-			if (resp.body.len && gh_json_parse_opts(resp.body.data, resp.body.len, "error",
-								GH_JSON_UPSTREAM, &j, &pe) == GH_OK)
-				gh_provider_note_error(st, (int)resp.status, j);
-			else
-				gh_provider_note_error(st, (int)resp.status, NULL);
-			cJSON_Delete(j);
-		}
-		rc = gh_err_set(e, resp.status == 429 ? GH_E_RATELIMIT : GH_E_UPSTREAM,
-				"provider %s (%s): HTTP %ld", conf->name, type, resp.status);
-		if (rc == GH_E_RATELIMIT && e && resp.retry_after_ms >= 0)
-			e->retry_after = (int)((resp.retry_after_ms + 999) / 1000);
+		rc = status_failed(conf, type, st, &resp, e);
 		goto out;
 	}
 	/* a stream's completeness is judged by the provider, by its end marker */

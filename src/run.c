@@ -2367,22 +2367,22 @@ static void emit_error(struct run *r, enum gh_code rc, const struct gh_err *e)
 	emit(r, &ev);
 }
 
-enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq,
-			     const struct gh_run_sink *sink, struct gh_run_result *out,
-			     struct gh_err *e)
+/* gh_run_generate with its run's working state at r. */
+static enum gh_code generate(struct run *r, struct gh_app *app,
+			     const struct gh_run_request *rq, const struct gh_run_sink *sink,
+			     struct gh_run_result *out, struct gh_err *e)
 {
-	struct run r;
 	struct gh_decision d;
 	cJSON *results = NULL;
 	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = init_run(&r, app, rq->who, rq->agent, sink, e)) != GH_OK)
+	if ((rc = init_run(r, app, rq->who, rq->agent, sink, e)) != GH_OK)
 		goto out;
-	r.surface = rq->surface;
-	r.rq = rq;
-	r.stream = rq->stream;
-	gh_policy_agent(r.policy, rq->agent->id, &d);
+	r->surface = rq->surface;
+	r->rq = rq;
+	r->stream = rq->stream;
+	gh_policy_agent(r->policy, rq->agent->id, &d);
 	if (d.verdict != GH_V_ALLOW) {
 		rc = gh_err_set(e, GH_E_FORBIDDEN, "agent \"%s\" refused: %s", rq->agent->id, d.rule);
 		goto out;
@@ -2392,19 +2392,38 @@ enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq
 		goto out;
 	}
 	if (cJSON_GetArraySize(results) > 0)
-		rc = continue_with_results(&r, rq, results, out, e);
+		rc = continue_with_results(r, rq, results, out, e);
 	else
-		rc = new_run(&r, rq, out, e);
-	if (rc == GH_E_CANCELLED && r.is_new && r.state)
-		record_cancelled(&r);
+		rc = new_run(r, rq, out, e);
+	if (rc == GH_E_CANCELLED && r->is_new && r->state)
+		record_cancelled(r);
 out:
 	if (rc != GH_OK) {
-		emit_error(&r, rc, e);
+		emit_error(r, rc, e);
 		gh_run_result_clear(out);
 	}
-	trace_run_end(&r, rc, e);
+	trace_run_end(r, rc, e);
 	cJSON_Delete(results);
-	run_free(&r);
+	run_free(r);
+	return rc;
+}
+
+/* The run's working state is on the heap, not in this frame: a stream's
+ * worker keeps every stack page it touched for as long as it lives, and
+ * this frame is above the whole model loop. */
+enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq,
+			     const struct gh_run_sink *sink, struct gh_run_result *out,
+			     struct gh_err *e)
+{
+	struct run *r = malloc(sizeof(*r));
+	enum gh_code rc;
+
+	if (!r) {
+		memset(out, 0, sizeof(*out));
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	rc = generate(r, app, rq, sink, out, e);
+	free(r);
 	return rc;
 }
 

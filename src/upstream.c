@@ -632,18 +632,32 @@ static int sleep_ticking(const struct gh_upstream_req *req, int64_t ms)
 	}
 }
 
+/* resp->error: e's message without the "upstream <origin>: " every
+ * message of gh_upstream_do starts with. Apart so its buffer takes stack
+ * only on a failure. */
+static GH_NOINLINE void error_copy(struct gh_upstream_resp *resp, const char *origin,
+				   const struct gh_err *e)
+{
+	char prefix[ORIGIN_MAX + 16];
+	size_t n;
+
+	snprintf(prefix, sizeof(prefix), "upstream %s: ", origin);
+	n = strlen(prefix);
+	gh_strlcpy(resp->error, strncmp(e->msg, prefix, n) ? e->msg : e->msg + n,
+		   sizeof(resp->error));
+}
+
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e)
 {
 	struct curl_slist *headers = NULL;
 	struct handles *h;
-	char origin[ORIGIN_MAX], prefix[ORIGIN_MAX + 16];
+	char origin[ORIGIN_MAX];
 	enum gh_code rc = GH_E_INTERNAL;
 	int max_tries = req->max_retries > 0 ? req->max_retries + 1 : 1;
 	int64_t retry_after;
 	CURLcode cc = CURLE_OK;
 	struct gh_err local;
-	size_t n;
 
 	if (!e)
 		e = &local;
@@ -690,12 +704,7 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 	}
 	headers_free(headers);
 out:
-	if (rc != GH_OK) {
-		/* every message above starts with this prefix */
-		snprintf(prefix, sizeof(prefix), "upstream %s: ", origin);
-		n = strlen(prefix);
-		gh_strlcpy(resp->error, strncmp(e->msg, prefix, n) ? e->msg : e->msg + n,
-			   sizeof(resp->error));
-	}
+	if (rc != GH_OK)
+		error_copy(resp, origin, e);
 	return rc;
 }
