@@ -623,100 +623,128 @@ role:
 	return GH_OK;
 }
 
-static int dispatch(struct mg_connection *conn, void *cbdata)
+/* Everything before the handler: framing, target, route, body, key. 1 to
+ * run the route's handler (*rt), 0 when the request was answered here.
+ * Apart from dispatch so its error takes stack only while it runs: a
+ * stream's worker keeps every stack page it touched. */
+static GH_NOINLINE int admit(struct gh_req *r, const struct gh_route **rt, char **path,
+			     enum gh_metrics_surface *surface)
 {
-	struct gh_req r;
-	const struct gh_route *rt = NULL;
 	struct gh_err e;
+	int mismatch;
+
+	gh_err_clear(&e);
+	if (check_framing(r, &e) != GH_OK) {
+		r->must_close = 1;
+		mg_disable_connection_keep_alive(r->conn);
+		gh_http_error(r, &e);
+		return 0;
+	}
+	if (decode_target(r, path, &e) != GH_OK) {
+		gh_http_error(r, &e);
+		return 0;
+	}
+	r->path = *path;
+	*rt = route(r, &mismatch, surface);
+	if (!*rt) {
+		if (mismatch)
+			gh_http_errorf(r, GH_E_METHOD, "%s is not allowed on %s", r->method, r->path);
+		else
+			gh_http_errorf(r, GH_E_NOTFOUND, "no route for %s %s", r->method, r->path);
+		return 0;
+	}
+	if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD") && strcmp(r->method, "OPTIONS")) {
+		if (read_body(r, &e) != GH_OK) {
+			if (e.code == GH_E_TOOBIG) {
+				r->must_close = 1;
+				mg_disable_connection_keep_alive(r->conn);
+			}
+			gh_http_error(r, &e);
+			return 0;
+		}
+	}
+	if ((*rt)->auth != GH_AUTH_NONE) {
+		if (authenticate(r, (*rt)->auth, &e) != GH_OK) {
+			gh_http_error(r, &e);
+			return 0;
+		}
+		if (!r->session && !request_allowed(r, &e)) {
+			gh_http_error(r, &e);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* One request, its state at r (zeroed). */
+static int serve(struct gh_req *r, struct mg_connection *conn, void *cbdata)
+{
+	const struct gh_route *rt = NULL;
 	char *path = NULL;
-	int mismatch, i;
+	int i;
 	enum gh_metrics_surface surface = GH_MS_NONE;
 	/* the request runs under the config current when it arrived, however
 	 * long it streams and whatever a reload installs meanwhile */
 	struct gh_cfg_gen *gen = gh_app_cfg_acquire(cbdata), *prev_gen = gh_app_cfg_enter(gen);
 
-	memset(&r, 0, sizeof(r));
-	r.gen = gen;
-	gh_buf_init(&r.held, 1024 * 1024);
-	r.conn = conn;
-	r.ri = mg_get_request_info(conn);
-	r.app = cbdata;
-	r.method = r.ri->request_method;
-	r.path = r.ri->local_uri ? r.ri->local_uri : "/";
-	r.t0_ns = gh_mono_ns();
-	r.sock = -1;
-	gh_id_new("req_", r.id, sizeof(r.id));
-	gh_err_clear(&e);
+	r->gen = gen;
+	gh_buf_init(&r->held, 1024 * 1024);
+	r->conn = conn;
+	r->ri = mg_get_request_info(conn);
+	r->app = cbdata;
+	r->method = r->ri->request_method;
+	r->path = r->ri->local_uri ? r->ri->local_uri : "/";
+	r->t0_ns = gh_mono_ns();
+	r->sock = -1;
+	gh_id_new("req_", r->id, sizeof(r->id));
 	if (gh_otel_enabled())
 		gh_otel_request_begin(mg_get_header(conn, "traceparent"),
 				      mg_get_header(conn, "tracestate"));
-
-	if (check_framing(&r, &e) != GH_OK) {
-		r.must_close = 1;
-		mg_disable_connection_keep_alive(conn);
-		gh_http_error(&r, &e);
+	if (!admit(r, &rt, &path, &surface))
 		goto done;
-	}
-	if (decode_target(&r, &path, &e) != GH_OK) {
-		gh_http_error(&r, &e);
-		goto done;
-	}
-	r.path = path;
-	rt = route(&r, &mismatch, &surface);
-	if (!rt) {
-		if (mismatch)
-			gh_http_errorf(&r, GH_E_METHOD, "%s is not allowed on %s", r.method, r.path);
-		else
-			gh_http_errorf(&r, GH_E_NOTFOUND, "no route for %s %s", r.method, r.path);
-		goto done;
-	}
-	if (strcmp(r.method, "GET") && strcmp(r.method, "HEAD") && strcmp(r.method, "OPTIONS")) {
-		if (read_body(&r, &e) != GH_OK) {
-			if (e.code == GH_E_TOOBIG) {
-				r.must_close = 1;
-				mg_disable_connection_keep_alive(conn);
-			}
-			gh_http_error(&r, &e);
-			goto done;
-		}
-	}
-	if (rt->auth != GH_AUTH_NONE) {
-		if (authenticate(&r, rt->auth, &e) != GH_OK) {
-			gh_http_error(&r, &e);
-			goto done;
-		}
-		if (!r.session && !request_allowed(&r, &e)) {
-			gh_http_error(&r, &e);
-			goto done;
-		}
-	}
-	rt->fn(&r);
-	if (!r.responded)
-		gh_http_errorf(&r, GH_E_INTERNAL, "the handler sent no response");
+	rt->fn(r);
+	if (!r->responded)
+		gh_http_errorf(r, GH_E_INTERNAL, "the handler sent no response");
 done:
 	if (gh_otel_enabled())
 		gh_otel_request_end();
-	r.hold = 0;
-	flush_held(&r);
-	gh_buf_free(&r.held);
-	if (r.streaming)
-		atomic_fetch_sub(&r.app->active_streams, 1);
-	gh_metrics_request(surface, r.status ? r.status : 200, gh_mono_ns() - r.t0_ns);
+	r->hold = 0;
+	flush_held(r);
+	gh_buf_free(&r->held);
+	if (r->streaming)
+		atomic_fetch_sub(&r->app->active_streams, 1);
+	gh_metrics_request(surface, r->status ? r->status : 200, gh_mono_ns() - r->t0_ns);
 	{
 		/* the key's id, never any part of its secret */
-		struct gh_log_request lr = {r.id, r.method, r.path, rt ? rt->pattern : NULL,
-					    r.status, (double)(gh_mono_ns() - r.t0_ns) / 1e6,
-					    r.who.key.id};
+		struct gh_log_request lr = {r->id, r->method, r->path, rt ? rt->pattern : NULL,
+					    r->status, (double)(gh_mono_ns() - r->t0_ns) / 1e6,
+					    r->who.key.id};
 
 		gh_log_request(&lr);
 	}
 	for (i = 0; i < GH_ROUTE_PARAMS; i++)
-		free(r.params[i]);
-	free(r.body);
+		free(r->params[i]);
+	free(r->body);
 	free(path);
 	gh_app_cfg_leave(prev_gen);
-	gh_app_cfg_release(r.gen);
-	return r.status ? r.status : 200;
+	gh_app_cfg_release(r->gen);
+	return r->status ? r->status : 200;
+}
+
+/* The request's state is on the heap, not in this frame: a stream's
+ * worker keeps every stack page it touched for as long as it lives. */
+static int dispatch(struct mg_connection *conn, void *cbdata)
+{
+	struct gh_req *r = calloc(1, sizeof(*r));
+	int status;
+
+	if (!r) {
+		mg_send_http_error(conn, 503, "out of memory");
+		return 503;
+	}
+	status = serve(r, conn, cbdata);
+	free(r);
+	return status;
 }
 
 /* --------------------------------------------------------------- SSE */

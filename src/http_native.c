@@ -317,33 +317,43 @@ static void stream_fail(struct native_stream *s, const char *run_id, const struc
 	s->finished = 1;
 }
 
-/* Streams the run body asks for (a stream request of agent params[0]). */
-static void stream_run(struct gh_req *r, const struct gh_agent_conf *a, const cJSON *body)
-{
+/* A stream request's working state, on the heap: a stream's worker keeps
+ * every stack page it touched for as long as it lives. */
+struct stream_work {
 	struct gh_native_req nr;
 	struct native_stream s;
 	struct gh_run_result res;
 	struct gh_err e;
+};
 
-	memset(&nr, 0, sizeof(nr));
+/* Streams the run body asks for (a stream request of agent params[0]). */
+static void stream_run(struct gh_req *r, const struct gh_agent_conf *a, const cJSON *body)
+{
+	struct stream_work *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		gh_http_errorf(r, GH_E_NOMEM, "out of memory");
+		return;
+	}
 	/* everything that can fail as a plain HTTP error does so before the
 	 * stream starts */
-	if (gh_native_parse(body, &r->who, a, &nr, &e) != GH_OK) {
-		gh_http_error(r, &e);
+	if (gh_native_parse(body, &r->who, a, &w->nr, &w->e) != GH_OK) {
+		gh_http_error(r, &w->e);
 		goto out;
 	}
-	if (stream_begin(r, &s) != 0)
+	if (stream_begin(r, &w->s) != 0)
 		goto out;
-	nr.rq.stream = 1;
-	if (gh_run_generate(r->app, &nr.rq, &s.sink, &res, &e) != GH_OK)
+	w->nr.rq.stream = 1;
+	if (gh_run_generate(r->app, &w->nr.rq, &w->s.sink, &w->res, &w->e) != GH_OK)
 		/* a run that had begun already told the client; one that
 		 * failed up front (policy, conflict) says it here */
-		stream_fail(&s, nr.rq.run_id, &e);
+		stream_fail(&w->s, w->nr.rq.run_id, &w->e);
 	else
-		gh_run_result_clear(&res);
-	stream_end(&s);
+		gh_run_result_clear(&w->res);
+	stream_end(&w->s);
 out:
-	gh_native_req_free(&nr);
+	gh_native_req_free(&w->nr);
+	free(w);
 }
 
 static void stream(struct gh_req *r)

@@ -78,6 +78,7 @@ struct run {
 	int pass_noted;                    /* dropped pass-through fields were logged */
 	const char *error;                 /* recorded with a failed run */
 	cJSON *partial;                    /* tool calls seen streaming in this step */
+	char detail[GH_ERR_MSG_MAX];       /* the whole story of a failed model call */
 	struct deferred_end *end;          /* a direct call's end row, committed with the run */
 	struct gh_span *span;              /* invoke_agent: this request's part of the run */
 	struct gh_span *tool_span;         /* execute_tool: the call being gated or settled */
@@ -1547,7 +1548,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch};
 	struct gh_chat_response resp;
 	struct gh_span *sp;
-	char *sys, detail[GH_ERR_MSG_MAX];
+	char *sys, *detail = r->detail;
 	enum gh_code rc;
 
 	if (r->sink) {
@@ -1606,7 +1607,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	}
 	detail[0] = '\0';
 	req.error_detail = detail;
-	req.error_detail_cap = sizeof(detail);
+	req.error_detail_cap = sizeof(r->detail);
 	sp = gh_run_trace_chat(r->span, r->agent, req.model, r->thread_id);
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
 	gh_run_trace_chat_end(sp, rc, e, &resp);
@@ -2587,17 +2588,17 @@ static void resume_failed(struct run *r, const struct gh_err *e)
 			e->msg);
 }
 
-enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
+/* gh_run_resume with its run's working state at r. */
+static enum gh_code resume(struct run *r, struct gh_app *app, const char *run_id,
 			   const struct gh_run_sink *sink, struct gh_run_result *out,
 			   struct gh_err *e)
 {
-	struct run r;
 	struct gh_run_row row;
 	enum gh_code rc;
 
 	memset(out, 0, sizeof(*out));
-	memset(&r, 0, sizeof(r));
-	r.app = app;
+	memset(r, 0, sizeof(*r));
+	r->app = app;
 	rc = gh_store_run_get(app->store, NULL, run_id, &row, e);
 	if (rc != GH_OK)
 		return rc;
@@ -2606,23 +2607,41 @@ enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 		gh_run_row_clear(&row);
 		return rc;
 	}
-	if ((rc = init_run(&r, app, NULL, NULL, sink, e)) != GH_OK ||
-	    (rc = act_as_owner(&r, row.key_id, e)) != GH_OK)
+	if ((rc = init_run(r, app, NULL, NULL, sink, e)) != GH_OK ||
+	    (rc = act_as_owner(r, row.key_id, e)) != GH_OK)
 		goto out;
-	r.surface = "resume";
-	r.resumed = 1;
-	if ((rc = claim(&r, run_id, GH_RUN_SUSPENDED, e)) != GH_OK)
+	r->surface = "resume";
+	r->resumed = 1;
+	if ((rc = claim(r, run_id, GH_RUN_SUSPENDED, e)) != GH_OK)
 		goto out;
-	if ((rc = gh_run_hold_as(app, row.owner, run_id, 0, &r.hold, e)) != GH_OK ||
-	    (rc = load_run(&r, row.owner, run_id, e)) != GH_OK ||
-	    (rc = continue_run(&r, out, e)) != GH_OK)
-		resume_failed(&r, e);
+	if ((rc = gh_run_hold_as(app, row.owner, run_id, 0, &r->hold, e)) != GH_OK ||
+	    (rc = load_run(r, row.owner, run_id, e)) != GH_OK ||
+	    (rc = continue_run(r, out, e)) != GH_OK)
+		resume_failed(r, e);
 out:
 	if (rc != GH_OK)
 		gh_run_result_clear(out);
-	trace_run_end(&r, rc, e);
+	trace_run_end(r, rc, e);
 	gh_run_row_clear(&row);
-	run_free(&r);
+	run_free(r);
+	return rc;
+}
+
+/* As gh_run_generate's, the working state is on the heap: a resumed run
+ * may stream (the answer of a decided approval). */
+enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
+			   const struct gh_run_sink *sink, struct gh_run_result *out,
+			   struct gh_err *e)
+{
+	struct run *r = malloc(sizeof(*r));
+	enum gh_code rc;
+
+	if (!r) {
+		memset(out, 0, sizeof(*out));
+		return gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	rc = resume(r, app, run_id, sink, out, e);
+	free(r);
 	return rc;
 }
 

@@ -647,8 +647,8 @@ static GH_NOINLINE void error_copy(struct gh_upstream_resp *resp, const char *or
 		   sizeof(resp->error));
 }
 
-enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
-			    struct gh_err *e)
+static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
+				struct gh_err *e)
 {
 	struct curl_slist *headers = NULL;
 	struct handles *h;
@@ -657,10 +657,7 @@ enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstrea
 	int max_tries = req->max_retries > 0 ? req->max_retries + 1 : 1;
 	int64_t retry_after;
 	CURLcode cc = CURLE_OK;
-	struct gh_err local;
 
-	if (!e)
-		e = &local;
 	url_origin(req->url, origin, sizeof(origin));
 	resp_blank(resp);
 	gh_buf_reset(&resp->body);
@@ -707,4 +704,20 @@ out:
 	if (rc != GH_OK)
 		error_copy(resp, origin, e);
 	return rc;
+}
+
+/* gh_upstream_do for a caller that wants no error: the gh_err it needs
+ * anyway is in this frame, not in every transfer's. */
+static GH_NOINLINE enum gh_code upstream_do_quiet(const struct gh_upstream_req *req,
+						  struct gh_upstream_resp *resp)
+{
+	struct gh_err local;
+
+	return upstream_do(req, resp, &local);
+}
+
+enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
+			    struct gh_err *e)
+{
+	return e ? upstream_do(req, resp, e) : upstream_do_quiet(req, resp);
 }

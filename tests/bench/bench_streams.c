@@ -9,6 +9,9 @@
  *   direct   N streams straight to the fake's /v1/chat/completions, with the
  *            upstream body gatehouse sends (captured during warm-up);
  *   gateway  N streams through a freshly started gatehouse.
+ * Odd repetitions run the gateway phase first and stop gatehouse before
+ * the direct one: its idle keep-alive connections would otherwise hold
+ * the fake's workers and the direct streams would queue for them.
  * The fake paces every stream (stream.chunk_delay_ms between events,
  * words_per_chunk words per delta) so all N are open at once. Time to first
  * token is from writing the request to reading the first text: the first
@@ -548,6 +551,16 @@ static void print_phase(const char *name, const struct phase_result *r)
 		printf("      first failure: %s\n", r->first_err);
 }
 
+/* Stops gatehouse once (pid 0 after). */
+static void stop_gatehouse(struct bench_proc *gp)
+{
+	if (gp->pid <= 0)
+		return;
+	if (bench_stop(gp->pid, 60000) != 0)
+		fprintf(stderr, "bench: gatehouse did not exit cleanly (see %s)\n", gp->err);
+	gp->pid = 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.streams = 1000, .ramp_ms = 5000, .words = 150, .chunk_delay_ms = 100,
@@ -645,6 +658,11 @@ int main(int argc, char **argv)
 			rg = run_phase(&pg, &o, gp.pid, fp.pid, text);
 		} else {
 			rg = run_phase(&pg, &o, gp.pid, fp.pid, text);
+			/* gatehouse's idle connections to the fake each hold one
+			 * of its workers: it goes before the direct phase, or
+			 * the direct streams would queue for them */
+			stop_gatehouse(&gp);
+			bench_sleep_ms(1000);
 			rd = run_phase(&pd, &o, 0, fp.pid, text);
 		}
 		print_phase("direct", &rd);
@@ -671,8 +689,7 @@ int main(int argc, char **argv)
 			no_peak = 1;
 		}
 		free(direct_req);
-		if (bench_stop(gp.pid, 60000) != 0)
-			fprintf(stderr, "bench: gatehouse did not exit cleanly (see %s)\n", gp.err);
+		stop_gatehouse(&gp);
 	}
 	printf("\n%lld streams, median over %lld runs      p50 ms    p99 ms\n",
 	       (long long)o.streams, (long long)o.reps);
