@@ -2409,21 +2409,28 @@ out:
 	return rc;
 }
 
-/* The run's working state is on the heap, not in this frame: a stream's
+/* A run's working state, on the heap rather than in a frame: a stream's
  * worker keeps every stack page it touched for as long as it lives, and
- * this frame is above the whole model loop. */
+ * the run's frame is above the whole model loop. NULL (out cleared, e
+ * set) when out of memory. */
+static struct run *run_state_get(struct gh_run_result *out, struct gh_err *e)
+{
+	struct run *r = malloc(sizeof(*r));
+
+	if (!r) {
+		memset(out, 0, sizeof(*out));
+		gh_err_set(e, GH_E_NOMEM, "out of memory");
+	}
+	return r;
+}
+
 enum gh_code gh_run_generate(struct gh_app *app, const struct gh_run_request *rq,
 			     const struct gh_run_sink *sink, struct gh_run_result *out,
 			     struct gh_err *e)
 {
-	struct run *r = malloc(sizeof(*r));
-	enum gh_code rc;
+	struct run *r = run_state_get(out, e);
+	enum gh_code rc = r ? generate(r, app, rq, sink, out, e) : GH_E_NOMEM;
 
-	if (!r) {
-		memset(out, 0, sizeof(*out));
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
-	rc = generate(r, app, rq, sink, out, e);
 	free(r);
 	return rc;
 }
@@ -2627,20 +2634,15 @@ out:
 	return rc;
 }
 
-/* As gh_run_generate's, the working state is on the heap: a resumed run
- * may stream (the answer of a decided approval). */
+/* A resumed run may stream (the answer of a decided approval): its state
+ * is allocated too. */
 enum gh_code gh_run_resume(struct gh_app *app, const char *run_id,
 			   const struct gh_run_sink *sink, struct gh_run_result *out,
 			   struct gh_err *e)
 {
-	struct run *r = malloc(sizeof(*r));
-	enum gh_code rc;
+	struct run *r = run_state_get(out, e);
+	enum gh_code rc = r ? resume(r, app, run_id, sink, out, e) : GH_E_NOMEM;
 
-	if (!r) {
-		memset(out, 0, sizeof(*out));
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	}
-	rc = resume(r, app, run_id, sink, out, e);
 	free(r);
 	return rc;
 }
