@@ -731,7 +731,7 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 
 static const struct gh_provider_wire wire = {
 	TYPE, "/v1/messages", build_body, headers, parse_reply, on_event, incomplete,
-	NULL, /* replies are read from their tree */
+	NULL, NULL, /* replies and events are read from their trees */
 };
 
 const struct gh_provider_ops gh_provider_anthropic = {"anthropic", NULL, &wire};

@@ -165,6 +165,9 @@ struct gh_provider_wire {
 	 * the text is not in the shape it reads (parse_reply then gets the
 	 * tree; out is left zeroed), -1 out of memory. */
 	int (*read_reply)(const char *s, size_t n, struct gh_chat_response *out);
+	/* on_event with every chunk read through its cJSON tree (may be NULL:
+	 * on_event reads only trees): what on_event must match, for tests. */
+	gh_provider_event_fn on_event_tree;
 };
 
 /* A chat over an HTTP provider's wire: the request built and sent, then a

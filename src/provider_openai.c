@@ -559,10 +559,10 @@ static int read_choices(struct reply_reader *rr)
 	return k < 0 ? 0 : 1;
 }
 
-/* usage's two counts; a count that is not a number keeps its default. */
-static int read_usage_text(struct reply_reader *rr)
+/* usage's two counts into *in and *out; a count that is not a number
+ * keeps what they held (read_usage's default). */
+static int read_usage_text(struct gh_jr *r, int64_t *in, int64_t *out)
 {
-	struct gh_jr *r = &rr->jr;
 	const char *n;
 	size_t len;
 	int k;
@@ -570,8 +570,8 @@ static int read_usage_text(struct reply_reader *rr)
 	if (gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		int64_t *v = NAME_IS(n, len, "prompt_tokens")       ? &rr->out->input_tokens
-			     : NAME_IS(n, len, "completion_tokens") ? &rr->out->output_tokens
+		int64_t *v = NAME_IS(n, len, "prompt_tokens")       ? in
+			     : NAME_IS(n, len, "completion_tokens") ? out
 								     : NULL;
 
 		if (v && gh_jr_peek(r) == GH_JR_NUMBER ? gh_jr_int(r, v) : gh_jr_skip(r))
@@ -603,7 +603,7 @@ static int read_reply(const char *s, size_t n, struct gh_chat_response *out)
 		if (NAME_IS(name, len, "choices"))
 			k = read_choices(&rr);
 		else if (NAME_IS(name, len, "usage") && gh_jr_peek(&rr.jr) == GH_JR_OBJECT)
-			k = read_usage_text(&rr);
+			k = read_usage_text(&rr.jr, &out->input_tokens, &out->output_tokens);
 		else
 			k = gh_jr_skip(&rr.jr) ? 0 : 1;
 		if (k != 1) {
@@ -631,8 +631,144 @@ out:
 	return rc;
 }
 
+/* ---- a stream's chunk read without a tree ----
+ *
+ * Most chunks of a stream are one choice's text delta,
+ * {"id":..,"choices":[{"index":0,"delta":{"content":" w00041"},
+ * "finish_reason":null}]}, and the last ones bring finish_reason and
+ * usage. read_chunk takes such a chunk straight from its text. Whatever
+ * else on_event_tree reads (an error, tool calls, more than one choice, a
+ * choice or delta that is not an object, an index other than 0 or a count
+ * not written as an integer) and whatever the reader does not take
+ * (jread.h) goes to the tree. fuzz_openai_chunk holds the two to the same
+ * result. */
+
+struct chunk {
+	struct gh_jr jr_storage;
+	struct gh_buf text, finish;
+	int has_text, has_finish;
+	int64_t in, out;        /* the stream's counts, replaced when given */
+};
+
+static int read_delta(struct gh_jr *r, struct chunk *c)
+{
+	const char *n;
+	size_t len;
+	int k;
+
+	if (gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		if (NAME_IS(n, len, "content")) {
+			if (string_or_skip(r, &c->text, &c->has_text) != 1)
+				return 0;
+		} else if (NAME_IS(n, len, "tool_calls") || gh_jr_skip(r)) {
+			return 0;
+		}
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* The one choice: index 0 (or none, or not a number: gh_json_int's
+ * default), its delta and finish_reason. */
+static int read_choice(struct gh_jr *r, struct chunk *c)
+{
+	const char *n;
+	size_t len;
+	int64_t index;
+	int k;
+
+	if (gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		if (NAME_IS(n, len, "index") && gh_jr_peek(r) == GH_JR_NUMBER) {
+			if (gh_jr_int(r, &index) || index != 0)
+				return 0;
+		} else if (NAME_IS(n, len, "delta")) {
+			if (gh_jr_peek(r) != GH_JR_OBJECT || read_delta(r, c) != 1)
+				return 0;
+		} else if (NAME_IS(n, len, "finish_reason")) {
+			if (string_or_skip(r, &c->finish, &c->has_finish) != 1)
+				return 0;
+		} else if (gh_jr_skip(r)) {
+			return 0;
+		}
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* 1 when c holds the chunk as on_event_tree would read it, 0 to give it
+ * to the tree. c's buffers are the caller's to free either way. */
+static int read_chunk(const char *s, size_t n, struct chunk *c)
+{
+	const char *name;
+	size_t len;
+	int k, i;
+
+	gh_jr_init(&c->jr_storage, s, n);
+	if (gh_jr_object(&c->jr_storage))
+		return 0;
+	while ((k = gh_jr_member(&c->jr_storage, &name, &len)) == 1) {
+		struct gh_jr *r = &c->jr_storage;
+
+		if (NAME_IS(name, len, "error")) {
+			return 0;
+		} else if (NAME_IS(name, len, "choices")) {
+			if (gh_jr_array(r))
+				return 0;
+			for (i = 0; (k = gh_jr_next(r)) == 1; i++)
+				if (i || gh_jr_peek(r) != GH_JR_OBJECT || read_choice(r, c) != 1)
+					return 0;
+			if (k < 0)
+				return 0;
+		} else if (NAME_IS(name, len, "usage") && gh_jr_peek(r) == GH_JR_OBJECT) {
+			if (read_usage_text(r, &c->in, &c->out) != 1)
+				return 0;
+		} else if (gh_jr_skip(r)) {
+			return 0;
+		}
+	}
+	return k == 0 && !gh_jr_done(&c->jr_storage);
+}
+
+/* What on_event_tree does with the chunk read_chunk read. */
+static int apply_chunk(struct gh_provider_stream *st, const struct chunk *c)
+{
+	if (c->has_text && gh_provider_stream_text(st, c->text.data, c->text.len))
+		return 1;
+	if (c->has_finish) {
+		st->finish = gh_provider_finish(finish_reasons, c->finish.data);
+		st->have_finish = 1;
+	}
+	st->input_tokens = c->in;
+	st->output_tokens = c->out;
+	return 0;
+}
+
+static int on_event_tree(struct gh_provider_stream *st, const struct gh_sse_event *ev);
+
 /* One chunk of a stream: "data: {...}" or "data: [DONE]". */
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
+{
+	struct chunk c;
+	int stop;
+
+	if (st->done || !ev->data_len || !strcmp(ev->data, "[DONE]"))
+		return on_event_tree(st, ev);
+	gh_buf_init(&c.text, ev->data_len);
+	gh_buf_init(&c.finish, ev->data_len);
+	c.has_text = c.has_finish = 0;
+	c.in = st->input_tokens;
+	c.out = st->output_tokens;
+	stop = read_chunk(ev->data, ev->data_len, &c) ? apply_chunk(st, &c)
+						       : on_event_tree(st, ev);
+	gh_buf_free(&c.text);
+	gh_buf_free(&c.finish);
+	return stop;
+}
+
+/* One chunk of a stream through its cJSON tree. */
+static int on_event_tree(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
 	const cJSON *choices, *c, *err;
 	struct gh_err pe;
@@ -737,7 +873,7 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 
 static const struct gh_provider_wire wire = {
 	TYPE, "/chat/completions", build_body, headers, parse_reply, on_event, incomplete,
-	read_reply,
+	read_reply, on_event_tree,
 };
 
 const struct gh_provider_ops gh_provider_openai = {"openai", NULL, &wire};

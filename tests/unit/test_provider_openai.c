@@ -848,7 +848,62 @@ static void test_bad_message_refused(void)
 	t_provider_teardown();
 }
 
-T_MAIN(T(test_json_text_reply), T(test_reply_read_without_tree), T(test_request_translation), T(test_json_tool_calls),
+/* A stream's chunks through on_event (the common ones read from their
+ * text) and through on_event_tree give the same stream: the text, the
+ * finish reason, the counts, the calls, also for chunks the text reader
+ * leaves to the tree. */
+static void test_chunks_read_without_tree(void)
+{
+	static const char *chunks[] = {
+		"{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+		"\"content\":\"\"},\"finish_reason\":null}]}",
+		"{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\\u00e9 \"},"
+		"\"finish_reason\":null}]}",
+		/* the tree's: an index written 0.0, two choices, a tool call */
+		"{\"choices\":[{\"index\":0.0,\"delta\":{\"content\":\"a\"}}]}",
+		"{\"choices\":[{\"index\":1,\"delta\":{\"content\":\"x\"}},{\"delta\":{\"content\":\"b\"}}]}",
+		"{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"k1\","
+		"\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}",
+		"{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}",
+		"{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3}}",
+		"[DONE]",
+	};
+	const struct gh_provider_wire *w = gh_provider_openai.wire;
+	struct gh_chat_request req;
+	struct gh_chat_events ev;
+	struct gh_provider_stream a, b;
+	size_t i;
+
+	setup("");
+	memset(&req, 0, sizeof(req));
+	memset(&ev, 0, sizeof(ev));
+	gh_provider_stream_init(&a, &t_conf, "openai", &req, &ev);
+	gh_provider_stream_init(&b, &t_conf, "openai", &req, &ev);
+	for (i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		struct gh_sse_event e = {"message", chunks[i], strlen(chunks[i]), "", -1};
+
+		T_EQ_INT(w->on_event(&a, &e), 0);
+		T_EQ_INT(w->on_event_tree(&b, &e), 0);
+	}
+	T_EQ_INT((int)a.text.len, (int)strlen("caf\xc3\xa9 ab"));
+	T_ASSERT(!memcmp(a.text.data, "caf\xc3\xa9 ab", a.text.len));
+	T_ASSERT(a.text.len == b.text.len && !memcmp(a.text.data, b.text.data, a.text.len));
+	T_EQ_INT(a.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(b.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT((int)a.input_tokens, 12);
+	T_EQ_INT((int)a.output_tokens, 3);
+	T_EQ_INT((int)b.input_tokens, 12);
+	T_EQ_INT((int)a.ncalls, 1);
+	T_EQ_INT((int)b.ncalls, 1);
+	T_EQ_STR(a.calls[0].id, "k1");
+	T_ASSERT(a.done && b.done);
+	gh_provider_stream_free(&a);
+	gh_provider_stream_free(&b);
+	t_provider_teardown();
+}
+
+T_MAIN(T(test_json_text_reply), T(test_reply_read_without_tree),
+       T(test_chunks_read_without_tree), T(test_request_translation), T(test_json_tool_calls),
        T(test_sse_stream_split_oddly), T(test_stream_invalid_tool_args), T(test_stream_truncated),
        T(test_stream_malformed_chunk), T(test_stream_error_chunk), T(test_stream_reset), T(test_stream_over_cap),
        T(test_http_500_retried_then_reported), T(test_http_error_plain_body),
