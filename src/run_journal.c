@@ -184,7 +184,7 @@ static int type_code(const char *type)
 	int i;
 
 	for (i = 0; i < ntypes; i++)
-		if (types[i] == type || !strcmp(types[i], type))
+		if (!strcmp(types[i], type))
 			return i;
 	if (ntypes == TYPES_MAX || !(types[ntypes] = strdup(type)))
 		return TYPES_MAX;
