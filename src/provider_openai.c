@@ -644,7 +644,7 @@ out:
  * result. */
 
 struct chunk {
-	struct gh_jr jr_storage;
+	struct gh_jr jr;
 	struct gh_buf text, finish;
 	int has_text, has_finish;
 	int64_t in, out;        /* the stream's counts, replaced when given */
@@ -701,16 +701,15 @@ static int read_choice(struct gh_jr *r, struct chunk *c)
  * to the tree. c's buffers are the caller's to free either way. */
 static int read_chunk(const char *s, size_t n, struct chunk *c)
 {
+	struct gh_jr *r = &c->jr;
 	const char *name;
 	size_t len;
 	int k, i;
 
-	gh_jr_init(&c->jr_storage, s, n);
-	if (gh_jr_object(&c->jr_storage))
+	gh_jr_init(r, s, n);
+	if (gh_jr_object(r))
 		return 0;
-	while ((k = gh_jr_member(&c->jr_storage, &name, &len)) == 1) {
-		struct gh_jr *r = &c->jr_storage;
-
+	while ((k = gh_jr_member(r, &name, &len)) == 1) {
 		if (NAME_IS(name, len, "error")) {
 			return 0;
 		} else if (NAME_IS(name, len, "choices")) {
@@ -728,7 +727,7 @@ static int read_chunk(const char *s, size_t n, struct chunk *c)
 			return 0;
 		}
 	}
-	return k == 0 && !gh_jr_done(&c->jr_storage);
+	return k == 0 && !gh_jr_done(r);
 }
 
 /* What on_event_tree does with the chunk read_chunk read. */
