@@ -70,11 +70,22 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e
 	return st;
 }
 
+/* Arguments are bound without a copy (SQLITE_STATIC): they are the
+ * caller's and live for the whole call, and every statement they are bound
+ * to is reset and cleared before the call returns (done_stmt), so no
+ * statement keeps a pointer into them. */
 int store_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
 	if (!s)
 		return sqlite3_bind_null(st, i);
-	return sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+	return sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Ends a statement's use: no row held, no argument bound. */
+static void done_stmt(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
 }
 
 void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
@@ -86,7 +97,7 @@ void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n)
 			sqlite3_bind_int64(st, i + 1, args[i].num);
 		else if (args[i].kind == STORE_ARG_BLOB)
 			sqlite3_bind_blob(st, i + 1, args[i].text, (int)args[i].num,
-					  SQLITE_TRANSIENT);
+					  SQLITE_STATIC);
 		else
 			store_bind_text(st, i + 1, args[i].text);
 	}
@@ -96,6 +107,7 @@ enum gh_code store_exec(struct store_conn *w, const char *sql, const struct stor
 			int n, const char *what, int *changes, struct gh_err *e)
 {
 	sqlite3_stmt *st;
+	enum gh_code rc = GH_OK;
 
 	if (w->pg)
 		return store_pg_exec(w, sql, args, n, what, changes, e);
@@ -105,10 +117,11 @@ enum gh_code store_exec(struct store_conn *w, const char *sql, const struct stor
 		return GH_E_IO;
 	store_bind_args(st, args, n);
 	if (sqlite3_step(st) != SQLITE_DONE)
-		return store_fail(w, what, e);
-	if (changes)
+		rc = store_fail(w, what, e);
+	else if (changes)
 		*changes = sqlite3_changes(w->db);
-	return GH_OK;
+	done_stmt(st);
+	return rc;
 }
 
 enum gh_code store_insert(struct store_conn *w, const char *sql, const struct store_arg *args,
@@ -123,28 +136,30 @@ enum gh_code store_insert(struct store_conn *w, const char *sql, const struct st
 	return rc;
 }
 
-/* Steps st (args bound) through row, at most max rows; leaves it reset. */
+/* Steps st (args bound) through row, at most max rows; leaves it reset and
+ * its arguments cleared. */
 static enum gh_code step_rows(struct store_conn *c, sqlite3_stmt *st, int max, store_row_fn row,
 			      void *ud, int *nrows, const char *what, struct gh_err *e)
 {
 	struct store_row sr = {st, NULL, 0, NULL};
 	int src = SQLITE_DONE, seen = 0, r = 0;
+	enum gh_code rc = GH_OK;
 
 	while ((max <= 0 || seen < max) && (src = sqlite3_step(st)) == SQLITE_ROW) {
 		seen++;
 		if ((r = row(&sr, ud)) != 0)
 			break;
 	}
-	sqlite3_reset(st);
+	if (r == STORE_ROW_NOMEM)
+		rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
+	else if (r < 0)
+		rc = gh_err_set(e, GH_E_IO, "database: %s: a damaged row", what);
+	else if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = store_fail(c, what, e); /* before the reset: its message */
+	done_stmt(st);
 	if (nrows)
 		*nrows = seen;
-	if (r == STORE_ROW_NOMEM)
-		return gh_err_set(e, GH_E_NOMEM, "out of memory");
-	if (r < 0)
-		return gh_err_set(e, GH_E_IO, "database: %s: a damaged row", what);
-	if (r == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
-		return store_fail(c, what, e);
-	return GH_OK;
+	return rc;
 }
 
 enum gh_code store_rows(struct store_conn *c, const char *sql, const struct store_arg *args,
