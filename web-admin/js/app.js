@@ -128,6 +128,13 @@ function renderShell() {
   setLive();
 }
 
+// Each navigation renders into a container of its own. Pages load data
+// before they draw, so an earlier navigation can finish after a later one
+// (a click while the landing page still loads): its container is no longer
+// in the page by then, so what it draws is never seen, and its cleanup runs
+// at once.
+let navSeq = 0;
+
 async function navigate(first = false) {
   if (!shell) return;
   const { path, params } = parseHash();
@@ -137,6 +144,8 @@ async function navigate(first = false) {
     return;
   }
   const m = path.match(r.re);
+  const seq = ++navSeq;
+  const current = () => seq === navSeq && shell && view.isConnected;
   if (cleanup) {
     try { cleanup(); } catch { /* a page's cleanup must not stop navigation */ }
     cleanup = null;
@@ -146,15 +155,24 @@ async function navigate(first = false) {
     else a.removeAttribute('aria-current');
   }
   document.title = `${r.title} · gatehouse admin`;
-  replace(shell.main);
+  const view = h('div', { class: 'view' });
+  replace(shell.main, view);
+  let done = null;
   try {
-    cleanup = await r.page.render(shell.main, ctx, { params, match: m.slice(1), path }) || null;
+    done = await r.page.render(view, ctx, { params, match: m.slice(1), path }) || null;
   } catch (err) {
-    if (!(err instanceof ApiError && err.status === 401)) {
-      shell.main.appendChild(h('div', { class: 'notice bad', role: 'alert' },
+    if (current() && !(err instanceof ApiError && err.status === 401)) {
+      view.appendChild(h('div', { class: 'notice bad', role: 'alert' },
         `This page could not be loaded: ${err.message}`));
     }
   }
+  if (!current()) {
+    if (done) {
+      try { done(); } catch { /* ignore */ }
+    }
+    return;
+  }
+  cleanup = done;
   if (!first) shell.main.focus({ preventScroll: true });
 }
 
