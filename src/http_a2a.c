@@ -595,7 +595,10 @@ static void run_task(struct rpc *c, struct a2a_run *s, struct gh_a2a_task *t,
 		gh_a2a_task_set(t, GH_A2A_FAILED, gh_a2a_error_message(t, gh_code_name(grc),
 								       se.msg));
 	gh_run_view_clear(&v);
-	if (rc == GH_E_CANCELLED && !cancel && !strcmp(t->state, GH_A2A_CANCELED))
+	/* a run nobody asked to stop was cancelled because its client left;
+	 * whether the engine saw that at a tick (GH_E_CANCELLED) or at a failed
+	 * write to the stream (another code) is timing */
+	if (!cancel && !strcmp(t->state, GH_A2A_CANCELED))
 		gh_a2a_task_set(t, GH_A2A_CANCELED, gh_a2a_gone_message(t));
 	if (gh_store_a2a_task_save(app->store, t, GH_A2A_WORKING, &se) != GH_OK)
 		gh_warn("%s a2a: task %s not saved: %s", c->r->id, t->id, se.msg);
