@@ -43,6 +43,12 @@
 struct handles {
 	CURLM *multi;
 	CURL *easy;
+	/* The last URL this thread asked for, parsed once: a provider's URL
+	 * comes back request after request, and curl would parse it again for
+	 * every transfer (and url_origin once more for the error messages). */
+	char *url;                        /* wiped when replaced: it may hold a key */
+	CURLU *curlu;                     /* NULL: url did not parse (curl says why) */
+	char origin[ORIGIN_MAX];
 };
 
 static CURLSH *share;
@@ -52,18 +58,34 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
 static int key_ok;
 
+static void target_forget(struct handles *h);
+
 static void handles_destroy(void *p)
 {
 	struct handles *h = p;
 
 	if (!h)
 		return;
+	target_forget(h);
 	/* the easy handle is never left attached to the multi handle */
 	if (h->easy)
 		curl_easy_cleanup(h->easy);
 	if (h->multi)
 		curl_multi_cleanup(h->multi);
 	free(h);
+}
+
+/* Replaces h's easy handle with a new one: 0, or -1 (then h has none, and
+ * handles_get tries again next time). */
+static int easy_renew(struct handles *h)
+{
+	curl_easy_cleanup(h->easy);
+	h->easy = curl_easy_init();
+	if (h->easy && curl_easy_setopt(h->easy, CURLOPT_SHARE, share) == CURLE_OK)
+		return 0;
+	curl_easy_cleanup(h->easy);
+	h->easy = NULL;
+	return -1;
 }
 
 static void key_make(void)
@@ -80,7 +102,7 @@ static struct handles *handles_get(void)
 		return NULL;
 	h = pthread_getspecific(key);
 	if (h)
-		return h;
+		return h->easy || easy_renew(h) == 0 ? h : NULL;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
@@ -187,27 +209,68 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r)
 	gh_buf_free(&r->body);
 }
 
-/* "scheme://host:port" of url, never its path, query or user info. */
-static void url_origin(const char *url, char *out, size_t cap)
+/* "scheme://host:port" of the URL in u, never its path, query or user
+ * info; "(invalid URL)" when u is NULL or lacks a part. */
+static void curlu_origin(CURLU *u, char *out, size_t cap)
 {
-	CURLU *u = curl_url();
 	char *scheme = NULL, *host = NULL, *port = NULL;
 
 	gh_strlcpy(out, "(invalid URL)", cap);
-	if (!u || !url)
-		goto out;
-	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
-		goto out;
-	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-		goto out;
-	snprintf(out, cap, "%s://%s:%s", scheme, host, port);
-out:
+	if (u && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+		snprintf(out, cap, "%s://%s:%s", scheme, host, port);
 	curl_free(scheme);
 	curl_free(host);
 	curl_free(port);
+}
+
+/* url parsed, or NULL when it does not parse (or out of memory). */
+static CURLU *url_parse(const char *url)
+{
+	CURLU *u = url ? curl_url() : NULL;
+
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+		curl_url_cleanup(u);
+		u = NULL;
+	}
+	return u;
+}
+
+static void url_origin(const char *url, char *out, size_t cap)
+{
+	CURLU *u = url_parse(url);
+
+	curlu_origin(u, out, cap);
 	curl_url_cleanup(u);
+}
+
+static void target_forget(struct handles *h)
+{
+	if (h->url) {
+		sodium_memzero(h->url, strlen(h->url));
+		free(h->url);
+	}
+	curl_url_cleanup(h->curlu);
+	h->url = NULL;
+	h->curlu = NULL;
+	h->origin[0] = '\0';
+}
+
+/* Makes url this thread's current target (h->curlu, h->origin), parsing it
+ * only when it is not the one before. */
+static void target_set(struct handles *h, const char *url)
+{
+	if (h->url && !strcmp(h->url, url))
+		return;
+	target_forget(h);
+	h->curlu = url_parse(url);
+	curlu_origin(h->curlu, h->origin, sizeof(h->origin));
+	if (!(h->url = strdup(url))) {
+		/* kept unparsed: the next request parses it again */
+		curl_url_cleanup(h->curlu);
+		h->curlu = NULL;
+	}
 }
 
 /* One attempt's transfer state, shared with the curl callbacks. */
@@ -325,14 +388,25 @@ static void headers_free(struct curl_slist *list)
 	curl_slist_free_all(list);
 }
 
+/* "name: value" in line (emptied first). */
+static int header_line(struct gh_buf *line, const char *name, const char *value)
+{
+	int rc;
+
+	gh_buf_reset(line);
+	if ((rc = gh_buf_puts(line, name)) != GH_BUF_OK ||
+	    (rc = gh_buf_append(line, ": ", 2)) != GH_BUF_OK)
+		return rc;
+	return gh_buf_puts(line, value);
+}
+
 /* Appends "name: value" to *list; -1 when out of memory. */
 static int add_line(struct curl_slist **list, struct gh_buf *line, const char *name,
 		    const char *value)
 {
 	struct curl_slist *t;
 
-	gh_buf_reset(line);
-	if (gh_buf_printf(line, "%s: %s", name, value) != GH_BUF_OK ||
+	if (header_line(line, name, value) != GH_BUF_OK ||
 	    !(t = curl_slist_append(*list, line->data)))
 		return -1;
 	*list = t;
@@ -364,8 +438,7 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 					bad_header_text(h->name) ? "?" : h->name);
 			break;
 		}
-		gh_buf_reset(&line);
-		if (gh_buf_printf(&line, "%s: %s", h->name, h->value) != GH_BUF_OK) {
+		if (header_line(&line, h->name, h->value) != GH_BUF_OK) {
 			rc = gh_err_set(e, GH_E_INTERNAL,
 					"upstream %s: header \"%.64s\" is too long", origin,
 					h->name);
@@ -397,14 +470,18 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 	return GH_OK;
 }
 
-static int setopts(CURL *c, const struct gh_upstream_req *req, struct curl_slist *headers,
-		   struct xfer *x)
+static int setopts(CURL *c, CURLU *curlu, const struct gh_upstream_req *req,
+		   struct curl_slist *headers, struct xfer *x)
 {
 	const char *method = req->method ? req->method : "POST";
 	CURLcode r = CURLE_OK;
 
 #define SET(opt, val) do { if (r == CURLE_OK) r = curl_easy_setopt(c, opt, val); } while (0)
-	SET(CURLOPT_URL, req->url);
+	/* curl reads a parsed URL as it is (and never changes it) */
+	if (curlu)
+		SET(CURLOPT_CURLU, curlu);
+	else
+		SET(CURLOPT_URL, req->url);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -510,9 +587,17 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	if (req->max_response && req->max_response < x.limit)
 		x.limit = req->max_response;
 	curl_easy_reset(h->easy);
-	if (setopts(h->easy, req, headers, &x) != 0)
-		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: could not set up the request",
-				  origin);
+	if (setopts(h->easy, h->curlu, req, headers, &x) != 0) {
+		/* a transfer that failed before it had a connection (a URL
+		 * curl cannot parse) leaves curl 7.88's receive buffer behind,
+		 * and the handle then refuses CURLOPT_BUFFERSIZE for good:
+		 * this thread goes on with a fresh handle (connections live in
+		 * the multi handle, so none is lost) */
+		if (easy_renew(h) != 0 || (x.easy = h->easy,
+					   setopts(h->easy, h->curlu, req, headers, &x) != 0))
+			return gh_err_set(e, GH_E_INTERNAL,
+					  "upstream %s: could not set up the request", origin);
+	}
 	if (curl_multi_add_handle(h->multi, h->easy) != CURLM_OK)
 		return gh_err_set(e, GH_E_INTERNAL, "upstream %s: could not start the request",
 				  origin);
@@ -652,24 +737,26 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 {
 	struct curl_slist *headers = NULL;
 	struct handles *h;
-	char origin[ORIGIN_MAX];
+	char unparsed[ORIGIN_MAX];
+	const char *origin = unparsed;
 	enum gh_code rc = GH_E_INTERNAL;
 	int max_tries = req->max_retries > 0 ? req->max_retries + 1 : 1;
 	int64_t retry_after;
 	CURLcode cc = CURLE_OK;
 
-	url_origin(req->url, origin, sizeof(origin));
 	resp_blank(resp);
 	gh_buf_reset(&resp->body);
-	if (!req->url || !method_ok(req->method)) {
-		rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
+	if (!req->url || !method_ok(req->method) || !(h = handles_get())) {
+		url_origin(req->url, unparsed, sizeof(unparsed));
+		if (!req->url || !method_ok(req->method))
+			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
+		else
+			rc = gh_err_set(e, GH_E_NOMEM,
+					"upstream %s: could not create a curl handle", origin);
 		goto out;
 	}
-	if (!(h = handles_get())) {
-		rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: could not create a curl handle",
-				origin);
-		goto out;
-	}
+	target_set(h, req->url);
+	origin = h->origin;
 	if ((rc = make_headers(req, origin, &headers, e)) != GH_OK)
 		goto out;
 	for (;;) {

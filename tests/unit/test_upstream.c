@@ -1036,6 +1036,55 @@ static void test_capture_header(void)
 	teardown();
 }
 
+/* A thread keeps the last URL it parsed: the next request to another URL
+ * (another path, another query, another port, one that does not parse)
+ * must go where it says, and an error names its own origin. A URL curl
+ * cannot parse once left the thread's handle refusing every later request
+ * ("could not set up the request"). */
+static void test_each_request_goes_to_its_url(void)
+{
+	static const struct t_reply ra[] = {{200, NULL, "a", NULL, 0, 0, 0}};
+	static const struct t_reply rb[] = {{200, NULL, "b", NULL, 0, 0, 0}};
+	struct t_route a, b;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char ua[128], ub[128], dead[128], origin[128];
+	int i, port = t_dead_port();
+
+	setup();
+	t_srv_route(&a, "/a", ra, 1);
+	t_srv_route(&b, "/b", rb, 1);
+	snprintf(ua, sizeof(ua), "%s/a?n=1", t_srv.base);
+	snprintf(ub, sizeof(ub), "%s/b?n=2", t_srv.base);
+	snprintf(dead, sizeof(dead), "http://127.0.0.1:%d/private/x", port);
+	snprintf(origin, sizeof(origin), "upstream http://127.0.0.1:%d: connection refused",
+		 port);
+	gh_upstream_resp_init(&resp, 1024);
+	for (i = 0; i < 2; i++) {
+		req_init(&q, ua);
+		T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+		T_EQ_STR(resp.body.data, "a");
+		T_EQ_STR(a.query, "n=1");
+		req_init(&q, ub);
+		T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+		T_EQ_STR(resp.body.data, "b");
+		T_EQ_STR(b.query, "n=2");
+		req_init(&q, dead);
+		T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+		T_CONTAINS(e.msg, origin);
+		req_init(&q, "http://[not a url");
+		T_ASSERT(gh_upstream_do(&q, &resp, &e) != GH_OK);
+		T_CONTAINS(e.msg, "upstream (invalid URL)");
+	}
+	T_EQ_INT(atomic_load(&a.hits), 2);
+	T_EQ_INT(atomic_load(&b.hits), 2);
+	gh_upstream_resp_free(&resp);
+	t_route_close(&a);
+	t_route_close(&b);
+	teardown();
+}
+
 T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive), T(test_retry_429_honours_retry_after),
        T(test_retry_after_http_date), T(test_5xx_exhausts_retries), T(test_4xx_not_retried),
        T(test_timeout), T(test_connection_refused), T(test_response_over_cap),
@@ -1045,4 +1094,5 @@ T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive
        T(test_wake_fd_readable_falls_back_to_clock),
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
-       T(test_two_threads), T(test_threads_share_lookups), T(test_cleanup_then_reuse))
+       T(test_two_threads), T(test_threads_share_lookups), T(test_cleanup_then_reuse),
+       T(test_each_request_goes_to_its_url))
