@@ -3,6 +3,7 @@
  */
 #include "buf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,16 +118,26 @@ int gh_buf_put_hex(struct gh_buf *b, unsigned long long v)
 	return gh_buf_append(b, tmp, gh_fmt_hex(tmp, v));
 }
 
+/* Formats into the room the buffer already has, and only when that is too
+ * small grows it and formats again: printf's work once, not twice, for
+ * most calls. */
 int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)
 {
+	size_t room = b->data ? b->alloc - b->len : 0;
 	va_list cp;
 	int n, rc;
 
 	va_copy(cp, ap);
-	n = vsnprintf(NULL, 0, fmt, cp);
+	n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, cp);
 	va_end(cp);
 	if (n < 0)
 		return GH_BUF_NOMEM;
+	if ((size_t)n < room && (size_t)n <= b->cap - b->len) {
+		b->len += (size_t)n;
+		return GH_BUF_OK;
+	}
+	if (room)
+		b->data[b->len] = '\0'; /* what did not fit is no part of it */
 	rc = grow(b, (size_t)n);
 	if (rc != GH_BUF_OK)
 		return rc;
@@ -166,46 +177,73 @@ int gh_buf_json_strn(struct gh_buf *b, const char *s, size_t n)
 	return rc;
 }
 
+/* 1 when one of the 8 bytes in w must be escaped in a JSON string: below
+ * 0x20, '"' or '\\'. The usual word tricks, exact about whether any byte
+ * does (not about which). */
+static int word_needs_escape(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+	uint64_t hit = ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
+		       ((bslash - ones) & ~bslash);
+
+	return (hit & highs) != 0;
+}
+
+/* The first byte in [p, end) that must be escaped, or end. Strings are
+ * mostly plain text: eight bytes are looked at in one step. */
+static const unsigned char *plain_end(const unsigned char *p, const unsigned char *end)
+{
+	uint64_t w;
+
+	while (end - p >= 8) {
+		memcpy(&w, p, 8);
+		if (word_needs_escape(w))
+			break;
+		p += 8;
+	}
+	while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
 static int json_str(struct gh_buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s, *end = p + n;
-	size_t run = 0;
+	const unsigned char *p = (const unsigned char *)s, *end = p + n, *q;
+	char esc[6];
+	size_t elen;
 	int rc;
 
-	if ((rc = gh_buf_putc(b, '"')) != GH_BUF_OK)
+	/* room for the text as it is and its quotes: all it takes unless
+	 * something needs escaping */
+	if ((rc = grow(b, n + 2)) != GH_BUF_OK)
 		return rc;
-	for (;; p++) {
-		unsigned char c = p < end ? *p : 0;
-		char esc[6];
-		size_t elen = 0;
-
-		if (p < end && c >= 0x20 && c != '"' && c != '\\') {
-			run++;
-			continue;
-		}
-		/* flush the plain run before this byte */
-		if (run && (rc = gh_buf_append(b, p - run, run)) != GH_BUF_OK)
+	b->data[b->len++] = '"';
+	for (;;) {
+		q = plain_end(p, end);
+		if ((rc = gh_buf_append(b, p, (size_t)(q - p))) != GH_BUF_OK)
 			return rc;
-		run = 0;
-		if (p == end)
+		if (q == end)
 			break;
 		esc[0] = '\\';
-		switch (c) {
-		case '"':  esc[1] = '"'; elen = 2; break;
-		case '\\': esc[1] = '\\'; elen = 2; break;
-		case '\n': esc[1] = 'n'; elen = 2; break;
-		case '\r': esc[1] = 'r'; elen = 2; break;
-		case '\t': esc[1] = 't'; elen = 2; break;
-		case '\b': esc[1] = 'b'; elen = 2; break;
-		case '\f': esc[1] = 'f'; elen = 2; break;
+		elen = 2;
+		switch (*q) {
+		case '"':  esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
 		default:
 			esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
-			esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+			esc[4] = hex[*q >> 4]; esc[5] = hex[*q & 15];
 			elen = 6;
 		}
 		if ((rc = gh_buf_append(b, esc, elen)) != GH_BUF_OK)
 			return rc;
+		p = q + 1;
 	}
 	return gh_buf_putc(b, '"');
 }

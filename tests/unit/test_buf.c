@@ -148,6 +148,94 @@ static void test_json_str(void)
 	free(shown);
 }
 
+/* The escaper as the JSON grammar says it, a byte at a time. */
+static void json_ref(const unsigned char *s, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	out[o++] = '"';
+	for (i = 0; i < n; i++) {
+		unsigned char c = s[i];
+
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20) {
+			const char *short_form = strchr("\nn\rr\tt\bb\ff", c);
+
+			out[o++] = '\\';
+			if (c && short_form) {
+				out[o++] = short_form[1];
+			} else {
+				memcpy(out + o, "u00", 3);
+				o += 3;
+				out[o++] = hex[c >> 4];
+				out[o++] = hex[c & 15];
+			}
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+}
+
+/* Every byte value, at every place in strings long enough to take the
+ * word-at-a-time scan and its tail, escapes as the byte loop does. */
+static void test_json_str_every_byte_everywhere(void)
+{
+	unsigned char s[40];
+	char want[40 * 6 + 3];
+	struct gh_buf b;
+	size_t n, at;
+	int c;
+
+	gh_buf_init(&b, 4096);
+	for (n = 1; n <= sizeof(s); n++) {
+		for (at = 0; at < n; at++) {
+			for (c = 0; c < 256; c++) {
+				memset(s, 'x', n);
+				s[at] = (unsigned char)c;
+				if (at + 3 < n)
+					s[n - 1] = (unsigned char)(0x80 + at); /* UTF-8-ish tail */
+				json_ref(s, n, want);
+				gh_buf_reset(&b);
+				T_EQ_INT(gh_buf_json_strn(&b, (const char *)s, n), GH_BUF_OK);
+				if (strcmp(b.data, want))
+					T_FAIL("byte 0x%02x at %zu of %zu: got %s, want %s", c, at, n,
+					       b.data, want);
+			}
+		}
+	}
+	gh_buf_free(&b);
+}
+
+/* printf into room the buffer has, into too little room (formatted
+ * again), and past the cap (the buffer as it was). */
+static void test_printf_room(void)
+{
+	struct gh_buf b;
+
+	gh_buf_init(&b, 100);
+	T_EQ_INT(gh_buf_puts(&b, "0123456789"), GH_BUF_OK);
+	T_EQ_INT(gh_buf_printf(&b, "%d", 42), GH_BUF_OK);
+	T_EQ_STR(b.data, "012345678942");
+	T_EQ_INT(gh_buf_printf(&b, "%s", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"),
+		 GH_BUF_OK);
+	T_EQ_STR(b.data, "012345678942abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+	T_EQ_INT((int)b.len, 64);
+	T_EQ_INT(gh_buf_printf(&b, "%037d", 1), GH_BUF_TOOBIG);
+	T_EQ_STR(b.data, "012345678942abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+	T_EQ_INT(gh_buf_printf(&b, "%036d", 1), GH_BUF_OK);
+	T_EQ_INT((int)b.len, 100);
+	T_EQ_INT(gh_buf_printf(&b, "%s", ""), GH_BUF_OK);
+	T_EQ_INT(gh_buf_printf(&b, "x"), GH_BUF_TOOBIG);
+	T_EQ_INT((int)b.len, 100);
+	T_EQ_INT((int)strlen(b.data), 100);
+	gh_buf_free(&b);
+}
+
 static void test_json_str_cap(void)
 {
 	struct gh_buf b;
@@ -217,5 +305,6 @@ static void test_detach(void)
 	gh_buf_free(&b);
 }
 
-T_MAIN(T(test_cap_exact), T(test_printf_growth), T(test_json_str), T(test_json_str_cap),
+T_MAIN(T(test_cap_exact), T(test_printf_growth), T(test_json_str), T(test_json_str_cap), T(test_json_str_every_byte_everywhere),
+       T(test_printf_room),
        T(test_consume), T(test_detach))
