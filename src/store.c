@@ -261,6 +261,35 @@ static void unlock_writer(struct gh_store *s)
 
 /* -------------------------------------------------------------- batches */
 
+/* SQLite's count of commits by other connections (PRAGMA data_version:
+ * another process's, the CLI's; never this writer's own), or -1. */
+static int64_t data_version(struct store_conn *w)
+{
+	struct gh_err ignore;
+	sqlite3_stmt *st = store_stmt(w, "PRAGMA data_version", &ignore);
+	int64_t v = -1;
+
+	if (st && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	if (st)
+		sqlite3_reset(st);
+	return v;
+}
+
+/* At the start of a write transaction: the audit chain's head as the last
+ * transaction left it still holds when nobody else has committed since
+ * (this writer appends every row a gatehouse process makes; the CLI and
+ * other processes move data_version). Otherwise, and always on
+ * PostgreSQL, where replicas append to one chain, it is read again. */
+static void chain_check(struct gh_store *s)
+{
+	int64_t v = store_is_pg(s) ? -1 : data_version(&s->w);
+
+	if (v < 0 || v != s->chain_dv)
+		s->chain.known = 0;
+	s->chain_dv = v;
+}
+
 /* 1 when s has a writer (SQLite's connection, or PostgreSQL's pool and
  * not read-only). */
 static int writable(const struct gh_store *s)
@@ -314,7 +343,7 @@ static void run_batch_on(struct gh_store *s, struct store_job *jobs, int idle_ch
 		unlock_writer(s);
 		goto fail_all;
 	}
-	s->chain.known = 0;
+	chain_check(s);
 	s->audit_rows_tx = 0;
 	/* a lone job needs no savepoint: when it fails, the transaction is
 	 * its own to roll back (two statements fewer per commit at low load) */
@@ -1054,6 +1083,7 @@ out:
 
 		exec(&s->w, "PRAGMA foreign_keys = ON", &ignore);
 	}
+	s->chain.known = 0; /* a migration may have moved audit rows */
 	unlock_writer(s);
 	if (applied)
 		*applied = n;
@@ -1295,6 +1325,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	if (s->o.group_commit_max < 1)
 		s->o.group_commit_max = 1024;
 	s->lock_fd = -1;
+	s->chain_dv = -1;
 	s->signer = o->signer;
 	randombytes_buf(&s->instance, sizeof(s->instance));
 	s->instance &= INT64_MAX >> 1; /* > 0, and its halves read back from pg_locks */

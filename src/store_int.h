@@ -124,6 +124,8 @@ struct gh_store {
 	int house_started;
 
 	struct store_chain chain;
+	int64_t chain_dv;               /* data_version when chain was last checked
+					 * (SQLite writer; -1: unknown) */
 	const struct gh_audit_signer *signer; /* set under wmu and qmu */
 	/* who hears of committed checkpoints, and one written in the batch
 	 * being committed, for it once the commit holds */
