@@ -82,6 +82,8 @@ struct run {
 	struct deferred_end *end;          /* a direct call's end row, committed with the run */
 	struct gh_span *span;              /* invoke_agent: this request's part of the run */
 	struct gh_span *tool_span;         /* execute_tool: the call being gated or settled */
+	char *prompt;                      /* the system prompt, once read (NULL: none) */
+	int prompt_read;                   /* ... read in this request */
 };
 
 /* ------------------------------------------------------------- events */
@@ -684,6 +686,8 @@ struct mem_tx {
 	struct gh_err te;
 };
 
+static void prompt_forget(struct run *r, const struct gh_tool *t);
+
 static enum gh_code mem_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
 {
 	struct mem_tx *m = ud;
@@ -809,6 +813,7 @@ static enum gh_code execute(struct run *r, cJSON *c, const struct gh_tool *t, in
 		m.t = t;
 		m.call_id = call_id;
 		gh_err_clear(&m.te);
+		prompt_forget(r, t); /* whether it wrote or failed: read it again */
 		rc = gh_store_tx_run(r->app->store, mem_tx_fn, &m, &te);
 		if (rc == GH_OK) {
 			gh_metrics_tool_exec(t->name, metrics_source(t), m.is_error ? GH_ME_ERROR
@@ -1226,11 +1231,19 @@ out:
 
 /* ------------------------------------------------------------ the loop */
 
-static char *system_prompt(struct run *r)
+/* The agent's instructions with the user's working memory, read once a
+ * request and again after a tool of this run wrote memory: the steps of
+ * one request do not each read the store for what they wrote themselves
+ * or not at all. Borrowed until the run is freed or prompt_forget. */
+static const char *system_prompt(struct run *r)
 {
 	struct gh_buf b;
 	char *wm = NULL;
 	struct gh_err e;
+
+	if (r->prompt_read)
+		return r->prompt;
+	r->prompt_read = 1;
 
 	gh_buf_init(&b, 1 << 20);
 	gh_buf_puts(&b, r->agent->instructions ? r->agent->instructions : "");
@@ -1245,7 +1258,18 @@ static char *system_prompt(struct run *r)
 		gh_buf_free(&b);
 		return NULL;
 	}
-	return gh_buf_detach(&b);
+	r->prompt = gh_buf_detach(&b);
+	return r->prompt;
+}
+
+/* A memory tool of this run wrote: the next step reads the prompt again. */
+static void prompt_forget(struct run *r, const struct gh_tool *t)
+{
+	if (!gh_tool_memory_writes(t->name))
+		return;
+	free(r->prompt);
+	r->prompt = NULL;
+	r->prompt_read = 0;
 }
 
 /* Appends the tool message for the current step (results in call order)
@@ -1548,7 +1572,8 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch};
 	struct gh_chat_response resp;
 	struct gh_span *sp;
-	char *sys, *detail = r->detail;
+	const char *sys;
+	char *detail = r->detail;
 	enum gh_code rc;
 
 	if (r->sink) {
@@ -1611,7 +1636,6 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	sp = gh_run_trace_chat(r->span, r->agent, req.model, r->thread_id);
 	rc = gh_provider_chat(r->agent->prov, &req, &ev, &resp, e);
 	gh_run_trace_chat_end(sp, rc, e, &resp);
-	free(sys);
 	if (rc != GH_OK) {
 		if (rc == GH_E_CANCELLED)
 			r->cancelled = 1;
@@ -1842,6 +1866,7 @@ static void run_free(struct run *r)
 	cJSON_Delete(r->answered);
 	cJSON_Delete(r->registered);
 	free(r->last_text);
+	free(r->prompt);
 }
 
 /* Ends a request: completes or parks the run, answers out. */

@@ -91,6 +91,12 @@ class MemoryTest(GatewayTest):
                                                   "arguments": {"content": "Name: Alice"}}]},
                          {"text": "ok"}, {"text": "hi Alice"})
         self.gen(k, "I am Alice", resource="r")
+        # the run reads the prompt once, and again after its own update:
+        # the step after the tool already sees it
+        steps = [r["body"]["messages"][0]["content"] for r in self.fake.requests(model=self.m)]
+        self.assertEqual(len(steps), 2)
+        self.assertNotIn("Name: Alice", steps[0])
+        self.assertIn("Name: Alice", steps[1])
         self.gen(k, "who am I?", resource="r")
         system = self.fake.requests(model=self.m)[-1]["body"]["messages"][0]["content"]
         self.assertTrue(system.startswith("Base."))
