@@ -75,7 +75,7 @@ int gh_buf_puts(struct gh_buf *b, const char *s)
 	return gh_buf_append(b, s, strlen(s));
 }
 
-int gh_buf_putc(struct gh_buf *b, char c)
+int gh_buf_putc_grow(struct gh_buf *b, char c)
 {
 	return gh_buf_append(b, &c, 1);
 }
@@ -190,21 +190,20 @@ static int word_needs_escape(uint64_t w)
 	return (hit & highs) != 0;
 }
 
-/* The first byte in [p, end) that must be escaped, or end. Strings are
- * mostly plain text: eight bytes are looked at in one step. */
-static const unsigned char *plain_end(const unsigned char *p, const unsigned char *end)
+const char *gh_buf_json_plain_end(const char *s, const char *end)
 {
+	const unsigned char *p = (const unsigned char *)s, *e = (const unsigned char *)end;
 	uint64_t w;
 
-	while (end - p >= 8) {
+	while (e - p >= 8) {
 		memcpy(&w, p, 8);
 		if (word_needs_escape(w))
 			break;
 		p += 8;
 	}
-	while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
+	while (p < e && *p >= 0x20 && *p != '"' && *p != '\\')
 		p++;
-	return p;
+	return (const char *)p;
 }
 
 static int json_str(struct gh_buf *b, const char *s, size_t n)
@@ -221,7 +220,8 @@ static int json_str(struct gh_buf *b, const char *s, size_t n)
 		return rc;
 	b->data[b->len++] = '"';
 	for (;;) {
-		q = plain_end(p, end);
+		q = (const unsigned char *)gh_buf_json_plain_end((const char *)p,
+								 (const char *)end);
 		if ((rc = gh_buf_append(b, p, (size_t)(q - p))) != GH_BUF_OK)
 			return rc;
 		if (q == end)

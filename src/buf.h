@@ -36,7 +36,18 @@ void gh_buf_reset(struct gh_buf *b);
 
 int gh_buf_append(struct gh_buf *b, const void *p, size_t n);
 int gh_buf_puts(struct gh_buf *b, const char *s);
-int gh_buf_putc(struct gh_buf *b, char c);
+/* One byte: in place when the buffer has room (most calls; inline), else
+ * through gh_buf_putc_grow. */
+int gh_buf_putc_grow(struct gh_buf *b, char c);
+static inline int gh_buf_putc(struct gh_buf *b, char c)
+{
+	if (b->len + 1 < b->alloc) {
+		b->data[b->len++] = c;
+		b->data[b->len] = '\0';
+		return GH_BUF_OK;
+	}
+	return gh_buf_putc_grow(b, c);
+}
 /* An integer in decimal, or an unsigned one in lower-case hex, without
  * printf (whose locale handling costs more than the rest of a small
  * event's formatting on the streaming path). */
@@ -53,6 +64,11 @@ int gh_buf_vprintf(struct gh_buf *b, const char *fmt, va_list ap)
 int gh_buf_json_str(struct gh_buf *b, const char *s);
 /* The same for the n bytes at s (a NUL byte is written as \u0000). */
 int gh_buf_json_strn(struct gh_buf *b, const char *s, size_t n);
+
+/* The first byte in [s, end) that a JSON string cannot hold as it is (a
+ * control character, '"' or '\\'), or end. Eight bytes a step: strings
+ * are mostly plain text, written (gh_buf_json_strn) or read (jread). */
+const char *gh_buf_json_plain_end(const char *s, const char *end);
 
 /* Drops the first n bytes (n <= len). */
 void gh_buf_consume(struct gh_buf *b, size_t n);

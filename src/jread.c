@@ -157,8 +157,7 @@ static int string(struct gh_jr *r, struct gh_buf *out, struct gh_jr_key *raw)
 		char utf8[4];
 		size_t n;
 
-		while (p < r->end && (unsigned char)*p >= 0x20 && *p != '"' && *p != '\\')
-			p++;
+		p = gh_buf_json_plain_end(p, r->end);
 		if (p == r->end || (unsigned char)*p < 0x20)
 			return fail(r);
 		if (out && p > run && (rc = gh_buf_append(out, run, (size_t)(p - run))) != GH_BUF_OK)

@@ -434,19 +434,19 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 
 	if (depth > 1000)
 		return GH_BUF_TOOBIG; /* built trees are bounded far below this */
-	if (!v || cJSON_IsNull(v))
-		return gh_buf_puts(out, "null");
-	if (cJSON_IsTrue(v))
-		return gh_buf_puts(out, "true");
-	if (cJSON_IsFalse(v))
-		return gh_buf_puts(out, "false");
-	if (cJSON_IsNumber(v))
+	/* one look at the type byte (cJSON's own tests are a call each) */
+	switch (v ? v->type & 0xFF : cJSON_NULL) {
+	case cJSON_True:
+		return gh_buf_append(out, "true", 4);
+	case cJSON_False:
+		return gh_buf_append(out, "false", 5);
+	case cJSON_Number:
 		return gh_json_print_number(v->valuedouble, out);
-	if (cJSON_IsString(v))
+	case cJSON_String:
 		return gh_buf_json_str(out, v->valuestring ? v->valuestring : "");
-	if (cJSON_IsRaw(v))
+	case cJSON_Raw:
 		return gh_buf_puts(out, v->valuestring ? v->valuestring : "null");
-	if (cJSON_IsArray(v)) {
+	case cJSON_Array: {
 		const cJSON *c;
 
 		if ((rc = gh_buf_putc(out, '[')) != GH_BUF_OK)
@@ -459,15 +459,15 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 		}
 		return gh_buf_putc(out, ']');
 	}
-	if (cJSON_IsObject(v)) {
+	case cJSON_Object: {
 		const cJSON *c, **keys = NULL, *stackkeys[32];
 		size_t n = 0, i;
 
-		for (c = v->child; c; c = c->next)
-			n++;
-		if (n == 0)
-			return gh_buf_puts(out, "{}");
+		if (!v->child)
+			return gh_buf_append(out, "{}", 2);
 		if (sorted) {
+			for (c = v->child; c; c = c->next)
+				n++;
 			keys = n <= GH_ARRAY_LEN(stackkeys) ? stackkeys : malloc(n * sizeof(*keys));
 			if (!keys)
 				return GH_BUF_NOMEM;
@@ -476,7 +476,8 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 			qsort(keys, n, sizeof(*keys), cmp_keys);
 		}
 		rc = gh_buf_putc(out, '{');
-		for (i = 0, c = v->child; i < n && rc == GH_BUF_OK; i++, c = c ? c->next : NULL) {
+		for (i = 0, c = v->child; rc == GH_BUF_OK && (sorted ? i < n : c != NULL);
+		     i++, c = c ? c->next : NULL) {
 			const cJSON *m = sorted ? keys[i] : c;
 
 			if (i && (rc = gh_buf_putc(out, ',')) != GH_BUF_OK)
@@ -487,13 +488,14 @@ static int write_value(const cJSON *v, struct gh_buf *out, int sorted, int depth
 				break;
 			rc = write_value(m, out, sorted, depth + 1);
 		}
-		if (keys != stackkeys)
+		if (sorted && keys != stackkeys)
 			free(keys);
 		if (rc != GH_BUF_OK)
 			return rc;
 		return gh_buf_putc(out, '}');
 	}
-	return gh_buf_puts(out, "null");
+	}
+	return gh_buf_append(out, "null", 4); /* null, invalid, anything else */
 }
 
 /* Writes v, leaving out as it was on failure. */
