@@ -189,8 +189,9 @@ static void deliver(struct gh_pg_events *ev, const char *p)
 	t[tl] = '\0';
 	memcpy(y, type, yl);
 	y[yl] = '\0';
-	gh_hub_deliver(ev->hub, t, y, data, strlen(data));
+	/* counted first: a watcher woken by the delivery may read the stats */
 	atomic_fetch_add(&ev->received, 1);
+	gh_hub_deliver(ev->hub, t, y, data, strlen(data));
 }
 
 /* Tells the on_keys hook, if any, that a key changed. */
