@@ -54,6 +54,8 @@
 #define GH_FAKE_OUT_MAX (512u << 20)     /* any one response */
 #define GH_FAKE_NAME_MAX 256             /* model / tool names in query strings */
 #define GH_FAKE_DEFAULT_MODEL "fake-model"
+#define GH_FAKE_TAG "bench-stream-"          /* a request carrying it is timed (GET /_timings) */
+#define GH_FAKE_TAG_MAX 40
 
 enum kind { KIND_OPENAI, KIND_ANTHROPIC, KIND_TOOL, KIND_CONTROL };
 
@@ -78,8 +80,18 @@ struct log_ent {
 	char *tool;  /* NULL unless POST /tools/<name> */
 };
 
+/* When the fake read a tagged streamed request and when it wrote the first text of its answer
+ * (CLOCK_MONOTONIC ns, comparable with the client's clock on this machine): a benchmark takes
+ * the time the fake itself spent out of what its client measured. */
+struct timing {
+	char tag[GH_FAKE_TAG_MAX];
+	int64_t recv_ns, first_ns;
+};
+
 struct fake {
-	pthread_mutex_t mu; /* guards queues, log*, seq, next_id */
+	pthread_mutex_t mu; /* guards queues, log*, seq, next_id, timings* */
+	struct timing timings[GH_FAKE_LOG_MAX];
+	size_t ntimings;
 	struct queue *queues;
 	struct log_ent log[GH_FAKE_LOG_MAX];
 	size_t log_first, log_count, log_bytes;
@@ -103,6 +115,8 @@ struct req {
 	size_t body_len;
 	cJSON *json; /* the body parsed, or NULL when it is not JSON; owned */
 	int keep_alive;
+	int64_t t_start; /* CLOCK_MONOTONIC ns when the handler began */
+	long timing;     /* its slot in fake.timings, or -1 */
 };
 
 /* A tool call of a reply, ready to send. */
@@ -133,9 +147,19 @@ struct sse {
 	int64_t sent; /* events written */
 	int malformed_done, dead;
 	const char *malformed_event; /* "event:" line for the malformed event, or NULL */
+	int text_seen; /* the first text went out (timed) */
+	int text_next; /* the next event emitted carries text */
 };
 
 /* ---- small helpers ---- */
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static uint64_t new_id(struct fake *f)
 {
@@ -606,6 +630,8 @@ static int send_custom(struct req *r, enum kind kind, const cJSON *reply)
 
 /* ---- SSE ---- */
 
+static void timing_text(struct sse *s);
+
 static int sse_raw(struct sse *s, const char *event, const char *data)
 {
 	struct gh_buf ev, ch;
@@ -644,6 +670,11 @@ static int sse_emit(struct sse *s, const char *event, const char *data)
 			s->dead = 1;
 			return -1;
 		}
+	}
+	if (s->text_next) {
+		/* stamped before the write: the reader may run before write() returns */
+		s->text_next = 0;
+		timing_text(s);
 	}
 	if (sse_raw(s, event, data) != 0) {
 		s->dead = 1;
@@ -926,6 +957,7 @@ static int openai_stream(struct req *r, const struct plan *p, const char *model,
 			d = cJSON_CreateObject();
 			cJSON_AddStringToObject(d, "content", piece ? piece : "");
 			free(piece);
+			o.s.text_next = 1;
 			if (sse_json(&o.s, NULL, oa_chunk(&o, d, NULL)) != 0)
 				goto out;
 		}
@@ -1123,6 +1155,7 @@ static int anthropic_stream(struct req *r, const struct plan *p, const char *mod
 			piece = substr(text, off, end);
 			v = an_delta(idx, "text_delta", "text", piece ? piece : "");
 			free(piece);
+			s.text_next = 1;
 			if (sse_json(&s, "content_block_delta", v) != 0)
 				goto out;
 		}
@@ -1399,6 +1432,8 @@ static int req_open(struct req *r, struct mg_connection *conn, enum kind kind)
 	int n;
 
 	memset(r, 0, sizeof *r);
+	r->t_start = mono_ns();
+	r->timing = -1;
 	r->conn = conn;
 	r->ri = mg_get_request_info(conn);
 	r->f = mg_get_user_data(mg_get_context(conn));
@@ -1458,6 +1493,47 @@ static int reply_prelude(struct req *r, const cJSON *reply)
 	return 0;
 }
 
+/* A streamed LLM request whose body carries GH_FAKE_TAG followed by a name gets a timing slot
+ * (while there is room: /_reset empties them), started when its handler began. */
+static void timing_start(struct req *r)
+{
+	const char *t = r->body ? strstr(r->body, GH_FAKE_TAG) : NULL;
+	struct timing *tm;
+	size_t n = 0;
+
+	r->timing = -1;
+	if (!t || !gh_json_bool(r->json, "stream", 0))
+		return;
+	pthread_mutex_lock(&r->f->mu);
+	if (r->f->ntimings < GH_FAKE_LOG_MAX) {
+		r->timing = (long)r->f->ntimings++;
+		tm = &r->f->timings[r->timing];
+		while (n + 1 < sizeof tm->tag && (isalnum((unsigned char)t[n]) || t[n] == '-'))
+			n++;
+		memcpy(tm->tag, t, n);
+		tm->tag[n] = '\0';
+		tm->recv_ns = r->t_start;
+		tm->first_ns = 0;
+	}
+	pthread_mutex_unlock(&r->f->mu);
+}
+
+/* The first text of a timed request's answer is being written. */
+static void timing_text(struct sse *s)
+{
+	struct req *r = s->r;
+
+	if (s->text_seen)
+		return;
+	s->text_seen = 1;
+	if (r->timing < 0)
+		return;
+	pthread_mutex_lock(&r->f->mu);
+	if ((size_t)r->timing < r->f->ntimings)
+		r->f->timings[r->timing].first_ns = mono_ns();
+	pthread_mutex_unlock(&r->f->mu);
+}
+
 /* Answers POST /v1/chat/completions or POST /v1/messages. */
 static int handle_llm(struct mg_connection *conn, enum kind kind)
 {
@@ -1482,6 +1558,7 @@ static int handle_llm(struct mg_connection *conn, enum kind kind)
 		rc = send_error(&r, kind, 400, "the request body must be a JSON object");
 		goto out;
 	}
+	timing_start(&r);
 	model = gh_json_str(r.json, "model");
 	reply = take_reply(r.f, 0, model ? model : "");
 	if (reply_prelude(&r, reply)) {
@@ -1785,10 +1862,22 @@ static int handle_reset(struct mg_connection *conn, void *cbdata)
 	pthread_mutex_lock(&r.f->mu);
 	queues_free(r.f);
 	log_clear(r.f);
+	r.f->ntimings = 0;
 	pthread_mutex_unlock(&r.f->mu);
 	rc = send_ok(&r, NULL);
 out:
 	req_close(&r);
+	return rc;
+}
+
+/* Sends the JSON list a control endpoint built in o (then freed), or 500 when building it
+ * failed (bad). */
+static int send_list(struct req *r, struct gh_buf *o, int bad)
+{
+	int rc = bad ? send_error(r, KIND_CONTROL, 500, "out of memory")
+		     : send_full(r, 200, "application/json", o->data, o->len, NULL, NULL);
+
+	gh_buf_free(o);
 	return rc;
 }
 
@@ -1831,11 +1920,51 @@ static int handle_requests(struct mg_connection *conn, void *cbdata)
 		first = 0;
 	}
 	pthread_mutex_unlock(&r.f->mu);
-	if (bad || gh_buf_putc(&o, ']'))
-		rc = send_error(&r, KIND_CONTROL, 500, "out of memory");
-	else
-		rc = send_full(&r, 200, "application/json", o.data, o.len, NULL, NULL);
-	gh_buf_free(&o);
+	bad |= gh_buf_putc(&o, ']');
+	rc = send_list(&r, &o, bad);
+out:
+	req_close(&r);
+	return rc;
+}
+
+/* GET /_timings: every timed request since the last /_reset or POST /_timings, oldest
+ * first: [{"tag", "recv_ns", "first_ns"}] (first_ns 0: no text went out). */
+static int handle_timings(struct mg_connection *conn, void *cbdata)
+{
+	struct gh_buf o;
+	struct req r;
+	size_t i;
+	int rc, bad = 0;
+
+	rc = req_open(&r, conn, KIND_CONTROL);
+	if (rc)
+		return rc;
+	if (is_method(&r, "POST")) {
+		/* POST empties them (a benchmark's next phase), keeping the scripts */
+		pthread_mutex_lock(&r.f->mu);
+		r.f->ntimings = 0;
+		pthread_mutex_unlock(&r.f->mu);
+		rc = send_ok(&r, NULL);
+		goto out;
+	}
+	if (!is_method(&r, "GET")) {
+		rc = send_error(&r, KIND_CONTROL, 405, "use GET or POST");
+		goto out;
+	}
+	gh_buf_init(&o, (size_t)GH_FAKE_LOG_MAX * (GH_FAKE_TAG_MAX + 96) + 16);
+	bad |= gh_buf_putc(&o, '[');
+	pthread_mutex_lock(&r.f->mu);
+	for (i = 0; i < r.f->ntimings; i++) {
+		const struct timing *t = &r.f->timings[i];
+
+		bad |= gh_buf_printf(&o, "%s{\"tag\":", i ? "," : "");
+		bad |= gh_buf_json_str(&o, t->tag);
+		bad |= gh_buf_printf(&o, ",\"recv_ns\":%lld,\"first_ns\":%lld}",
+				     (long long)t->recv_ns, (long long)t->first_ns);
+	}
+	pthread_mutex_unlock(&r.f->mu);
+	bad |= gh_buf_putc(&o, ']');
+	rc = send_list(&r, &o, bad);
 out:
 	req_close(&r);
 	return rc;
@@ -2028,6 +2157,7 @@ int main(int argc, char **argv)
 	mg_set_request_handler(ctx, "/_script", handle_script, NULL);
 	mg_set_request_handler(ctx, "/_reset", handle_reset, NULL);
 	mg_set_request_handler(ctx, "/_requests", handle_requests, NULL);
+	mg_set_request_handler(ctx, "/_timings", handle_timings, NULL);
 	mg_set_request_handler(ctx, "/_health", handle_health, NULL);
 	mg_set_request_handler(ctx, "**", handle_other, NULL);
 
