@@ -281,23 +281,13 @@ static int sink_tick(void *ud)
 }
 
 /* Takes a stream slot and sets up the run's sink; -1 when refused
- * (already answered 503). Nothing is sent yet. */
+ * (already answered 503). Nothing is sent yet: the head leaves with the
+ * first event (the run's opening events leave together, after the
+ * model's request), or with the error of a run that failed up front. */
 static int stream_start(struct gh_req *r, struct native_stream *s)
 {
 	memset(s, 0, sizeof(*s));
-	if (gh_http_stream_start(r, &s->hs) != 0)
-		return -1;
-	s->sink.event = sink_event;
-	s->sink.tick = sink_tick;
-	s->sink.ud = s;
-	gh_http_stream_wake(r, &s->sink.wake_fd, &s->sink.tick_ms);
-	return 0;
-}
-
-/* stream_start, and the SSE head; -1 when refused or the client is gone. */
-static int stream_begin(struct gh_req *r, struct native_stream *s)
-{
-	return stream_start(r, s) != 0 ? -1 : gh_http_stream_begin(&s->hs);
+	return gh_http_run_start(r, 1, &s->hs, NULL, sink_event, sink_tick, s, &s->sink);
 }
 
 /* Sends an error chunk for e unless the stream already ended: the engine
@@ -341,7 +331,7 @@ static void stream_run(struct gh_req *r, const struct gh_agent_conf *a, const cJ
 		gh_http_error(r, &w->e);
 		goto out;
 	}
-	if (stream_begin(r, &w->s) != 0)
+	if (stream_start(r, &w->s) != 0)
 		goto out;
 	w->nr.rq.stream = 1;
 	if (gh_run_generate(r->app, &w->nr.rq, &w->s.sink, &w->res, &w->e) != GH_OK)

@@ -84,6 +84,7 @@ struct run {
 	struct gh_span *tool_span;         /* execute_tool: the call being gated or settled */
 	char *prompt;                      /* the system prompt, once read (NULL: none) */
 	int prompt_read;                   /* ... read in this request */
+	int prelude;                       /* the sink holds the opening events (prelude_open) */
 };
 
 /* ------------------------------------------------------------- events */
@@ -112,8 +113,32 @@ static void publish(struct run *r, const struct gh_run_event *ev)
 	gh_buf_free(&b);
 }
 
+/* The events a run opens with (start, the first step-start) wait in the
+ * sink's batch until the run first waits for something: by then the
+ * model's request is on its way, and the client is woken once for all of
+ * them, not once each ahead of the upstream request. Any other event, a
+ * tick, the end of the first upstream read and the end of the request
+ * let them go. */
+static void prelude_open(struct run *r)
+{
+	if (r->sink && r->sink->batch && !r->prelude) {
+		r->prelude = 1;
+		r->sink->batch(r->sink->batch_ud, 1);
+	}
+}
+
+static void prelude_close(struct run *r)
+{
+	if (r->prelude) {
+		r->prelude = 0;
+		r->sink->batch(r->sink->batch_ud, 0);
+	}
+}
+
 static void emit(struct run *r, struct gh_run_event *ev)
 {
+	if (r->prelude && ev->kind != GH_EV_START && ev->kind != GH_EV_STEP_START)
+		prelude_close(r);
 	ev->run_id = r->run_id;
 	if (r->sink && r->sink->event && !r->cancelled && r->sink->event(r->sink->ud, ev))
 		r->cancelled = 1;
@@ -129,16 +154,25 @@ static void emit_kind(struct run *r, enum gh_run_event_kind kind)
 	emit(r, &ev);
 }
 
-static int tick(void *ud)
+/* Nonzero once the run is cancelled (by gh_run_cancel, or the sink: the
+ * client left). */
+static int checkpoint(struct run *r)
 {
-	struct run *r = ud;
-
 	if (r->cancelled)
 		return 1;
 	if (gh_run_hold_cancelled(&r->hold) ||
 	    (r->sink && r->sink->tick && r->sink->tick(r->sink->ud)))
 		r->cancelled = 1;
 	return r->cancelled;
+}
+
+/* While the run waits (on a model, an MCP server): a checkpoint. */
+static int tick(void *ud)
+{
+	struct run *r = ud;
+
+	prelude_close(r);
+	return checkpoint(r);
 }
 
 /* The events of one upstream read go to the sink together. */
@@ -148,6 +182,8 @@ static int batch(void *ud, int open)
 
 	if (r->sink && r->sink->batch)
 		r->sink->batch(r->sink->batch_ud, open);
+	if (!open)
+		prelude_close(r);
 	return r->cancelled;
 }
 
@@ -1704,7 +1740,7 @@ static enum gh_code loop(struct run *r, struct gh_err *e)
 
 	if (gh_json_bool(r->state, "direct", 0)) {
 		/* a call its caller made: gated and run, or waiting; never the model */
-		if (tick(r))
+		if (checkpoint(r))
 			return gh_err_set(e, GH_E_CANCELLED, "cancelled");
 		if ((rc = gate_calls(r, e)) != GH_OK)
 			return rc;
@@ -1715,7 +1751,7 @@ static enum gh_code loop(struct run *r, struct gh_err *e)
 		return GH_OK;
 	}
 	for (;;) {
-		if (tick(r))
+		if (checkpoint(r))
 			return gh_err_set(e, GH_E_CANCELLED, "cancelled");
 		if (r->calls) {
 			if (calls_waiting(r, &approvals, &clients)) {
@@ -1856,6 +1892,7 @@ void gh_run_result_clear(struct gh_run_result *r)
 
 static void run_free(struct run *r)
 {
+	prelude_close(r);
 	deferred_flush(r);
 	gh_run_release(r->app, &r->hold);
 	cJSON_Delete(r->partial);
@@ -2135,6 +2172,7 @@ static enum gh_code continue_run(struct run *r, struct gh_run_result *out, struc
 	/* approvals decided meanwhile are settled by whoever holds the run */
 	if ((rc = settle_approvals(r, e)) != GH_OK)
 		return rc;
+	prelude_open(r);
 	emit_kind(r, GH_EV_START);
 	if ((rc = loop(r, e)) != GH_OK)
 		return rc;
@@ -2373,6 +2411,7 @@ static enum gh_code new_run(struct run *r, const struct gh_run_request *rq,
 	    (rc = new_state(r, rq, hist, e)) != GH_OK || (rc = setup_tools(r, e)) != GH_OK)
 		return rc;
 	gh_run_trace_remember(r->span, r->state);
+	prelude_open(r);
 	emit_kind(r, GH_EV_START);
 	if ((rc = loop(r, e)) != GH_OK)
 		return rc;
