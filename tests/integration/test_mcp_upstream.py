@@ -114,6 +114,7 @@ class McpUpstreamTest(GatewayTest):
     def tearDownClass(cls):
         if cls.http_server:
             cls.http_server.stop()
+            shutil.rmtree(cls.http_server.dir, ignore_errors=True)
         super().tearDownClass()
 
     def setUp(self):
