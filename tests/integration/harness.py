@@ -336,7 +336,11 @@ class Gateway:
         try:
             self.start()
         except BaseException:
+            # nobody holds a Gateway that did not start: clean up here
+            # (the error carries what the server said)
             self.drop_database()
+            if not dirname:
+                shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
     def drop_database(self):
