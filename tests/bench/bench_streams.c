@@ -630,6 +630,35 @@ static char *http_request(const char *path, int port, const char *auth, const ch
 	return r;
 }
 
+/* One measure's p50 and p99 of each run (--reps: at most 16), direct and
+ * through gatehouse, and gatehouse's addition run by run. */
+struct series {
+	double d50[16], d99[16], g50[16], g99[16], a50[16], a99[16];
+};
+
+static void series_add(struct series *s, int64_t r, const struct bench_stats *d,
+		       const struct bench_stats *g)
+{
+	s->d50[r] = d->p50;
+	s->d99[r] = d->p99;
+	s->g50[r] = g->p50;
+	s->g99[r] = g->p99;
+	s->a50[r] = g->p50 - d->p50;
+	s->a99[r] = g->p99 - d->p99;
+}
+
+/* The medians over n runs: a row each for direct, gatehouse and added. */
+static void series_print(const struct series *s, size_t n, int prec, const char *direct,
+			 const char *gateway, const char *added)
+{
+	printf("  %-31s %8.*f  %8.*f\n", direct, prec, bench_median(s->d50, n), prec,
+	       bench_median(s->d99, n));
+	printf("  %-31s %8.*f  %8.*f\n", gateway, prec, bench_median(s->g50, n), prec,
+	       bench_median(s->g99, n));
+	printf("  %-31s %8.*f  %8.*f\n", added, prec, bench_median(s->a50, n), prec,
+	       bench_median(s->a99, n));
+}
+
 static void print_phase(const char *name, const struct phase_result *r)
 {
 	printf("    %-9s ok %d/%d, failed %d (wrong text %d, unfinished %d); TTFT p50 %.2f p90 "
@@ -666,8 +695,8 @@ int main(int argc, char **argv)
 	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX], key[256], auth[320];
 	const char *v, *user_body =
 		"{\"messages\":[{\"role\":\"user\",\"content\":\"" USER_TEXT "\"}]}";
-	double d50[16], d99[16], g50[16], g99[16], a50[16], a99[16], grow[16], per[16];
-	double od50[16], od99[16], og50[16], og99[16], oa50[16], oa99[16];
+	struct series ttft, outside;
+	double grow[16], per[16];
 	int no_peak = 0;
 	char *text, *up_body = NULL;
 	struct bench_proc fp, gp;
@@ -775,18 +804,8 @@ int main(int argc, char **argv)
 		       (double)(rg.rss_peak_kb - rg.rss_idle_kb) / 1024,
 		       (double)(rg.rss_peak_kb - rg.rss_idle_kb) / (double)o.streams,
 		       (double)rg.rss_after_kb / 1024, (long long)rg.threads);
-		d50[r] = rd.ttft.p50;
-		d99[r] = rd.ttft.p99;
-		g50[r] = rg.ttft.p50;
-		g99[r] = rg.ttft.p99;
-		a50[r] = rg.ttft.p50 - rd.ttft.p50;
-		a99[r] = rg.ttft.p99 - rd.ttft.p99;
-		od50[r] = rd.outside.p50;
-		od99[r] = rd.outside.p99;
-		og50[r] = rg.outside.p50;
-		og99[r] = rg.outside.p99;
-		oa50[r] = rg.outside.p50 - rd.outside.p50;
-		oa99[r] = rg.outside.p99 - rd.outside.p99;
+		series_add(&ttft, r, &rd.ttft, &rg.ttft);
+		series_add(&outside, r, &rd.outside, &rg.outside);
 		if (rd.timed < rd.ok || rg.timed < rg.ok)
 			printf("    (the fake timed %d of %d direct and %d of %d gateway streams)\n",
 			       rd.timed, rd.ok, rg.timed, rg.ok);
@@ -802,25 +821,18 @@ int main(int argc, char **argv)
 	}
 	printf("\n%lld streams, median over %lld runs      p50 ms    p99 ms\n",
 	       (long long)o.streams, (long long)o.reps);
-	printf("  TTFT direct from the fake       %8.2f  %8.2f\n", bench_median(d50, (size_t)r),
-	       bench_median(d99, (size_t)r));
-	printf("  TTFT through gatehouse          %8.2f  %8.2f\n", bench_median(g50, (size_t)r),
-	       bench_median(g99, (size_t)r));
-	printf("  added                           %8.2f  %8.2f\n", bench_median(a50, (size_t)r),
-	       bench_median(a99, (size_t)r));
-	printf("  outside the fake, direct        %8.3f  %8.3f\n", bench_median(od50, (size_t)r),
-	       bench_median(od99, (size_t)r));
-	printf("  outside the fake, gatehouse     %8.3f  %8.3f\n", bench_median(og50, (size_t)r),
-	       bench_median(og99, (size_t)r));
-	printf("  added outside the fake          %8.3f  %8.3f\n", bench_median(oa50, (size_t)r),
-	       bench_median(oa99, (size_t)r));
+	series_print(&ttft, (size_t)r, 2, "TTFT direct from the fake", "TTFT through gatehouse",
+		     "added");
+	series_print(&outside, (size_t)r, 3, "outside the fake, direct",
+		     "outside the fake, gatehouse", "added outside the fake");
 	printf("  gatehouse RSS growth with all streams open: %.1f MB (%.1f KB per stream)\n",
 	       bench_median(grow, (size_t)r), bench_median(per, (size_t)r));
 	printf("  targets: RSS growth <= 64 MB: %s; added TTFT p99 <= 1 ms: %s (outside the "
 	       "fake: %s); every stream's text intact: %s\n",
 	       no_peak ? "n/a" : bench_median(grow, (size_t)r) <= 64 ? "met" : "NOT met",
-	       bench_median(a99, (size_t)r) <= 1 ? "met" : "NOT met",
-	       bench_median(oa99, (size_t)r) <= 1 ? "met" : "NOT met", problems ? "NO" : "yes");
+	       bench_median(ttft.a99, (size_t)r) <= 1 ? "met" : "NOT met",
+	       bench_median(outside.a99, (size_t)r) <= 1 ? "met" : "NOT met",
+	       problems ? "NO" : "yes");
 	bench_stop(fp.pid, 10000);
 	free(text);
 	free(up_body);

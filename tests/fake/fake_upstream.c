@@ -1497,12 +1497,12 @@ static int reply_prelude(struct req *r, const cJSON *reply)
  * (while there is room: /_reset empties them), started when its handler began. */
 static void timing_start(struct req *r)
 {
-	const char *t = r->body ? strstr(r->body, GH_FAKE_TAG) : NULL;
+	const char *t;
 	struct timing *tm;
 	size_t n = 0;
 
 	r->timing = -1;
-	if (!t || !gh_json_bool(r->json, "stream", 0))
+	if (!gh_json_bool(r->json, "stream", 0) || !r->body || !(t = strstr(r->body, GH_FAKE_TAG)))
 		return;
 	pthread_mutex_lock(&r->f->mu);
 	if (r->f->ntimings < GH_FAKE_LOG_MAX) {
