@@ -1,12 +1,19 @@
 /*
  * front.c - the connection front; see front.h for why and how.
  *
- * Threading: the acceptor thread owns the listening socket, the epoll set
- * and the connections waiting for their head (the pending list, kept in
+ * Threading: the front has no thread of its own. Its epoll set takes the
+ * place of CivetWeb's listening socket, so CivetWeb's master thread polls
+ * it, and each accept() the master makes on it runs one round of the
+ * front (serve): new connections are accepted, heads peeked, deadlines
+ * enforced, and the next connection whose head is complete is returned.
+ * A connection whose head came with it (the usual case) so costs no more
+ * thread wake-ups than CivetWeb alone. The listening socket, the epoll
+ * set, the connections waiting for their head (the pending list, kept in
  * deadline order: every connection gets the same timeout, so accept order
- * is deadline order). The hand-off queue and the per-address counts are
- * shared with CivetWeb's threads under f->mu; the list of attached fronts
- * that accept() consults is guarded by reg_mu.
+ * is deadline order) and the hand-off queue are guarded by f->run_mu,
+ * which serve holds and gh_front_stop takes; the per-address counts,
+ * which CivetWeb's workers also touch, by f->mu; the list of attached
+ * fronts that accept() consults by reg_mu.
  */
 /* accept4, dup2 flags, POLLRDHUP-style EPOLLRDHUP */
 #define _GNU_SOURCE
@@ -27,6 +34,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -60,18 +68,21 @@ struct count {
 
 struct gh_front {
 	struct gh_front_conf conf;
-	int lfd, port, ep;
-	int stop_fd;                   /* eventfd: the acceptor stops */
-	int ready_fd;                  /* eventfd: counts queued connections for CivetWeb */
-	int civet_fd;                  /* CivetWeb's listener descriptor, now ready_fd's twin */
-	pthread_t thread;
-	int started;
-	int64_t paused_until_ns;       /* accept paused (EMFILE); 0 = accepting */
-	struct conn *head, *tail;      /* pending; acceptor only */
+	int lfd, port;
+	int ep;                        /* epoll set; CivetWeb polls it as its listener */
+	int wake_fd;                   /* eventfd: CivetWeb's poll returns (a stop) */
+	int ready_fd;                  /* eventfd: readable while the queue is not empty */
+	int timer_fd;                  /* timerfd: the next head deadline or pause end */
+	int civet_fd;                  /* CivetWeb's listener descriptor, now ep's twin */
+	int stopped;                   /* run_mu */
+	int64_t armed_ns;              /* when timer_fd fires; 0 = disarmed (run_mu) */
+	int64_t paused_until_ns;       /* accept paused (EMFILE); 0 = accepting (run_mu) */
+	pthread_mutex_t run_mu;
+	struct conn *head, *tail;      /* pending (run_mu) */
+	struct conn *q_head, *q_tail;  /* hand-off queue (run_mu) */
 	pthread_mutex_t mu;
-	struct conn *q_head, *q_tail;  /* hand-off queue (mu) */
 	struct count *buckets[NBUCKETS]; /* open connections per address (mu) */
-	char buf[GH_FRONT_HEAD_MAX];   /* peek buffer; acceptor only */
+	char buf[GH_FRONT_HEAD_MAX];   /* peek buffer (run_mu) */
 	struct gh_front *next_attached;
 };
 
@@ -206,22 +217,30 @@ static void drop(struct gh_front *f, struct conn *c)
 	free(c);
 }
 
-/* Its head is here: to the queue CivetWeb's accept() reads. */
-static void hand_off(struct gh_front *f, struct conn *c)
+/* Its head is here: to the queue CivetWeb's accept() reads. The queue's
+ * eventfd keeps the epoll set readable while the queue is not empty, so
+ * CivetWeb's poll comes back for each connection in it. */
+static void enqueue(struct gh_front *f, struct conn *c)
 {
 	uint64_t one = 1;
 
+	c->next = NULL;
+	if (f->q_tail) {
+		f->q_tail->next = c;
+	} else {
+		f->q_head = c;
+		if (write(f->ready_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			gh_warn("front: cannot signal CivetWeb: %s", strerror(errno));
+	}
+	f->q_tail = c;
+}
+
+/* A pending connection's head is complete. */
+static void hand_off(struct gh_front *f, struct conn *c)
+{
 	epoll_ctl(f->ep, EPOLL_CTL_DEL, c->fd, NULL);
 	unlink_pending(f, c);
-	pthread_mutex_lock(&f->mu);
-	if (f->q_tail)
-		f->q_tail->next = c;
-	else
-		f->q_head = c;
-	f->q_tail = c;
-	pthread_mutex_unlock(&f->mu);
-	if (write(f->ready_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		gh_warn("front: cannot signal CivetWeb: %s", strerror(errno));
+	enqueue(f, c);
 }
 
 enum head_state { HEAD_MORE, HEAD_DONE };
@@ -274,11 +293,14 @@ static void on_readable(struct gh_front *f, struct conn *c, uint32_t events)
 	}
 }
 
+/* A new connection: counted for its address, then handed on at once when
+ * its head came with it, else held until it does. */
 static void admit(struct gh_front *f, int s, const struct sockaddr_storage *peer, socklen_t pl)
 {
 	struct epoll_event ev;
 	struct conn *c;
 	struct addr_key k;
+	ssize_t n;
 
 	key_of(peer, &k);
 	if (f->conf.max_per_address > 0 && !count_take(f, &k)) {
@@ -301,6 +323,14 @@ static void admit(struct gh_front *f, int s, const struct sockaddr_storage *peer
 	c->peer = *peer;
 	c->peer_len = pl;
 	c->key = k;
+	n = recv(s, f->buf, sizeof(f->buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0 && head_state(f->buf, (size_t)n, 0) == HEAD_DONE) {
+		enqueue(f, c);
+		return;
+	}
+	/* anything else (part of a head, nothing yet, an error or the end) is
+	 * judged by on_readable: epoll reports a socket that is already
+	 * readable as soon as it is added */
 	c->deadline_ns = gh_mono_ns() + f->conf.head_timeout_ms * 1000000LL;
 	c->prev = f->tail;
 	if (f->tail)
@@ -356,47 +386,92 @@ static void expire(struct gh_front *f, int64_t now)
 	}
 }
 
-static void *front_main(void *arg)
+/* Sets timer_fd to the earliest of the oldest head's deadline and the end
+ * of an accept pause, when that moved. */
+static void arm(struct gh_front *f)
 {
-	struct gh_front *f = arg;
+	int64_t next = f->head ? f->head->deadline_ns : 0;
+	struct itimerspec its;
+
+	if (f->paused_until_ns && (!next || f->paused_until_ns < next))
+		next = f->paused_until_ns;
+	if (next == f->armed_ns)
+		return;
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = next / 1000000000;
+	its.it_value.tv_nsec = next % 1000000000;
+	if (timerfd_settime(f->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		f->armed_ns = next;
+	else
+		gh_warn("front: timerfd: %s", strerror(errno));
+}
+
+static void drain(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		gh_debug("front: %s", strerror(errno));
+}
+
+/* One round of the front, on CivetWeb's master thread (its accept() on
+ * the epoll set): the events ready now are handled, then the next
+ * connection in the queue is returned, or -1 (EAGAIN) when there is none
+ * yet. Events beyond one batch keep the set readable for the next round;
+ * so does the queue's eventfd. */
+static int serve(struct gh_front *f, struct sockaddr *addr, socklen_t *len)
+{
 	struct epoll_event evs[64];
+	struct conn *c = NULL;
+	int fd = -1, n, i;
 
-	for (;;) {
-		int64_t now = gh_mono_ns(), next = -1;
-		int n, i, timeout;
-
-		if (f->head)
-			next = f->head->deadline_ns;
-		if (f->paused_until_ns && (next < 0 || f->paused_until_ns < next))
-			next = f->paused_until_ns;
-		timeout = next < 0 ? 1000 : next <= now ? 0 : (int)((next - now) / 1000000 + 1);
-		if (timeout > 1000)
-			timeout = 1000;
-		n = epoll_wait(f->ep, evs, (int)GH_ARRAY_LEN(evs), timeout);
-		if (n < 0 && errno != EINTR) {
-			gh_error("front: epoll_wait: %s", strerror(errno));
-			break;
-		}
+	pthread_mutex_lock(&f->run_mu);
+	if (f->stopped)
+		goto out;
+	if (!f->q_head) {
+		n = epoll_wait(f->ep, evs, (int)GH_ARRAY_LEN(evs), 0);
 		for (i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
-			if (p == &f->stop_fd)
-				return NULL;
 			if (p == &f->lfd)
 				accept_some(f);
-			else
+			else if (p == &f->wake_fd)
+				drain(f->wake_fd);
+			else if (p == &f->timer_fd) {
+				drain(f->timer_fd);
+				f->armed_ns = 0; /* fired: arm() sets the next */
+			} else if (p != &f->ready_fd)
 				on_readable(f, p, evs[i].events);
 		}
-		now = gh_mono_ns();
-		expire(f, now);
-		if (f->paused_until_ns && now >= f->paused_until_ns) {
+		if (n < 0 && errno != EINTR)
+			gh_warn("front: epoll_wait: %s", strerror(errno));
+		expire(f, gh_mono_ns());
+		if (f->paused_until_ns && gh_mono_ns() >= f->paused_until_ns) {
 			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &f->lfd};
 
 			f->paused_until_ns = 0;
 			epoll_ctl(f->ep, EPOLL_CTL_ADD, f->lfd, &ev);
 		}
+		arm(f);
 	}
-	return NULL;
+	if ((c = f->q_head)) {
+		f->q_head = c->next;
+		if (!f->q_head) {
+			f->q_tail = NULL;
+			drain(f->ready_fd);
+		}
+		fd = c->fd;
+		if (addr && len) {
+			memcpy(addr, &c->peer, *len < c->peer_len ? *len : c->peer_len);
+			*len = c->peer_len;
+		}
+		free(c);
+	}
+out:
+	pthread_mutex_unlock(&f->run_mu);
+	if (fd < 0)
+		errno = EAGAIN;
+	return fd;
 }
 
 /* ------------------------------------------------------------ listen */
@@ -504,18 +579,28 @@ static int local_port(int fd)
 	return 0;
 }
 
+static int watch(struct gh_front *f, int fd, void *tag)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.ptr = tag;
+	return epoll_ctl(f->ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
 enum gh_code gh_front_start(const char *listen_spec, const struct gh_front_conf *conf,
 			    struct gh_front **out, struct gh_err *e)
 {
 	struct gh_front *f = calloc(1, sizeof(*f));
-	struct epoll_event ev;
 	enum gh_code rc;
 
 	*out = NULL;
 	if (!f)
 		return gh_err_set(e, GH_E_NOMEM, "out of memory");
 	f->conf = *conf;
-	f->lfd = f->ep = f->stop_fd = f->ready_fd = f->civet_fd = -1;
+	f->lfd = f->ep = f->wake_fd = f->ready_fd = f->timer_fd = f->civet_fd = -1;
+	pthread_mutex_init(&f->run_mu, NULL);
 	pthread_mutex_init(&f->mu, NULL);
 	if ((f->lfd = open_listener(listen_spec)) < 0) {
 		rc = gh_err_set(e, GH_E_IO, "%s", strerror(errno));
@@ -523,30 +608,19 @@ enum gh_code gh_front_start(const char *listen_spec, const struct gh_front_conf 
 	}
 	f->port = local_port(f->lfd);
 	f->ep = epoll_create1(EPOLL_CLOEXEC);
-	f->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	f->ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE);
-	if (f->ep < 0 || f->stop_fd < 0 || f->ready_fd < 0) {
+	f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	f->ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	f->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (f->ep < 0 || f->wake_fd < 0 || f->ready_fd < 0 || f->timer_fd < 0) {
 		rc = gh_err_set(e, GH_E_IO, "cannot set up the connection front: %s",
 				strerror(errno));
 		goto fail;
 	}
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN;
-	ev.data.ptr = &f->lfd;
-	if (epoll_ctl(f->ep, EPOLL_CTL_ADD, f->lfd, &ev) != 0) {
+	if (watch(f, f->lfd, &f->lfd) != 0 || watch(f, f->wake_fd, &f->wake_fd) != 0 ||
+	    watch(f, f->ready_fd, &f->ready_fd) != 0 || watch(f, f->timer_fd, &f->timer_fd) != 0) {
 		rc = gh_err_set(e, GH_E_IO, "epoll: %s", strerror(errno));
 		goto fail;
 	}
-	ev.data.ptr = &f->stop_fd;
-	if (epoll_ctl(f->ep, EPOLL_CTL_ADD, f->stop_fd, &ev) != 0) {
-		rc = gh_err_set(e, GH_E_IO, "epoll: %s", strerror(errno));
-		goto fail;
-	}
-	if (pthread_create(&f->thread, NULL, front_main, f) != 0) {
-		rc = gh_err_set(e, GH_E_IO, "cannot start the connection front thread");
-		goto fail;
-	}
-	f->started = 1;
 	*out = f;
 	return GH_OK;
 fail:
@@ -591,10 +665,10 @@ enum gh_code gh_front_attach(struct gh_front *f, int civet_port, struct gh_err *
 	f->civet_fd = fd;
 	f->next_attached = attached;
 	attached = f;
-	/* one wake up front: CivetWeb's first poll on the eventfd returns at
-	 * once and its accept() finds nothing, which it ignores */
-	if (write(f->ready_fd, &one, sizeof(one)) != (ssize_t)sizeof(one) ||
-	    dup2(f->ready_fd, fd) < 0) {
+	/* one wake up front: CivetWeb's first poll on the epoll set returns at
+	 * once and its accept() runs the front's first round */
+	if (write(f->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one) ||
+	    dup2(f->ep, fd) < 0) {
 		pthread_mutex_unlock(&reg_mu);
 		return gh_err_set(e, GH_E_IO, "cannot take over CivetWeb's listener: %s",
 				  strerror(errno));
@@ -603,7 +677,7 @@ enum gh_code gh_front_attach(struct gh_front *f, int civet_port, struct gh_err *
 	pthread_mutex_unlock(&reg_mu);
 	/* A poll CivetWeb started on the loopback socket before the dup2 still
 	 * waits on it: a connection wakes that poll, which then finds the
-	 * eventfd readable. */
+	 * epoll set readable. */
 	k = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (k >= 0) {
 		memset(&a, 0, sizeof(a));
@@ -620,37 +694,31 @@ void gh_front_wake(struct gh_front *f)
 {
 	uint64_t one = 1;
 
-	if (f && f->ready_fd >= 0 && write(f->ready_fd, &one, sizeof(one)) < 0)
+	if (f && f->wake_fd >= 0 && write(f->wake_fd, &one, sizeof(one)) < 0)
 		gh_debug("front: wake: %s", strerror(errno));
 }
 
 void gh_front_stop(struct gh_front *f)
 {
 	struct conn *c, *next;
-	uint64_t one = 1;
 
 	if (!f)
 		return;
-	if (f->started) {
-		if (write(f->stop_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-			pthread_join(f->thread, NULL);
-		else
-			gh_error("front: cannot stop the acceptor: %s", strerror(errno));
-		f->started = 0;
-	}
+	pthread_mutex_lock(&f->run_mu);
+	f->stopped = 1;
 	if (f->lfd >= 0) {
 		close(f->lfd);
 		f->lfd = -1;
 	}
 	while (f->head)
 		drop(f, f->head);
-	pthread_mutex_lock(&f->mu);
 	c = f->q_head;
 	f->q_head = f->q_tail = NULL;
-	pthread_mutex_unlock(&f->mu);
+	pthread_mutex_unlock(&f->run_mu);
 	for (; c; c = next) {
 		next = c->next;
 		close(c->fd);
+		count_put(f, &c->key);
 		free(c);
 	}
 }
@@ -678,46 +746,18 @@ void gh_front_free(struct gh_front *f)
 	}
 	if (f->ep >= 0)
 		close(f->ep);
-	if (f->stop_fd >= 0)
-		close(f->stop_fd);
+	if (f->wake_fd >= 0)
+		close(f->wake_fd);
 	if (f->ready_fd >= 0)
 		close(f->ready_fd);
+	if (f->timer_fd >= 0)
+		close(f->timer_fd);
+	pthread_mutex_destroy(&f->run_mu);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }
 
 /* ------------------------------------------------------------ accept */
-
-/* The next connection queued for CivetWeb, or -1 (EAGAIN) when the wake
- * was a spare one. */
-static int take(struct gh_front *f, struct sockaddr *addr, socklen_t *len)
-{
-	uint64_t v;
-	struct conn *c;
-	int fd;
-
-	if (read(f->ready_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		gh_debug("front: %s", strerror(errno));
-	pthread_mutex_lock(&f->mu);
-	c = f->q_head;
-	if (c) {
-		f->q_head = c->next;
-		if (!f->q_head)
-			f->q_tail = NULL;
-	}
-	pthread_mutex_unlock(&f->mu);
-	if (!c) {
-		errno = EAGAIN;
-		return -1;
-	}
-	fd = c->fd;
-	if (addr && len) {
-		memcpy(addr, &c->peer, *len < c->peer_len ? *len : c->peer_len);
-		*len = c->peer_len;
-	}
-	free(c);
-	return fd;
-}
 
 typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 static _Atomic(accept_fn) real_accept;
@@ -726,27 +766,28 @@ int accept(int fd, struct sockaddr *addr, socklen_t *len);
 
 /*
  * gatehouse defines accept(): the dynamic linker binds CivetWeb's call to
- * this definition. On the descriptor a front took over it returns the
- * front's next connection; any other is the real accept. Either way the
- * socket is recorded by its peer port, because CivetWeb 1.15 has no call
- * that gives a connection's socket and the client-gone check needs it.
+ * this definition. On the descriptor a front took over it runs a round of
+ * the front and returns its next connection; any other is the real
+ * accept. Either way the socket is recorded by its peer port, because
+ * CivetWeb 1.15 has no call that gives a connection's socket and the
+ * client-gone check needs it.
  */
 int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct sockaddr_storage peer;
 	socklen_t pl = sizeof(peer);
 	struct gh_front *f;
-	int s = -2;
+	int s;
 
 	pthread_mutex_lock(&reg_mu);
-	for (f = attached; f; f = f->next_attached) {
-		if (f->civet_fd == fd) {
-			s = take(f, addr, len);
-			break;
-		}
-	}
+	for (f = attached; f && f->civet_fd != fd; f = f->next_attached)
+		;
 	pthread_mutex_unlock(&reg_mu);
-	if (s == -2) {
+	/* f stays valid outside reg_mu: only CivetWeb's master thread accepts
+	 * on its descriptor, and gh_front_free comes after mg_stop joined it */
+	if (f) {
+		s = serve(f, addr, len);
+	} else {
 		accept_fn real = atomic_load(&real_accept);
 
 		if (!real) {
@@ -759,7 +800,13 @@ int accept(int fd, struct sockaddr *addr, socklen_t *len)
 		}
 		s = real(fd, addr, len);
 	}
-	if (s >= 0 && getpeername(s, (struct sockaddr *)&peer, &pl) == 0) {
+	if (s >= 0 && addr && len && *len <= sizeof(peer)) {
+		memcpy(&peer, addr, *len); /* both ways fill it in */
+		pl = *len;
+	} else if (s >= 0 && getpeername(s, (struct sockaddr *)&peer, &pl) != 0) {
+		pl = 0;
+	}
+	if (s >= 0 && pl >= sizeof(sa_family_t)) {
 		int port = peer.ss_family == AF_INET
 				   ? ntohs(((struct sockaddr_in *)&peer)->sin_port)
 			   : peer.ss_family == AF_INET6

@@ -6,7 +6,7 @@
  * is accepted, and a worker waits up to request_timeout_ms for the request
  * head: a hundred idle sockets, or a few dozen sending a byte a second,
  * held every worker and left even /healthz unanswered. The front accepts
- * connections itself and holds them in one epoll thread, at the cost of a
+ * connections itself and holds them in one epoll set, at the cost of a
  * socket and a few dozen bytes each, until their request head has arrived
  * (peeked, not read: CivetWeb reads it as usual). Only then is the
  * connection handed to CivetWeb, so a worker is never spent waiting for a
@@ -22,15 +22,20 @@
  * head by keep_alive_timeout_ms, which gatehouse sets to the same deadline.
  *
  * The hand-off: CivetWeb listens on an ephemeral loopback port; the front
- * finds that socket and puts an eventfd in its place (dup2), so CivetWeb's
- * accept loop polls the eventfd. gatehouse defines accept(): for that
- * descriptor it returns the next connection the front queued (and the
- * eventfd counts them); every other accept() is passed through. The
- * loopback port is closed by the dup2, so nothing can bypass the front.
+ * finds that socket and puts its epoll set in its place (dup2), so
+ * CivetWeb's accept loop polls the set. gatehouse defines accept(): for
+ * that descriptor it runs one round of the front on CivetWeb's master
+ * thread (accepting, peeking at heads, enforcing deadlines and caps) and
+ * returns the next connection whose head is complete, or fails with
+ * EAGAIN, which CivetWeb ignores. A request that comes with its
+ * connection thus costs the same thread wake-ups as with CivetWeb alone.
+ * The loopback port is closed by the dup2, so nothing can bypass the
+ * front.
  *
- * Threading: one acceptor thread per front; the hand-off queue and the
- * per-address counts are guarded by the front's mutex (CivetWeb's master
- * thread pops the queue, its workers report closed connections).
+ * Threading: the front has no thread; its state is guarded by its own
+ * mutex (CivetWeb's master thread runs it, gh_front_stop takes it over),
+ * the per-address counts by a second one (workers report closed
+ * connections).
  */
 #ifndef GH_FRONT_H
 #define GH_FRONT_H
@@ -71,8 +76,8 @@ void gh_front_closed(struct gh_front *f, const char *remote_addr);
 /* Makes CivetWeb's accept loop wake (it notices a stop between polls). */
 void gh_front_wake(struct gh_front *f);
 
-/* Stops accepting, joins the acceptor and closes every connection still
- * waiting for its head or for CivetWeb. CivetWeb may still run. */
+/* Stops accepting and closes every connection still waiting for its head
+ * or for CivetWeb. CivetWeb may still run: its accept() fails from then on. */
 void gh_front_stop(struct gh_front *f);
 
 /* After mg_stop: detaches from accept() and frees. NULL is a no-op. */
