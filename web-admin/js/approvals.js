@@ -384,11 +384,11 @@ function approvalCard(a, ctx, openContext) {
       let run = null;
       let toolSettled = ap.status !== 'approved';
       try {
-        const [r, cur] = await Promise.all([
-          api(`/api/runs/${encodeURIComponent(ap.runId)}`),
-          api(`/api/approvals/${encodeURIComponent(ap.id)}`),
-        ]);
-        run = r;
+        // the approval first, then the run: a client's result is recorded
+        // after the run left "waiting", so a run read after a settled tool
+        // is never the stale "waiting" for that very result
+        const cur = await api(`/api/approvals/${encodeURIComponent(ap.id)}`);
+        run = await api(`/api/runs/${encodeURIComponent(ap.runId)}`);
         if (cur.status === 'approved') {
           const [text, state] = toolStep(cur.execution);
           step('tool', text, state);
