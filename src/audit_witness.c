@@ -496,8 +496,6 @@ static void *witness_main(void *arg)
 		pthread_cond_broadcast(&w->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
-	if (w->webhook_url)
-		gh_upstream_thread_cleanup();
 	return NULL;
 }
 

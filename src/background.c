@@ -14,7 +14,6 @@
 #include "ratelimit.h"
 #include "replica.h"
 #include "run.h"
-#include "upstream.h"
 #include "util.h"
 
 #define RESUMERS 2
@@ -172,7 +171,6 @@ static void *resumer_main(void *p)
 		}
 	}
 	pthread_mutex_unlock(&bg->mu);
-	gh_upstream_thread_cleanup();
 	return NULL;
 }
 

@@ -4,7 +4,7 @@
  *
  * Threading: CivetWeb calls dispatch() on a worker thread per connection.
  * Everything here is per request except the route tables (static) and the
- * app (shared, thread-safe). Worker threads release their curl handles on
+ * app (shared, thread-safe). A worker thread frees its request block on
  * exit.
  */
 /* POLLRDHUP: tells a peer that closed its side from one that is idle */
@@ -45,7 +45,6 @@
 #include "ratelimit.h"
 #include "replica.h"
 #include "run.h"
-#include "upstream.h"
 #include "util.h"
 #include "wire_anthropic.h"
 
@@ -1328,7 +1327,6 @@ static void *on_init_thread(const struct mg_context *ctx, int type)
 
 static void on_exit_thread(const struct mg_context *ctx, int type, void *user)
 {
-	gh_upstream_thread_cleanup();
 	free(worker_req);
 	worker_req = NULL;
 }

@@ -1037,7 +1037,6 @@ static void *supervisor_main(void *arg)
 	u->first_done = 1;
 	pthread_mutex_unlock(&u->mu);
 	set_state(u, U_STOPPED, NULL);
-	gh_upstream_thread_cleanup();
 	return NULL;
 }
 

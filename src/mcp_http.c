@@ -21,10 +21,11 @@
  * A server that answers the GET with 405 has no such stream; the thread
  * then ends. A broken stream is opened again after a pause.
  *
- * Threading: requests run on the caller's thread with that thread's curl
- * handle (upstream.h); the session id and version are guarded by a
- * mutex; the listener has its own thread and handle and is stopped
- * through a pipe it watches.
+ * Threading: requests run on the caller's thread with curl handles taken
+ * from the pool for the transfer (upstream.h); the session id and version
+ * are guarded by a mutex; the listener has its own thread (its stream
+ * holds a pair of handles while open) and is stopped through a pipe it
+ * watches.
  */
 #define _GNU_SOURCE
 
@@ -422,7 +423,6 @@ static void *listener_main(void *arg)
 		}
 		pause_ms(c, STREAM_RETRY_MS);
 	}
-	gh_upstream_thread_cleanup();
 	return NULL;
 }
 

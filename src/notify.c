@@ -796,7 +796,6 @@ static void *delivery_main(void *ud)
 		job_free(n->q[i]);
 		n->q[i] = NULL;
 	}
-	gh_upstream_thread_cleanup();
 	return NULL;
 }
 

@@ -8,7 +8,8 @@
  * Provider keys are scrubbed from every error message on the way out.
  *
  * Stateless: every call works on its caller's structures, so any number of
- * threads may chat at once (each with its own curl handles, upstream.h).
+ * threads may chat at once (each transfer with curl handles of its own
+ * from the pool, upstream.h).
  */
 #include "provider.h"
 

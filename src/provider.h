@@ -13,8 +13,8 @@
  *   {"role":"tool","content":[{"type":"tool-result","toolCallId":"...",
  *       "toolName":"...","result":<any JSON>,"isError":true?}]}
  *
- * Providers are stateless apart from the calling thread's curl handles
- * (upstream.h); gh_provider_chat may run on many threads at once.
+ * Providers are stateless (each transfer takes its curl handles from the
+ * pool in upstream.h); gh_provider_chat may run on many threads at once.
  */
 #ifndef GH_PROVIDER_H
 #define GH_PROVIDER_H

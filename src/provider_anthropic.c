@@ -23,7 +23,7 @@
  * block's input arrives as partial_json pieces accumulated per block index.
  * A stream without message_stop is truncated and reported as such.
  *
- * Stateless; any thread (the exchange uses the caller's curl handles).
+ * Stateless; any thread (the exchange takes curl handles from the pool).
  */
 #include "provider.h"
 

@@ -11,7 +11,7 @@
  * that stops before "data: [DONE]" or without a finish_reason is truncated,
  * and reported as such rather than passed on as a short answer.
  *
- * Stateless; any thread (the exchange uses the caller's curl handles).
+ * Stateless; any thread (the exchange takes curl handles from the pool).
  */
 #include "provider.h"
 

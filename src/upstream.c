@@ -1,12 +1,18 @@
 /*
  * upstream.c - outbound HTTP with libcurl; see upstream.h for the contract.
  *
- * Each thread keeps one multi handle and one easy handle in thread-specific
- * storage (created on first use, destroyed by gh_upstream_thread_cleanup()
- * or when the thread exits). The easy handle is added to the multi handle
- * for one request and removed afterwards, so the multi handle's connection
- * cache keeps upstream connections alive between requests; curl_easy_reset()
- * clears the previous request's options first. The transfer is driven with
+ * Handles come in pairs (a multi handle and an easy handle, with the last
+ * URL parsed) kept in one process-wide pool: a transfer takes a pair for
+ * its duration and gives it back, and the pool hands out the pair given
+ * back last. The easy handle is added to the multi handle for one request
+ * and removed afterwards, so the multi handle's connection cache keeps
+ * upstream connections alive between requests, whichever thread makes the
+ * next one: a request that lands on any worker thread finds the connection
+ * the previous request left open (with one handle pair per thread, every
+ * thread opened its own). curl_easy_reset() clears the previous request's
+ * options first. The pool grows to the most transfers in flight at once;
+ * a pair nobody took for a minute is closed. The transfer
+ * is driven with
  * curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
@@ -16,9 +22,11 @@
  * and TLS sessions, so a worker thread's first request to a provider
  * neither resolves its name again (curl's threaded resolver starts a
  * thread per lookup) nor makes a full TLS handshake. Connections are not
- * shared: libcurl does not support sharing them between concurrent
- * threads. The share's locks, one per kind of data, and the key that finds
- * each thread's handles are all that threads have in common here.
+ * put in the share (libcurl does not support sharing a connection cache
+ * between concurrent threads); the pool moves a whole pair, connection
+ * cache and all, from one thread to the next instead, and a pair is only
+ * ever used by the thread that took it. The share's locks, one per kind of
+ * data, and the pool's mutex are all that threads have in common here.
  */
 #include "upstream.h"
 
@@ -39,31 +47,35 @@
 #define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
 #define MAX_BACKOFF_MS INT64_C(30000)
 #define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
+#define IDLE_MAX_MS INT64_C(60000)   /* a pair unused this long is closed */
+#define TRIM_EVERY_NS INT64_C(1000000000) /* the pool is trimmed this often */
 
 struct handles {
 	CURLM *multi;
 	CURL *easy;
-	/* The last URL this thread asked for, parsed once: a provider's URL
+	/* The last URL this pair was asked for, parsed once: a provider's URL
 	 * comes back request after request, and curl would parse it again for
 	 * every transfer (and url_origin once more for the error messages). */
 	char *url;                        /* wiped when replaced: it may hold a key */
 	CURLU *curlu;                     /* NULL: url did not parse (curl says why) */
 	char origin[ORIGIN_MAX];
+	int64_t idle_since_ns;            /* given back (monotonic) */
+	struct handles *next;             /* in the pool */
 };
 
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t key;
-static int key_ok;
+/* The pairs not in use, the one given back last first (so idle_since_ns
+ * falls along the list). */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct handles *pool;
+static int64_t pool_trimmed_ns;
 
 static void target_forget(struct handles *h);
 
-static void handles_destroy(void *p)
+static void handles_destroy(struct handles *h)
 {
-	struct handles *h = p;
-
 	if (!h)
 		return;
 	target_forget(h);
@@ -76,7 +88,7 @@ static void handles_destroy(void *p)
 }
 
 /* Replaces h's easy handle with a new one: 0, or -1 (then h has none, and
- * handles_get tries again next time). */
+ * handles_take tries again next time). */
 static int easy_renew(struct handles *h)
 {
 	curl_easy_cleanup(h->easy);
@@ -88,47 +100,91 @@ static int easy_renew(struct handles *h)
 	return -1;
 }
 
-static void key_make(void)
-{
-	key_ok = pthread_key_create(&key, handles_destroy) == 0;
-}
-
-static struct handles *handles_get(void)
+/* A pair for one transfer, the caller's alone until handles_give: from
+ * the pool, or new when all are in use. NULL when out of memory. */
+static struct handles *handles_take(void)
 {
 	struct handles *h;
 
-	pthread_once(&key_once, key_make);
-	if (!key_ok)
-		return NULL;
-	h = pthread_getspecific(key);
+	pthread_mutex_lock(&pool_mu);
+	h = pool;
 	if (h)
-		return h->easy || easy_renew(h) == 0 ? h : NULL;
+		pool = h->next;
+	pthread_mutex_unlock(&pool_mu);
+	if (h) {
+		h->next = NULL;
+		if (h->easy || easy_renew(h) == 0)
+			return h;
+		handles_destroy(h);
+		return NULL;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
 	h->multi = curl_multi_init();
 	h->easy = curl_easy_init();
 	/* curl_easy_reset() keeps the share: attached once, here */
-	if (!h->multi || !h->easy || curl_easy_setopt(h->easy, CURLOPT_SHARE, share) != CURLE_OK ||
-	    pthread_setspecific(key, h) != 0) {
+	if (!h->multi || !h->easy || curl_easy_setopt(h->easy, CURLOPT_SHARE, share) != CURLE_OK) {
 		handles_destroy(h);
 		return NULL;
 	}
 	return h;
 }
 
-void gh_upstream_thread_cleanup(void)
+/* Detaches the pairs given back before cutoff (the tail of the list) and
+ * returns them. Called with pool_mu held. */
+static struct handles *pool_cut(int64_t cutoff_ns)
 {
-	struct handles *h;
+	struct handles **pp = &pool, *old;
 
-	pthread_once(&key_once, key_make);
-	if (!key_ok)
-		return;
-	h = pthread_getspecific(key);
-	if (!h)
-		return;
-	pthread_setspecific(key, NULL);
-	handles_destroy(h);
+	while (*pp && (*pp)->idle_since_ns >= cutoff_ns)
+		pp = &(*pp)->next;
+	old = *pp;
+	*pp = NULL;
+	return old;
+}
+
+static size_t destroy_list(struct handles *h)
+{
+	struct handles *next;
+	size_t n = 0;
+
+	for (; h; h = next, n++) {
+		next = h->next;
+		handles_destroy(h);
+	}
+	return n;
+}
+
+/* Gives h back. Once a second, the pairs nobody took for IDLE_MAX_MS are
+ * closed (a burst of transfers does not keep its connections open for
+ * good; the most recently used pairs, which the next transfers take, stay
+ * warm). */
+static void handles_give(struct handles *h)
+{
+	struct handles *old = NULL;
+	int64_t now = gh_mono_ns();
+
+	h->idle_since_ns = now;
+	pthread_mutex_lock(&pool_mu);
+	h->next = pool;
+	pool = h;
+	if (now - pool_trimmed_ns >= TRIM_EVERY_NS) {
+		pool_trimmed_ns = now;
+		old = pool_cut(now - IDLE_MAX_MS * 1000000);
+	}
+	pthread_mutex_unlock(&pool_mu);
+	destroy_list(old);
+}
+
+size_t gh_upstream_idle_close(int64_t idle_ms)
+{
+	struct handles *old;
+
+	pthread_mutex_lock(&pool_mu);
+	old = pool_cut(gh_mono_ns() - idle_ms * 1000000);
+	pthread_mutex_unlock(&pool_mu);
+	return destroy_list(old);
 }
 
 static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *ud)
@@ -169,12 +225,16 @@ int gh_upstream_global_init(void)
 
 void gh_upstream_global_cleanup(void)
 {
+	struct handles *h;
 	int i;
 
-	/* the share goes only once no easy handle uses it: the calling
-	 * thread's go first; a thread still holding its own (it would have to
-	 * be running) keeps the share alive until the process ends */
-	gh_upstream_thread_cleanup();
+	/* every transfer has ended by now (the threads that made them have
+	 * stopped): the whole pool is here */
+	pthread_mutex_lock(&pool_mu);
+	h = pool;
+	pool = NULL;
+	pthread_mutex_unlock(&pool_mu);
+	destroy_list(h);
 	if (share && curl_share_cleanup(share) != CURLSHE_OK)
 		return;
 	share = NULL;
@@ -591,8 +651,8 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 		/* a transfer that failed before it had a connection (a URL
 		 * curl cannot parse) leaves curl 7.88's receive buffer behind,
 		 * and the handle then refuses CURLOPT_BUFFERSIZE for good:
-		 * this thread goes on with a fresh handle (connections live in
-		 * the multi handle, so none is lost) */
+		 * the pair goes on with a fresh handle (connections live in the
+		 * multi handle, so none is lost) */
 		if (easy_renew(h) != 0 || (x.easy = h->easy,
 					   setopts(h->easy, h->curlu, req, headers, &x) != 0))
 			return gh_err_set(e, GH_E_INTERNAL,
@@ -736,7 +796,7 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 				struct gh_err *e)
 {
 	struct curl_slist *headers = NULL;
-	struct handles *h;
+	struct handles *h = NULL;
 	char unparsed[ORIGIN_MAX];
 	const char *origin = unparsed;
 	enum gh_code rc = GH_E_INTERNAL;
@@ -746,7 +806,7 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 
 	resp_blank(resp);
 	gh_buf_reset(&resp->body);
-	if (!req->url || !method_ok(req->method) || !(h = handles_get())) {
+	if (!req->url || !method_ok(req->method) || !(h = handles_take())) {
 		url_origin(req->url, unparsed, sizeof(unparsed));
 		if (!req->url || !method_ok(req->method))
 			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
@@ -790,6 +850,8 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 out:
 	if (rc != GH_OK)
 		error_copy(resp, origin, e);
+	if (h)
+		handles_give(h);
 	return rc;
 }
 

@@ -1,14 +1,14 @@
 /*
  * upstream.h - outbound HTTP with libcurl, for providers and HTTP tools.
  *
- * Each thread owns one curl multi handle and one easy handle, created on
- * first use and reused for every request that thread makes, so upstream
- * connections stay alive between requests. Connections are not shared
- * between threads; the DNS cache and TLS sessions are (one share object,
- * locked per kind of data), so a thread's first request to a provider
- * skips the name lookup and resumes a TLS session. gh_upstream_thread_cleanup()
- * releases a thread's handles (called when a worker thread exits; also safe
- * to call at any time between requests).
+ * A transfer takes a pair of curl handles (multi and easy) from one
+ * process-wide pool and gives it back when done; the pair given back last
+ * goes out next, so upstream connections stay alive between requests
+ * whichever thread makes them. Connection caches move with their pair,
+ * never used by two threads at once; the DNS cache and TLS sessions are
+ * shared by all pairs (one share object, locked per kind of data), so a
+ * pair's first request to a provider skips the name lookup and resumes a
+ * TLS session.
  *
  * Never follows redirects. Never sends "Expect: 100-continue". Uses
  * CURLOPT_NOSIGNAL. Error messages name the URL's host and what failed,
@@ -103,12 +103,14 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r);
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e);
 
-/* Frees this thread's curl handles. */
-void gh_upstream_thread_cleanup(void);
+/* Closes the pooled handles (and their idle connections) that no transfer
+ * took for at least idle_ms; 0: all those not in use. The pool does this
+ * by itself for a minute's idleness. Returns how many pairs it closed. */
+size_t gh_upstream_idle_close(int64_t idle_ms);
 
-/* Process-wide init/cleanup (curl_global_* and the share object); call
- * once from main. Cleanup also releases the calling thread's handles; other
- * threads must have released theirs (or exited) by then. */
+/* Process-wide init/cleanup (curl_global_*, the share object and the
+ * pool); call once from main. Cleanup frees the pool: no transfer may be
+ * in flight by then. */
 int gh_upstream_global_init(void);
 void gh_upstream_global_cleanup(void);
 

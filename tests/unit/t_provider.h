@@ -55,7 +55,6 @@ static inline void t_provider_setup(const char *prefix, char *name,
 
 static inline void t_provider_teardown(void)
 {
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 }
 

@@ -36,7 +36,6 @@ static void setup(void)
 
 static void teardown(void)
 {
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 }
 
@@ -354,7 +353,6 @@ static void test_connection_refused(void)
 	T_EQ_INT(resp.attempts, 3);
 	T_EQ_INT(resp.status, 0);
 	gh_upstream_resp_free(&resp);
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 }
 
@@ -815,7 +813,6 @@ static void test_reset_mid_stream_not_retried(void)
 	t_raw_stop(&raw);
 	T_EQ_INT(atomic_load(&raw.accepted), 1);
 	gh_upstream_resp_free(&resp);
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 }
 
@@ -840,7 +837,6 @@ static void test_closed_without_reply_is_retried(void)
 	t_raw_stop(&raw);
 	T_EQ_INT(atomic_load(&raw.accepted), 3);
 	gh_upstream_resp_free(&resp);
-	gh_upstream_thread_cleanup();
 	gh_upstream_global_cleanup();
 }
 
@@ -875,7 +871,6 @@ struct worker {
 	const char *base;
 	int id;
 	int ok;
-	int cleanup;      /* call gh_upstream_thread_cleanup, else rely on thread exit */
 };
 
 static void *worker_main(void *ud)
@@ -900,8 +895,6 @@ static void *worker_main(void *ud)
 			w->ok++;
 	}
 	gh_upstream_resp_free(&resp);
-	if (w->cleanup)
-		gh_upstream_thread_cleanup();
 	return NULL;
 }
 
@@ -909,7 +902,7 @@ static void test_two_threads(void)
 {
 	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
 	struct t_route r;
-	struct worker w[2] = {{NULL, 0, 0, 1}, {NULL, 1, 0, 0}};
+	struct worker w[2] = {{NULL, 0, 0}, {NULL, 1, 0}};
 	pthread_t th[2];
 	int i;
 
@@ -967,7 +960,7 @@ static void test_threads_share_lookups(void)
 	snprintf(base, sizeof(base), "http://%s:%d", loopback_name(name, sizeof(name)),
 		 t_srv.port);
 	for (i = 0; i < 4; i++) {
-		w[i] = (struct worker){base, i, 0, i % 2};
+		w[i] = (struct worker){base, i, 0};
 		T_ASSERT(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
 	}
 	for (i = 0; i < 4; i++)
@@ -979,32 +972,62 @@ static void test_threads_share_lookups(void)
 	teardown();
 }
 
-static void test_cleanup_then_reuse(void)
+struct one_req {
+	const char *url;
+	enum gh_code rc;
+	long status;
+};
+
+static void *one_req_main(void *ud)
 {
-	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
-	struct t_route r;
+	struct one_req *o = ud;
 	struct gh_upstream_req q;
 	struct gh_upstream_resp resp;
 	struct gh_err e;
+
+	req_init(&q, o->url);
+	gh_upstream_resp_init(&resp, 1024);
+	o->rc = gh_upstream_do(&q, &resp, &e);
+	o->status = resp.status;
+	gh_upstream_resp_free(&resp);
+	return NULL;
+}
+
+/* A request made on another thread, after the first one's thread has
+ * gone, goes over the connection the first one left open; closing the
+ * idle handles closes it. */
+static void test_connection_outlives_thread(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct one_req o[2];
+	pthread_t th;
 	char url[128];
+	int i;
 
 	setup();
 	t_srv_route(&r, "/again", rp, 1);
 	snprintf(url, sizeof(url), "%s/again", t_srv.base);
-	req_init(&q, url);
-	gh_upstream_resp_init(&resp, 1024);
-	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
-	gh_upstream_thread_cleanup();
-	gh_upstream_thread_cleanup();
-	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
-	T_EQ_INT(resp.status, 200);
-	/* a fresh handle means a fresh connection */
-	T_ASSERT(r.ports[1] != r.ports[0]);
-	gh_upstream_resp_free(&resp);
+	for (i = 0; i < 2; i++) {
+		o[i] = (struct one_req){url, GH_E_INTERNAL, 0};
+		T_ASSERT(pthread_create(&th, NULL, one_req_main, &o[i]) == 0);
+		pthread_join(th, NULL);
+		T_EQ_INT(o[i].rc, GH_OK);
+		T_EQ_INT(o[i].status, 200);
+	}
+	T_EQ_INT(atomic_load(&r.hits), 2);
+	T_EQ_INT(r.ports[1], r.ports[0]);
+	/* the idle pair closed, its connection goes with it */
+	T_EQ_INT(gh_upstream_idle_close(60000), 0);
+	T_EQ_INT(gh_upstream_idle_close(0), 1);
+	T_ASSERT(pthread_create(&th, NULL, one_req_main, &o[0]) == 0);
+	pthread_join(th, NULL);
+	T_EQ_INT(o[0].rc, GH_OK);
+	T_EQ_INT(atomic_load(&r.hits), 3);
+	T_ASSERT(r.ports[2] != r.ports[0]);
 	t_route_close(&r);
 	teardown();
 }
-
 
 /* A named response header is kept (an MCP server's session id); a header
  * whose name merely starts like it is not. */
@@ -1094,5 +1117,5 @@ T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive
        T(test_wake_fd_readable_falls_back_to_clock),
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
-       T(test_two_threads), T(test_threads_share_lookups), T(test_cleanup_then_reuse),
+       T(test_two_threads), T(test_threads_share_lookups), T(test_connection_outlives_thread),
        T(test_each_request_goes_to_its_url))
