@@ -14,6 +14,7 @@
 #include "ratelimit.h"
 #include "replica.h"
 #include "run.h"
+#include "upstream.h"
 #include "util.h"
 
 #define RESUMERS 2
@@ -325,6 +326,8 @@ static void *maint_main(void *p)
 		if (bg->stopping)
 			break;
 		pthread_mutex_unlock(&bg->mu);
+		/* this process's upstream connections left idle by a burst */
+		gh_upstream_idle_close(GH_UPSTREAM_IDLE_MAX_MS);
 		/* this process's own calls whose end could not be written */
 		if (gh_store_audit_close_unclosed(app->store, &n, &e) == GH_OK && n)
 			gh_warn("audit: %d calls whose end could not be written are recorded as "

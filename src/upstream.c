@@ -11,8 +11,7 @@
  * the previous request left open (with one handle pair per thread, every
  * thread opened its own). curl_easy_reset() clears the previous request's
  * options first. The pool grows to the most transfers in flight at once;
- * a pair nobody took for a minute is closed. The transfer
- * is driven with
+ * a pair nobody took for a minute is closed. The transfer is driven with
  * curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
@@ -47,7 +46,6 @@
 #define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
 #define MAX_BACKOFF_MS INT64_C(30000)
 #define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
-#define IDLE_MAX_MS INT64_C(60000)   /* a pair unused this long is closed */
 #define TRIM_EVERY_NS INT64_C(1000000000) /* the pool is trimmed this often */
 
 struct handles {
@@ -156,10 +154,10 @@ static size_t destroy_list(struct handles *h)
 	return n;
 }
 
-/* Gives h back. Once a second, the pairs nobody took for IDLE_MAX_MS are
- * closed (a burst of transfers does not keep its connections open for
- * good; the most recently used pairs, which the next transfers take, stay
- * warm). */
+/* Gives h back. Once a second, the pairs nobody took for
+ * GH_UPSTREAM_IDLE_MAX_MS are closed (a burst of transfers does not keep
+ * its connections open for good; the most recently used pairs, which the
+ * next transfers take, stay warm). */
 static void handles_give(struct handles *h)
 {
 	struct handles *old = NULL;
@@ -171,7 +169,7 @@ static void handles_give(struct handles *h)
 	pool = h;
 	if (now - pool_trimmed_ns >= TRIM_EVERY_NS) {
 		pool_trimmed_ns = now;
-		old = pool_cut(now - IDLE_MAX_MS * 1000000);
+		old = pool_cut(now - GH_UPSTREAM_IDLE_MAX_MS * 1000000);
 	}
 	pthread_mutex_unlock(&pool_mu);
 	destroy_list(old);

@@ -103,9 +103,15 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r);
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e);
 
+/* How long a pooled handle pair (and its connection) may stay unused. */
+#define GH_UPSTREAM_IDLE_MAX_MS INT64_C(60000)
+
 /* Closes the pooled handles (and their idle connections) that no transfer
- * took for at least idle_ms; 0: all those not in use. The pool does this
- * by itself for a minute's idleness. Returns how many pairs it closed. */
+ * took for at least idle_ms; 0: all those not in use. Returns how many
+ * pairs it closed. Giving a pair back closes those idle for
+ * GH_UPSTREAM_IDLE_MAX_MS (once a second at most); the server's
+ * maintenance thread calls this every second as well, so a burst's
+ * connections are closed even when no request follows it. */
 size_t gh_upstream_idle_close(int64_t idle_ms);
 
 /* Process-wide init/cleanup (curl_global_*, the share object and the
