@@ -305,6 +305,20 @@ static void sweep_replicas(struct gh_app *app, struct gh_bg *bg, struct sweep *s
 		gh_warn("replicas: %s", e.msg);
 }
 
+/* Closes this process's upstream connections that no request used for
+ * server.upstream_idle_ms (a burst leaves them open otherwise until the
+ * next request), and has the pool apply a reloaded value from now on. */
+static void idle_upstreams(struct gh_app *app)
+{
+	struct gh_cfg_gen *g = gh_app_cfg_acquire(app), *prev = gh_app_cfg_enter(g);
+	int64_t ms = gh_app_cfg(app)->server.upstream_idle_ms;
+
+	gh_app_cfg_leave(prev);
+	gh_app_cfg_release(g);
+	gh_upstream_set_idle_max(ms);
+	gh_upstream_idle_close(ms);
+}
+
 static void *maint_main(void *p)
 {
 	struct gh_bg *bg = p;
@@ -326,8 +340,7 @@ static void *maint_main(void *p)
 		if (bg->stopping)
 			break;
 		pthread_mutex_unlock(&bg->mu);
-		/* this process's upstream connections left idle by a burst */
-		gh_upstream_idle_close(GH_UPSTREAM_IDLE_MAX_MS);
+		idle_upstreams(app);
 		/* this process's own calls whose end could not be written */
 		if (gh_store_audit_close_unclosed(app->store, &n, &e) == GH_OK && n)
 			gh_warn("audit: %d calls whose end could not be written are recorded as "

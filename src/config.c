@@ -575,6 +575,8 @@ static enum gh_code read_server(struct ctx *c, const cJSON *obj, struct gh_serve
 		 offsetof(struct gh_server_conf, mcp_sessions_per_key), 0, 1, 10000, 16, NULL},
 		{"mcp_session_idle_ms", F_INT, offsetof(struct gh_server_conf, mcp_session_idle_ms),
 		 0, 1000, 604800000, 3600000, NULL},
+		{"upstream_idle_ms", F_INT, offsetof(struct gh_server_conf, upstream_idle_ms), 0,
+		 1000, 3600000, 60000, NULL},
 	};
 	size_t n = push(c, "server");
 	enum gh_code rc = read_fields(c, obj, f, GH_ARRAY_LEN(f), s, NULL);

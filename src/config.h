@@ -37,6 +37,7 @@ struct gh_server_conf {
 	int64_t approval_wait_ms;    /* how long approve-tool-call / OpenAI / MCP wait */
 	int64_t mcp_sessions_per_key; /* MCP sessions one key holds at /mcp */
 	int64_t mcp_session_idle_ms; /* an MCP session unused this long ends */
+	int64_t upstream_idle_ms;    /* a pooled upstream connection unused this long is closed */
 	char *public_url;            /* how clients reach gatehouse (A2A cards; an https://
 				      * URL also marks admin cookies Secure behind a proxy) */
 };

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -69,6 +70,7 @@ static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct handles *pool;
 static int64_t pool_trimmed_ns;
+static _Atomic int64_t idle_max_ms = GH_UPSTREAM_IDLE_MAX_MS;
 
 static void target_forget(struct handles *h);
 
@@ -154,10 +156,10 @@ static size_t destroy_list(struct handles *h)
 	return n;
 }
 
-/* Gives h back. Once a second, the pairs nobody took for
- * GH_UPSTREAM_IDLE_MAX_MS are closed (a burst of transfers does not keep
- * its connections open for good; the most recently used pairs, which the
- * next transfers take, stay warm). */
+/* Gives h back. Once a second, the pairs nobody took for idle_max_ms are
+ * closed (a burst of transfers does not keep its connections open for
+ * good; the most recently used pairs, which the next transfers take, stay
+ * warm). */
 static void handles_give(struct handles *h)
 {
 	struct handles *old = NULL;
@@ -169,10 +171,15 @@ static void handles_give(struct handles *h)
 	pool = h;
 	if (now - pool_trimmed_ns >= TRIM_EVERY_NS) {
 		pool_trimmed_ns = now;
-		old = pool_cut(now - GH_UPSTREAM_IDLE_MAX_MS * 1000000);
+		old = pool_cut(now - atomic_load(&idle_max_ms) * 1000000);
 	}
 	pthread_mutex_unlock(&pool_mu);
 	destroy_list(old);
+}
+
+void gh_upstream_set_idle_max(int64_t ms)
+{
+	atomic_store(&idle_max_ms, ms);
 }
 
 size_t gh_upstream_idle_close(int64_t idle_ms)

@@ -41,8 +41,10 @@ def sse(text):
     return data, comments
 
 
-def upstream_conns(pid, port):
-    """Established TCP connections from process pid to 127.0.0.1:port."""
+def upstream_conns(pid, port, states=("01",)):
+    """TCP connections from process pid to 127.0.0.1:port in the given
+    /proc/net/tcp states (01 established, 08 close-wait: the peer closed
+    its end and gatehouse still holds the socket)."""
     inodes = set()
     fd_dir = "/proc/%d/fd" % pid
     for fd in os.listdir(fd_dir):
@@ -62,7 +64,7 @@ def upstream_conns(pid, port):
         for line in lines:
             fields = line.split()
             rem_port = int(fields[2].rsplit(":", 1)[1], 16)
-            if rem_port == port and fields[3] == "01" and fields[9] in inodes:
+            if rem_port == port and fields[3] in states and fields[9] in inodes:
                 n += 1
     return n
 
@@ -596,6 +598,33 @@ class OpenAITest(GatewayTest):
         self.assertEqual(len(self.fake.requests(tool=self.tool_name)), 1, "ran exactly once")
         [run] = self.gw.query("SELECT status FROM runs WHERE id = ?", h["x-gatehouse-run"])
         self.assertEqual(run["status"], "completed")
+
+    # ------------------------------------------------------------ upstream connections
+
+    def test_idle_upstream_connections_closed_without_traffic(self):
+        # Requests leave their upstream connections open in the pool for
+        # the next one. With no request after them, those unused for
+        # server.upstream_idle_ms are closed all the same (here 1 s); a
+        # gateway with the default (a minute) keeps them meanwhile.
+        gw = self.start(server={"upstream_idle_ms": 1000})
+        other = self.gateway(config(self.fake, agents={"assistant": agent(self.m)}))
+        other_key = other.create_key("bob", owner="bob")
+        held = ("01", "08")
+        for g, k in ((gw, self.key), (other, other_key)):
+            for i in range(3):
+                self.fake.script(self.m, {"text": "ok %d" % i})
+                st, body, _ = g.post("/v1/chat/completions",
+                                     {"model": "assistant",
+                                      "messages": [{"role": "user", "content": "hi"}]}, key=k)
+                self.assertEqual(st, 200, body)
+            self.assertGreaterEqual(upstream_conns(g.proc.pid, self.fake.port, held), 1)
+        deadline = time.time() + 15
+        while upstream_conns(gw.proc.pid, self.fake.port, held) and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(upstream_conns(gw.proc.pid, self.fake.port, held), 0,
+                         "idle upstream connections closed without another request")
+        self.assertGreaterEqual(upstream_conns(other.proc.pid, self.fake.port, held), 1,
+                                "the default keeps them for a minute")
 
     # ------------------------------------------------------------ disconnects
 
