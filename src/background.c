@@ -306,8 +306,8 @@ static void sweep_replicas(struct gh_app *app, struct gh_bg *bg, struct sweep *s
 }
 
 /* Closes this process's upstream connections that no request used for
- * server.upstream_idle_ms (a burst leaves them open otherwise until the
- * next request), and has the pool apply a reloaded value from now on. */
+ * server.upstream_idle_ms (under the config current now: a reload applies
+ * at the next round). */
 static void idle_upstreams(struct gh_app *app)
 {
 	struct gh_cfg_gen *g = gh_app_cfg_acquire(app), *prev = gh_app_cfg_enter(g);
@@ -315,7 +315,6 @@ static void idle_upstreams(struct gh_app *app)
 
 	gh_app_cfg_leave(prev);
 	gh_app_cfg_release(g);
-	gh_upstream_set_idle_max(ms);
 	gh_upstream_idle_close(ms);
 }
 

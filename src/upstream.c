@@ -11,7 +11,9 @@
  * the previous request left open (with one handle pair per thread, every
  * thread opened its own). curl_easy_reset() clears the previous request's
  * options first. The pool grows to the most transfers in flight at once;
- * a pair nobody took for a minute is closed. The transfer is driven with
+ * gh_upstream_idle_close() closes the pairs nobody took for a while (the
+ * server's maintenance thread calls it every second). The transfer is
+ * driven with
  * curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
@@ -36,7 +38,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -47,7 +48,6 @@
 #define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
 #define MAX_BACKOFF_MS INT64_C(30000)
 #define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
-#define TRIM_EVERY_NS INT64_C(1000000000) /* the pool is trimmed this often */
 
 struct handles {
 	CURLM *multi;
@@ -69,8 +69,6 @@ static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
  * falls along the list). */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct handles *pool;
-static int64_t pool_trimmed_ns;
-static _Atomic int64_t idle_max_ms = GH_UPSTREAM_IDLE_MAX_MS;
 
 static void target_forget(struct handles *h);
 
@@ -156,30 +154,14 @@ static size_t destroy_list(struct handles *h)
 	return n;
 }
 
-/* Gives h back. Once a second, the pairs nobody took for idle_max_ms are
- * closed (a burst of transfers does not keep its connections open for
- * good; the most recently used pairs, which the next transfers take, stay
- * warm). */
+/* Gives h back, first in line for the next transfer. */
 static void handles_give(struct handles *h)
 {
-	struct handles *old = NULL;
-	int64_t now = gh_mono_ns();
-
-	h->idle_since_ns = now;
+	h->idle_since_ns = gh_mono_ns();
 	pthread_mutex_lock(&pool_mu);
 	h->next = pool;
 	pool = h;
-	if (now - pool_trimmed_ns >= TRIM_EVERY_NS) {
-		pool_trimmed_ns = now;
-		old = pool_cut(now - atomic_load(&idle_max_ms) * 1000000);
-	}
 	pthread_mutex_unlock(&pool_mu);
-	destroy_list(old);
-}
-
-void gh_upstream_set_idle_max(int64_t ms)
-{
-	atomic_store(&idle_max_ms, ms);
 }
 
 size_t gh_upstream_idle_close(int64_t idle_ms)

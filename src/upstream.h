@@ -103,19 +103,10 @@ void gh_upstream_resp_free(struct gh_upstream_resp *r);
 enum gh_code gh_upstream_do(const struct gh_upstream_req *req, struct gh_upstream_resp *resp,
 			    struct gh_err *e);
 
-/* How long a pooled handle pair (and its connection) may stay unused
- * unless gh_upstream_set_idle_max says otherwise (the server sets its
- * server.upstream_idle_ms). */
-#define GH_UPSTREAM_IDLE_MAX_MS 60000
-
-/* Sets how long a pooled pair may stay unused: giving a pair back closes
- * the pairs idle longer than that (looked at once a second at most). */
-void gh_upstream_set_idle_max(int64_t ms);
-
 /* Closes the pooled handles (and their idle connections) that no transfer
  * took for at least idle_ms; 0: all those not in use. Returns how many
- * pairs it closed. The server's maintenance thread calls it every second,
- * so a burst's connections are closed even when no request follows it. */
+ * pairs it closed. Nothing else closes them: the server's maintenance
+ * thread calls it every second with server.upstream_idle_ms. */
 size_t gh_upstream_idle_close(int64_t idle_ms);
 
 /* Process-wide init/cleanup (curl_global_*, the share object and the
