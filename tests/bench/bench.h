@@ -400,14 +400,17 @@ BENCH_UNUSED static int64_t bench_threads(pid_t pid)
 	return bench_status_num(pid, "Threads:");
 }
 
-/* CPU time (user + system, every thread) pid has used, in ns; -1 when
- * unknown. Resolution is one clock tick (10 ms). */
-BENCH_UNUSED static int64_t bench_cpu_ns(pid_t pid)
+/* CPU time (user + system, every thread) pid has used, in ns, and in *sys
+ * (when not NULL) the system part; -1 when unknown. Resolution is one
+ * clock tick (10 ms). */
+BENCH_UNUSED static int64_t bench_cpu_split_ns(pid_t pid, int64_t *sys)
 {
 	char path[64], buf[4096], *p;
-	unsigned long long ut = 0, stime = 0;
+	unsigned long long ut = 0, stime = 0, tick;
 	int field;
 
+	if (sys)
+		*sys = -1;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (bench_read_file(path, buf, sizeof(buf)) < 0 || !(p = strrchr(buf, ')')))
 		return -1;
@@ -416,7 +419,15 @@ BENCH_UNUSED static int64_t bench_cpu_ns(pid_t pid)
 		p = strchr(p + 1, ' ');
 	if (!p || sscanf(p + 1, "%llu %llu", &ut, &stime) != 2)
 		return -1;
-	return (int64_t)((ut + stime) * (1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK)));
+	tick = 1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK);
+	if (sys)
+		*sys = (int64_t)(stime * tick);
+	return (int64_t)((ut + stime) * tick);
+}
+
+BENCH_UNUSED static int64_t bench_cpu_ns(pid_t pid)
+{
+	return bench_cpu_split_ns(pid, NULL);
 }
 
 /* Context switches (voluntary + involuntary) summed over pid's threads. */

@@ -25,8 +25,9 @@
  * connection, send the next request when the previous answer is in. Every
  * block is bounded by a request count and a deadline. gatehouse runs once
  * with GH_LOG=warn and once with the default info (its access log goes to a
- * file), and each block also reads gatehouse's and the fake's CPU time and
- * gatehouse's context switches from /proc, per request. At the end the
+ * file), and each block also reads gatehouse's and the fake's CPU time (and
+ * how much of gatehouse's was in the kernel) and gatehouse's context
+ * switches from /proc, per request. At the end the
  * audit table must hold exactly two rows per tool request.
  *
  * Peer: Portkey's open-source gateway (npm @portkey-ai/gateway, pinned in
@@ -199,8 +200,9 @@ struct result {
 	double rps;
 	int errors;
 	/* per request: CPU of the gateway measured (gatehouse or Portkey) and
-	 * of the fake (us), the gateway's context switches */
-	double gw_cpu_us, fake_cpu_us, gw_ctxsw;
+	 * of the fake (us), the gateway's context switches; of the gateway's
+	 * CPU, the part spent in the kernel (us) */
+	double gw_cpu_us, fake_cpu_us, gw_ctxsw, gw_sys_us;
 };
 
 /* The processes whose CPU time and context switches a block samples. */
@@ -223,7 +225,7 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 	struct block b;
 	struct worker w[MAX_CONC];
 	pthread_t th[MAX_CONC];
-	int64_t *all, n = 0, t0, t1, cpu_gh, cpu_fake, sw_gh;
+	int64_t *all, n = 0, t0, t1, cpu_gh, cpu_fake, sw_gh, sys_gh, sys_end;
 	pid_t gw = mode == PK_PLAIN ? pk.pid : gh_pid;
 	struct result res;
 	int i;
@@ -247,7 +249,7 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 		if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
 			bench_die("pthread_create failed");
 	}
-	cpu_gh = bench_cpu_ns(gw);
+	cpu_gh = bench_cpu_split_ns(gw, &sys_gh);
 	cpu_fake = bench_cpu_ns(fake_pid);
 	sw_gh = bench_ctxsw(gw);
 	t0 = bench_ns();
@@ -256,7 +258,8 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 	for (i = 0; i < conc; i++)
 		pthread_join(th[i], NULL);
 	t1 = bench_ns();
-	cpu_gh = bench_cpu_ns(gw) - cpu_gh;
+	cpu_gh = bench_cpu_split_ns(gw, &sys_end) - cpu_gh;
+	sys_gh = sys_end - sys_gh;
 	cpu_fake = bench_cpu_ns(fake_pid) - cpu_fake;
 	sw_gh = bench_ctxsw(gw) - sw_gh;
 	pthread_barrier_destroy(&b.go);
@@ -278,6 +281,7 @@ static struct result run_block(enum mode mode, int port, const char *auth, const
 		res.gw_cpu_us = (double)cpu_gh / 1e3 / (double)n;
 		res.fake_cpu_us = (double)cpu_fake / 1e3 / (double)n;
 		res.gw_ctxsw = (double)sw_gh / (double)n;
+		res.gw_sys_us = (double)sys_gh / 1e3 / (double)n;
 	}
 	free(all);
 	return res;
@@ -708,7 +712,7 @@ struct target {
 /* Per-repetition figures of one side. */
 struct side {
 	double p50[MAX_REPS], p90[MAX_REPS], p99[MAX_REPS], mean[MAX_REPS], rps[MAX_REPS];
-	double cpu[MAX_REPS], fake_cpu[MAX_REPS], sw[MAX_REPS];
+	double cpu[MAX_REPS], fake_cpu[MAX_REPS], sw[MAX_REPS], sys[MAX_REPS];
 	int errors;
 	int64_t n;
 };
@@ -734,6 +738,7 @@ static void side_add(struct side *s, int64_t r, const struct result *x)
 	s->p50[r] = x->s.p50, s->p90[r] = x->s.p90, s->p99[r] = x->s.p99, s->mean[r] = x->s.mean;
 	s->rps[r] = x->rps, s->cpu[r] = x->gw_cpu_us, s->fake_cpu[r] = x->fake_cpu_us;
 	s->sw[r] = x->gw_ctxsw;
+	s->sys[r] = x->gw_sys_us;
 	s->errors += x->errors;
 	s->n += (int64_t)x->s.n;
 }
@@ -823,10 +828,11 @@ static void print_portkey(const struct side *sd, int conc, int64_t reps)
 	side_diff(&sd[S_GH], &sd[S_DIRECT], &gh_added, reps);
 	print_row("through Portkey", &sd[S_PK], reps);
 	print_row("Portkey added", &added, reps);
-	printf("  Portkey: throughput %.0f/s%s; CPU per request %.0f us (%.1f context switches); "
-	       "fake %.0f us through Portkey\n",
+	printf("  Portkey: throughput %.0f/s%s; CPU per request %.0f us, %.0f us of it in the "
+	       "kernel (%.1f context switches); fake %.0f us through Portkey\n",
 	       med(sd[S_PK].rps, reps), sd[S_PK].errors ? " (ERRORS, see stderr)" : "",
-	       med(sd[S_PK].cpu, reps), med(sd[S_PK].sw, reps), med(sd[S_PK].fake_cpu, reps));
+	       med(sd[S_PK].cpu, reps), med(sd[S_PK].sys, reps), med(sd[S_PK].sw, reps),
+	       med(sd[S_PK].fake_cpu, reps));
 	q = ratio(sd[S_GH].rps, sd[S_PK].rps, reps, &lo, &hi);
 	printf("  gatehouse plain throughput = %.1f" TIMES " Portkey's (per rep %.1f-%.1f); "
 	       "p50 Portkey/gatehouse = %.1f" TIMES "; added p50 gatehouse %.1f us, Portkey %.1f us\n",
@@ -877,10 +883,10 @@ static void print_scenario(const struct opts *o, const char *log, int tool, int 
 	       med(sd[S_DIRECT].rps, reps), med(sd[S_GH].rps, reps),
 	       ratio(sd[S_GH].rps, sd[S_DIRECT].rps, reps, NULL, NULL),
 	       sd[S_DIRECT].errors + sd[S_GH].errors ? " (ERRORS, see stderr)" : "");
-	printf("  CPU per request: gatehouse %.0f us (%.1f context switches); fake %.0f us "
-	       "direct, %.0f us through gatehouse\n",
-	       med(sd[S_GH].cpu, reps), med(sd[S_GH].sw, reps), med(sd[S_DIRECT].fake_cpu, reps),
-	       med(sd[S_GH].fake_cpu, reps));
+	printf("  CPU per request: gatehouse %.0f us, %.0f us of it in the kernel (%.1f context "
+	       "switches); fake %.0f us direct, %.0f us through gatehouse\n",
+	       med(sd[S_GH].cpu, reps), med(sd[S_GH].sys, reps), med(sd[S_GH].sw, reps),
+	       med(sd[S_DIRECT].fake_cpu, reps), med(sd[S_GH].fake_cpu, reps));
 	if (conc == 1) {
 		/* the hot path's targets: CPU and added p50 per request */
 		double cpu = med(sd[S_GH].cpu, reps), p50 = med(added.p50, reps);
