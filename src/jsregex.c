@@ -23,6 +23,7 @@
 
 #include "buf.h"
 #include "schema.h"
+#include "util.h"
 
 /* Translated regex limits: output bytes, nesting of groups, and a rough
  * count of the nodes glibc builds (counted repetitions multiply). */
@@ -777,21 +778,12 @@ static struct {
 	int n;
 } shared = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0};
 
-static uint32_t hash_src(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* The shared compiled form of src, compiling it once when there is room;
  * NULL when the pattern cannot be used (why filled) or the table is full
  * (*full set, why empty). */
 static const regex_t *shared_get(const char *src, long *cost, int *full, char *why, size_t cap)
 {
-	uint32_t i = hash_src(src) % SHARED_SLOTS;
+	uint32_t i = gh_hash_str(src) % SHARED_SLOTS;
 	const regex_t *re = NULL;
 	int probes;
 

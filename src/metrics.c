@@ -109,15 +109,6 @@ static struct names agents = NAMES_INIT(GH_METRICS_AGENTS, "");
 static struct names providers = NAMES_INIT(GH_METRICS_PROVIDERS, "_other");
 static struct names tools = NAMES_INIT(GH_METRICS_TOOLS, "_other");
 
-static uint32_t hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 static const char *name_at(struct names *t, uint32_t i)
 {
 	char *s = i ? atomic_load_explicit(&t->name[i], memory_order_acquire) : NULL;
@@ -135,7 +126,7 @@ static uint32_t count_of(struct names *t)
 /* The position of s, or -1 when it has none yet. Lock-free. */
 static int lookup(struct names *t, const char *s)
 {
-	uint32_t mask = (uint32_t)(t->cap * 2 - 1), h = hash(s) & mask, k;
+	uint32_t mask = (uint32_t)(t->cap * 2 - 1), h = gh_hash_str(s) & mask, k;
 
 	for (k = 0; k <= mask; k++, h = (h + 1) & mask) {
 		uint32_t v = atomic_load_explicit(&t->idx[h], memory_order_acquire);
@@ -168,7 +159,7 @@ static uint32_t intern(struct names *t, const char *s)
 	if (n >= t->cap || !(copy = strdup(s)))
 		goto out;
 	atomic_store_explicit(&t->name[n], copy, memory_order_release);
-	for (h = hash(s) & mask; atomic_load_explicit(&t->idx[h], memory_order_relaxed);
+	for (h = gh_hash_str(s) & mask; atomic_load_explicit(&t->idx[h], memory_order_relaxed);
 	     h = (h + 1) & mask)
 		;
 	atomic_store_explicit(&t->idx[h], n + 1, memory_order_release);

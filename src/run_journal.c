@@ -72,11 +72,7 @@ static int ntypes;
 
 static size_t bucket_of(const char *run_id)
 {
-	uint32_t h = 2166136261u;   /* FNV-1a */
-
-	for (; *run_id; run_id++)
-		h = (h ^ (unsigned char)*run_id) * 16777619u;
-	return h % BUCKETS;
+	return gh_hash_str(run_id) % BUCKETS;
 }
 
 static void journal_free(struct journal *j)

@@ -145,16 +145,27 @@ void gh_run_notify(struct gh_app *app, const char *run_id)
 
 /* ------------------------------------------------------------ registry */
 
+/* The runs this process's requests hold, by run id: a thousand held
+ * streams make each hold, release and lookup a walk of one short chain,
+ * not of every hold (a new stream used to compare its id with every held
+ * one, and an ending one to walk the list to itself, under the one lock). */
+#define FLIGHT_BUCKETS 1024
+
 struct flight {
 	char run_id[GH_ID_MAX];
 	char owner[GH_NAME_MAX + 1];
 	int cancellable;               /* a request's run, not a background resumption */
 	_Atomic int cancel;
-	struct flight *next;
+	struct flight *next, **pprev;  /* in its bucket's chain */
 };
 
 static pthread_mutex_t flights_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct flight *flights;
+static struct flight *flights[FLIGHT_BUCKETS];
+
+static struct flight **flight_bucket(const char *run_id)
+{
+	return &flights[gh_hash_str(run_id) % FLIGHT_BUCKETS];
+}
 
 enum gh_code gh_run_hold(struct gh_app *app, const char *owner, const char *run_id,
 			 struct gh_run_hold *h, struct gh_err *e)
@@ -165,7 +176,7 @@ enum gh_code gh_run_hold(struct gh_app *app, const char *owner, const char *run_
 enum gh_code gh_run_hold_as(struct gh_app *app, const char *owner, const char *run_id,
 			    int cancellable, struct gh_run_hold *h, struct gh_err *e)
 {
-	struct flight *f, *g;
+	struct flight *f, *g, **b;
 
 	(void)app;
 	if (h->priv_)
@@ -176,14 +187,18 @@ enum gh_code gh_run_hold_as(struct gh_app *app, const char *owner, const char *r
 	gh_strlcpy(f->run_id, run_id, sizeof(f->run_id));
 	gh_strlcpy(f->owner, owner ? owner : "", sizeof(f->owner));
 	f->cancellable = cancellable;
+	b = flight_bucket(f->run_id);
 	pthread_mutex_lock(&flights_mu);
 	/* a cancel asked before this hold (while the surface held the run)
 	 * stands for it too */
-	for (g = flights; g && cancellable; g = g->next)
+	for (g = *b; g && cancellable; g = g->next)
 		if (!strcmp(g->run_id, f->run_id) && atomic_load(&g->cancel))
 			atomic_store(&f->cancel, 1);
-	f->next = flights;
-	flights = f;
+	f->next = *b;
+	if (f->next)
+		f->next->pprev = &f->next;
+	f->pprev = b;
+	*b = f;
 	pthread_mutex_unlock(&flights_mu);
 	h->priv_ = f;
 	return GH_OK;
@@ -191,17 +206,14 @@ enum gh_code gh_run_hold_as(struct gh_app *app, const char *owner, const char *r
 
 void gh_run_release(struct gh_app *app, struct gh_run_hold *h)
 {
-	struct flight *f = h ? h->priv_ : NULL, **p;
+	struct flight *f = h ? h->priv_ : NULL;
 
 	if (!f)
 		return;
 	pthread_mutex_lock(&flights_mu);
-	for (p = &flights; *p; p = &(*p)->next) {
-		if (*p == f) {
-			*p = f->next;
-			break;
-		}
-	}
+	*f->pprev = f->next;
+	if (f->next)
+		f->next->pprev = f->pprev;
 	pthread_mutex_unlock(&flights_mu);
 	h->priv_ = NULL;
 	if (app)
@@ -224,7 +236,7 @@ static int in_flight(const char *owner, const char *run_id, int cancel)
 	int found = 0;
 
 	pthread_mutex_lock(&flights_mu);
-	for (f = flights; f; f = f->next) {
+	for (f = *flight_bucket(run_id); f; f = f->next) {
 		if (strcmp(f->run_id, run_id) || (owner && strcmp(f->owner, owner)))
 			continue;
 		if (!f->cancellable)

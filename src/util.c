@@ -160,6 +160,15 @@ int gh_unhex(const char *hex, unsigned char *out, size_t n)
 	return hex[2 * n] == '\0' ? 0 : -1;
 }
 
+uint32_t gh_hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
 size_t gh_strlcpy(char *dst, const char *src, size_t cap)
 {
 	size_t n = strlen(src);

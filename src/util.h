@@ -55,6 +55,10 @@ int gh_unhex(const char *hex, unsigned char *out, size_t n);
 /* Copies at most cap-1 bytes and terminates; returns strlen(src). */
 size_t gh_strlcpy(char *dst, const char *src, size_t cap);
 
+/* FNV-1a of the NUL-terminated s: for hash tables keyed by names and ids
+ * (not for anything an attacker must not predict). */
+uint32_t gh_hash_str(const char *s);
+
 /* Parses a whole decimal integer within [min, max]; -1 on junk/overflow. */
 int gh_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 

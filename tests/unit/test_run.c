@@ -299,6 +299,106 @@ static void test_cancel(void)
 	t_store_close(&t);
 }
 
+/* Many holds at once, as a thousand held streams make: each is found by
+ * its own id and owner, a second hold of the same run outlives the first
+ * one's release, releases in any order leave the others in place, and a
+ * cancel reaches the holds of that run only. */
+#define MANY_HOLDS 3000
+
+struct holder {
+	struct gh_app *app;
+	int base;
+	int bad;
+};
+
+static void *hold_release(void *ud)
+{
+	struct holder *w = ud;
+	struct gh_run_hold h;
+	struct gh_err e;
+	char id[32];
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		snprintf(id, sizeof(id), "run_t%d_%d", w->base, i);
+		memset(&h, 0, sizeof(h));
+		if (gh_run_hold(w->app, "carol", id, &h, &e) != GH_OK ||
+		    !gh_run_in_flight("carol", id)) {
+			w->bad++;
+			continue;
+		}
+		gh_run_release(w->app, &h);
+		w->bad += gh_run_in_flight("carol", id);
+	}
+	return NULL;
+}
+
+static void test_many_holds(void)
+{
+	static struct gh_run_hold h[MANY_HOLDS];
+	struct gh_run_hold twin;
+	struct gh_app app;
+	struct gh_err e;
+	struct holder w[4];
+	pthread_t th[4];
+	enum gh_cancel_outcome how;
+	char id[32];
+	int i, missing = 0, extra = 0;
+
+	memset(&app, 0, sizeof(app));
+	app.hub = gh_hub_new();
+	memset(h, 0, sizeof(h));
+	for (i = 0; i < MANY_HOLDS; i++) {
+		snprintf(id, sizeof(id), "run_many_%d", i);
+		T_EQ_INT(gh_run_hold(&app, i % 2 ? "alice" : "bob", id, &h[i], &e), GH_OK);
+	}
+	T_EQ_INT(gh_run_in_flight("alice", "run_many_1"), 1);
+	T_EQ_INT(gh_run_in_flight("bob", "run_many_1"), 0);
+	T_EQ_INT(gh_run_in_flight(NULL, "run_many_2998"), 1);
+	T_EQ_INT(gh_run_in_flight(NULL, "run_many_3000"), 0);
+	/* the same run held twice: in flight until both let go */
+	memset(&twin, 0, sizeof(twin));
+	T_EQ_INT(gh_run_hold(&app, "alice", "run_many_7", &twin, &e), GH_OK);
+	gh_run_release(&app, &h[7]);
+	T_EQ_INT(gh_run_in_flight("alice", "run_many_7"), 1);
+	/* a cancel stops that run's holds and no other's */
+	T_EQ_INT(gh_run_cancel(&app, "alice", "run_many_7", &how, &e), GH_OK);
+	T_EQ_INT(how, GH_CANCEL_SIGNALLED);
+	T_EQ_INT(gh_run_hold_cancelled(&twin), 1);
+	T_EQ_INT(gh_run_hold_cancelled(&h[9]), 0);
+	gh_run_release(&app, &twin);
+	T_EQ_INT(gh_run_in_flight("alice", "run_many_7"), 0);
+	/* every third released, then the others from the end */
+	for (i = 0; i < MANY_HOLDS; i += 3)
+		if (i != 7)
+			gh_run_release(&app, &h[i]);
+	for (i = 0; i < MANY_HOLDS; i++) {
+		snprintf(id, sizeof(id), "run_many_%d", i);
+		if (i % 3 == 0 || i == 7)
+			extra += gh_run_in_flight(NULL, id);
+		else
+			missing += !gh_run_in_flight(NULL, id);
+	}
+	T_EQ_INT(extra, 0);
+	T_EQ_INT(missing, 0);
+	/* threads holding and releasing beside the ones still held */
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct holder){&app, i, 0};
+		T_ASSERT(pthread_create(&th[i], NULL, hold_release, &w[i]) == 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		T_EQ_INT(w[i].bad, 0);
+	}
+	for (i = MANY_HOLDS - 1; i >= 0; i--)
+		gh_run_release(&app, &h[i]); /* a released hold's second release does nothing */
+	for (i = 0; i < MANY_HOLDS; i += 97) {
+		snprintf(id, sizeof(id), "run_many_%d", i);
+		T_EQ_INT(gh_run_in_flight(NULL, id), 0);
+	}
+	gh_hub_free(app.hub);
+}
+
 struct claimer {
 	struct gh_store *s;
 	const char *run_id;
@@ -354,5 +454,5 @@ static void test_claim_race_one_winner(void)
 	t_store_close(&t);
 }
 
-T_MAIN(T(test_pending_calls), T(test_cancel), T(test_wait_settles),
+T_MAIN(T(test_pending_calls), T(test_cancel), T(test_many_holds), T(test_wait_settles),
        T(test_wait_ends_early), T(test_claim_race_one_winner))
