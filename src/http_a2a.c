@@ -288,10 +288,16 @@ static void run_done(struct a2a_run *s)
 
 /* Brings a stored task that may be behind its run up to date (a run
  * resumed after an approval, a request a restart interrupted), and saves
- * it. Best effort: on a store error the task is shown as stored. */
+ * it. Best effort: on a store error the task is shown as stored. The task
+ * was read before the look at the runs in flight: the request running it
+ * may have settled it and let go in between, and then the save finds the
+ * state moved on (GH_E_CONFLICT) and the task is read again, as that
+ * request left it (its status message says why it ended), instead of
+ * shown as this look at the run alone would have it. */
 static void reconcile(struct gh_app *app, struct gh_a2a_task *t)
 {
 	struct gh_run_view v;
+	struct gh_a2a_task again;
 	struct gh_err e;
 	char before[16];
 	enum gh_code rc;
@@ -320,7 +326,17 @@ static void reconcile(struct gh_app *app, struct gh_a2a_task *t)
 		gh_a2a_task_sync(t, &v);
 		gh_run_view_clear(&v);
 	}
-	if (gh_store_a2a_task_save(app->store, t, before, &e) != GH_OK)
+	rc = gh_store_a2a_task_save(app->store, t, before, &e);
+	if (rc == GH_E_CONFLICT) {
+		memset(&again, 0, sizeof(again));
+		if (gh_store_a2a_task_get(app->store, t->owner, t->agent_id, t->id, &again, &e) ==
+		    GH_OK) {
+			gh_a2a_task_clear(t);
+			*t = again;
+			return;
+		}
+	}
+	if (rc != GH_OK)
 		gh_debug("a2a: task %s not brought up to date: %s", t->id, e.msg);
 }
 
