@@ -8,10 +8,13 @@
  * Time to first token is from writing the request to reading the first
  * text_delta event. Each of C client threads keeps one connection alive
  * and sends its next request when the previous stream has ended (closed
- * loop). Direct and gateway blocks alternate, direct first, with the same
- * number of requests; added TTFT is gateway minus direct at the same
- * percentile. Every stream must end with message_stop. gatehouse runs with
- * GH_LOG=warn.
+ * loop). At one stream, direct and gateway requests alternate one by one
+ * on two kept-alive connections, so both see the machine as it is at that
+ * moment (on a shared machine, blocks run a second apart drift by more
+ * than what is measured); at 100 streams, a direct block then a gateway
+ * block with the same number of requests. Added TTFT is gateway minus
+ * direct at the same percentile. Every stream must end with message_stop.
+ * gatehouse runs with GH_LOG=warn.
  *
  * Two tables: the fake writes the whole answer at once (every event in the
  * first reads: time to first token then also holds the work on the events
@@ -111,22 +114,29 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* One block: conc workers, total requests; TTFTs (ns) into out. Returns
- * how many. */
-static size_t block(int port, const char *path, const char *extra, const char *body, int conc,
-		    int64_t total, int64_t *out)
+static char *request_head(int port, const char *path, const char *extra, const char *body)
 {
-	static struct worker w[MAX_CONC];
 	char *head = malloc(8192);
-	size_t n = 0;
-	int64_t per = (total + conc - 1) / conc, j;
-	int i;
 
 	if (!head)
 		bench_die("out of memory");
 	bench_fmt(head, 8192, "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
 		  "application/json\r\n%sContent-Length: %zu\r\n\r\n", path, port, extra,
 		  strlen(body));
+	return head;
+}
+
+/* One block: conc workers, total requests; TTFTs (ns) into out. Returns
+ * how many. */
+static size_t block(int port, const char *path, const char *extra, const char *body, int conc,
+		    int64_t total, int64_t *out)
+{
+	static struct worker w[MAX_CONC];
+	char *head = request_head(port, path, extra, body);
+	size_t n = 0;
+	int64_t per = (total + conc - 1) / conc, j;
+	int i;
+
 	for (i = 0; i < conc; i++) {
 		memset(&w[i], 0, sizeof(w[i]));
 		w[i].port = port;
@@ -151,8 +161,42 @@ static size_t block(int port, const char *path, const char *extra, const char *b
 	return n;
 }
 
+/* One stream at a time, direct and gateway in turn (direct first), total
+ * requests each: their TTFTs (ns) into dout and gout. */
+static void alternate(int fake_port, int gw_port, const char *auth, const char *body,
+		      const char *direct, int64_t total, int64_t *dout, int64_t *gout)
+{
+	char *dhead = request_head(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n",
+				   direct);
+	char *ghead = request_head(gw_port, "/v1/messages", auth, body);
+	struct worker wd, wg;
+	struct bconn cd, cg;
+	int64_t i;
+
+	memset(&wd, 0, sizeof(wd));
+	memset(&wg, 0, sizeof(wg));
+	wd.head = dhead;
+	wd.body = direct;
+	wd.blen = strlen(direct);
+	wg.head = ghead;
+	wg.body = body;
+	wg.blen = strlen(body);
+	if (bconn_open(&cd, fake_port, 30000) != 0 || bconn_open(&cg, gw_port, 30000) != 0)
+		bench_die("cannot connect");
+	for (i = 0; i < total; i++) {
+		if (one(&cd, &wd, &dout[i]) != 0)
+			bench_die("direct: a stream failed after %lld", (long long)i);
+		if (one(&cg, &wg, &gout[i]) != 0)
+			bench_die("gatehouse: a stream failed after %lld", (long long)i);
+	}
+	bconn_close(&cd);
+	bconn_close(&cg);
+	free(dhead);
+	free(ghead);
+}
+
 /* Scripts the fake's answer (paced a word every pace_ms; 0: at once) and
- * prints a table row per concurrency, direct block first. */
+ * prints a table row per concurrency. */
 static void table(const struct opts *o, int fake_port, int gw_port, const char *text,
 		  int64_t pace_ms, const char *auth, const char *body, const char *direct,
 		  int64_t *samples)
@@ -181,11 +225,20 @@ static void table(const struct opts *o, int fake_port, int gw_port, const char *
 		struct bench_stats d, g;
 		size_t n;
 
-		n = block(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n", direct,
-			  concs[k], o->requests, samples);
-		d = bench_summary(samples, n, 1e6);
-		n = block(gw_port, "/v1/messages", auth, body, concs[k], o->requests, samples);
-		g = bench_summary(samples, n, 1e6);
+		if (concs[k] == 1) {
+			int64_t *gs = samples + o->requests;
+
+			alternate(fake_port, gw_port, auth, body, direct, o->requests, samples, gs);
+			d = bench_summary(samples, (size_t)o->requests, 1e6);
+			g = bench_summary(gs, (size_t)o->requests, 1e6);
+		} else {
+			n = block(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n",
+				  direct, concs[k], o->requests, samples);
+			d = bench_summary(samples, n, 1e6);
+			n = block(gw_port, "/v1/messages", auth, body, concs[k], o->requests,
+				  samples);
+			g = bench_summary(samples, n, 1e6);
+		}
 		printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", concs[k], d.p50, d.p99,
 		       g.p50, g.p99, g.p50 - d.p50, g.p99 - d.p99);
 		fflush(stdout);
@@ -253,7 +306,8 @@ int main(int argc, char **argv)
 		  "\"messages\":[{\"role\":\"user\",\"content\":\"Say the words.\"}]}");
 	bench_fmt(auth, sizeof(auth), "x-api-key: %s\r\nanthropic-version: 2023-06-01\r\n", key);
 
-	samples = calloc((size_t)(o.requests + o.warmup + MAX_CONC), sizeof(int64_t));
+	/* a block's samples, or both halves of the alternating run */
+	samples = calloc((size_t)(2 * o.requests + o.warmup + MAX_CONC), sizeof(int64_t));
 	if (!samples)
 		bench_die("out of memory");
 	/* warm-up through gatehouse, then the upstream body it sends */
@@ -271,7 +325,7 @@ int main(int argc, char **argv)
 	free(reqs);
 	bench_print_host();
 	printf("\n/v1/messages streamed pass-through: time to first token (first text_delta), "
-	       "%lld requests per block, %lld words per answer\n", (long long)o.requests,
+	       "%lld requests each way, %lld words per answer\n", (long long)o.requests,
 	       (long long)o.words);
 	table(&o, fake.port, gw.port, text, 0, auth, body, direct, samples);
 	{
