@@ -32,6 +32,8 @@
 #include "bench.h"
 
 #define MODEL "claude-bench"
+/* the header a direct request carries (gatehouse's also carry the key) */
+#define DIRECT_HEAD "anthropic-version: 2023-06-01\r\n"
 #define MAX_CONC 128
 
 struct opts {
@@ -166,8 +168,7 @@ static size_t block(int port, const char *path, const char *extra, const char *b
 static void alternate(int fake_port, int gw_port, const char *auth, const char *body,
 		      const char *direct, int64_t total, int64_t *dout, int64_t *gout)
 {
-	char *dhead = request_head(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n",
-				   direct);
+	char *dhead = request_head(fake_port, "/v1/messages", DIRECT_HEAD, direct);
 	char *ghead = request_head(gw_port, "/v1/messages", auth, body);
 	struct worker wd, wg;
 	struct bconn cd, cg;
@@ -232,8 +233,8 @@ static void table(const struct opts *o, int fake_port, int gw_port, const char *
 			d = bench_summary(samples, (size_t)o->requests, 1e6);
 			g = bench_summary(gs, (size_t)o->requests, 1e6);
 		} else {
-			n = block(fake_port, "/v1/messages", "anthropic-version: 2023-06-01\r\n",
-				  direct, concs[k], o->requests, samples);
+			n = block(fake_port, "/v1/messages", DIRECT_HEAD, direct, concs[k],
+				  o->requests, samples);
 			d = bench_summary(samples, n, 1e6);
 			n = block(gw_port, "/v1/messages", auth, body, concs[k], o->requests,
 				  samples);
