@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -2068,6 +2070,30 @@ static int write_port_file(const char *path, int port)
 	return 0;
 }
 
+/* Sizes the descriptor table for a connection per worker (and some room
+ * besides) before the workers start, as gatehouse does (serve.c,
+ * reserve_descriptors): a table that grows while threads serve holds the
+ * accept that needed the room for an RCU grace period, and the streams
+ * opened meanwhile would carry that stall into the direct figures. */
+static void size_descriptor_table(int64_t threads)
+{
+	struct rlimit rl;
+	rlim_t top = (rlim_t)threads * 2 + 256;
+	int fd, far;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < top)
+		top = rl.rlim_cur;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	far = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 1));
+	if (far >= 0)
+		close(far);
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	static struct fake f; /* large (the log ring); static so it is not on the stack */
@@ -2119,6 +2145,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	size_descriptor_table(threads);
 
 	pthread_mutex_init(&f.mu, NULL);
 	pthread_mutex_init(&f.stop_mu, NULL);

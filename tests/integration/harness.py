@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -302,8 +303,10 @@ class Gateway:
     (key files, pid file) are named from self.base: the SQLite file, or
     <dir>/gatehouse."""
 
-    def __init__(self, cfg, env=None, dirname=None):
+    def __init__(self, cfg, env=None, dirname=None, nofile=None):
         self.dir = dirname or tempfile.mkdtemp(prefix="gh-test-")
+        # (soft, hard) limit on descriptors the server starts with
+        self.nofile = nofile
         self.cfg = copy.deepcopy(cfg)
         self.env = dict(os.environ)
         self.env.update(env or {})
@@ -352,8 +355,15 @@ class Gateway:
     def start(self):
         self.out = open(os.path.join(self.dir, "serve.out"), "w+")
         self.err = open(os.path.join(self.dir, "serve.err"), "a+")
+        limit = self.nofile
+
+        def limits():
+            if limit:
+                resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+
         self.proc = subprocess.Popen([GH_BIN, "serve", "--config", self.config_path],
-                                     cwd=self.dir, stdout=self.out, stderr=self.err, env=self.env)
+                                     cwd=self.dir, stdout=self.out, stderr=self.err, env=self.env,
+                                     preexec_fn=limits if limit else None)
         deadline = time.time() + 30
         self.port = None
         while time.time() < deadline:

@@ -2,13 +2,15 @@
 attacker would: deeply nested JSON on every route that takes a body (keyed
 and keyless), request framing a proxy could read differently (two
 Content-Length headers, a length with Transfer-Encoding), NUL bytes in the
-path, the query and JSON strings, what the access log shows of a key, and
-idle or slow connections that must not take the server offline."""
+path, the query and JSON strings, what the access log shows of a key,
+idle or slow connections that must not take the server offline, and the
+descriptors the server makes room for at start-up."""
 
 import glob
 import json
 import os
 import re
+import resource
 import socket
 import time
 import unittest
@@ -398,6 +400,58 @@ class SlowClientsTest(GatewayTest):
         got = read_all(s)
         s.close()
         self.assertTrue(got.startswith(b"HTTP/1.1 431"), got[:200])
+
+
+class DescriptorsTest(GatewayTest):
+    """Descriptors: the soft limit is raised to what server.threads may
+    hold (4 per worker and 1,024 besides), within the hard limit, and the
+    descriptor table is grown to it at start-up, before any thread: Linux
+    grows a table that is full by doubling it, and in a process of many
+    threads each growth held the accept() that needed it (and every new
+    connection behind it) for an RCU grace period of several milliseconds.
+    /proc/PID/status shows the table's size as FDSize."""
+
+    THREADS = 600
+    WANT = THREADS * 4 + 1024
+
+    def proc_limits(self, gw):
+        with open("/proc/%d/limits" % gw.proc.pid) as f:
+            line = next(l for l in f if l.startswith("Max open files"))
+        soft, hard = line.split()[3:5]
+        with open("/proc/%d/status" % gw.proc.pid) as f:
+            size = int(re.search(r"^FDSize:\s+(\d+)$", f.read(), re.M).group(1))
+        return int(soft), int(hard), size
+
+    def start(self, soft, hard):
+        gw = self.gateway(config(self.fake, server={"threads": self.THREADS}),
+                          nofile=(soft, hard))
+        st, _, _ = gw.get("/healthz")
+        self.assertEqual(st, 200)
+        return gw
+
+    def test_the_limit_rises_and_the_table_is_sized_before_serving(self):
+        # a hard limit above what is wanted, and at most this process's
+        # (only root may raise its own)
+        cur = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        top = 65536 if cur == resource.RLIM_INFINITY else min(cur, 65536)
+        if top <= self.WANT:
+            self.skipTest("the hard limit on descriptors here is %d" % cur)
+        gw = self.start(1024, top)
+        soft, hard, size = self.proc_limits(gw)
+        self.assertEqual((soft, hard), (self.WANT, top))
+        # the table holds every descriptor up to the limit: a power of two
+        # at least that large, where an idle server's would be 64 or 128
+        self.assertGreaterEqual(size, self.WANT)
+        self.assertNotIn("descriptors:", gw.logs())
+
+    def test_a_low_hard_limit_is_used_whole_and_named(self):
+        gw = self.start(1024, 2000)
+        soft, hard, size = self.proc_limits(gw)
+        self.assertEqual((soft, hard), (2000, 2000))
+        self.assertGreaterEqual(size, 2000)
+        log = gw.logs()
+        self.assertIn("descriptors: the limit is 2000 (hard limit 2000), and server.threads "
+                      "= 600 may hold about %d at once" % self.WANT, log)
 
 
 if __name__ == "__main__":
