@@ -100,6 +100,13 @@ static int ft_batch(void *ud, int open)
 	return f->in->batch(f->in->ud, open);
 }
 
+static void ft_sent(void *ud)
+{
+	struct first_token *f = ud;
+
+	f->in->sent(f->in->ud);
+}
+
 static enum gh_metrics_outcome outcome_of(enum gh_code rc)
 {
 	return rc == GH_OK ? GH_MO_OK : rc == GH_E_TIMEOUT ? GH_MO_TIMEOUT
@@ -145,6 +152,7 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 	ev.reasoning_delta = ft.in->reasoning_delta ? ft_reasoning : NULL;
 	ev.tick = ft.in->tick ? ft_tick : NULL;
 	ev.batch = ft.in->batch ? ft_batch : NULL;
+	ev.sent = ft.in->sent ? ft_sent : NULL;
 	rc = ops->wire ? gh_provider_http_chat(ops->wire, conf, req, &ev, out, e)
 		       : ops->chat(conf, req, &ev, out, e);
 	gh_metrics_upstream(conf->name, type_name(conf->type), outcome_of(rc), gh_mono_ns() - t0,
@@ -570,6 +578,13 @@ static int on_batch(void *ud, int open)
 	return 0;
 }
 
+static void on_sent(void *ud)
+{
+	struct xctx *x = ud;
+
+	x->st->ev->sent(x->st->ev->ud);
+}
+
 static int on_tick(void *ud)
 {
 	struct xctx *x = ud;
@@ -709,6 +724,7 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	req.max_response = cap;
 	req.on_data = h->stream ? on_data : NULL;
 	req.on_batch = h->stream && st->ev->batch ? on_batch : NULL;
+	req.on_sent = h->stream && st->ev->sent ? on_sent : NULL;
 	req.on_tick = on_tick;
 	req.ud = &x;
 	req.wake_fd = st->ev->wake_fd;

@@ -95,6 +95,9 @@ struct gh_chat_events {
 	 * before the first, 0 after the last), so a consumer can send them
 	 * together; nonzero after the last aborts the call (the run was cancelled). */
 	int (*batch)(void *ud, int open);
+	/* Optional: the model's request has been written whole (once per
+	 * attempt; streaming calls only). */
+	void (*sent)(void *ud);
 };
 
 struct gh_tool_call {

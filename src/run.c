@@ -85,6 +85,7 @@ struct run {
 	char *prompt;                      /* the system prompt, once read (NULL: none) */
 	int prompt_read;                   /* ... read in this request */
 	int prelude;                       /* the sink holds the opening events (prelude_open) */
+	int64_t prelude_ns;                /* since when (monotonic) */
 };
 
 /* ------------------------------------------------------------- events */
@@ -114,15 +115,19 @@ static void publish(struct run *r, const struct gh_run_event *ev)
 }
 
 /* The events a run opens with (start, the first step-start) wait in the
- * sink's batch until the run first waits for something: by then the
- * model's request is on its way, and the client is woken once for all of
- * them, not once each ahead of the upstream request. Any other event, a
- * tick, the end of the first upstream read and the end of the request
- * let them go. */
+ * sink's batch until the model's request has been written (on a new
+ * upstream connection, once the connection is up), so the client is woken
+ * once for all of them, and not ahead of the upstream request. Any other
+ * event, the end of the request, and a tick once they have waited
+ * PRELUDE_WAIT_MS (a request that is slow to go out: a distant provider's
+ * handshake, a retry's backoff) let them go. */
+#define PRELUDE_WAIT_MS 20
+
 static void prelude_open(struct run *r)
 {
 	if (r->sink && r->sink->batch && !r->prelude) {
 		r->prelude = 1;
+		r->prelude_ns = gh_mono_ns();
 		r->sink->batch(r->sink->batch_ud, 1);
 	}
 }
@@ -171,7 +176,8 @@ static int tick(void *ud)
 {
 	struct run *r = ud;
 
-	prelude_close(r);
+	if (r->prelude && gh_mono_ns() - r->prelude_ns >= PRELUDE_WAIT_MS * INT64_C(1000000))
+		prelude_close(r);
 	return checkpoint(r);
 }
 
@@ -182,9 +188,13 @@ static int batch(void *ud, int open)
 
 	if (r->sink && r->sink->batch)
 		r->sink->batch(r->sink->batch_ud, open);
-	if (!open)
-		prelude_close(r);
 	return r->cancelled;
+}
+
+/* The model's request is out: the opening events follow it. */
+static void sent(void *ud)
+{
+	prelude_close(ud);
 }
 
 /* A piece of the model's text or reasoning, as it streams. */
@@ -1605,7 +1615,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
 	struct gh_upstream_header pass_hdr[4];
 	struct gh_chat_request req;
-	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch};
+	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch, sent};
 	struct gh_chat_response resp;
 	struct gh_span *sp;
 	const char *sys;

@@ -610,6 +610,22 @@ static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstrea
 	}
 }
 
+/* 1 once curl has written the request's head and all of its body (on a
+ * new connection, not before the connection is up; a large body takes
+ * several passes). */
+static int request_written(CURL *c, const struct gh_upstream_req *req)
+{
+	curl_off_t body = 0;
+	long head = 0;
+
+	if (curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &head) != CURLE_OK || head <= 0)
+		return 0;
+	if (!req->body || !req->body_len)
+		return 1;
+	return curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &body) == CURLE_OK &&
+	       body >= (curl_off_t)req->body_len;
+}
+
 /* Runs one attempt. *cc_out gets curl's result (CURLE_OK when the transfer
  * completed or a callback stopped it). */
 static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req,
@@ -623,6 +639,7 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	CURLMcode mc;
 	CURLMsg *msg;
 	int running = 1, left, done = 0, stirred = 0;
+	int sent = !req->on_sent; /* the request written whole (or no one asks) */
 	/* on_tick runs when due (monotonic ns) or when the wake descriptor
 	 * stirred: not after every piece of data */
 	int wake = req->on_tick && req->wake_fd > 0 ? req->wake_fd : -1;
@@ -654,6 +671,10 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 		mc = curl_multi_perform(h->multi, &running);
 		if (req->on_batch && req->on_batch(req->ud, 0))
 			x.cancelled = 1;
+		if (!sent && request_written(h->easy, req)) {
+			sent = 1;
+			req->on_sent(req->ud);
+		}
 		if (mc != CURLM_OK) {
 			cc = CURLE_FAILED_INIT;
 			break;

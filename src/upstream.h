@@ -50,6 +50,11 @@ struct gh_upstream_req {
 	 * hands to on_data (one read can hold many chunks): open 1 before, 0
 	 * after. Nonzero after aborts (GH_E_CANCELLED). */
 	int (*on_batch)(void *ud, int open);
+	/* Optional: called once an attempt's request has been written whole
+	 * (head and body), after the pass over the connection that wrote it
+	 * (and after on_batch closed that pass, which may also have read the
+	 * reply's first bytes). */
+	void (*on_sent)(void *ud);
 	/* Called at least every 50 ms while the request is in flight (with
 	 * wake_fd: see there); return nonzero to abort (GH_E_CANCELLED). Used
 	 * to stop an upstream transfer within 100 ms of the client going away. */

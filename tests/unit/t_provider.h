@@ -72,6 +72,9 @@ struct t_capture {
 	int batches;             /* batches opened */
 	int unbatched;           /* text or tool events outside a batch */
 	int closed_at_first;     /* a batch closed right after the first text */
+	int sent;                /* times the request was reported written */
+	int sent_in_batch;       /* ... of them inside a batch */
+	int sent_after_text;     /* ... of them after text had come */
 };
 
 static inline void t_cap_init(struct t_capture *c)
@@ -145,6 +148,15 @@ static inline int t_cap_batch(void *ud, int open)
 	return 0;
 }
 
+static inline void t_cap_sent(void *ud)
+{
+	struct t_capture *c = ud;
+
+	c->sent++;
+	c->sent_in_batch += c->batch_open ? 1 : 0;
+	c->sent_after_text += c->ndeltas ? 1 : 0;
+}
+
 /* The whole error of the last failed t_chat (req.error_detail): e holds
  * only what tenants may see. */
 static char t_detail[GH_ERR_MSG_MAX];
@@ -155,7 +167,7 @@ static inline enum gh_code t_chat(const char *messages, int stream, struct t_cap
 				  struct gh_chat_response *out, struct gh_err *e)
 {
 	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0, t_cap_reasoning,
-				    t_cap_batch};
+				    t_cap_batch, t_cap_sent};
 	struct gh_chat_request req;
 	cJSON *m = cJSON_Parse(messages);
 	enum gh_code rc;

@@ -282,9 +282,47 @@ static void test_stream_first_text_leaves_at_once(void)
 	T_EQ_INT(c.closed_at_first, 1);
 	T_EQ_INT(c.batch_open, 0);
 	T_EQ_INT(c.unbatched, 0);
+	/* the request was reported written once, between two passes */
+	T_EQ_INT(c.sent, 1);
+	T_EQ_INT(c.sent_in_batch, 0);
 	gh_chat_response_clear(&out);
 	t_route_close(&r);
 	t_cap_free(&c);
+	t_provider_teardown();
+}
+
+/* A body curl writes in several passes (over 64 KB): the request is
+ * reported written once, outside any pass's batch, and before any text
+ * (reported when curl counts the whole body uploaded). */
+static void test_stream_sent_after_a_large_body(void)
+{
+	static const char *const whole[] = {stream_text, NULL};
+	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
+	struct t_route r;
+	struct gh_chat_response out;
+	struct gh_err e;
+	struct t_capture c;
+	struct gh_buf msgs;
+	size_t i;
+
+	gh_buf_init(&msgs, 1 << 20);
+	gh_buf_puts(&msgs, "[{\"role\":\"user\",\"content\":\"");
+	for (i = 0; i < 300000; i++)
+		gh_buf_append(&msgs, "w", 1);
+	gh_buf_puts(&msgs, "\"}]");
+	rp[0].chunks = whole;
+	t_cap_init(&c);
+	setup("/sse");
+	t_srv_route(&r, "/sse/v1/messages", rp, 1);
+	T_EQ_INT(t_chat(msgs.data, 1, &c, &out, &e), GH_OK);
+	T_EQ_STR(c.text.data, "Let me check.");
+	T_EQ_INT(c.sent, 1);
+	T_EQ_INT(c.sent_in_batch, 0);
+	T_EQ_INT(c.sent_after_text, 0);
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	t_cap_free(&c);
+	gh_buf_free(&msgs);
 	t_provider_teardown();
 }
 
@@ -629,7 +667,7 @@ static void test_stream_answered_with_json(void)
 }
 
 T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),
-       T(test_stream_first_text_leaves_at_once), T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
+       T(test_stream_first_text_leaves_at_once), T(test_stream_sent_after_a_large_body), T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
        T(test_stream_truncated), T(test_stream_malformed_chunk),
        T(test_stream_delta_for_unknown_block), T(test_http_error_retried_then_reported),
        T(test_key_echoed_by_upstream_is_redacted), T(test_429_is_ratelimit),
