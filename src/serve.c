@@ -14,7 +14,6 @@
  * `gatehouse reload`, to DB.reload.json beside the pid file DB.pid.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -74,7 +73,6 @@ static void reserve_descriptors(const struct gh_config *cfg)
 {
 	rlim_t want = (rlim_t)cfg->server.threads * FDS_PER_THREAD + FDS_BESIDES, top;
 	struct rlimit rl;
-	int fd, far;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
@@ -93,18 +91,9 @@ static void reserve_descriptors(const struct gh_config *cfg)
 				(long long)cfg->server.threads, (unsigned long long)want);
 	}
 	top = rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want ? rl.rlim_cur : want;
-	/* a descriptor at the top makes the kernel size the table for it;
-	 * the table stays that size once it is closed */
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	far = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 1));
-	if (far >= 0)
-		close(far);
-	else
+	if (gh_fd_table_grow((int)top) != 0)
 		gh_debug("descriptors: could not size the table for %llu: %s",
 			 (unsigned long long)top, strerror(errno));
-	close(fd);
 }
 
 /* Binds and listens on listen's address once and lets go, as CivetWeb

@@ -5,10 +5,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -347,6 +349,24 @@ int gh_parse_time(const char *s, int64_t *ms_out)
 	*ms_out = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 24 + h) * 60 + mi) * 60000 +
 		  (int64_t)sec * 1000 + ms;
 	return 0;
+}
+
+int gh_fd_table_grow(int n)
+{
+	int fd, far, err;
+
+	/* a descriptor at the top makes the kernel size the table for it;
+	 * the table stays that size once it is closed */
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	far = fcntl(fd, F_DUPFD_CLOEXEC, n - 1);
+	err = errno;
+	if (far >= 0)
+		close(far);
+	close(fd);
+	errno = err;
+	return far >= 0 ? 0 : -1;
 }
 
 int gh_fd_find(int (*match)(int fd, void *ud), void *ud)

@@ -66,6 +66,11 @@ int gh_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
  * them) for which match(fd, ud) is nonzero, or -1. */
 int gh_fd_find(int (*match)(int fd, void *ud), void *ud);
 
+/* Grows this process's descriptor table to hold n descriptors (n - 1 the
+ * highest), now: 0, or -1 with errno (n over the soft limit: EINVAL). A
+ * table never shrinks, so it does not grow again below n. */
+int gh_fd_table_grow(int n);
+
 /* strdup that returns NULL for NULL. Caller frees. */
 char *gh_strdup(const char *s);
 

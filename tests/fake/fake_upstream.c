@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -2079,19 +2078,12 @@ static void size_descriptor_table(int64_t threads)
 {
 	struct rlimit rl;
 	rlim_t top = (rlim_t)threads * 2 + 256;
-	int fd, far;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < top)
 		top = rl.rlim_cur;
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	far = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 1));
-	if (far >= 0)
-		close(far);
-	close(fd);
+	gh_fd_table_grow((int)top);
 }
 
 int main(int argc, char **argv)

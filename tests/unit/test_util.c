@@ -2,12 +2,18 @@
  * test_util.c - the stateless helpers: glob matching (table, and hostile
  * patterns finish quickly), checked integer parsing, time parsing and
  * printing (ISO-8601 with and without milliseconds or Z, Unix ms, junk,
- * round trips), hex, ids and bounded copies.
+ * round trips), hex, ids and bounded copies, and growing the descriptor
+ * table.
  */
 #include "util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include "t.h"
 
@@ -397,6 +403,43 @@ static void test_str_in_and_chars_ok(void)
 	T_EQ_INT(gh_chars_ok(long_name, 64, ""), 1);
 }
 
+/* The size of this process's descriptor table (FDSize), or -1. */
+static long fd_table_size(void)
+{
+	char line[128];
+	long n = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "FDSize:", 7))
+			n = strtol(line + 7, NULL, 10);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* The table grows to hold n descriptors at once and stays that large
+ * after; n over the soft limit fails with EINVAL and changes nothing. */
+static void test_fd_table_grow(void)
+{
+	struct rlimit rl;
+	int n;
+
+	T_ASSERT(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	n = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 3000 ? 3000 : (int)rl.rlim_cur;
+	/* a process starts with a table as large as its highest descriptor
+	 * at exec (64 slots at least): it had room for n already or not */
+	T_EQ_INT(gh_fd_table_grow(n), 0);
+	T_ASSERT(fd_table_size() >= n);
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)1 << 20) {
+		long before = fd_table_size();
+
+		T_EQ_INT(gh_fd_table_grow((int)rl.rlim_cur + 1), -1);
+		T_EQ_INT(errno, EINVAL);
+		T_EQ_INT(fd_table_size(), before);
+	}
+}
+
 /* A deadline is the clock's time plus ms, normalised, between the clock
  * read before the call and the one after. */
 static void test_deadline(void)
@@ -419,7 +462,7 @@ static void test_deadline(void)
 	}
 }
 
-T_MAIN(T(test_deadline), T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
+T_MAIN(T(test_deadline), T(test_fd_table_grow), T(test_glob_table), T(test_glob_pathological), T(test_parse_i64), T(test_parse_time),
        T(test_parse_time_impossible_dates), T(test_iso8601_roundtrip),
        T(test_iso8601_before_epoch), T(test_hex), T(test_id_new), T(test_id_threads), T(test_strlcpy),
        T(test_clocks_and_strdup), T(test_str_in_and_chars_ok))
