@@ -260,24 +260,35 @@ static const char stream_text[] =
 	"\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n"
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 
-/* The whole stream in one read: its events are batched into one write to
- * the client, but the batch is cut after the first text so that the first
- * token does not wait for the rest. */
-static void test_stream_first_text_leaves_at_once(void)
+/* Streams stream_text, whole in one read, for the messages msgs; c has
+ * what the callbacks saw (the caller frees it). */
+static void chat_whole(const char *msgs, struct t_capture *c)
 {
 	static const char *const whole[] = {stream_text, NULL};
 	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
 	struct t_route r;
 	struct gh_chat_response out;
 	struct gh_err e;
-	struct t_capture c;
 
 	rp[0].chunks = whole;
-	t_cap_init(&c);
+	t_cap_init(c);
 	setup("/sse");
 	t_srv_route(&r, "/sse/v1/messages", rp, 1);
-	T_EQ_INT(t_chat(simple_msgs, 1, &c, &out, &e), GH_OK);
-	T_EQ_STR(c.text.data, "Let me check.");
+	T_EQ_INT(t_chat(msgs, 1, c, &out, &e), GH_OK);
+	T_EQ_STR(c->text.data, "Let me check.");
+	gh_chat_response_clear(&out);
+	t_route_close(&r);
+	t_provider_teardown();
+}
+
+/* The whole stream in one read: its events are batched into one write to
+ * the client, but the batch is cut after the first text so that the first
+ * token does not wait for the rest. */
+static void test_stream_first_text_leaves_at_once(void)
+{
+	struct t_capture c;
+
+	chat_whole(simple_msgs, &c);
 	T_EQ_INT(c.ndeltas, 2);
 	T_EQ_INT(c.closed_at_first, 1);
 	T_EQ_INT(c.batch_open, 0);
@@ -285,10 +296,7 @@ static void test_stream_first_text_leaves_at_once(void)
 	/* the request was reported written once, between two passes */
 	T_EQ_INT(c.sent, 1);
 	T_EQ_INT(c.sent_in_batch, 0);
-	gh_chat_response_clear(&out);
-	t_route_close(&r);
 	t_cap_free(&c);
-	t_provider_teardown();
 }
 
 /* A body curl writes in several passes (over 64 KB): the request is
@@ -296,11 +304,6 @@ static void test_stream_first_text_leaves_at_once(void)
  * (reported when curl counts the whole body uploaded). */
 static void test_stream_sent_after_a_large_body(void)
 {
-	static const char *const whole[] = {stream_text, NULL};
-	struct t_reply rp[1] = {{200, NULL, NULL, NULL, 1, 0, 0}};
-	struct t_route r;
-	struct gh_chat_response out;
-	struct gh_err e;
 	struct t_capture c;
 	struct gh_buf msgs;
 	size_t i;
@@ -310,20 +313,12 @@ static void test_stream_sent_after_a_large_body(void)
 	for (i = 0; i < 300000; i++)
 		gh_buf_append(&msgs, "w", 1);
 	gh_buf_puts(&msgs, "\"}]");
-	rp[0].chunks = whole;
-	t_cap_init(&c);
-	setup("/sse");
-	t_srv_route(&r, "/sse/v1/messages", rp, 1);
-	T_EQ_INT(t_chat(msgs.data, 1, &c, &out, &e), GH_OK);
-	T_EQ_STR(c.text.data, "Let me check.");
+	chat_whole(msgs.data, &c);
 	T_EQ_INT(c.sent, 1);
 	T_EQ_INT(c.sent_in_batch, 0);
 	T_EQ_INT(c.sent_after_text, 0);
-	gh_chat_response_clear(&out);
-	t_route_close(&r);
 	t_cap_free(&c);
 	gh_buf_free(&msgs);
-	t_provider_teardown();
 }
 
 static void test_stream_split_oddly(void)
