@@ -76,11 +76,11 @@ static void reserve_descriptors(const struct gh_config *cfg)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+	/* RLIM_INFINITY is rlim_t's largest value: never below want */
+	if (rl.rlim_cur < want) {
 		struct rlimit up = rl;
 
-		up.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max
-										  : want;
+		up.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
 		if (up.rlim_cur > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &up) == 0)
 			rl = up;
 		if (rl.rlim_cur < want)
@@ -90,7 +90,7 @@ static void reserve_descriptors(const struct gh_config *cfg)
 				(unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
 				(long long)cfg->server.threads, (unsigned long long)want);
 	}
-	top = rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want ? rl.rlim_cur : want;
+	top = rl.rlim_cur < want ? rl.rlim_cur : want;
 	if (gh_fd_table_grow((int)top) != 0)
 		gh_debug("descriptors: could not size the table for %llu: %s",
 			 (unsigned long long)top, strerror(errno));

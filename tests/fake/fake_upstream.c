@@ -2081,9 +2081,7 @@ static void size_descriptor_table(int64_t threads)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < top)
-		top = rl.rlim_cur;
-	gh_fd_table_grow((int)top);
+	gh_fd_table_grow((int)(rl.rlim_cur < top ? rl.rlim_cur : top));
 }
 
 int main(int argc, char **argv)

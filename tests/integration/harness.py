@@ -355,15 +355,11 @@ class Gateway:
     def start(self):
         self.out = open(os.path.join(self.dir, "serve.out"), "w+")
         self.err = open(os.path.join(self.dir, "serve.err"), "a+")
-        limit = self.nofile
-
-        def limits():
-            if limit:
-                resource.setrlimit(resource.RLIMIT_NOFILE, limit)
-
+        nofile = self.nofile
+        limits = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
         self.proc = subprocess.Popen([GH_BIN, "serve", "--config", self.config_path],
                                      cwd=self.dir, stdout=self.out, stderr=self.err, env=self.env,
-                                     preexec_fn=limits if limit else None)
+                                     preexec_fn=limits)
         deadline = time.time() + 30
         self.port = None
         while time.time() < deadline:
