@@ -254,6 +254,17 @@ int gh_jr_string(struct gh_jr *r, struct gh_buf *out)
 	return string(r, out, NULL);
 }
 
+int gh_jr_string_opt(struct gh_jr *r, struct gh_buf *out, int *set)
+{
+	int rc;
+
+	*set = gh_jr_peek(r) == GH_JR_STRING;
+	if (!*set)
+		return gh_jr_skip(r) ? 0 : 1;
+	rc = gh_jr_string(r, out);
+	return rc == GH_BUF_NOMEM ? -1 : rc ? 0 : 1;
+}
+
 /* Checks the number at the cursor and moves past it; *integer tells
  * whether it had neither fraction nor exponent. A value that might not
  * fit a double (cJSON would read infinity) fails: below 10^308 there is

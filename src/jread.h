@@ -32,11 +32,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "buf.h"
 #include "json.h"
 
 #define GH_JR_MAX_KEYS 64
+
+/* A member name (gh_jr_member's name and len) against a string literal. */
+#define GH_JR_NAME_IS(n, len, lit) ((len) == sizeof(lit) - 1 && !memcmp((n), (lit), (len)))
 
 enum gh_jr_type {
 	GH_JR_BAD,      /* failed, or no value here */
@@ -93,6 +97,12 @@ int gh_jr_skip(struct gh_jr *r);
  * contents (NUL-terminated); 0, -1 when it is not a string the reader
  * takes, or a GH_BUF_* error (out of memory, past out's cap). */
 int gh_jr_string(struct gh_jr *r, struct gh_buf *out);
+
+/* Consumes the value at the cursor: a string's decoded bytes into out
+ * (*set 1), anything else skipped (*set 0: what gh_json_str's NULL
+ * means). 1, 0 when the reader failed or the string is not one it takes
+ * (the caller then reads the text the usual way), -1 out of memory. */
+int gh_jr_string_opt(struct gh_jr *r, struct gh_buf *out, int *set);
 
 /* Consumes the number at the cursor when it is an integer written as one
  * (no fraction, no exponent, at most 15 digits: exact as a double); 0 or

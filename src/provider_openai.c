@@ -421,21 +421,6 @@ struct reply_reader {
 	size_t calls_cap;
 };
 
-#define NAME_IS(n, len, lit) ((len) == sizeof(lit) - 1 && !memcmp((n), (lit), (len)))
-
-/* A member's value into b when it is a string (*set 1), else skipped
- * (*set 0: what gh_json_str's NULL means). 1, 0 to fall back, -1 OOM. */
-static int string_or_skip(struct gh_jr *r, struct gh_buf *b, int *set)
-{
-	int rc;
-
-	*set = gh_jr_peek(r) == GH_JR_STRING;
-	if (!*set)
-		return gh_jr_skip(r) ? 0 : 1;
-	rc = gh_jr_string(r, b);
-	return rc == GH_BUF_NOMEM ? -1 : rc ? 0 : 1;
-}
-
 /* One tool_calls entry, appended to out->calls. */
 static int read_call(struct reply_reader *rr)
 {
@@ -448,20 +433,20 @@ static int read_call(struct reply_reader *rr)
 	if (out->ncalls == GH_PROVIDER_MAX_CALLS || gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		if (NAME_IS(n, len, "id")) {
-			if ((k = string_or_skip(r, &rr->id, &has_id)) != 1)
+		if (GH_JR_NAME_IS(n, len, "id")) {
+			if ((k = gh_jr_string_opt(r, &rr->id, &has_id)) != 1)
 				return k;
-		} else if (NAME_IS(n, len, "function")) {
+		} else if (GH_JR_NAME_IS(n, len, "function")) {
 			if (gh_jr_object(r))
 				return 0;
 			while ((k = gh_jr_member(r, &n, &len)) == 1) {
-				if (NAME_IS(n, len, "name")) {
-					if ((k = string_or_skip(r, &rr->name, &has_name)) != 1)
+				if (GH_JR_NAME_IS(n, len, "name")) {
+					if ((k = gh_jr_string_opt(r, &rr->name, &has_name)) != 1)
 						return k;
-				} else if (NAME_IS(n, len, "arguments")) {
+				} else if (GH_JR_NAME_IS(n, len, "arguments")) {
 					if (gh_jr_peek(r) != GH_JR_STRING)
 						return 0;
-					if ((k = string_or_skip(r, &rr->args, &has_args)) != 1)
+					if ((k = gh_jr_string_opt(r, &rr->args, &has_args)) != 1)
 						return k;
 				} else if (gh_jr_skip(r)) {
 					return 0;
@@ -506,10 +491,10 @@ static int read_message(struct reply_reader *rr)
 		return 0;
 	rr->has_message = 1;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		if (NAME_IS(n, len, "content")) {
-			if ((k = string_or_skip(r, &rr->text, &rr->has_text)) != 1)
+		if (GH_JR_NAME_IS(n, len, "content")) {
+			if ((k = gh_jr_string_opt(r, &rr->text, &rr->has_text)) != 1)
 				return k;
-		} else if (NAME_IS(n, len, "tool_calls") && gh_jr_peek(r) == GH_JR_ARRAY) {
+		} else if (GH_JR_NAME_IS(n, len, "tool_calls") && gh_jr_peek(r) == GH_JR_ARRAY) {
 			if (gh_jr_array(r))
 				return 0;
 			while ((k = gh_jr_next(r)) == 1)
@@ -543,11 +528,11 @@ static int read_choices(struct reply_reader *rr)
 		if (gh_jr_object(r))
 			return 0;
 		while ((k = gh_jr_member(r, &n, &len)) == 1) {
-			if (NAME_IS(n, len, "message")) {
+			if (GH_JR_NAME_IS(n, len, "message")) {
 				if ((k = read_message(rr)) != 1)
 					return k;
-			} else if (NAME_IS(n, len, "finish_reason")) {
-				if ((k = string_or_skip(r, &rr->finish, &rr->has_finish)) != 1)
+			} else if (GH_JR_NAME_IS(n, len, "finish_reason")) {
+				if ((k = gh_jr_string_opt(r, &rr->finish, &rr->has_finish)) != 1)
 					return k;
 			} else if (gh_jr_skip(r)) {
 				return 0;
@@ -570,8 +555,8 @@ static int read_usage_text(struct gh_jr *r, int64_t *in, int64_t *out)
 	if (gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		int64_t *v = NAME_IS(n, len, "prompt_tokens")       ? in
-			     : NAME_IS(n, len, "completion_tokens") ? out
+		int64_t *v = GH_JR_NAME_IS(n, len, "prompt_tokens")       ? in
+			     : GH_JR_NAME_IS(n, len, "completion_tokens") ? out
 								     : NULL;
 
 		if (v && gh_jr_peek(r) == GH_JR_NUMBER ? gh_jr_int(r, v) : gh_jr_skip(r))
@@ -600,9 +585,9 @@ static int read_reply(const char *s, size_t n, struct gh_chat_response *out)
 	if (gh_jr_object(&rr.jr))
 		goto out;
 	while ((k = gh_jr_member(&rr.jr, &name, &len)) == 1) {
-		if (NAME_IS(name, len, "choices"))
+		if (GH_JR_NAME_IS(name, len, "choices"))
 			k = read_choices(&rr);
-		else if (NAME_IS(name, len, "usage") && gh_jr_peek(&rr.jr) == GH_JR_OBJECT)
+		else if (GH_JR_NAME_IS(name, len, "usage") && gh_jr_peek(&rr.jr) == GH_JR_OBJECT)
 			k = read_usage_text(&rr.jr, &out->input_tokens, &out->output_tokens);
 		else
 			k = gh_jr_skip(&rr.jr) ? 0 : 1;
@@ -659,10 +644,10 @@ static int read_delta(struct gh_jr *r, struct chunk *c)
 	if (gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		if (NAME_IS(n, len, "content")) {
-			if (string_or_skip(r, &c->text, &c->has_text) != 1)
+		if (GH_JR_NAME_IS(n, len, "content")) {
+			if (gh_jr_string_opt(r, &c->text, &c->has_text) != 1)
 				return 0;
-		} else if (NAME_IS(n, len, "tool_calls") || gh_jr_skip(r)) {
+		} else if (GH_JR_NAME_IS(n, len, "tool_calls") || gh_jr_skip(r)) {
 			return 0;
 		}
 	}
@@ -681,14 +666,14 @@ static int read_choice(struct gh_jr *r, struct chunk *c)
 	if (gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
-		if (NAME_IS(n, len, "index") && gh_jr_peek(r) == GH_JR_NUMBER) {
+		if (GH_JR_NAME_IS(n, len, "index") && gh_jr_peek(r) == GH_JR_NUMBER) {
 			if (gh_jr_int(r, &index) || index != 0)
 				return 0;
-		} else if (NAME_IS(n, len, "delta")) {
+		} else if (GH_JR_NAME_IS(n, len, "delta")) {
 			if (gh_jr_peek(r) != GH_JR_OBJECT || read_delta(r, c) != 1)
 				return 0;
-		} else if (NAME_IS(n, len, "finish_reason")) {
-			if (string_or_skip(r, &c->finish, &c->has_finish) != 1)
+		} else if (GH_JR_NAME_IS(n, len, "finish_reason")) {
+			if (gh_jr_string_opt(r, &c->finish, &c->has_finish) != 1)
 				return 0;
 		} else if (gh_jr_skip(r)) {
 			return 0;
@@ -710,9 +695,9 @@ static int read_chunk(const char *s, size_t n, struct chunk *c)
 	if (gh_jr_object(r))
 		return 0;
 	while ((k = gh_jr_member(r, &name, &len)) == 1) {
-		if (NAME_IS(name, len, "error")) {
+		if (GH_JR_NAME_IS(name, len, "error")) {
 			return 0;
-		} else if (NAME_IS(name, len, "choices")) {
+		} else if (GH_JR_NAME_IS(name, len, "choices")) {
 			if (gh_jr_array(r))
 				return 0;
 			for (i = 0; (k = gh_jr_next(r)) == 1; i++)
@@ -720,7 +705,7 @@ static int read_chunk(const char *s, size_t n, struct chunk *c)
 					return 0;
 			if (k < 0)
 				return 0;
-		} else if (NAME_IS(name, len, "usage") && gh_jr_peek(r) == GH_JR_OBJECT) {
+		} else if (GH_JR_NAME_IS(name, len, "usage") && gh_jr_peek(r) == GH_JR_OBJECT) {
 			if (read_usage_text(r, &c->in, &c->out) != 1)
 				return 0;
 		} else if (gh_jr_skip(r)) {

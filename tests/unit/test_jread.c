@@ -185,6 +185,41 @@ static void test_walks_members_and_elements(void)
 	T_EQ_INT(gh_jr_next(&r), -1);
 }
 
+/* gh_jr_string_opt: a string decoded (set), anything else skipped (not
+ * set), a string the reader does not take handed back (0), the buffer's
+ * cap an error of its own (0: the caller reads the text the usual way). */
+static void test_string_or_skip(void)
+{
+	static const char doc[] = "{\"s\":\"a\\u00e9\",\"n\":null,\"o\":{\"x\":[1]},\"z\":\"\\u0000\"}";
+	struct gh_jr r;
+	struct gh_buf b;
+	const char *name;
+	size_t len;
+	int set = -1;
+
+	gh_buf_init(&b, 64);
+	gh_jr_init(&r, doc, sizeof(doc) - 1);
+	T_EQ_INT(gh_jr_object(&r), 0);
+	T_EQ_INT(gh_jr_member(&r, &name, &len), 1);
+	T_EQ_INT(gh_jr_string_opt(&r, &b, &set), 1);
+	T_EQ_INT(set, 1);
+	T_EQ_STR(b.data, "a\xc3\xa9");
+	T_EQ_INT(gh_jr_member(&r, &name, &len), 1);
+	T_EQ_INT(gh_jr_string_opt(&r, &b, &set), 1);
+	T_EQ_INT(set, 0);
+	T_EQ_INT(gh_jr_member(&r, &name, &len), 1);
+	T_EQ_INT(gh_jr_string_opt(&r, &b, &set), 1);
+	T_EQ_INT(set, 0);
+	T_EQ_INT(gh_jr_member(&r, &name, &len), 1);
+	T_EQ_INT(gh_jr_string_opt(&r, &b, &set), 0); /* \u0000 is the parser's */
+	gh_buf_free(&b);
+
+	gh_buf_init(&b, 2);
+	gh_jr_init(&r, "\"abc\"", 5);
+	T_EQ_INT(gh_jr_string_opt(&r, &b, &set), 0);
+	gh_buf_free(&b);
+}
+
 T_MAIN(T(test_takes_json), T(test_refuses_what_the_parser_must_judge),
        T(test_depth_and_names_bounded), T(test_decodes_strings),
-       T(test_walks_members_and_elements))
+       T(test_walks_members_and_elements), T(test_string_or_skip))
