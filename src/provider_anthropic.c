@@ -27,9 +27,11 @@
  */
 #include "provider.h"
 
+#include "jread.h"
 #include "json.h"
 #include "provider_int.h"
 #include "provider_wire.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -590,7 +592,272 @@ int gh_provider_anthropic_text_delta(const char *data, size_t n, const char **te
 	return 1;
 }
 
+/* ---- a stream's other events read without a tree ----
+ *
+ * Besides its text deltas (above), a stream brings message_start, a
+ * content_block_start and a content_block_stop per block, ping,
+ * message_delta and message_stop, and a tool_use block one
+ * input_json_delta per fragment of its input. read_event takes these from
+ * their text (jread.h) into struct event, and apply_event does with them
+ * what on_event_tree does with their tree. An error event, a thinking
+ * block or delta, a delta, message or content_block that is not an
+ * object, an index or count that is a number not written as an integer,
+ * and whatever the reader does not take go to the tree.
+ * fuzz_anthropic_event holds the two to the same result. */
+
+/* The strings an event may carry: its type, the delta's type, text,
+ * partial_json and stop_reason, the content_block's type, text, id and
+ * name. */
+enum { S_TYPE, S_DTYPE, S_TEXT, S_JSON, S_STOP, S_BTYPE, S_BTEXT, S_BID, S_BNAME, S_N };
+
+struct usage_text {
+	int object;             /* usage was an object (read_usage reads no other) */
+	int has_in;             /* input_tokens was given, of any type */
+	int has_out;            /* output_tokens was an integer */
+	int64_t in, cache_w, cache_r, out;   /* 0 unless given as integers */
+};
+
+struct event {
+	struct gh_jr jr;
+	struct gh_buf s[S_N];
+	int has[S_N];           /* the member was a string (else: gh_json_str's NULL) */
+	int has_index;          /* index was an integer */
+	int64_t index;
+	struct usage_text usage, msg_usage;
+};
+
+/* String i as gh_json_str would give it: NULL when it was not one. */
+static const char *ev_str(const struct event *v, int i)
+{
+	return v->has[i] ? (v->s[i].data ? v->s[i].data : "") : NULL;
+}
+
+/* 1 when the value at the cursor was read into string i (or skipped when
+ * it is no string), else 0 (to the tree) or -1 (out of memory). */
+static int ev_string(struct event *v, int i)
+{
+	return gh_jr_string_opt(&v->jr, &v->s[i], &v->has[i]);
+}
+
+/* The integer at the cursor into *out (*has 1); a value that is not a
+ * number is skipped (gh_json_int's default stands); 0 for a number not
+ * written as an integer. */
+static int ev_int(struct gh_jr *r, int64_t *out, int *has)
+{
+	if (gh_jr_peek(r) != GH_JR_NUMBER)
+		return gh_jr_skip(r) ? 0 : 1;
+	if (gh_jr_int(r, out))
+		return 0;
+	if (has)
+		*has = 1;
+	return 1;
+}
+
+static int read_usage_obj(struct gh_jr *r, struct usage_text *u)
+{
+	const char *n;
+	size_t len;
+	int k;
+
+	if (gh_jr_peek(r) != GH_JR_OBJECT)
+		return gh_jr_skip(r) ? 0 : 1;
+	if (gh_jr_object(r))
+		return 0;
+	u->object = 1;
+	while ((k = gh_jr_member(r, &n, &len)) == 1) {
+		if (GH_JR_NAME_IS(n, len, "input_tokens")) {
+			u->has_in = 1;
+			k = ev_int(r, &u->in, NULL);
+		} else if (GH_JR_NAME_IS(n, len, "cache_creation_input_tokens")) {
+			k = ev_int(r, &u->cache_w, NULL);
+		} else if (GH_JR_NAME_IS(n, len, "cache_read_input_tokens")) {
+			k = ev_int(r, &u->cache_r, NULL);
+		} else if (GH_JR_NAME_IS(n, len, "output_tokens")) {
+			k = ev_int(r, &u->out, &u->has_out);
+		} else {
+			k = gh_jr_skip(r) ? 0 : 1;
+		}
+		if (k != 1)
+			return 0;
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* An object member's members: the ones named in names[] into the strings
+ * in slots[], usage (when usage is not NULL) into *usage, the rest
+ * skipped. A value that is not an object goes to the tree. */
+static int read_members(struct event *v, const char *const *names, const int *slots, size_t n,
+			struct usage_text *usage)
+{
+	struct gh_jr *r = &v->jr;
+	const char *name;
+	size_t len, i;
+	int k;
+
+	if (gh_jr_peek(r) != GH_JR_OBJECT || gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &name, &len)) == 1) {
+		for (i = 0; i < n; i++)
+			if (strlen(names[i]) == len && !memcmp(names[i], name, len))
+				break;
+		if (i < n)
+			k = ev_string(v, slots[i]);
+		else if (usage && GH_JR_NAME_IS(name, len, "usage"))
+			k = read_usage_obj(r, usage);
+		else
+			k = gh_jr_skip(r) ? 0 : 1;
+		if (k != 1)
+			return 0;
+	}
+	return k < 0 ? 0 : 1;
+}
+
+/* 1 when v holds the event as on_event_tree would read it, 0 to give it
+ * to the tree. */
+static int read_event(const char *s, size_t n, struct event *v)
+{
+	static const char *const delta[] = {"type", "text", "partial_json", "stop_reason"};
+	static const int delta_slots[] = {S_DTYPE, S_TEXT, S_JSON, S_STOP};
+	static const char *const block[] = {"type", "text", "id", "name"};
+	static const int block_slots[] = {S_BTYPE, S_BTEXT, S_BID, S_BNAME};
+	struct gh_jr *r = &v->jr;
+	const char *name;
+	size_t len;
+	int k;
+
+	gh_jr_init(r, s, n);
+	if (gh_jr_object(r))
+		return 0;
+	while ((k = gh_jr_member(r, &name, &len)) == 1) {
+		if (GH_JR_NAME_IS(name, len, "type"))
+			k = ev_string(v, S_TYPE);
+		else if (GH_JR_NAME_IS(name, len, "index"))
+			k = ev_int(r, &v->index, &v->has_index);
+		else if (GH_JR_NAME_IS(name, len, "delta"))
+			k = read_members(v, delta, delta_slots, GH_ARRAY_LEN(delta), NULL);
+		else if (GH_JR_NAME_IS(name, len, "content_block"))
+			k = read_members(v, block, block_slots, GH_ARRAY_LEN(block), NULL);
+		else if (GH_JR_NAME_IS(name, len, "message"))
+			k = read_members(v, NULL, NULL, 0, &v->msg_usage);
+		else if (GH_JR_NAME_IS(name, len, "usage"))
+			k = read_usage_obj(r, &v->usage);
+		else if (GH_JR_NAME_IS(name, len, "error"))
+			k = 0;
+		else
+			k = gh_jr_skip(r) ? 0 : 1;
+		if (k != 1)
+			return 0;
+	}
+	return k == 0 && !gh_jr_done(r);
+}
+
+static int is(const char *s, const char *lit)
+{
+	return s && !strcmp(s, lit);
+}
+
+/* 1 when on_event_tree must read the event after all: what it does with
+ * it needs the tree. */
+static int needs_tree(const struct event *v, const char *type)
+{
+	const char *bt = ev_str(v, S_BTYPE), *dt = ev_str(v, S_DTYPE);
+
+	return is(type, "error") ||
+	       (is(type, "content_block_start") &&
+		(is(bt, "thinking") || is(bt, "redacted_thinking"))) ||
+	       (is(type, "content_block_delta") &&
+		(is(dt, "thinking_delta") || is(dt, "signature_delta")));
+}
+
+/* read_usage's reading of a usage read from its text. */
+static void apply_usage(const struct usage_text *u, int64_t *in, int64_t *out)
+{
+	if (!u->object)
+		return;
+	if (u->has_in)
+		*in = u->in + u->cache_w + u->cache_r;
+	if (u->has_out)
+		*out = u->out;
+}
+
+/* What on_event_tree does with the event read_event read. */
+static int apply_event(struct gh_provider_stream *st, const struct event *v, const char *type)
+{
+	int64_t index = v->has_index ? v->index : -1;
+
+	if (!strcmp(type, "message_start")) {
+		apply_usage(&v->msg_usage, &st->input_tokens, &st->output_tokens);
+	} else if (!strcmp(type, "content_block_start")) {
+		const char *bt = ev_str(v, S_BTYPE), *t = ev_str(v, S_BTEXT);
+		struct gh_provider_acc *a;
+
+		if (index < 0 || index > INT32_MAX)
+			return gh_provider_stream_fail(st, "content block without an index");
+		if (is(bt, "text"))
+			return t ? gh_provider_stream_text(st, t, v->s[S_BTEXT].len) : 0;
+		if (is(bt, "tool_use"))
+			return gh_provider_stream_call_start(st, (int)index, ev_str(v, S_BID),
+							     ev_str(v, S_BNAME), &a);
+	} else if (!strcmp(type, "content_block_delta")) {
+		const char *dt = ev_str(v, S_DTYPE), *t = ev_str(v, S_TEXT);
+		struct gh_provider_acc *a = NULL;
+
+		if (is(dt, "text_delta"))
+			return t ? gh_provider_stream_text(st, t, v->s[S_TEXT].len) : 0;
+		if (!is(dt, "input_json_delta"))
+			return 0;
+		if (index >= 0 && index <= INT32_MAX)
+			a = gh_provider_stream_call(st, (int)index);
+		if (!a)
+			return gh_provider_stream_fail(st, "input_json_delta for block %lld, which "
+							   "is not a tool_use", (long long)index);
+		return gh_provider_stream_call_args(st, a, ev_str(v, S_JSON));
+	} else if (!strcmp(type, "message_delta")) {
+		const char *sr = ev_str(v, S_STOP);
+
+		if (sr) {
+			st->finish = gh_provider_finish(stop_reasons, sr);
+			st->have_finish = 1;
+		}
+		apply_usage(&v->usage, &st->input_tokens, &st->output_tokens);
+	} else if (!strcmp(type, "message_stop")) {
+		st->done = 1;
+	}
+	/* ping, content_block_stop and newer event types need nothing */
+	return 0;
+}
+
+static int on_event_tree(struct gh_provider_stream *st, const struct gh_sse_event *ev);
+
 static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev)
+{
+	struct event v;
+	const char *t, *type;
+	size_t tl;
+	int i, stop;
+
+	if (st->done || !ev->data_len)
+		return 0;
+	if (gh_provider_anthropic_text_delta(ev->data, ev->data_len, &t, &tl))
+		return gh_provider_stream_text(st, t, tl);
+	memset(&v, 0, sizeof(v));
+	for (i = 0; i < S_N; i++)
+		gh_buf_init(&v.s[i], ev->data_len);
+	stop = -1;
+	if (read_event(ev->data, ev->data_len, &v)) {
+		type = v.has[S_TYPE] ? ev_str(&v, S_TYPE) : ev->type;
+		if (!needs_tree(&v, type))
+			stop = apply_event(st, &v, type);
+	}
+	if (stop < 0)
+		stop = on_event_tree(st, ev);
+	for (i = 0; i < S_N; i++)
+		gh_buf_free(&v.s[i]);
+	return stop;
+}
+
+/* One event of a stream through its cJSON tree. */
+static int on_event_tree(struct gh_provider_stream *st, const struct gh_sse_event *ev)
 {
 	const cJSON *block, *delta;
 	const char *type;
@@ -601,13 +868,6 @@ static int on_event(struct gh_provider_stream *st, const struct gh_sse_event *ev
 
 	if (st->done || !ev->data_len)
 		return 0;
-	{
-		const char *t;
-		size_t tl;
-
-		if (gh_provider_anthropic_text_delta(ev->data, ev->data_len, &t, &tl))
-			return gh_provider_stream_text(st, t, tl);
-	}
 	if (gh_json_parse_opts(ev->data, ev->data_len, "chunk", GH_JSON_UPSTREAM, &j, &pe) != GH_OK)
 		return gh_provider_stream_fail(st, "malformed chunk: %s", pe.msg);
 	if (!cJSON_IsObject(j)) {
@@ -731,7 +991,7 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 
 static const struct gh_provider_wire wire = {
 	TYPE, "/v1/messages", build_body, headers, parse_reply, on_event, incomplete,
-	NULL, NULL, /* replies and events are read from their trees */
+	NULL, on_event_tree, /* replies are read from their trees */
 };
 
 const struct gh_provider_ops gh_provider_anthropic = {"anthropic", NULL, &wire};

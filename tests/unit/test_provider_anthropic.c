@@ -12,9 +12,13 @@
  */
 #include "provider.h"
 
+#include <stdlib.h>
+
 #include "buf.h"
 #include "err.h"
 #include "json.h"
+#include "provider_int.h"
+#include "sse.h"
 #include "t.h"
 #include "t_provider.h"
 #include "upstream.h"
@@ -661,9 +665,99 @@ static void test_stream_answered_with_json(void)
 	t_provider_teardown();
 }
 
+/* cJSON's allocations while the hooks below are in: a stream's common
+ * events are read from their text (read_event), so none of them may
+ * build a tree. */
+static int tree_nodes;
+
+static void *counting_malloc(size_t n)
+{
+	tree_nodes++;
+	return malloc(n);
+}
+
+/* Feeds one event to the wire's stream reader: the cJSON allocations it
+ * made, or -1 when the reader stopped the stream. */
+static int feed(struct gh_provider_stream *st, const char *type, const char *data)
+{
+	const struct gh_provider_wire *w = gh_provider_anthropic.wire;
+	cJSON_Hooks hooks = {counting_malloc, free};
+	struct gh_sse_event ev;
+	int stop;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = type;
+	ev.data = data;
+	ev.data_len = strlen(data);
+	ev.id = "";
+	ev.retry_ms = -1;
+	tree_nodes = 0;
+	cJSON_InitHooks(&hooks);
+	stop = w->on_event(st, &ev);
+	cJSON_InitHooks(NULL);
+	return stop ? -1 : tree_nodes;
+}
+
+static void test_stream_events_read_without_a_tree(void)
+{
+	struct gh_provider_conf conf = {.name = "claude", .type = GH_PROVIDER_ANTHROPIC,
+					.max_response_bytes = 1 << 20};
+	struct gh_chat_request req;
+	struct gh_chat_events ev;
+	struct gh_provider_stream st;
+
+	memset(&req, 0, sizeof(req));
+	memset(&ev, 0, sizeof(ev));
+	gh_provider_stream_init(&st, &conf, "claude", &req, &ev);
+	T_EQ_INT(feed(&st, "message_start", "{\"type\":\"message_start\",\"message\":{\"id\":"
+		      "\"msg_1\",\"content\":[],\"usage\":{\"input_tokens\":10,"
+		      "\"cache_creation_input_tokens\":2,\"cache_read_input_tokens\":3,"
+		      "\"output_tokens\":1}}}"), 0);
+	T_EQ_INT(st.input_tokens, 15);
+	T_EQ_INT(st.output_tokens, 1);
+	T_EQ_INT(feed(&st, "content_block_start", "{\"type\":\"content_block_start\",\"index\":0,"
+		      "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"), 0);
+	T_EQ_INT(feed(&st, "ping", "{\"type\": \"ping\"}"), 0);
+	/* an escape in the text: not the fast path's, still no tree */
+	T_EQ_INT(feed(&st, "content_block_delta", "{\"type\":\"content_block_delta\",\"index\":0,"
+		      "\"delta\":{\"type\":\"text_delta\",\"text\":\"say \\\"hi\\\"\"}}"), 0);
+	T_EQ_INT(feed(&st, "content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}"),
+		 0);
+	T_EQ_INT(feed(&st, "content_block_start", "{\"type\":\"content_block_start\",\"index\":1,"
+		      "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":"
+		      "\"Bash\",\"input\":{}}}"), 0);
+	T_EQ_INT(feed(&st, "content_block_delta", "{\"type\":\"content_block_delta\",\"index\":1,"
+		      "\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":"
+		      "\"{\\\"command\\\": \\\"ls\"}}"), 0);
+	T_EQ_INT(feed(&st, "content_block_delta", "{\"type\":\"content_block_delta\",\"index\":1,"
+		      "\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\" -la\\\"}\"}}"),
+		 0);
+	T_EQ_INT(feed(&st, "message_delta", "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+		      "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":12}}"), 0);
+	T_EQ_INT(feed(&st, "message_stop", "{\"type\":\"message_stop\"}"), 0);
+	T_EQ_INT(st.done, 1);
+	T_EQ_STR(st.text.data, "say \"hi\"");
+	T_EQ_INT((int)st.ncalls, 1);
+	T_EQ_STR(st.calls[0].id, "toolu_1");
+	T_EQ_STR(st.calls[0].name, "Bash");
+	T_EQ_STR(st.calls[0].args.data, "{\"command\": \"ls -la\"}");
+	T_EQ_INT(st.finish, GH_FINISH_TOOL_CALLS);
+	T_EQ_INT(st.input_tokens, 15);
+	T_EQ_INT(st.output_tokens, 12);
+	gh_provider_stream_free(&st);
+
+	/* what needs the tree still gets it: a thinking block, an error */
+	gh_provider_stream_init(&st, &conf, "claude", &req, &ev);
+	T_ASSERT(feed(&st, "content_block_start", "{\"type\":\"content_block_start\",\"index\":0,"
+		      "\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}") > 0);
+	T_ASSERT(st.reasoning != NULL);
+	gh_provider_stream_free(&st);
+}
+
 T_MAIN(T(test_json_reply_with_tool_use), T(test_request_translation), T(test_stop_reasons),
        T(test_stream_first_text_leaves_at_once), T(test_stream_sent_after_a_large_body), T(test_stream_split_oddly), T(test_stream_thinking), T(test_stream_invalid_tool_json), T(test_stream_error_event),
        T(test_stream_truncated), T(test_stream_malformed_chunk),
        T(test_stream_delta_for_unknown_block), T(test_http_error_retried_then_reported),
        T(test_key_echoed_by_upstream_is_redacted), T(test_429_is_ratelimit),
-       T(test_timeout_and_refused), T(test_tick_abort), T(test_stream_answered_with_json))
+       T(test_timeout_and_refused), T(test_tick_abort), T(test_stream_answered_with_json),
+       T(test_stream_events_read_without_a_tree))
