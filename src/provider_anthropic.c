@@ -599,8 +599,8 @@ int gh_provider_anthropic_text_delta(const char *data, size_t n, const char **te
  * message_delta and message_stop, and a tool_use block one
  * input_json_delta per fragment of its input. read_event takes these from
  * their text (jread.h) into struct event, and apply_event does with them
- * what on_event_tree does with their tree. An error event, a thinking
- * block or delta, a delta, message or content_block that is not an
+ * what on_event_tree does with their tree. An error event (by its type),
+ * a thinking block or delta, a delta, message or content_block that is not an
  * object, an index or count that is a number not written as an integer,
  * and whatever the reader does not take go to the tree.
  * fuzz_anthropic_event holds the two to the same result. */
@@ -610,11 +610,18 @@ int gh_provider_anthropic_text_delta(const char *data, size_t n, const char **te
  * name. */
 enum { S_TYPE, S_DTYPE, S_TEXT, S_JSON, S_STOP, S_BTYPE, S_BTEXT, S_BID, S_BNAME, S_N };
 
+/* A usage object's counts (a usage that is no object leaves it zeroed,
+ * which read_usage ignores too). */
 struct usage_text {
-	int object;             /* usage was an object (read_usage reads no other) */
 	int has_in;             /* input_tokens was given, of any type */
 	int has_out;            /* output_tokens was an integer */
 	int64_t in, cache_w, cache_r, out;   /* 0 unless given as integers */
+};
+
+/* A member read into one of the event's strings. */
+struct field {
+	const char *name;
+	int slot;
 };
 
 struct event {
@@ -663,7 +670,6 @@ static int read_usage_obj(struct gh_jr *r, struct usage_text *u)
 		return gh_jr_skip(r) ? 0 : 1;
 	if (gh_jr_object(r))
 		return 0;
-	u->object = 1;
 	while ((k = gh_jr_member(r, &n, &len)) == 1) {
 		if (GH_JR_NAME_IS(n, len, "input_tokens")) {
 			u->has_in = 1;
@@ -683,10 +689,10 @@ static int read_usage_obj(struct gh_jr *r, struct usage_text *u)
 	return k < 0 ? 0 : 1;
 }
 
-/* An object member's members: the ones named in names[] into the strings
- * in slots[], usage (when usage is not NULL) into *usage, the rest
+/* An object member's members: those in fields[] (n of them) into the
+ * event's strings, usage (when usage is not NULL) into *usage, the rest
  * skipped. A value that is not an object goes to the tree. */
-static int read_members(struct event *v, const char *const *names, const int *slots, size_t n,
+static int read_members(struct event *v, const struct field *fields, size_t n,
 			struct usage_text *usage)
 {
 	struct gh_jr *r = &v->jr;
@@ -698,10 +704,10 @@ static int read_members(struct event *v, const char *const *names, const int *sl
 		return 0;
 	while ((k = gh_jr_member(r, &name, &len)) == 1) {
 		for (i = 0; i < n; i++)
-			if (strlen(names[i]) == len && !memcmp(names[i], name, len))
+			if (strlen(fields[i].name) == len && !memcmp(fields[i].name, name, len))
 				break;
 		if (i < n)
-			k = ev_string(v, slots[i]);
+			k = ev_string(v, fields[i].slot);
 		else if (usage && GH_JR_NAME_IS(name, len, "usage"))
 			k = read_usage_obj(r, usage);
 		else
@@ -716,10 +722,10 @@ static int read_members(struct event *v, const char *const *names, const int *sl
  * to the tree. */
 static int read_event(const char *s, size_t n, struct event *v)
 {
-	static const char *const delta[] = {"type", "text", "partial_json", "stop_reason"};
-	static const int delta_slots[] = {S_DTYPE, S_TEXT, S_JSON, S_STOP};
-	static const char *const block[] = {"type", "text", "id", "name"};
-	static const int block_slots[] = {S_BTYPE, S_BTEXT, S_BID, S_BNAME};
+	static const struct field delta[] = {
+		{"type", S_DTYPE}, {"text", S_TEXT}, {"partial_json", S_JSON}, {"stop_reason", S_STOP}};
+	static const struct field block[] = {
+		{"type", S_BTYPE}, {"text", S_BTEXT}, {"id", S_BID}, {"name", S_BNAME}};
 	struct gh_jr *r = &v->jr;
 	const char *name;
 	size_t len;
@@ -734,15 +740,13 @@ static int read_event(const char *s, size_t n, struct event *v)
 		else if (GH_JR_NAME_IS(name, len, "index"))
 			k = ev_int(r, &v->index, &v->has_index);
 		else if (GH_JR_NAME_IS(name, len, "delta"))
-			k = read_members(v, delta, delta_slots, GH_ARRAY_LEN(delta), NULL);
+			k = read_members(v, delta, GH_ARRAY_LEN(delta), NULL);
 		else if (GH_JR_NAME_IS(name, len, "content_block"))
-			k = read_members(v, block, block_slots, GH_ARRAY_LEN(block), NULL);
+			k = read_members(v, block, GH_ARRAY_LEN(block), NULL);
 		else if (GH_JR_NAME_IS(name, len, "message"))
-			k = read_members(v, NULL, NULL, 0, &v->msg_usage);
+			k = read_members(v, NULL, 0, &v->msg_usage);
 		else if (GH_JR_NAME_IS(name, len, "usage"))
 			k = read_usage_obj(r, &v->usage);
-		else if (GH_JR_NAME_IS(name, len, "error"))
-			k = 0;
 		else
 			k = gh_jr_skip(r) ? 0 : 1;
 		if (k != 1)
@@ -772,8 +776,6 @@ static int needs_tree(const struct event *v, const char *type)
 /* read_usage's reading of a usage read from its text. */
 static void apply_usage(const struct usage_text *u, int64_t *in, int64_t *out)
 {
-	if (!u->object)
-		return;
 	if (u->has_in)
 		*in = u->in + u->cache_w + u->cache_r;
 	if (u->has_out)
