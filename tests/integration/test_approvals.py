@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import GatewayTest, config, free_port
+from harness import GatewayTest, closed_port, config
 
 
 def setup_config(fake, model, approver="admin", ttl=3600, tool_url=None):
@@ -128,7 +128,7 @@ class ApprovalsTest(GatewayTest):
 
     def test_a_failed_execution_is_reported_as_failed(self):
         # the tool's HTTP target refuses the connection
-        gw, key, admin = self.start(tool_url="http://127.0.0.1:%d/tools/send-email" % free_port())
+        gw, key, admin = self.start(tool_url="http://127.0.0.1:%d/tools/send-email" % closed_port())
         b = self.suspend(gw, key)
         apr = b["approvals"][0]["id"]
         st, a, _ = gw.post("/api/approvals/%s/approve" % apr, {}, key=admin)

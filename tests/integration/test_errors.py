@@ -4,7 +4,7 @@ half-written: no thread, message or run from a request that failed."""
 import json
 import unittest
 
-from harness import GatewayTest, config, free_port
+from harness import GatewayTest, closed_port, config
 
 
 def agents(model, provider="fake"):
@@ -105,7 +105,7 @@ class ErrorsTest(GatewayTest):
         self.assertNothingWritten()
 
     def test_upstream_down(self):
-        port = free_port()
+        port = closed_port()
         cfg = config(self.fake, agents=agents("m-down", provider="dead"))
         cfg["providers"]["dead"] = {"type": "openai", "base_url": "http://127.0.0.1:%d/v1" % port,
                                     "api_key": "sk-very-secret-value", "timeout_ms": 2000,
@@ -149,7 +149,7 @@ class ErrorsTest(GatewayTest):
         # a provider that refuses connections, and one whose error names
         # an internal host: every surface tells tenants the provider and
         # the status, never where it lives or what it said
-        port = free_port()
+        port = closed_port()
         where = "127.0.0.1:%d" % port
         cfg = config(self.fake, agents={
             "dead": {"provider": "dead", "model": "m", "memory": {"enabled": True},

@@ -16,7 +16,7 @@ import socketserver
 import threading
 import time
 
-from harness import GatewayTest, config, free_port
+from harness import GatewayTest, closed_port, config, held_socket
 
 SECRET = "whsec-test-0123456789abcdef"
 SECRET_B = "whsec-other-fedcba9876543210"
@@ -39,7 +39,7 @@ class Receiver:
     """A webhook receiver on loopback: keeps every request; answers with
     the statuses in `answers` first, then 200."""
 
-    def __init__(self, port=0, answers=(), delay=0.0):
+    def __init__(self, port=0, answers=(), delay=0.0, sock=None):
         self.got = []
         self.answers = list(answers)
         self.delay = delay
@@ -66,7 +66,16 @@ class Receiver:
             def log_message(self, *a):
                 pass
 
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+        if sock is None:
+            self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+        else:
+            # serve on a port held (bound, refusing) until now: no other
+            # server can have taken it in between
+            self.srv = http.server.ThreadingHTTPServer(sock.getsockname(), H,
+                                                       bind_and_activate=False)
+            self.srv.socket.close()
+            self.srv.socket = sock
+            self.srv.server_activate()
         self.port = self.srv.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
         self.t = threading.Thread(target=self.srv.serve_forever, daemon=True)
@@ -335,7 +344,8 @@ class NotificationsTest(GatewayTest):
         self.wait_state(gw, admin, apr, "delivered")
 
     def test_receiver_down_is_retried_and_recorded(self):
-        port = free_port()
+        held = held_socket()
+        port = held.getsockname()[1]
         gw, key, admin = self.start({"hook": {"kind": "webhook",
                                               "url": "http://127.0.0.1:%d/hook" % port,
                                               "secret": "${NOTIFY_SECRET}",
@@ -354,7 +364,7 @@ class NotificationsTest(GatewayTest):
         self.assertTrue(d["lastError"], d)
         self.assertIsNotNone(d["nextAttemptAt"])
         # the receiver comes up, answering 503 once: retried until it takes it
-        rx = Receiver(port=port, answers=[503])
+        rx = Receiver(sock=held, answers=[503])
         self.addCleanup(rx.stop)
         rows = self.wait_state(gw, admin, apr, "delivered")
         self.assertGreaterEqual(rows[0]["attempts"], 3)
@@ -370,7 +380,8 @@ class NotificationsTest(GatewayTest):
     def test_refusal_is_final_and_pending_resume_after_restart(self):
         rx = Receiver(answers=[410])
         self.addCleanup(rx.stop)
-        port = free_port()
+        held = held_socket()
+        port = held.getsockname()[1]
         gw, key, admin = self.start({
             "gone": {"kind": "webhook", "url": rx.url + "/gone", "secret": "${NOTIFY_SECRET}",
                      "events": ["approval-requested"]},
@@ -392,7 +403,7 @@ class NotificationsTest(GatewayTest):
         self.assertEqual(later[0]["state"], "pending")
         # down while gatehouse restarts; the next start resumes the delivery
         gw.stop()
-        rx2 = Receiver(port=port)
+        rx2 = Receiver(sock=held)
         self.addCleanup(rx2.stop)
         gw.start()
         got = rx2.wait(lambda g: True, "resumed delivery")
@@ -584,7 +595,7 @@ class NotificationsTest(GatewayTest):
     def test_retention_prunes_finished_deliveries_only(self):
         rx = Receiver()
         self.addCleanup(rx.stop)
-        port = free_port()
+        port = closed_port()
         gw, key, admin = self.start({
             "hook": {"kind": "webhook", "url": rx.url + "/hook", "secret": "${NOTIFY_SECRET}",
                      "events": ["approval-requested"]},

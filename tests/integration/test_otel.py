@@ -17,7 +17,7 @@ import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import GatewayTest, config, free_port
+from harness import GatewayTest, closed_port, config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCP_SERVER = os.path.join(HERE, "mcp_test_server.py")
@@ -275,7 +275,7 @@ class OtelTest(GatewayTest):
         gw.stop()
 
     def test_a_closed_port_leaves_requests_alone(self):
-        self.dead_collector("http://127.0.0.1:%d" % free_port())
+        self.dead_collector("http://127.0.0.1:%d" % closed_port())
 
     def test_a_collector_that_never_answers_leaves_requests_alone(self):
         s = socket.socket()
