@@ -1,7 +1,9 @@
 // Preloaded (node --import) into servers the tests run unchanged, such as
 // the MCP reference server in its Streamable HTTP mode: every TCP listen
 // binds 127.0.0.1, whatever host the server asked for (Express's
-// app.listen(PORT) would take every interface).
+// app.listen(PORT) would take every interface). Once bound it reports the
+// port on stderr, for a test that asked for port 0 (a server's own line may
+// name the port it was given, and some print it on failure too).
 import net from 'node:net';
 
 const listen = net.Server.prototype.listen;
@@ -12,5 +14,9 @@ net.Server.prototype.listen = function loopbackListen(...args) {
     if (typeof args[1] === 'string') args[1] = '127.0.0.1';
     else args.splice(1, 0, '127.0.0.1');
   }
+  this.once('listening', () => {
+    const a = this.address();
+    if (a && typeof a === 'object') process.stderr.write(`loopback: listening on ${a.address}:${a.port}\n`);
+  });
   return listen.apply(this, args);
 };

@@ -7,6 +7,7 @@ mcp_test_server.py for what the reference server cannot do on demand
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import threading
 import time
 import unittest
 
-from harness import GH_SRC, Gateway, GatewayTest, config, free_port
+from harness import GH_SRC, Gateway, GatewayTest, config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EVERYTHING = os.path.join(GH_SRC, "tests", "node_modules", "@modelcontextprotocol",
@@ -39,10 +40,13 @@ def wait_for(fn, timeout=20.0, what="condition"):
 class EverythingHTTP:
     """server-everything in its Streamable HTTP mode on a loopback port."""
 
-    def __init__(self, port=None):
-        self.port = port or free_port()
+    def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="gh-mcp-http-")
         self.log_path = os.path.join(self.dir, "server.log")
+        # port 0: the kernel picks a free one, which loopback.mjs reports
+        # once bound (a port picked here could be taken by a server of
+        # another test before this one binds it); a restart takes it again
+        self.port = 0
         self.start()
 
     def start(self):
@@ -57,8 +61,9 @@ class EverythingHTTP:
                 raise AssertionError("server-everything exited: " + self.logs()[-2000:])
             with open(self.log_path) as f:
                 f.seek(since)
-                return "listening on port" in f.read()
-        wait_for(up, 30, "server-everything (HTTP) to listen")
+                m = re.search(r"^loopback: listening on 127\.0\.0\.1:(\d+)$", f.read(), re.M)
+            return m and int(m.group(1))
+        self.port = wait_for(up, 30, "server-everything (HTTP) to listen")
         self.url = "http://127.0.0.1:%d/mcp" % self.port
 
     def stop(self):
