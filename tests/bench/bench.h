@@ -400,13 +400,17 @@ BENCH_UNUSED static int64_t bench_threads(pid_t pid)
 	return bench_status_num(pid, "Threads:");
 }
 
-/* CPU time (user + system, every thread) pid has used, in ns, and in *sys
- * (when not NULL) the system part; -1 when unknown. Resolution is one
- * clock tick (10 ms). */
+/* CPU time (user + system, every thread, ended ones included) pid has
+ * used, in ns, and in *sys (when not NULL) the system part; -1 when
+ * unknown. The total comes from pid's CPU-time clock, to the nanosecond
+ * (/proc/<pid>/stat counts in clock ticks, 10 ms: 20 us per request over
+ * 500 requests); the system part exists only in ticks. */
 BENCH_UNUSED static int64_t bench_cpu_split_ns(pid_t pid, int64_t *sys)
 {
 	char path[64], buf[4096], *p;
 	unsigned long long ut = 0, stime = 0, tick;
+	struct timespec ts;
+	clockid_t clk;
 	int field;
 
 	if (sys)
@@ -422,6 +426,8 @@ BENCH_UNUSED static int64_t bench_cpu_split_ns(pid_t pid, int64_t *sys)
 	tick = 1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK);
 	if (sys)
 		*sys = (int64_t)(stime * tick);
+	if (clock_getcpuclockid(pid, &clk) == 0 && clock_gettime(clk, &ts) == 0)
+		return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 	return (int64_t)((ut + stime) * tick);
 }
 
