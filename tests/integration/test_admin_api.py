@@ -301,16 +301,19 @@ class SessionTest(AdminTestBase):
         self.assertIn("log in again", body["error"]["message"])
 
     def test_a_session_ends_at_its_absolute_expiry_even_in_use(self):
-        gw = self.admin_gateway(admin={"session_max_s": 3})
+        gw = self.admin_gateway(admin={"session_max_s": 4})
         c = Client(gw)
+        # the session ends between sent + 4 s and answered + 4 s: in use
+        # until well before the first, asked again after the second
+        sent = time.time()
         st, body, h = c.login()
+        answered = time.time()
         self.assertEqual(st, 200, body)
-        self.assertIn("Max-Age=3", h["set-cookie"])
-        deadline = time.time() + 2
-        while time.time() < deadline:      # in use all along
+        self.assertIn("Max-Age=4", h["set-cookie"])
+        while time.time() < sent + 2.5:      # in use all along
             self.assertEqual(c.request("GET", "/api/admin/me")[0], 200)
             time.sleep(0.5)
-        time.sleep(1.5)
+        time.sleep(max(0.0, answered + 4.3 - time.time()))
         self.assertEqual(c.request("GET", "/api/admin/me")[0], 401)
 
     def test_no_cookie_and_a_bad_cookie_are_401(self):
