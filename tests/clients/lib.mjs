@@ -202,14 +202,20 @@ export async function startGateway(cfg, { env = {}, dir = mkdtempSync(join(tmpdi
       });
       if (p.status !== 0) throw new Error(`admin create failed: ${p.stderr}`);
     },
-    // Stops the server and starts it again on the same directory and config
-    // (a config with a fixed listen port keeps its address).
+    // Stops the server and starts it again on the same directory, config
+    // and address: a config that asked for any port (":0") is given the
+    // one the first start bound.
     async restart() {
       if (proc.exitCode === null) {
         proc.kill('SIGTERM');
         await new Promise((r) => proc.once('exit', r));
       }
       checkSanitizers(err, 'gatehouse');
+      const listen = cfg.server && cfg.server.listen;
+      if (typeof listen === 'string' && listen.endsWith(':0')) {
+        const again = { ...cfg, server: { ...cfg.server, listen: `${listen.slice(0, -2)}:${port}` } };
+        writeFileSync(configPath, JSON.stringify(again, null, 2));
+      }
       out = '';
       proc = spawn(GH_BIN, ['serve', '--config', configPath], {
         cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],

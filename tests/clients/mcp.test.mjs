@@ -9,7 +9,6 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -22,21 +21,13 @@ let fake;
 let gw;
 const keys = {};
 
-const freePort = () => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
-  });
-});
-
-function gatehouseConfig(port) {
+function gatehouseConfig() {
   const tool = (name, extra = {}) => ({
     type: 'http', description: `The ${name} tool`, url: `${fake.url}/tools/${name}`,
     input_schema: { type: 'object' }, ...extra,
   });
   return config(fake, {
-    server: { listen: `127.0.0.1:${port}`, approval_wait_ms: 1500, heartbeat_ms: 500 },
+    server: { listen: '127.0.0.1:0', approval_wait_ms: 1500, heartbeat_ms: 500 },
     agents: {
       assistant: { provider: 'offline', model: 'm', tools: ['memory_*', 'get_*', 'send_*', 'delete_*'],
         memory: { enabled: true }, max_steps: 4 },
@@ -59,11 +50,9 @@ function gatehouseConfig(port) {
   });
 }
 
-let port;
 before(async () => {
   fake = await startFake();
-  port = await freePort();
-  gw = await startGateway(gatehouseConfig(port));
+  gw = await startGateway(gatehouseConfig());
   keys.admin = gw.createKey('ops', { admin: true });
   for (const name of ['legacy', 'auto', 'v1']) {
     keys[name] = gw.createKey(name, { owner: name });
@@ -252,7 +241,7 @@ test('a restart ends every session: 404, then the client initializes again', asy
   await c.listTools();
   const sid = t.sessionId;
   await c.close().catch(() => {});
-  // same directory, same database, same port
+  // same directory, same database, same port (restart keeps the one bound)
   await gw.restart();
   const r = await fetch(`${gw.url}/mcp`, {
     method: 'POST',
