@@ -579,22 +579,14 @@ def sqlite_only(why):
     return unittest.skipIf(ON_PG, "SQLite only: " + why)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 _held = []
 
 
 def held_socket():
     """A socket bound to a loopback port that does not listen: connections
     to the port are refused, and while it is held no other server (another
-    test running alongside) can bind the port, as it could one free_port
-    handed out. A test serving on the port later listens on this socket."""
+    test running alongside) can bind the port, as it could a port picked
+    and released. A test serving on the port later listens on this socket."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     _held.append(s)
