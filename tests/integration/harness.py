@@ -15,6 +15,7 @@ own on that server (database.url) instead of a SQLite file.
     gw.stop()                           # fails the test on sanitizer reports
 """
 
+import atexit
 import copy
 import http.client
 import json
@@ -580,6 +581,7 @@ def sqlite_only(why):
 
 
 _held = []
+atexit.register(lambda: [s.close() for s in _held])
 
 
 def held_socket():
