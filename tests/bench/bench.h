@@ -411,24 +411,28 @@ BENCH_UNUSED static int64_t bench_cpu_split_ns(pid_t pid, int64_t *sys)
 	unsigned long long ut = 0, stime = 0, tick;
 	struct timespec ts;
 	clockid_t clk;
+	int64_t total = -1;
 	int field;
 
 	if (sys)
 		*sys = -1;
+	if (clock_getcpuclockid(pid, &clk) == 0 && clock_gettime(clk, &ts) == 0) {
+		total = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+		if (!sys)
+			return total;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (bench_read_file(path, buf, sizeof(buf)) < 0 || !(p = strrchr(buf, ')')))
-		return -1;
+		return total;
 	/* fields after the command: 3 state ... 14 utime 15 stime */
 	for (field = 2; field < 14 && p; field++)
 		p = strchr(p + 1, ' ');
 	if (!p || sscanf(p + 1, "%llu %llu", &ut, &stime) != 2)
-		return -1;
+		return total;
 	tick = 1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK);
 	if (sys)
 		*sys = (int64_t)(stime * tick);
-	if (clock_getcpuclockid(pid, &clk) == 0 && clock_gettime(clk, &ts) == 0)
-		return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-	return (int64_t)((ut + stime) * tick);
+	return total >= 0 ? total : (int64_t)((ut + stime) * tick);
 }
 
 BENCH_UNUSED static int64_t bench_cpu_ns(pid_t pid)
