@@ -47,7 +47,14 @@ class EverythingHTTP:
         # once bound (a port picked here could be taken by a server of
         # another test before this one binds it); a restart takes it again
         self.port = 0
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # setUpClass failing skips tearDownClass: nothing may outlive it
+            if getattr(self, "proc", None):
+                self.stop()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def start(self):
         self.log = open(self.log_path, "a")

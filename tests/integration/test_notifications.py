@@ -619,12 +619,14 @@ class NotificationsTest(GatewayTest):
 
     def test_bad_config_is_refused_naming_the_path(self):
         import os
+        import shutil
         import subprocess
         import tempfile
         from harness import GH_BIN
         cfg = setup_config(self.fake, "m", {"hook": {"kind": "webhook", "url": "ftp://x/",
                                                      "secret": "0123456789abcdef"}})
         d = tempfile.mkdtemp(prefix="gh-test-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         path = os.path.join(d, "gatehouse.json")
         with open(path, "w") as f:
             json.dump(cfg, f)

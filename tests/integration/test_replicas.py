@@ -16,6 +16,7 @@ server of its own so that the shared one is never taken down."""
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -57,6 +58,7 @@ class ReplicasTest(PgTest):
         finally:
             if self.own_server:
                 subprocess.run(["sh", PG_SERVER, "stop", self.own_server], timeout=120)
+                shutil.rmtree(self.own_server, ignore_errors=True)
 
     def pair(self, cfg):
         """Replica A, then B on the same database with A's key files (the
