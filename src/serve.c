@@ -13,7 +13,11 @@
  * (reload.h); the outcome goes to the log, the audit log and, for
  * `gatehouse reload`, to DB.reload.json beside the pid file DB.pid.
  */
+/* F_OFD_SETLK */
+#define _GNU_SOURCE
+
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -390,6 +394,57 @@ static char *state_path(const struct gh_cli *c, const char *sfx)
 	return p;
 }
 
+/* One server per SQLite database. A second one would take the first's
+ * calls in flight for calls a crash cut off (start-up closes those with an
+ * "interrupted" row) and its running runs for runs to recover. The lock is
+ * an open file description lock on byte 0 of <db>-writer.lock, held until
+ * the process ends; it is apart from the flock every write transaction
+ * takes on that file, so the CLI still writes beside a server. The
+ * descriptor, or -1 after printing why. */
+static int serve_lock(const struct gh_cli *c)
+{
+	struct flock fl;
+	char *path = state_path(c, "-writer.lock"), *pidp = state_path(c, GH_RELOAD_PID_SUFFIX);
+	char pid[32] = "";
+	FILE *f;
+	int fd = -1, err;
+
+	if (!path || !pidp) {
+		fprintf(stderr, "gatehouse: out of memory\n");
+		goto out;
+	}
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		fprintf(stderr, "gatehouse: cannot open %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		goto out;
+	err = errno;
+	close(fd);
+	fd = -1;
+	if (err != EAGAIN && err != EACCES) {
+		fprintf(stderr, "gatehouse: cannot lock %s: %s\n", path, strerror(err));
+		goto out;
+	}
+	if ((f = fopen(pidp, "r"))) {
+		if (!fgets(pid, sizeof(pid), f))
+			pid[0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		fclose(f);
+	}
+	fprintf(stderr, "gatehouse: the database %s is in use by another gatehouse server%s%s%s; "
+		"one server serves a SQLite database (replicas share a PostgreSQL one)\n",
+		c->cfg->database.path, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+out:
+	free(path);
+	free(pidp);
+	return fd;
+}
+
 /* DB.pid: how `gatehouse reload` finds this process. */
 static void pidfile_write(const struct gh_cli *c)
 {
@@ -505,7 +560,7 @@ int gh_cmd_serve(struct gh_cli *c)
 	struct gh_err e;
 	struct created cr;
 	sigset_t set;
-	int sig, rc = GH_EXIT_RUNTIME;
+	int sig, rc = GH_EXIT_RUNTIME, lock_fd = -1;
 	const char *listen = c->listen ? c->listen : c->cfg->server.listen;
 
 	struct gh_mcp *mcp = NULL;
@@ -529,6 +584,12 @@ int gh_cmd_serve(struct gh_cli *c)
 
 	if (preflight(c, listen, &cr) != 0)
 		return GH_EXIT_RUNTIME;
+	if (!c->cfg->database.url && (lock_fd = serve_lock(c)) < 0) {
+		created_undo(&cr);
+		created_free(&cr);
+		gh_upstream_global_cleanup();
+		return GH_EXIT_RUNTIME;
+	}
 	if (gh_keys_load_hashkey(c->key_hash_file, 1, app.hashkey, &e) != GH_OK ||
 	    gh_audit_signer_load(c->signing_key_file, 1, &app.signer, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
@@ -609,5 +670,7 @@ out:
 	sodium_memzero(app.hashkey, sizeof(app.hashkey));
 	gh_audit_signer_wipe(&app.signer);
 	gh_upstream_global_cleanup();
+	if (lock_fd >= 0)
+		close(lock_fd);
 	return rc;
 }

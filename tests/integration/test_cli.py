@@ -131,6 +131,30 @@ class StartupTest(unittest.TestCase):
         with open(hashkey, "rb") as f:
             self.assertEqual(f.read(), b"k" * 32)
 
+    @sqlite_only("one server per SQLite database")
+    def test_a_second_server_on_the_same_database_is_refused(self):
+        # a second server would close the first one's calls in flight as
+        # interrupted and take over its running runs
+        gw = Gateway(config(None), dirname=self.dir)
+        try:
+            key = gw.create_key("alice")
+            before = self.files()
+            rc, out, err = self.serve("--listen", "127.0.0.1:0")
+            self.assertEqual(rc, 1, err)
+            self.assertIn("the database gatehouse.db is in use by another gatehouse server "
+                          "(pid %d); one server serves a SQLite database" % gw.proc.pid, err)
+            self.assertEqual(self.files(), before)
+            self.assertEqual(gw.get("/api/agents", key=key)[0], 200)
+            # the CLI still writes beside the server
+            rc, out, err = run(["keys", "create", "--name", "bob", "--config", "gatehouse.json"],
+                               self.dir)
+            self.assertEqual(rc, 0, err)
+        finally:
+            gw.stop()
+        # once that server is gone, another one starts on the database
+        gw = Gateway(config(None), dirname=self.dir)
+        gw.stop()
+
     @sqlite_only("database.path's directory")
     def test_a_missing_database_directory_is_named_by_its_option(self):
         self.write_config(database={"path": "nosuch/gatehouse.db"})
