@@ -47,7 +47,8 @@ struct gh_pg_events {
 	size_t qlen;
 	int stopping;
 	PGconn *pc;                 /* the thread's */
-	void (*on_keys)(void *ud);  /* under mu: a key changed, or may have */
+	void (*on_keys)(void *ud, const char *what); /* under mu: a cached table
+						      * changed, or may have */
 	void *on_keys_ud;
 	_Atomic uint64_t sent, received, dropped, oversized, reconnects;
 	atomic_int connected;
@@ -194,10 +195,11 @@ static void deliver(struct gh_pg_events *ev, const char *p)
 	gh_hub_deliver(ev->hub, t, y, data, strlen(data));
 }
 
-/* Tells the on_keys hook, if any, that a key changed. */
-static void keys_changed(struct gh_pg_events *ev)
+/* Tells the on_keys hook, if any, which cached table changed (what, the
+ * notification's payload), or that any may have (NULL). */
+static void keys_changed(struct gh_pg_events *ev, const char *what)
 {
-	void (*fn)(void *);
+	void (*fn)(void *, const char *);
 	void *ud;
 
 	pthread_mutex_lock(&ev->mu);
@@ -205,7 +207,7 @@ static void keys_changed(struct gh_pg_events *ev)
 	ud = ev->on_keys_ud;
 	pthread_mutex_unlock(&ev->mu);
 	if (fn)
-		fn(ud);
+		fn(ud, what);
 }
 
 static int drain_notifies(struct gh_pg_events *ev)
@@ -216,7 +218,7 @@ static int drain_notifies(struct gh_pg_events *ev)
 		return -1;
 	while ((n = PQnotifies(ev->pc))) {
 		if (!strcmp(n->relname, GH_STORE_KEYS_CHANNEL))
-			keys_changed(ev);
+			keys_changed(ev, n->extra ? n->extra : "");
 		else
 			deliver(ev, n->extra);
 		PQfreemem(n);
@@ -295,7 +297,7 @@ static void *events_main(void *arg)
 				atomic_fetch_add(&ev->reconnects, 1);
 			backoff = 0;
 			/* what changed while nobody listened was not heard */
-			keys_changed(ev);
+			keys_changed(ev, NULL);
 			continue;
 		}
 		if (send_queue(ev, q) != 0 || drain_notifies(ev) != 0) {
@@ -379,7 +381,8 @@ void gh_pg_events_stop(struct gh_pg_events *ev)
 	free(ev);
 }
 
-void gh_pg_events_on_keys(struct gh_pg_events *ev, void (*fn)(void *ud), void *ud)
+void gh_pg_events_on_keys(struct gh_pg_events *ev, void (*fn)(void *ud, const char *what),
+			  void *ud)
 {
 	pthread_mutex_lock(&ev->mu);
 	ev->on_keys = fn;

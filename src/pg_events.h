@@ -4,8 +4,9 @@
  * and for waits on a run's state reaches the hubs of the others, through
  * LISTEN/NOTIFY on the channel "gatehouse_events".
  *
- * It also hears the store's GH_STORE_KEYS_CHANNEL (a key was revoked on
- * some replica) and tells a hook, so that cached key lookups are dropped.
+ * It also hears the store's GH_STORE_KEYS_CHANNEL (a key was revoked, or
+ * working memory written, on some replica) and tells a hook, so that the
+ * cached rows are dropped.
  *
  * Relayed: the "approvals" topic, every "state:<run id>" topic, and the
  * approval events published on a run's own topic. A run's other events
@@ -45,10 +46,12 @@ enum gh_code gh_pg_events_start(const char *url, struct gh_hub *hub, struct gh_p
 /* Removes the relay, stops the thread, closes the connection. NULL ok. */
 void gh_pg_events_stop(struct gh_pg_events *ev);
 
-/* Calls fn(ud), on the events thread, when a notification on
- * GH_STORE_KEYS_CHANNEL arrives (a key changed on some replica) and after
- * each reconnection (one may have been missed). fn NULL: none. */
-void gh_pg_events_on_keys(struct gh_pg_events *ev, void (*fn)(void *ud), void *ud);
+/* Calls fn(ud, what), on the events thread, when a notification on
+ * GH_STORE_KEYS_CHANNEL arrives (what: its payload, naming the cache of
+ * the table that changed on some replica), and fn(ud, NULL) after each
+ * reconnection (any may have been missed). fn NULL: none. */
+void gh_pg_events_on_keys(struct gh_pg_events *ev, void (*fn)(void *ud, const char *what),
+			  void *ud);
 
 struct gh_pg_events_stats {
 	uint64_t sent, received, dropped, oversized, reconnects;

@@ -22,10 +22,11 @@ struct gh_replica {
 	struct gh_pg_leader *leader;
 };
 
-/* A key changed on some replica: this one's cached lookups go. */
-static void keys_changed(void *store)
+/* A cached table changed on some replica (or may have, what NULL): this
+ * one's cached rows of it go. */
+static void caches_changed(void *store, const char *what)
 {
-	gh_store_keys_changed(store);
+	gh_store_caches_changed(store, what);
 }
 
 enum gh_code gh_replica_start(struct gh_app *app, const char *url, struct gh_err *e)
@@ -42,7 +43,7 @@ enum gh_code gh_replica_start(struct gh_app *app, const char *url, struct gh_err
 		free(r);
 		return rc;
 	}
-	gh_pg_events_on_keys(r->events, keys_changed, app->store);
+	gh_pg_events_on_keys(r->events, caches_changed, app->store);
 	if (app->rl)
 		gh_rl_set_shared(app->rl, gh_pg_rl_shared, gh_store_pg_pool(app->store));
 	app->replica = r;

@@ -323,6 +323,8 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 	writer_take(s);
 	run_batch_on(s, jobs, idle_checkpoint);
 	writer_give(s);
+	if (s->wm_dirty)
+		store_wm_committed(s);
 }
 
 static void run_batch_on(struct gh_store *s, struct store_job *jobs, int idle_checkpoint)
@@ -1358,6 +1360,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 	if (o->readonly && !store_is_pg(s) && (rc = sqlite_version_check(s, e)) != GH_OK)
 		goto fail;
 	store_keys_cache_open(s);
+	store_wm_cache_open(s);
 	if (o->threaded && !o->readonly) {
 		if (!store_is_pg(s)) {
 			/* blocks completed while no server ran (or before an
@@ -1430,6 +1433,7 @@ void gh_store_close(struct gh_store *s)
 		}
 	}
 	gh_audit_blockidx_free(s->audit_bidx);
+	store_wm_cache_close(s);
 	store_keys_cache_close(s);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

@@ -165,7 +165,21 @@ struct gh_store {
 	_Atomic uint64_t keys_gen_own;
 	void *keys_map;
 	struct store_keycache *keycache;
+
+	/* The working memory cache (store_memory.c), kept the same way:
+	 * wm_gen is the lock file page's second counter on SQLite, this
+	 * process's own on PostgreSQL (moved by GH_STORE_CACHE_WM
+	 * notifications); wm_dirty (writer only) says the transaction being
+	 * committed wrote working memory, so the generation moves once it
+	 * has ended. NULL wm_gen: no cache. */
+	_Atomic uint64_t *wm_gen;
+	_Atomic uint64_t wm_gen_own;
+	struct store_wmcache *wmcache;
+	int wm_dirty;
 };
+
+/* The counters in the lock file's first page (SQLite), by index. */
+enum { STORE_GEN_KEYS, STORE_GEN_WM };
 
 /* A migration's version from its file name ("0007_x.sql" is 7), or -1. */
 int store_migration_version(const char *name);
@@ -174,6 +188,13 @@ int store_migration_version(const char *name);
  * gh_store_open once the backend is open, and by gh_store_close. */
 void store_keys_cache_open(struct gh_store *s);
 void store_keys_cache_close(struct gh_store *s);
+/* The working memory cache's (store_memory.c): open after the key cache,
+ * whose mapping it shares; close before it. store_wm_committed is called
+ * by store.c after every transaction that set wm_dirty, committed or
+ * not. */
+void store_wm_cache_open(struct gh_store *s);
+void store_wm_cache_close(struct gh_store *s);
+void store_wm_committed(struct gh_store *s);
 
 /* PostgreSQL: true when the replica numbered by the bigint expression x
  * holds its presence lock (pg_leader.h), i.e. is alive. A bigint advisory

@@ -14,8 +14,9 @@
  * mapped shared by every process that opens the database for writing (the
  * server, the CLI); on PostgreSQL it is per process, and the revoking
  * transaction notifies GH_STORE_KEYS_CHANNEL, which each replica's events
- * connection hears (gh_store_keys_changed). Unknown keys are never kept:
- * a made-up key costs a lookup, as before.
+ * connection hears (gh_store_caches_changed). Unknown keys are never kept:
+ * a made-up key costs a lookup, as before. The page holds the working
+ * memory cache's counter too (store_memory.c), as its second word.
  */
 #include "store_int.h"
 
@@ -101,6 +102,16 @@ void gh_store_keys_changed(struct gh_store *s)
 {
 	if (s && s->keys_gen)
 		atomic_fetch_add(s->keys_gen, 1);
+}
+
+void gh_store_caches_changed(struct gh_store *s, const char *what)
+{
+	if (!s)
+		return;
+	if (!what || !*what)
+		gh_store_keys_changed(s);
+	if ((!what || !strcmp(what, GH_STORE_CACHE_WM)) && s->wm_gen)
+		atomic_fetch_add(s->wm_gen, 1);
 }
 
 static struct keyslot *slot_of(struct store_keycache *kc, const unsigned char hash[32])

@@ -192,17 +192,170 @@ enum gh_code gh_store_memory_delete_tx(struct gh_store_tx *tx, const char *owner
 	return delete_job(tx->s, tx->w, &a, e);
 }
 
+/* ------------------------------------------------ working memory cache */
+
+/*
+ * Every request of an agent with memory begins by reading its user's
+ * working memory, which changes only when working_memory_update runs: reads
+ * are kept, by (owner, resource) in WM_SLOTS direct-mapped slots, a user's
+ * having none included (a value over WM_VALUE_MAX bytes is read each time).
+ * A kept read carries the working memory generation loaded before it, and
+ * every transaction that writes working memory moves the generation once
+ * it has ended (store_wm_committed), so a value read before a write is
+ * never served after it. On SQLite the generation is the second counter of
+ * the lock file's shared page (store_keys.c), moved by whichever process
+ * writes. On PostgreSQL it is this process's, moved by its own writes and
+ * by the GH_STORE_CACHE_WM notification every writing transaction sends
+ * the other replicas; as that is heard a moment after the commit, a kept
+ * read there serves for GH_STORE_KEY_CACHE_MS at most.
+ */
+#define WM_SLOTS 256
+#define WM_VALUE_MAX 16384
+
+struct wmslot {
+	char *owner, *resource;       /* NULL: empty */
+	char *content;                /* NULL: the user has none */
+	uint64_t gen;
+	int64_t at_ms;                /* monotonic, when it was read */
+};
+
+struct store_wmcache {
+	pthread_mutex_t mu;
+	int64_t max_age_ms;           /* 0: none */
+	struct wmslot slot[WM_SLOTS];
+};
+
+void store_wm_cache_open(struct gh_store *s)
+{
+	struct store_wmcache *c;
+
+	if (store_is_pg(s))
+		s->wm_gen = &s->wm_gen_own;
+	else if (s->keys_map)
+		s->wm_gen = (_Atomic uint64_t *)s->keys_map + STORE_GEN_WM;
+	else
+		return; /* read-only SQLite: nobody would tell it of a write */
+	if (!(c = calloc(1, sizeof(*c)))) {
+		s->wm_gen = NULL;
+		return;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	c->max_age_ms = store_is_pg(s) ? GH_STORE_KEY_CACHE_MS : 0;
+	s->wmcache = c;
+}
+
+static void slot_clear(struct wmslot *sl)
+{
+	free(sl->owner);
+	free(sl->resource);
+	free(sl->content);
+	memset(sl, 0, sizeof(*sl));
+}
+
+void store_wm_cache_close(struct gh_store *s)
+{
+	struct store_wmcache *c = s->wmcache;
+	size_t i;
+
+	if (c) {
+		for (i = 0; i < WM_SLOTS; i++)
+			slot_clear(&c->slot[i]);
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+	}
+	s->wmcache = NULL;
+	s->wm_gen = NULL;
+}
+
+void store_wm_committed(struct gh_store *s)
+{
+	s->wm_dirty = 0;
+	if (s->wm_gen)
+		atomic_fetch_add(s->wm_gen, 1);
+}
+
+static struct wmslot *wm_slot(struct store_wmcache *c, const char *owner, const char *resource)
+{
+	uint32_t h = 2166136261u; /* FNV-1a over owner, a 0 byte, resource */
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)owner; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	h *= 16777619u;
+	for (p = (const unsigned char *)resource; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return &c->slot[h % WM_SLOTS];
+}
+
+/* 1 and *out (a copy, NULL for none) when a read of (owner, resource) made
+ * at generation gen is kept; 0 when not; -1 out of memory. */
+static int wm_lookup(struct store_wmcache *c, const char *owner, const char *resource,
+		     uint64_t gen, int64_t now, char **out)
+{
+	struct wmslot *sl = wm_slot(c, owner, resource);
+	int hit;
+
+	pthread_mutex_lock(&c->mu);
+	hit = sl->owner && sl->gen == gen && (!c->max_age_ms || now - sl->at_ms < c->max_age_ms) &&
+	      !strcmp(sl->owner, owner) && !strcmp(sl->resource, resource);
+	if (hit && sl->content && !(*out = gh_strdup(sl->content)))
+		hit = -1;
+	pthread_mutex_unlock(&c->mu);
+	return hit;
+}
+
+/* Keeps what a read of (owner, resource) begun at generation gen found
+ * (content NULL: none), in place of what the slot held. */
+static void wm_keep(struct store_wmcache *c, const char *owner, const char *resource,
+		    const char *content, uint64_t gen, int64_t now)
+{
+	struct wmslot *sl = wm_slot(c, owner, resource), n, old;
+
+	if (content && strlen(content) > WM_VALUE_MAX)
+		return;
+	memset(&n, 0, sizeof(n));
+	n.owner = gh_strdup(owner);
+	n.resource = gh_strdup(resource);
+	n.content = content ? gh_strdup(content) : NULL;
+	n.gen = gen;
+	n.at_ms = now;
+	if (!n.owner || !n.resource || (content && !n.content)) {
+		slot_clear(&n);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	old = *sl; /* freed outside the lock */
+	*sl = n;
+	pthread_mutex_unlock(&c->mu);
+	slot_clear(&old);
+}
+
+static int no_row(struct store_row *sr, void *ud)
+{
+	(void)sr;
+	(void)ud;
+	return 0;
+}
+
 static enum gh_code wm_job(struct gh_store *s, struct store_conn *w, void *arg, struct gh_err *e)
 {
 	struct mem_arg *a = arg;
+	enum gh_code rc;
 
-	(void)s;
-	return store_exec(w, "INSERT INTO working_memory (owner, resource_id, content, "
-			     "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
-			     "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
-			  STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
-				     STORE_TEXT(a->content), STORE_INT(a->now)),
-			  "saving working memory", NULL, e);
+	/* kept reads go once the transaction ends, whether it commits or not */
+	s->wm_dirty = 1;
+	rc = store_exec(w, "INSERT INTO working_memory (owner, resource_id, content, "
+			   "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
+			   "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
+			STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
+				   STORE_TEXT(a->content), STORE_INT(a->now)),
+			"saving working memory", NULL, e);
+	if (rc == GH_OK && store_is_pg(s))
+		/* delivered at commit, to every replica's events connection */
+		rc = store_rows(w, "SELECT pg_notify('" GH_STORE_KEYS_CHANNEL "', '"
+				   GH_STORE_CACHE_WM "')", NULL, 0, 0, no_row, NULL, NULL,
+				"saving working memory", e);
+	return rc;
 }
 
 enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
@@ -235,9 +388,27 @@ static int text_dup_row(struct store_row *sr, void *ud)
 enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
 					 const char *resource, char **out, struct gh_err *e)
 {
+	struct store_wmcache *c = s->wmcache;
+	uint64_t gen = 0;
+	int64_t now = 0;
+	enum gh_code rc;
+
 	*out = NULL;
-	return store_read(s, "SELECT content FROM working_memory WHERE owner = ? "
-			     "AND resource_id = ?",
-			  STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource)), 1, text_dup_row, out,
-			  NULL, "reading working memory", e);
+	if (c) {
+		int hit;
+
+		gen = atomic_load(s->wm_gen);
+		now = gh_mono_ns() / 1000000;
+		if ((hit = wm_lookup(c, owner, resource, gen, now, out)) < 0)
+			return gh_err_set(e, GH_E_NOMEM, "out of memory");
+		if (hit)
+			return GH_OK;
+	}
+	rc = store_read(s, "SELECT content FROM working_memory WHERE owner = ? "
+			   "AND resource_id = ?",
+			STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource)), 1, text_dup_row, out,
+			NULL, "reading working memory", e);
+	if (c && rc == GH_OK)
+		wm_keep(c, owner, resource, *out, gen, now);
+	return rc;
 }

@@ -422,6 +422,37 @@ class ReplicasTest(PgTest):
         self.assertLess(took, 0.6, "replica A accepted a revoked key for %.2f s" % took)
         self.assertEqual(b.get("/v1/models", key=key)[0], 401)
 
+    def test_working_memory_written_on_one_replica_is_read_on_the_other(self):
+        m = self.model()
+        cfg = tools_config(self.fake, m)
+        cfg["agents"]["assistant"]["tools"].append("working_memory_update")
+        cfg["policies"]["default"]["tools"]["allow"].append("working_memory_update")
+        a, b = self.pair(cfg)
+        key = a.create_key("alice")
+
+        def system_on_b():
+            st, body, _ = b.post("/api/agents/assistant/generate",
+                                 {"messages": "who am I?", "memory": {"resource": "r"}}, key=key)
+            self.assertEqual(st, 200, body)
+            return self.fake.requests(model=m)[-1]["body"]["messages"][0]["content"]
+
+        # B has read (and keeps) that alice has no working memory
+        self.assertNotIn("Name: Alice", system_on_b())
+        self.fake.script(m, {"tool_calls": [{"id": "w", "name": "working_memory_update",
+                                             "arguments": {"content": "Name: Alice"}}]},
+                         {"text": "noted"})
+        st, body, _ = a.post("/api/agents/assistant/generate",
+                             {"messages": "I am Alice", "memory": {"resource": "r"}}, key=key)
+        self.assertEqual(st, 200, body)
+        # B heard of the write: well before a kept read would age
+        # (GH_STORE_KEY_CACHE_MS, 1 s), its prompt has it
+        t0 = time.time()
+        while "Name: Alice" not in system_on_b() and time.time() - t0 < 5:
+            time.sleep(0.01)
+        took = time.time() - t0
+        self.assertIn("Name: Alice", system_on_b())
+        self.assertLess(took, 0.6, "replica B served old working memory for %.2f s" % took)
+
     # ---- one chain, one signing key ----
 
     def test_replica_with_another_signing_key_refuses_to_start(self):

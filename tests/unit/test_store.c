@@ -1229,6 +1229,143 @@ static void test_memory(void)
 	t_store_close(&t);
 }
 
+/* Sets working memory behind the store's back: another program on the
+ * database, which moves no generation. */
+static void wm_behind(struct t_store *t, const char *resource, const char *content)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "INSERT INTO working_memory (owner, resource_id, content, "
+		 "updated_at) VALUES ('alice', '%s', '%s', 1) ON CONFLICT (owner, resource_id) "
+		 "DO UPDATE SET content = excluded.content", resource, content);
+	if (t_store_pg()) {
+		T_EQ_INT(t_pg_sql(sql), 0);
+	} else {
+		sqlite3 *db = NULL;
+
+		T_EQ_INT(sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+		sqlite3_busy_timeout(db, 5000);
+		T_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+		sqlite3_close(db);
+	}
+}
+
+/* The working memory of (alice, resource): "" for none, "<error>" when
+ * the read failed. */
+static const char *wm_of(struct t_store *t, const char *resource)
+{
+	static char got[64];
+	struct gh_err e;
+	char *wm = NULL;
+
+	if (gh_store_working_memory_get(t->s, "alice", resource, &wm, &e) != GH_OK)
+		return "<error>";
+	gh_strlcpy(got, wm ? wm : "", sizeof(got));
+	free(wm);
+	return got;
+}
+
+struct wm_tx {
+	const char *content;
+	int fail;
+};
+
+static enum gh_code wm_tx_fn(struct gh_store_tx *tx, void *ud, struct gh_err *e)
+{
+	struct wm_tx *x = ud;
+	enum gh_code rc = gh_store_working_memory_set_tx(tx, "alice", "r1", x->content, e);
+
+	if (rc == GH_OK && x->fail)
+		rc = gh_err_set(e, GH_E_IO, "the effect's row could not be written");
+	return rc;
+}
+
+/* Working memory reads are kept (an absence too) until a write, by this
+ * store, in a transaction that commits later, or by another store on the
+ * same database, moves the generation. */
+static void test_working_memory_cache(void)
+{
+	struct t_store t, other;
+	struct wm_tx x = {"from a tx", 0};
+	struct gh_err e;
+	PGconn *listener = NULL;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "r1", "v1", &e), GH_OK);
+	T_EQ_STR(wm_of(&t, "r1"), "v1");
+	T_EQ_STR(wm_of(&t, "r2"), "");
+	/* kept: what another program writes is not seen ... */
+	wm_behind(&t, "r1", "behind");
+	wm_behind(&t, "r2", "behind too");
+	T_EQ_STR(wm_of(&t, "r1"), "v1");
+	T_EQ_STR(wm_of(&t, "r2"), "");
+	/* ... when a key changed ... */
+	gh_store_caches_changed(t.s, "");
+	T_EQ_STR(wm_of(&t, "r1"), "v1");
+	/* ... until working memory is said to have changed */
+	gh_store_caches_changed(t.s, GH_STORE_CACHE_WM);
+	T_EQ_STR(wm_of(&t, "r1"), "behind");
+	T_EQ_STR(wm_of(&t, "r2"), "behind too");
+	wm_behind(&t, "r2", "again");
+	gh_store_caches_changed(t.s, NULL); /* notifications were missed */
+	T_EQ_STR(wm_of(&t, "r2"), "again");
+
+	/* this store's own writes are seen at once */
+	T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "r1", "v2", &e), GH_OK);
+	T_EQ_STR(wm_of(&t, "r1"), "v2");
+	T_EQ_INT(gh_store_tx_run(t.s, wm_tx_fn, &x, &e), GH_OK);
+	T_EQ_STR(wm_of(&t, "r1"), "from a tx");
+	/* a transaction rolled back leaves the value, and the cache, right */
+	x.content = "rolled back";
+	x.fail = 1;
+	T_EQ_INT(gh_store_tx_run(t.s, wm_tx_fn, &x, &e), GH_E_IO);
+	T_EQ_STR(wm_of(&t, "r1"), "from a tx");
+
+	/* another store on the database (the CLI, another replica) writes */
+	memset(&other, 0, sizeof(other));
+	memcpy(other.path, t.path, sizeof(other.path));
+	T_EQ_INT(t_store_reopen(&other, 0, 0, &e), GH_OK);
+	if (t_store_pg()) {
+		PGresult *r;
+
+		T_EQ_INT(gh_pg_connect(t_store_pg(), 5, &listener, &e), GH_OK);
+		r = PQexec(listener, "LISTEN " GH_STORE_KEYS_CHANNEL);
+		T_EQ_INT(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+	}
+	T_EQ_INT(gh_store_working_memory_set(other.s, "alice", "r1", "by the other", &e), GH_OK);
+	if (t_store_pg()) {
+		/* every replica hears it on its events connection; here, on a
+		 * listener of our own */
+		PGnotify *n = NULL;
+		int64_t until = gh_now_ms() + 5000;
+
+		while (!n && gh_now_ms() < until) {
+			T_ASSERT(PQconsumeInput(listener));
+			if (!(n = PQnotifies(listener)))
+				usleep(10000);
+		}
+		T_ASSERT(n != NULL);
+		if (n) {
+			T_EQ_STR(n->extra, GH_STORE_CACHE_WM);
+			gh_store_caches_changed(t.s, n->extra);
+			PQfreemem(n);
+		}
+		PQfinish(listener);
+	}
+	T_EQ_STR(wm_of(&t, "r1"), "by the other");
+	gh_store_close(other.s);
+
+	if (t_store_pg()) {
+		/* a notification heard late: a kept read serves a second at most */
+		wm_behind(&t, "r1", "aged");
+		T_EQ_STR(wm_of(&t, "r1"), "by the other");
+		usleep((GH_STORE_KEY_CACHE_MS + 50) * 1000);
+		T_EQ_STR(wm_of(&t, "r1"), "aged");
+	}
+	t_store_close(&t);
+}
+
 /* ---- rate-limit state ---- */
 
 struct rl_seen {
@@ -1972,7 +2109,7 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory),
+       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
