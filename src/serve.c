@@ -386,12 +386,7 @@ static void announce(struct gh_cli *c, const char *listen, struct gh_app *app,
 /* DB + sfx, or NULL out of memory; caller frees. */
 static char *state_path(const struct gh_cli *c, const char *sfx)
 {
-	size_t n = strlen(c->cfg->database.path) + strlen(sfx) + 1;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s%s", c->cfg->database.path, sfx);
-	return p;
+	return gh_cli_path_with(c->cfg->database.path, sfx);
 }
 
 /* One server per SQLite database. A second one would take the first's
@@ -404,12 +399,11 @@ static char *state_path(const struct gh_cli *c, const char *sfx)
 static int serve_lock(const struct gh_cli *c)
 {
 	struct flock fl;
-	char *path = state_path(c, "-writer.lock"), *pidp = state_path(c, GH_RELOAD_PID_SUFFIX);
-	char pid[32] = "";
-	FILE *f;
+	char *path = state_path(c, "-writer.lock"), pid[48] = "";
+	long other;
 	int fd = -1, err;
 
-	if (!path || !pidp) {
+	if (!path) {
 		fprintf(stderr, "gatehouse: out of memory\n");
 		goto out;
 	}
@@ -430,18 +424,14 @@ static int serve_lock(const struct gh_cli *c)
 		fprintf(stderr, "gatehouse: cannot lock %s: %s\n", path, strerror(err));
 		goto out;
 	}
-	if ((f = fopen(pidp, "r"))) {
-		if (!fgets(pid, sizeof(pid), f))
-			pid[0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		fclose(f);
-	}
-	fprintf(stderr, "gatehouse: the database %s is in use by another gatehouse server%s%s%s; "
+	/* its pid file is written once it serves: one still starting has none */
+	if ((other = gh_cli_server_pid(c->cfg->database.path)))
+		snprintf(pid, sizeof(pid), " (pid %ld)", other);
+	fprintf(stderr, "gatehouse: the database %s is in use by another gatehouse server%s; "
 		"one server serves a SQLite database (replicas share a PostgreSQL one)\n",
-		c->cfg->database.path, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+		c->cfg->database.path, pid);
 out:
 	free(path);
-	free(pidp);
 	return fd;
 }
 

@@ -78,6 +78,44 @@ static inline int64_t t_pg_sql(const char *sql)
 	return v;
 }
 
+/* On PostgreSQL: a connection of its own listening on channel, or NULL. */
+static inline PGconn *t_pg_listen(const char *channel)
+{
+	PGconn *pc = NULL;
+	PGresult *r;
+	struct gh_err e;
+	char sql[128];
+	int ok;
+
+	if (gh_pg_connect(t_store_pg(), 5, &pc, &e) != GH_OK)
+		return NULL;
+	snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+	r = PQexec(pc, sql);
+	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		PQfinish(pc);
+		return NULL;
+	}
+	return pc;
+}
+
+/* The next notification t_pg_listen's connection hears within 5 s (the
+ * caller frees it with PQfreemem), or NULL. */
+static inline PGnotify *t_pg_notified(PGconn *pc)
+{
+	PGnotify *n = NULL;
+	int64_t until = gh_now_ms() + 5000;
+
+	while (pc && !n && gh_now_ms() < until) {
+		if (!PQconsumeInput(pc))
+			return NULL;
+		if (!(n = PQnotifies(pc)))
+			usleep(10000);
+	}
+	return n;
+}
+
 static inline int t_store_pg_reset(void)
 {
 	PGconn *pc = NULL;

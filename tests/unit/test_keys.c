@@ -321,27 +321,15 @@ static void test_lookup_cache(void)
 	memset(&other, 0, sizeof(other));
 	memcpy(other.path, t.path, sizeof(other.path));
 	T_EQ_INT(t_store_reopen(&other, 0, 0, &e), GH_OK);
-	if (t_store_pg()) {
-		PGresult *r;
-
-		T_EQ_INT(gh_pg_connect(t_store_pg(), 5, &listener, &e), GH_OK);
-		r = PQexec(listener, "LISTEN " GH_STORE_KEYS_CHANNEL);
-		T_EQ_INT(PQresultStatus(r), PGRES_COMMAND_OK);
-		PQclear(r);
-	}
+	if (t_store_pg())
+		T_ASSERT((listener = t_pg_listen(GH_STORE_KEYS_CHANNEL)) != NULL);
 	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
 	T_EQ_INT(gh_store_key_revoke(other.s, k.id, &e), GH_OK);
 	if (t_store_pg()) {
 		/* every replica hears it: each one's events connection drops
 		 * its cache (gh_pg_events_on_keys); here, a listener of our own */
-		PGnotify *n = NULL;
-		int64_t until = gh_now_ms() + 5000;
+		PGnotify *n = t_pg_notified(listener);
 
-		while (!n && gh_now_ms() < until) {
-			T_ASSERT(PQconsumeInput(listener));
-			if (!(n = PQnotifies(listener)))
-				usleep(10000);
-		}
 		T_ASSERT(n != NULL);
 		if (n) {
 			T_EQ_STR(n->relname, GH_STORE_KEYS_CHANNEL);

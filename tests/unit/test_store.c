@@ -1325,26 +1325,14 @@ static void test_working_memory_cache(void)
 	memset(&other, 0, sizeof(other));
 	memcpy(other.path, t.path, sizeof(other.path));
 	T_EQ_INT(t_store_reopen(&other, 0, 0, &e), GH_OK);
-	if (t_store_pg()) {
-		PGresult *r;
-
-		T_EQ_INT(gh_pg_connect(t_store_pg(), 5, &listener, &e), GH_OK);
-		r = PQexec(listener, "LISTEN " GH_STORE_KEYS_CHANNEL);
-		T_EQ_INT(PQresultStatus(r), PGRES_COMMAND_OK);
-		PQclear(r);
-	}
+	if (t_store_pg())
+		T_ASSERT((listener = t_pg_listen(GH_STORE_KEYS_CHANNEL)) != NULL);
 	T_EQ_INT(gh_store_working_memory_set(other.s, "alice", "r1", "by the other", &e), GH_OK);
 	if (t_store_pg()) {
 		/* every replica hears it on its events connection; here, on a
 		 * listener of our own */
-		PGnotify *n = NULL;
-		int64_t until = gh_now_ms() + 5000;
+		PGnotify *n = t_pg_notified(listener);
 
-		while (!n && gh_now_ms() < until) {
-			T_ASSERT(PQconsumeInput(listener));
-			if (!(n = PQnotifies(listener)))
-				usleep(10000);
-		}
 		T_ASSERT(n != NULL);
 		if (n) {
 			T_EQ_STR(n->extra, GH_STORE_CACHE_WM);
