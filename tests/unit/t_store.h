@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <sodium.h>
+#include <sqlite3.h>
 
 #include "audit.h"
 #include "err.h"
@@ -143,6 +144,25 @@ struct t_store {
 	struct gh_store *s;
 	struct gh_audit_signer signer;   /* a fresh key pair per directory */
 };
+
+/* Runs sql on the test's database behind its store's back, as another
+ * program would (no generation of the store's caches moves); 0 or -1. */
+static inline int t_store_sql_behind(const struct t_store *t, const char *sql)
+{
+	sqlite3 *db = NULL;
+	int rc;
+
+	if (t_store_pg())
+		return t_pg_sql(sql) < 0 ? -1 : 0;
+	if (sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		sqlite3_close(db);
+		return -1;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+	sqlite3_close(db);
+	return rc;
+}
 
 /* Removes dir and the files in it (the database, its WAL and lock). */
 static inline void t_rm_dir(const char *dir)

@@ -269,16 +269,7 @@ static void rename_behind(struct t_store *t, const char *id, const char *name)
 	char sql[256];
 
 	snprintf(sql, sizeof(sql), "UPDATE api_keys SET name = '%s' WHERE id = '%s'", name, id);
-	if (t_store_pg()) {
-		T_EQ_INT(t_pg_sql(sql), 0);
-	} else {
-		sqlite3 *db = NULL;
-
-		T_EQ_INT(sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-		sqlite3_busy_timeout(db, 5000);
-		T_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-		sqlite3_close(db);
-	}
+	T_EQ_INT(t_store_sql_behind(t, sql), 0);
 }
 
 static void test_lookup_cache(void)

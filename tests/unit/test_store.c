@@ -1238,16 +1238,7 @@ static void wm_behind(struct t_store *t, const char *resource, const char *conte
 	snprintf(sql, sizeof(sql), "INSERT INTO working_memory (owner, resource_id, content, "
 		 "updated_at) VALUES ('alice', '%s', '%s', 1) ON CONFLICT (owner, resource_id) "
 		 "DO UPDATE SET content = excluded.content", resource, content);
-	if (t_store_pg()) {
-		T_EQ_INT(t_pg_sql(sql), 0);
-	} else {
-		sqlite3 *db = NULL;
-
-		T_EQ_INT(sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-		sqlite3_busy_timeout(db, 5000);
-		T_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-		sqlite3_close(db);
-	}
+	T_EQ_INT(t_store_sql_behind(t, sql), 0);
 }
 
 /* The working memory of (alice, resource): "" for none, "<error>" when
