@@ -1345,6 +1345,65 @@ static void test_working_memory_cache(void)
 	t_store_close(&t);
 }
 
+/* Readers racing a writer never see working memory older than the last
+ * write that had returned when their read began: a read that began
+ * before a commit and ended after it must not be kept as current. */
+struct wm_race {
+	struct gh_store *s;
+	atomic_int written;             /* the last version whose set returned */
+	atomic_int done;
+	atomic_int stale, failed;
+	atomic_long reads;
+};
+
+static void *wm_race_reader(void *arg)
+{
+	struct wm_race *x = arg;
+
+	while (!atomic_load(&x->done)) {
+		int before = atomic_load(&x->written), got = 0;
+		struct gh_err e;
+		char *wm = NULL;
+
+		if (gh_store_working_memory_get(x->s, "alice", "race", &wm, &e) != GH_OK ||
+		    (wm && sscanf(wm, "v%d", &got) != 1))
+			atomic_fetch_add(&x->failed, 1);
+		else if (got < before)
+			atomic_fetch_add(&x->stale, 1);
+		free(wm);
+		atomic_fetch_add(&x->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_working_memory_cache_race(void)
+{
+	struct t_store t;
+	struct wm_race x;
+	pthread_t rd[3];
+	struct gh_err e;
+	char v[16];
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	memset(&x, 0, sizeof(x));
+	x.s = t.s;
+	for (i = 0; i < 3; i++)
+		T_EQ_INT(pthread_create(&rd[i], NULL, wm_race_reader, &x), 0);
+	for (i = 1; i <= 300; i++) {
+		snprintf(v, sizeof(v), "v%d", i);
+		T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "race", v, &e), GH_OK);
+		atomic_store(&x.written, i);
+	}
+	atomic_store(&x.done, 1);
+	for (i = 0; i < 3; i++)
+		pthread_join(rd[i], NULL);
+	T_EQ_INT(atomic_load(&x.failed), 0);
+	T_EQ_INT(atomic_load(&x.stale), 0);
+	T_ASSERT(atomic_load(&x.reads) > 300);
+	t_store_close(&t);
+}
+
 /* ---- rate-limit state ---- */
 
 struct rl_seen {
@@ -2088,7 +2147,7 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache),
+       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache), T(test_working_memory_cache_race),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
