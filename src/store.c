@@ -61,6 +61,13 @@ int store_row_int(struct store_row *r, void *ud)
 	return 0;
 }
 
+int store_row_none(struct store_row *r, void *ud)
+{
+	(void)r;
+	(void)ud;
+	return 0;
+}
+
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,
 			struct gh_err *e)
@@ -323,8 +330,8 @@ static void run_batch(struct gh_store *s, struct store_job *jobs, int idle_check
 	writer_take(s);
 	run_batch_on(s, jobs, idle_checkpoint);
 	writer_give(s);
-	if (s->wm_dirty)
-		store_wm_committed(s);
+	if (s->caches_wrote)
+		store_caches_moved(s);
 }
 
 static void run_batch_on(struct gh_store *s, struct store_job *jobs, int idle_checkpoint)
@@ -1359,8 +1366,7 @@ enum gh_code gh_store_open(const struct gh_store_opts *o, struct gh_store **out,
 			goto fail;
 	if (o->readonly && !store_is_pg(s) && (rc = sqlite_version_check(s, e)) != GH_OK)
 		goto fail;
-	store_keys_cache_open(s);
-	store_wm_cache_open(s);
+	store_caches_open(s);
 	if (o->threaded && !o->readonly) {
 		if (!store_is_pg(s)) {
 			/* blocks completed while no server ran (or before an
@@ -1433,8 +1439,7 @@ void gh_store_close(struct gh_store *s)
 		}
 	}
 	gh_audit_blockidx_free(s->audit_bidx);
-	store_wm_cache_close(s);
-	store_keys_cache_close(s);
+	store_caches_close(s);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->inline_mu);

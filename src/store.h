@@ -137,22 +137,19 @@ enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const str
  * again: lookups by hash are cached (for at most GH_STORE_KEY_CACHE_MS),
  * and a revocation drops the cache of this process, of every other
  * process on the same SQLite file, and (PostgreSQL) of every process that
- * hears GH_STORE_KEYS_CHANNEL (gh_store_keys_changed). */
+ * hears GH_STORE_KEYS_CHANNEL (gh_store_caches_changed). */
 enum gh_code gh_store_key_revoke(struct gh_store *s, const char *id, struct gh_err *e);
 
 #define GH_STORE_KEY_CACHE_MS 1000
 /* PostgreSQL: the channel a change of a cached table is notified on, in
- * the transaction that makes it; the payload names the cache: "" a key,
- * GH_STORE_CACHE_WM working memory. */
+ * the transaction that makes it; the payload names the cache. */
 #define GH_STORE_KEYS_CHANNEL "gatehouse_keys"
+#define GH_STORE_CACHE_KEYS ""
 #define GH_STORE_CACHE_WM "working_memory"
-/* Drops this process's cached key lookups: a key changed elsewhere (a
- * notification on GH_STORE_KEYS_CHANNEL), or notifications may have been
- * missed (the listening connection was lost). Any thread. */
-void gh_store_keys_changed(struct gh_store *s);
 /* Drops this process's cached rows of the cache a notification on
  * GH_STORE_KEYS_CHANNEL names (what, its payload), or of every cache
- * (what NULL: notifications may have been missed). Any thread. */
+ * (what NULL: notifications may have been missed, the listening
+ * connection was lost). Any thread. */
 void gh_store_caches_changed(struct gh_store *s, const char *what);
 /* Records use without waiting (fire and forget); cheap to call per request. */
 void gh_store_key_touch(struct gh_store *s, const char *id, int64_t now_ms);

@@ -78,19 +78,11 @@ static int put_ident(struct gh_buf *b, const char *name)
 	return gh_buf_putc(b, '"') == GH_BUF_OK ? 0 : -1;
 }
 
-/* A row callback for statements read for their effect or their count. */
-static int no_row(struct store_row *r, void *ud)
-{
-	(void)r;
-	(void)ud;
-	return 0;
-}
-
 /* Runs sql (built for this call) on c for its effect. */
 static enum gh_code run_once(struct store_conn *c, const char *sql, const char *what,
 			     struct gh_err *e)
 {
-	return store_rows_once(c, sql, NULL, 0, 0, no_row, NULL, NULL, what, e);
+	return store_rows_once(c, sql, NULL, 0, 0, store_row_none, NULL, NULL, what, e);
 }
 
 /* ------------------------------------------------------------ the plan */
@@ -268,7 +260,7 @@ static enum gh_code tables_empty(struct store_conn *c, const struct name_list *l
 			rc = gh_err_set(e, GH_E_NOMEM, "out of memory");
 			goto out;
 		}
-		rc = store_rows_once(c, q.data, NULL, 0, 1, no_row, NULL, &n,
+		rc = store_rows_once(c, q.data, NULL, 0, 1, store_row_none, NULL, &n,
 				     "copy: is the target empty", e);
 		if (rc != GH_OK)
 			goto out;
@@ -694,7 +686,7 @@ static enum gh_code identities_advance(struct store_conn *w, int *n, struct gh_e
 		}
 		rc = store_rows_once(w, q.data,
 				     STORE_ARGS(STORE_TEXT(name.data), STORE_TEXT(l.v[i].col)), 0,
-				     no_row, NULL, NULL, "copy: advancing an identity", e);
+				     store_row_none, NULL, NULL, "copy: advancing an identity", e);
 		if (rc == GH_OK)
 			++*n;
 	}

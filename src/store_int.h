@@ -84,6 +84,9 @@ struct store_chain {
 	unsigned char ckpt_sig[64];     /* its signature: the next one signs it */
 };
 
+/* The caches of rows kept across requests (store_caches.c). */
+enum store_cache { STORE_CACHE_KEYS, STORE_CACHE_WM, STORE_NCACHES };
+
 /* A write transaction as gh_store_tx_run hands it out. */
 struct gh_store_tx {
 	struct gh_store *s;
@@ -155,46 +158,45 @@ struct gh_store {
 	int64_t unclosed[256];
 	size_t nunclosed;
 
-	/* The key lookup cache (store_keys.c). keys_gen moves whenever a key
-	 * changes: on SQLite it lives in the lock file's first page, mapped
-	 * shared (keys_map), so every process on the database sees another's
-	 * revocation; on PostgreSQL it is this process's own, moved by the
-	 * notifications on GH_STORE_KEYS_CHANNEL (gh_store_keys_changed).
-	 * NULL keys_gen: no cache (a read-only SQLite store). */
-	_Atomic uint64_t *keys_gen;
-	_Atomic uint64_t keys_gen_own;
-	void *keys_map;
+	/* Rows kept across requests (store_caches.c): key lookups
+	 * (store_keys.c) and working memory (store_memory.c), each validated
+	 * by its cache's generation, gen[cache]. NULL: no cache (a read-only
+	 * SQLite store). */
+	_Atomic uint64_t *gen[STORE_NCACHES];
+	_Atomic uint64_t gen_own[STORE_NCACHES]; /* PostgreSQL's */
+	void *gen_map;                  /* SQLite's: the lock file's first page */
+	unsigned caches_wrote;          /* writer only: the open transaction wrote
+					 * these caches' tables (1 << cache) */
 	struct store_keycache *keycache;
-
-	/* The working memory cache (store_memory.c), kept the same way:
-	 * wm_gen is the lock file page's second counter on SQLite, this
-	 * process's own on PostgreSQL (moved by GH_STORE_CACHE_WM
-	 * notifications); wm_dirty (writer only) says the transaction being
-	 * committed wrote working memory, so the generation moves once it
-	 * has ended. NULL wm_gen: no cache. */
-	_Atomic uint64_t *wm_gen;
-	_Atomic uint64_t wm_gen_own;
 	struct store_wmcache *wmcache;
-	int wm_dirty;
 };
-
-/* The counters in the lock file's first page (SQLite), by index. */
-enum { STORE_GEN_KEYS, STORE_GEN_WM };
 
 /* A migration's version from its file name ("0007_x.sql" is 7), or -1. */
 int store_migration_version(const char *name);
 
-/* The key cache's set-up and tear-down (store_keys.c): called by
- * gh_store_open once the backend is open, and by gh_store_close. */
+/* Rows kept across requests, and how they stay right (store_caches.c).
+ * Each cache has a generation; a kept row is served only under the one it
+ * was read at. A write job that changes a cached table calls
+ * store_cache_wrote; once that transaction has ended, committed or not,
+ * store.c calls store_caches_moved, which moves those caches' generations.
+ * On SQLite the generations are words of the lock file's first page,
+ * mapped shared by every process that writes the database, so a write by
+ * any of them moves them; on PostgreSQL they are this process's own, and
+ * store_cache_wrote also notifies GH_STORE_KEYS_CHANNEL, whose payload
+ * names the cache, for the other replicas (gh_store_caches_changed).
+ *
+ * store_caches_open sets up the generations and each cache's slots
+ * (store_keys_cache_open, store_wm_cache_open), once the backend is open;
+ * store_caches_close undoes it. */
+void store_caches_open(struct gh_store *s);
+void store_caches_close(struct gh_store *s);
+enum gh_code store_cache_wrote(struct gh_store *s, struct store_conn *w, enum store_cache c,
+			       struct gh_err *e);
+void store_caches_moved(struct gh_store *s);
 void store_keys_cache_open(struct gh_store *s);
 void store_keys_cache_close(struct gh_store *s);
-/* The working memory cache's (store_memory.c): open after the key cache,
- * whose mapping it shares; close before it. store_wm_committed is called
- * by store.c after every transaction that set wm_dirty, committed or
- * not. */
 void store_wm_cache_open(struct gh_store *s);
 void store_wm_cache_close(struct gh_store *s);
-void store_wm_committed(struct gh_store *s);
 
 /* PostgreSQL: true when the replica numbered by the bigint expression x
  * holds its presence lock (pg_leader.h), i.e. is alive. A bigint advisory
@@ -320,6 +322,8 @@ int store_row_text(struct store_row *r, void *ud);
 /* A row callback that stores the first column as an integer in the
  * int64_t ud. */
 int store_row_int(struct store_row *r, void *ud);
+/* A row callback that ignores its rows (a statement run for its effect). */
+int store_row_none(struct store_row *r, void *ud);
 /* The same on a reader borrowed for the call. */
 enum gh_code store_read(struct gh_store *s, const char *sql, const struct store_arg *args, int n,
 			int max, store_row_fn row, void *ud, int *nrows, const char *what,

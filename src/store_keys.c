@@ -8,25 +8,16 @@
  * so found rows are kept (GH_STORE_KEY_CACHE_MS at most) instead of a
  * read transaction per request. A revocation must still hold at once:
  * every kept row carries the keys generation read before it was looked
- * up, and a revocation moves the generation after its commit, so a row
- * read before the revocation is never used after it. On SQLite the
- * generation is a counter in the first page of the database's lock file,
- * mapped shared by every process that opens the database for writing (the
- * server, the CLI); on PostgreSQL it is per process, and the revoking
- * transaction notifies GH_STORE_KEYS_CHANNEL, which each replica's events
- * connection hears (gh_store_caches_changed). Unknown keys are never kept:
- * a made-up key costs a lookup, as before. The page holds the working
- * memory cache's counter too (store_memory.c), as its second word.
+ * up, and a revocation moves the generation once its transaction has
+ * ended, in every process on the database (store_caches.c), so a row read
+ * before the revocation is never used after it. Unknown keys are never
+ * kept: a made-up key costs a lookup, as before.
  */
 #include "store_int.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
@@ -34,7 +25,6 @@
 #include "util.h"
 
 #define KEY_SLOTS 128                 /* direct-mapped by the hash's first bytes */
-#define KEY_MAP_BYTES 4096            /* the lock file's first page */
 
 struct keyslot {
 	unsigned char hash[32];
@@ -52,35 +42,9 @@ struct store_keycache {
 void store_keys_cache_open(struct gh_store *s)
 {
 	struct store_keycache *kc;
-	struct stat st;
-	void *m;
 
-	if (store_is_pg(s)) {
-		s->keys_gen = &s->keys_gen_own;
-	} else {
-		/* the lock file is shared by every writer of the database; its
-		 * content was never used, so its first page holds the counter
-		 * (growing a file another process maps is safe; it never shrinks) */
-		if (s->lock_fd < 0 || fstat(s->lock_fd, &st) != 0)
-			return;
-		if (st.st_size < KEY_MAP_BYTES && ftruncate(s->lock_fd, KEY_MAP_BYTES) != 0) {
-			gh_warn("database: %s: cannot grow the lock file (%s): key lookups are "
-				"not cached", s->lock_path, strerror(errno));
-			return;
-		}
-		m = mmap(NULL, KEY_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, s->lock_fd, 0);
-		if (m == MAP_FAILED) {
-			gh_warn("database: %s: cannot map the lock file (%s): key lookups are "
-				"not cached", s->lock_path, strerror(errno));
-			return;
-		}
-		s->keys_map = m;
-		s->keys_gen = m;
-	}
-	if (!(kc = calloc(1, sizeof(*kc)))) {
-		store_keys_cache_close(s);
+	if (!s->gen[STORE_CACHE_KEYS] || !(kc = calloc(1, sizeof(*kc))))
 		return;
-	}
 	pthread_mutex_init(&kc->mu, NULL);
 	s->keycache = kc;
 }
@@ -92,26 +56,6 @@ void store_keys_cache_close(struct gh_store *s)
 		free(s->keycache);
 		s->keycache = NULL;
 	}
-	if (s->keys_map)
-		munmap(s->keys_map, KEY_MAP_BYTES);
-	s->keys_map = NULL;
-	s->keys_gen = NULL;
-}
-
-void gh_store_keys_changed(struct gh_store *s)
-{
-	if (s && s->keys_gen)
-		atomic_fetch_add(s->keys_gen, 1);
-}
-
-void gh_store_caches_changed(struct gh_store *s, const char *what)
-{
-	if (!s)
-		return;
-	if (!what || !*what)
-		gh_store_keys_changed(s);
-	if ((!what || !strcmp(what, GH_STORE_CACHE_WM)) && s->wm_gen)
-		atomic_fetch_add(s->wm_gen, 1);
 }
 
 static struct keyslot *slot_of(struct store_keycache *kc, const unsigned char hash[32])
@@ -191,7 +135,7 @@ enum gh_code gh_store_key_by_hash(struct gh_store *s, const unsigned char hash[3
 	enum gh_code rc;
 
 	if (kc) {
-		gen = atomic_load(s->keys_gen);
+		gen = atomic_load(s->gen[STORE_CACHE_KEYS]);
 		now = gh_mono_ns() / 1000000;
 		sl = slot_of(kc, hash);
 		pthread_mutex_lock(&kc->mu);
@@ -239,13 +183,6 @@ enum gh_code gh_store_key_list(struct gh_store *s, int (*fn)(void *ud, const str
 			  NULL, 0, 0, key_each_row, &x, NULL, "listing keys", e);
 }
 
-static int no_row(struct store_row *r, void *ud)
-{
-	(void)r;
-	(void)ud;
-	return 0;
-}
-
 static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *arg,
 			       struct gh_err *e)
 {
@@ -254,7 +191,6 @@ static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *a
 	int seen = 0;
 	enum gh_code rc;
 
-	(void)s;
 	rc = store_rows(w, "SELECT coalesce(revoked_at, 0) FROM api_keys WHERE id = ?",
 			STORE_ARGS(STORE_TEXT(a->id)), 1, store_row_int, &revoked, &seen,
 			"revoking the key", e);
@@ -267,22 +203,14 @@ static enum gh_code revoke_job(struct gh_store *s, struct store_conn *w, void *a
 	rc = store_exec(w, "UPDATE api_keys SET revoked_at = ? WHERE id = ?",
 			STORE_ARGS(STORE_INT(a->now), STORE_TEXT(a->id)), "revoking the key", NULL,
 			e);
-	if (rc == GH_OK && store_is_pg(s))
-		/* delivered at commit, to every replica's events connection */
-		rc = store_rows(w, "SELECT pg_notify('" GH_STORE_KEYS_CHANNEL "', '')", NULL, 0, 0,
-				no_row, NULL, NULL, "revoking the key", e);
-	return rc;
+	return rc == GH_OK ? store_cache_wrote(s, w, STORE_CACHE_KEYS, e) : rc;
 }
 
 enum gh_code gh_store_key_revoke(struct gh_store *s, const char *id, struct gh_err *e)
 {
 	struct key_arg a = {.id = id, .now = gh_now_ms()};
-	enum gh_code rc = store_write(s, revoke_job, &a, e);
 
-	if (rc == GH_OK)
-		/* after the commit: a row read before it is never used again */
-		gh_store_keys_changed(s);
-	return rc;
+	return store_write(s, revoke_job, &a, e);
 }
 
 struct touch_arg {

@@ -198,16 +198,12 @@ enum gh_code gh_store_memory_delete_tx(struct gh_store_tx *tx, const char *owner
  * Every request of an agent with memory begins by reading its user's
  * working memory, which changes only when working_memory_update runs: reads
  * are kept, by (owner, resource) in WM_SLOTS direct-mapped slots, a user's
- * having none included (a value over WM_VALUE_MAX bytes is read each time).
- * A kept read carries the working memory generation loaded before it, and
- * every transaction that writes working memory moves the generation once
- * it has ended (store_wm_committed), so a value read before a write is
- * never served after it. On SQLite the generation is the second counter of
- * the lock file's shared page (store_keys.c), moved by whichever process
- * writes. On PostgreSQL it is this process's, moved by its own writes and
- * by the GH_STORE_CACHE_WM notification every writing transaction sends
- * the other replicas; as that is heard a moment after the commit, a kept
- * read there serves for GH_STORE_KEY_CACHE_MS at most.
+ * having none included (a value over WM_VALUE_MAX bytes is read each time),
+ * each with the working memory generation loaded before it: a write moves
+ * it once its transaction has ended (store_caches.c), so a value read
+ * before a write is never served after it. On PostgreSQL the other
+ * replicas hear of a write a moment after its commit: a kept read there
+ * serves for GH_STORE_KEY_CACHE_MS at most.
  */
 #define WM_SLOTS 256
 #define WM_VALUE_MAX 16384
@@ -229,16 +225,8 @@ void store_wm_cache_open(struct gh_store *s)
 {
 	struct store_wmcache *c;
 
-	if (store_is_pg(s))
-		s->wm_gen = &s->wm_gen_own;
-	else if (s->keys_map)
-		s->wm_gen = (_Atomic uint64_t *)s->keys_map + STORE_GEN_WM;
-	else
-		return; /* read-only SQLite: nobody would tell it of a write */
-	if (!(c = calloc(1, sizeof(*c)))) {
-		s->wm_gen = NULL;
+	if (!s->gen[STORE_CACHE_WM] || !(c = calloc(1, sizeof(*c))))
 		return;
-	}
 	pthread_mutex_init(&c->mu, NULL);
 	c->max_age_ms = store_is_pg(s) ? GH_STORE_KEY_CACHE_MS : 0;
 	s->wmcache = c;
@@ -264,14 +252,6 @@ void store_wm_cache_close(struct gh_store *s)
 		free(c);
 	}
 	s->wmcache = NULL;
-	s->wm_gen = NULL;
-}
-
-void store_wm_committed(struct gh_store *s)
-{
-	s->wm_dirty = 0;
-	if (s->wm_gen)
-		atomic_fetch_add(s->wm_gen, 1);
 }
 
 static struct wmslot *wm_slot(struct store_wmcache *c, const char *owner, const char *resource)
@@ -330,32 +310,18 @@ static void wm_keep(struct store_wmcache *c, const char *owner, const char *reso
 	slot_clear(&old);
 }
 
-static int no_row(struct store_row *sr, void *ud)
-{
-	(void)sr;
-	(void)ud;
-	return 0;
-}
-
 static enum gh_code wm_job(struct gh_store *s, struct store_conn *w, void *arg, struct gh_err *e)
 {
 	struct mem_arg *a = arg;
 	enum gh_code rc;
 
-	/* kept reads go once the transaction ends, whether it commits or not */
-	s->wm_dirty = 1;
 	rc = store_exec(w, "INSERT INTO working_memory (owner, resource_id, content, "
 			   "updated_at) VALUES (?1,?2,?3,?4) ON CONFLICT (owner, "
 			   "resource_id) DO UPDATE SET content = ?3, updated_at = ?4",
 			STORE_ARGS(STORE_TEXT(a->owner), STORE_TEXT(a->resource),
 				   STORE_TEXT(a->content), STORE_INT(a->now)),
 			"saving working memory", NULL, e);
-	if (rc == GH_OK && store_is_pg(s))
-		/* delivered at commit, to every replica's events connection */
-		rc = store_rows(w, "SELECT pg_notify('" GH_STORE_KEYS_CHANNEL "', '"
-				   GH_STORE_CACHE_WM "')", NULL, 0, 0, no_row, NULL, NULL,
-				"saving working memory", e);
-	return rc;
+	return rc == GH_OK ? store_cache_wrote(s, w, STORE_CACHE_WM, e) : rc;
 }
 
 enum gh_code gh_store_working_memory_set(struct gh_store *s, const char *owner,
@@ -397,7 +363,7 @@ enum gh_code gh_store_working_memory_get(struct gh_store *s, const char *owner,
 	if (c) {
 		int hit;
 
-		gen = atomic_load(s->wm_gen);
+		gen = atomic_load(s->gen[STORE_CACHE_WM]);
 		now = gh_mono_ns() / 1000000;
 		if ((hit = wm_lookup(c, owner, resource, gen, now, out)) < 0)
 			return gh_err_set(e, GH_E_NOMEM, "out of memory");

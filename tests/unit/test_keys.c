@@ -296,7 +296,7 @@ static void test_lookup_cache(void)
 	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
 	T_EQ_STR(got.name, "ci");
 	/* ... until the cache is dropped */
-	gh_store_keys_changed(t.s);
+	gh_store_caches_changed(t.s, GH_STORE_CACHE_KEYS);
 	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_OK);
 	T_EQ_STR(got.name, "renamed");
 	/* ... or the row has aged */
@@ -324,10 +324,11 @@ static void test_lookup_cache(void)
 		T_ASSERT(n != NULL);
 		if (n) {
 			T_EQ_STR(n->relname, GH_STORE_KEYS_CHANNEL);
+			T_EQ_STR(n->extra, GH_STORE_CACHE_KEYS);
+			gh_store_caches_changed(t.s, n->extra);
 			PQfreemem(n);
 		}
 		PQfinish(listener);
-		gh_store_keys_changed(t.s);
 	}
 	T_EQ_INT(auth(&t, hk, header, &got, &e), GH_E_AUTH);
 	T_CONTAINS(e.msg, "was revoked");
