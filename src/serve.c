@@ -574,12 +574,8 @@ int gh_cmd_serve(struct gh_cli *c)
 
 	if (preflight(c, listen, &cr) != 0)
 		return GH_EXIT_RUNTIME;
-	if (!c->cfg->database.url && (lock_fd = serve_lock(c)) < 0) {
-		created_undo(&cr);
-		created_free(&cr);
-		gh_upstream_global_cleanup();
-		return GH_EXIT_RUNTIME;
-	}
+	if (!c->cfg->database.url && (lock_fd = serve_lock(c)) < 0)
+		goto out;
 	if (gh_keys_load_hashkey(c->key_hash_file, 1, app.hashkey, &e) != GH_OK ||
 	    gh_audit_signer_load(c->signing_key_file, 1, &app.signer, &e) != GH_OK) {
 		fprintf(stderr, "gatehouse: %s\n", e.msg);
