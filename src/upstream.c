@@ -13,11 +13,15 @@
  * options first. The pool grows to the most transfers in flight at once;
  * gh_upstream_idle_close() closes the pairs nobody took for a while (the
  * server's maintenance thread calls it every second). The transfer is
- * driven with
- * curl_multi_poll(), which also watches the caller's wake descriptor (a
+ * driven with curl_multi_poll(), which also watches the caller's wake descriptor (a
  * streaming client's connection), in slices of at most 50 ms (tick_ms with
  * a wake descriptor) so on_tick runs on time, and an abort removes the
  * transfer at once.
+ *
+ * A pair also holds what the built-in client (upstream_plain.c) needs
+ * for its target, when that is a plain-HTTP one at an address, and the
+ * connections it keeps alive; such a transfer goes through it instead of
+ * curl, with the same retries around each attempt (upstream_do).
  *
  * Every easy handle uses one process-wide share object for the DNS cache
  * and TLS sessions, so a worker thread's first request to a provider
@@ -32,6 +36,7 @@
 #include "upstream.h"
 
 #include "otel.h"
+#include "upstream_int.h"
 #include "util.h"
 
 #include <curl/curl.h>
@@ -43,11 +48,8 @@
 #include <strings.h>
 #include <time.h>
 
-#define TICK_MS 50                   /* longest wait between two on_tick calls */
-#define WAKE_TICK_MAX_MS INT64_C(60000) /* ... when a wake descriptor stands in */
 #define SLEEP_SLICE_MS 20            /* backoff sleeps wake this often to tick */
 #define MAX_BACKOFF_MS INT64_C(30000)
-#define ORIGIN_MAX 300               /* "scheme://host:port" in error messages */
 
 struct handles {
 	CURLM *multi;
@@ -58,6 +60,8 @@ struct handles {
 	char *url;                        /* wiped when replaced: it may hold a key */
 	CURLU *curlu;                     /* NULL: url did not parse (curl says why) */
 	char origin[ORIGIN_MAX];
+	struct upstream_plain plain;      /* the target, for the built-in client */
+	struct upstream_conns conns;      /* its idle connections */
 	int64_t idle_since_ns;            /* given back (monotonic) */
 	struct handles *next;             /* in the pool */
 };
@@ -77,6 +81,7 @@ static void handles_destroy(struct handles *h)
 	if (!h)
 		return;
 	target_forget(h);
+	upstream_conns_close(&h->conns);
 	/* the easy handle is never left attached to the multi handle */
 	if (h->easy)
 		curl_easy_cleanup(h->easy);
@@ -197,6 +202,7 @@ int gh_upstream_global_init(void)
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return -1;
+	upstream_plain_init();
 	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&share_locks[i], NULL);
 	share = curl_share_init();
@@ -302,6 +308,7 @@ static void target_forget(struct handles *h)
 	h->url = NULL;
 	h->curlu = NULL;
 	h->origin[0] = '\0';
+	upstream_plain_forget(&h->plain);
 }
 
 /* Makes url this thread's current target (h->curlu, h->origin), parsing it
@@ -318,45 +325,40 @@ static void target_set(struct handles *h, const char *url)
 		curl_url_cleanup(h->curlu);
 		h->curlu = NULL;
 	}
+	upstream_plain_target(&h->plain, h->curlu);
 }
 
-/* One attempt's transfer state, shared with the curl callbacks. */
-struct xfer {
-	const struct gh_upstream_req *req;
-	struct gh_upstream_resp *resp;
-	CURL *easy;
-	size_t limit;    /* most body bytes buffered: the buffer's cap or max_response */
-	int mode;        /* -1 undecided, 0 buffer the body, 1 hand it to on_data */
-	int toobig;      /* the buffered body hit its cap */
-	int cancelled;   /* on_data or on_tick asked to stop */
-	size_t clen;     /* strlen(req->capture_header) + 1 (its colon) */
-};
-
-static size_t write_cb(char *p, size_t size, size_t nmemb, void *ud)
+/* Body bytes of a response with status code: to on_data, or buffered.
+ * 0, or -1 to stop the transfer (x says why). */
+int upstream_take_body(struct upstream_xfer *x, long code, const char *p, size_t n)
 {
-	struct xfer *x = ud;
-	size_t n = size * nmemb;
-
-	if (x->mode < 0) {
-		long code = 0;
-
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (x->mode < 0)
 		x->mode = x->req->on_data && code >= 200 && code < 300;
-	}
 	if (x->mode == 1) {
 		if (n && x->req->on_data(x->req->ud, p, n)) {
 			x->cancelled = 1;
-			return CURL_WRITEFUNC_ERROR;
+			return -1;
 		}
 		x->resp->streamed_bytes += (int64_t)n;
-		return n;
+		return 0;
 	}
 	if (n > x->limit - x->resp->body.len ||
 	    gh_buf_append(&x->resp->body, p, n) != GH_BUF_OK) {
 		x->toobig = 1;
-		return CURL_WRITEFUNC_ERROR;
+		return -1;
 	}
-	return n;
+	return 0;
+}
+
+static size_t write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct upstream_xfer *x = ud;
+	size_t n = size * nmemb;
+	long code = 0;
+
+	if (x->mode < 0)
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+	return upstream_take_body(x, code, p, n) == 0 ? n : CURL_WRITEFUNC_ERROR;
 }
 
 /* Copies a header's value (after "name:") trimmed into out. */
@@ -391,9 +393,9 @@ static int64_t parse_retry_after(const char *v)
 	return secs > 0 ? secs : 0;
 }
 
-static size_t header_cb(char *p, size_t size, size_t nmemb, void *ud)
+size_t upstream_header_cb(char *p, size_t size, size_t nmemb, void *ud)
 {
-	struct xfer *x = ud;
+	struct upstream_xfer *x = ud;
 	size_t n = size * nmemb;
 	char v[128];
 
@@ -419,7 +421,7 @@ static size_t header_cb(char *p, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-static int bad_header_text(const char *s)
+int upstream_bad_header_text(const char *s)
 {
 	return !s || strpbrk(s, "\r\n") != NULL;
 }
@@ -477,12 +479,12 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 	for (i = 0; rc == GH_OK && i < req->nheaders; i++) {
 		const struct gh_upstream_header *h = &req->headers[i];
 
-		if (bad_header_text(h->name) || !*h->name || strchr(h->name, ':') ||
-		    bad_header_text(h->value)) {
+		if (upstream_bad_header_text(h->name) || !*h->name || strchr(h->name, ':') ||
+		    upstream_bad_header_text(h->value)) {
 			/* name the header, never its value */
 			rc = gh_err_set(e, GH_E_INTERNAL,
 					"upstream %s: header \"%.64s\" is not valid", origin,
-					bad_header_text(h->name) ? "?" : h->name);
+					upstream_bad_header_text(h->name) ? "?" : h->name);
 			break;
 		}
 		if (header_line(&line, h->name, h->value) != GH_BUF_OK) {
@@ -518,7 +520,7 @@ static enum gh_code make_headers(const struct gh_upstream_req *req, const char *
 }
 
 static int setopts(CURL *c, CURLU *curlu, const struct gh_upstream_req *req,
-		   struct curl_slist *headers, struct xfer *x)
+		   struct curl_slist *headers, struct upstream_xfer *x)
 {
 	const char *method = req->method ? req->method : "POST";
 	CURLcode r = CURLE_OK;
@@ -544,7 +546,7 @@ static int setopts(CURL *c, CURLU *curlu, const struct gh_upstream_req *req,
 	    (long)(req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 0));
 	SET(CURLOPT_WRITEFUNCTION, write_cb);
 	SET(CURLOPT_WRITEDATA, x);
-	SET(CURLOPT_HEADERFUNCTION, header_cb);
+	SET(CURLOPT_HEADERFUNCTION, upstream_header_cb);
 	SET(CURLOPT_HEADERDATA, x);
 	if (!strcmp(method, "GET")) {
 		SET(CURLOPT_HTTPGET, 1L);
@@ -573,14 +575,13 @@ static int method_ok(const char *m)
 	return i > 0;
 }
 
-/* Error text for a failed transfer; names no header and no URL path. */
-static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstream_req *req,
-				   const char *origin, struct gh_err *e)
+/* Error text for a failed transfer, from curl's result, the system's
+ * error and whether a connection was up; names no header and no URL
+ * path. */
+enum gh_code upstream_transfer_error(CURLcode cc, long oserr, int connected,
+				      const struct gh_upstream_req *req, const char *origin,
+				      struct gh_err *e)
 {
-	long oserr = 0;
-	curl_off_t connect_us = 0;
-
-	curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &oserr);
 	switch (cc) {
 	case CURLE_COULDNT_CONNECT:
 		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: %s", origin,
@@ -589,8 +590,7 @@ static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstrea
 	case CURLE_COULDNT_RESOLVE_HOST:
 		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: could not resolve host", origin);
 	case CURLE_OPERATION_TIMEDOUT:
-		curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
-		if (connect_us == 0)
+		if (!connected)
 			return gh_err_set(e, GH_E_TIMEOUT,
 					  "upstream %s: no connection within %lld ms", origin,
 					  (long long)req->connect_timeout_ms);
@@ -608,6 +608,18 @@ static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstrea
 		return gh_err_set(e, GH_E_UPSTREAM, "upstream %s: %s", origin,
 				  curl_easy_strerror(cc));
 	}
+}
+
+static enum gh_code transfer_error(CURL *c, CURLcode cc, const struct gh_upstream_req *req,
+				   const char *origin, struct gh_err *e)
+{
+	long oserr = 0;
+	curl_off_t connect_us = 0;
+
+	curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &oserr);
+	if (cc == CURLE_OPERATION_TIMEDOUT)
+		curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
+	return upstream_transfer_error(cc, oserr, connect_us != 0, req, origin, e);
 }
 
 /* 1 once curl has written the request's head and all of its body (on a
@@ -632,7 +644,7 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			    struct gh_upstream_resp *resp, struct curl_slist *headers,
 			    const char *origin, CURLcode *cc_out, struct gh_err *e)
 {
-	struct xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0,
+	struct upstream_xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0,
 			 req->capture_header ? strlen(req->capture_header) + 1 : 0};
 	struct curl_waitfd wfd;
 	CURLcode cc = CURLE_OK;
@@ -804,6 +816,7 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 				struct gh_err *e)
 {
 	struct curl_slist *headers = NULL;
+	struct gh_buf head;
 	struct handles *h = NULL;
 	char unparsed[ORIGIN_MAX];
 	const char *origin = unparsed;
@@ -814,6 +827,7 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 
 	resp_blank(resp);
 	gh_buf_reset(&resp->body);
+	gh_buf_init(&head, 256 << 10);
 	if (!req->url || !method_ok(req->method) || !(h = handles_take())) {
 		url_origin(req->url, unparsed, sizeof(unparsed));
 		if (!req->url || !method_ok(req->method))
@@ -825,11 +839,16 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 	}
 	target_set(h, req->url);
 	origin = h->origin;
-	if ((rc = make_headers(req, origin, &headers, e)) != GH_OK)
+	if ((rc = h->plain.naddr ? upstream_plain_head(req, &h->plain, origin, &head, e)
+				 : make_headers(req, origin, &headers, e)) != GH_OK)
 		goto out;
 	for (;;) {
 		resp->attempts++;
-		rc = attempt(h, req, resp, headers, origin, &cc, e);
+		if (h->plain.naddr)
+			rc = upstream_plain_attempt(&h->plain, &h->conns, req, resp, &head, origin,
+						    &cc, e);
+		else
+			rc = attempt(h, req, resp, headers, origin, &cc, e);
 		if (resp->attempts >= max_tries || resp->streamed_bytes > 0)
 			break;
 		if (rc == GH_OK) {
@@ -854,8 +873,11 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 
 		snprintf(e->msg + len, sizeof(e->msg) - len, " (%d attempts)", resp->attempts);
 	}
-	headers_free(headers);
 out:
+	headers_free(headers);
+	if (head.data)
+		sodium_memzero(head.data, head.alloc); /* header values may be secrets */
+	gh_buf_free(&head);
 	if (rc != GH_OK)
 		error_copy(resp, origin, e);
 	if (h)

@@ -1,5 +1,8 @@
 /*
- * upstream.h - outbound HTTP with libcurl, for providers and HTTP tools.
+ * upstream.h - outbound HTTP, for providers and HTTP tools: through
+ * libcurl, or, for a plain http:// URL at an IP address or localhost with
+ * no proxy set, through gatehouse's own HTTP/1.1 client (the same contract
+ * at half the CPU per request).
  *
  * A transfer takes a pair of curl handles (multi and easy) from one
  * process-wide pool and gives it back when done; the pair given back last

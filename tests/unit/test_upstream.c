@@ -1108,6 +1108,186 @@ static void test_each_request_goes_to_its_url(void)
 	teardown();
 }
 
+/* What the built-in client (an http:// target at an address) writes: the
+ * request line, Host with the port, User-Agent, Accept, Content-Length;
+ * a caller's header with an empty value is left out, as curl does. */
+static void test_plain_wire(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	static const struct gh_upstream_header hdrs[] = {
+		{"Content-Type", "application/json"},
+		{"X-Empty", ""},
+		{"X-Kept", "yes"},
+	};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128], v[256], host[64];
+
+	setup();
+	t_srv_route(&r, "/wire", rp, 1);
+	snprintf(url, sizeof(url), "%s/wire?a=1&b=2#frag", t_srv.base);
+	req_init(&q, url);
+	q.headers = hdrs;
+	q.nheaders = 3;
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(r.method, "POST");
+	T_ASSERT(t_route_header(&r, "Host", v, sizeof(v)));
+	snprintf(host, sizeof(host), "%s", t_srv.base + strlen("http://"));
+	T_EQ_STR(v, host);
+	T_ASSERT(t_route_header(&r, "User-Agent", v, sizeof(v)));
+	T_EQ_STR(v, "gatehouse");
+	T_ASSERT(t_route_header(&r, "Content-Length", v, sizeof(v)));
+	T_EQ_STR(v, "2");
+	T_ASSERT(t_route_header(&r, "X-Kept", v, sizeof(v)));
+	T_EQ_STR(v, "yes");
+	T_ASSERT(!t_route_header(&r, "X-Empty", v, sizeof(v)));
+	gh_upstream_resp_free(&resp);
+	t_route_close(&r);
+	teardown();
+}
+
+/* A body without a length runs to the end of the connection. */
+static void test_body_until_close(void)
+{
+	static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+				    "all of it, up to the close";
+	struct t_raw raw;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	gh_upstream_global_init();
+	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 0, 1) == 0);
+	snprintf(url, sizeof(url), "%s/x", raw.base);
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_STR(resp.body.data, "all of it, up to the close");
+	T_EQ_STR(resp.content_type, "text/plain");
+	t_raw_stop(&raw);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_global_cleanup();
+}
+
+/* A reply that is not HTTP fails with what was wrong with it. */
+static void test_not_http(void)
+{
+	static const char reply[] = "SSH-2.0-OpenSSH_9.2\r\n";
+	struct t_raw raw;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char url[128];
+
+	gh_upstream_global_init();
+	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 0, 1) == 0);
+	snprintf(url, sizeof(url), "%s/x", raw.base);
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	T_CONTAINS(e.msg, "not a valid HTTP reply (not an HTTP/1.x response)");
+	T_CONTAINS(resp.error, "not a valid HTTP reply");
+	t_raw_stop(&raw);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_global_cleanup();
+}
+
+/* Reads one request (head and its two-byte body "{}") from c; 0 or -1. */
+static int read_request(int c)
+{
+	char buf[8192];
+	size_t got = 0;
+
+	while (got < sizeof(buf) - 1) {
+		struct pollfd pf = {c, POLLIN, 0};
+		ssize_t n;
+		char *end;
+
+		if (poll(&pf, 1, 5000) <= 0 || (n = read(c, buf + got, sizeof(buf) - 1 - got)) <= 0)
+			return -1;
+		got += (size_t)n;
+		buf[got] = '\0';
+		if ((end = strstr(buf, "\r\n\r\n")) && strlen(end + 4) >= 2)
+			return 0;
+	}
+	return -1;
+}
+
+struct stale_srv {
+	int fd;
+	atomic_int conns, requests;
+};
+
+/* The first connection answers one request, reads the next and closes
+ * without a word (a server dropping an idle connection just as the
+ * request arrives); the second answers. */
+static void *stale_main(void *ud)
+{
+	static const char ok1[] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none";
+	static const char ok2[] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo";
+	struct stale_srv *s = ud;
+	int c;
+
+	if ((c = accept(s->fd, NULL, NULL)) < 0)
+		return NULL;
+	atomic_fetch_add(&s->conns, 1);
+	if (read_request(c) == 0 && write(c, ok1, sizeof(ok1) - 1) > 0 && read_request(c) == 0)
+		atomic_fetch_add(&s->requests, 2);
+	close(c);
+	if ((c = accept(s->fd, NULL, NULL)) < 0)
+		return NULL;
+	atomic_fetch_add(&s->conns, 1);
+	if (read_request(c) == 0 && write(c, ok2, sizeof(ok2) - 1) > 0)
+		atomic_fetch_add(&s->requests, 1);
+	close(c);
+	return NULL;
+}
+
+/* A kept-alive connection the server closes as the next request arrives:
+ * the request goes again on a new connection, within the same attempt. */
+static void test_stale_connection_resent(void)
+{
+	struct stale_srv s;
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	pthread_t th;
+	char url[128];
+
+	gh_upstream_global_init();
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s.fd = socket(AF_INET, SOCK_STREAM, 0);
+	atomic_init(&s.conns, 0);
+	atomic_init(&s.requests, 0);
+	T_ASSERT(s.fd >= 0 && bind(s.fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		 listen(s.fd, 4) == 0 && getsockname(s.fd, (struct sockaddr *)&a, &al) == 0);
+	T_ASSERT(pthread_create(&th, NULL, stale_main, &s) == 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", ntohs(a.sin_port));
+	req_init(&q, url);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_STR(resp.body.data, "one");
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_STR(resp.body.data, "two");
+	T_EQ_INT(resp.attempts, 1);
+	pthread_join(th, NULL);
+	close(s.fd);
+	T_EQ_INT(atomic_load(&s.conns), 2);
+	T_EQ_INT(atomic_load(&s.requests), 3);
+	gh_upstream_resp_free(&resp);
+	gh_upstream_global_cleanup();
+}
+
 T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive), T(test_retry_429_honours_retry_after),
        T(test_retry_after_http_date), T(test_5xx_exhausts_retries), T(test_4xx_not_retried),
        T(test_timeout), T(test_connection_refused), T(test_response_over_cap),
@@ -1118,4 +1298,5 @@ T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
        T(test_two_threads), T(test_threads_share_lookups), T(test_connection_outlives_thread),
-       T(test_each_request_goes_to_its_url))
+       T(test_each_request_goes_to_its_url), T(test_plain_wire), T(test_body_until_close),
+       T(test_not_http), T(test_stale_connection_resent))
