@@ -22,6 +22,7 @@
  * it a word every --pace-ms, as a model streams (the first token alone).
  *
  *   bench_messages [--requests N] [--warmup N] [--words N] [--pace-ms N]
+ *                  [--streams 1,100]   (the rows: concurrent streams, 1..128)
  *
  * Threading: main sets up; each worker owns its connection and samples.
  */
@@ -41,6 +42,8 @@ struct opts {
 	int64_t warmup;
 	int64_t words;          /* words of the answer */
 	int64_t pace_ms;        /* the paced table: a word every pace_ms */
+	int concs[4];           /* the rows: concurrent streams */
+	int nconcs;
 };
 
 struct worker {
@@ -196,13 +199,35 @@ static void alternate(int fake_port, int gw_port, const char *auth, const char *
 	free(ghead);
 }
 
+/* --streams: up to 4 comma-separated counts of streams into concs; how
+ * many. */
+static int streams_opt(const char *v, int *concs)
+{
+	char num[16];
+	int n = 0;
+
+	while (*v) {
+		size_t l = strcspn(v, ",");
+
+		if (n == 4 || l == 0 || l >= sizeof(num))
+			bench_die("--streams: up to 4 counts, e.g. 1,100");
+		memcpy(num, v, l);
+		num[l] = '\0';
+		concs[n++] = (int)bench_num(num, 1, MAX_CONC, "--streams");
+		v += l + (v[l] == ',');
+	}
+	if (!n)
+		bench_die("--streams: up to 4 counts, e.g. 1,100");
+	return n;
+}
+
 /* Scripts the fake's answer (paced a word every pace_ms; 0: at once) and
  * prints a table row per concurrency. */
 static void table(const struct opts *o, int fake_port, int gw_port, const char *text,
 		  int64_t pace_ms, const char *auth, const char *body, const char *direct,
 		  int64_t *samples)
 {
-	static const int concs[] = {1, 100};
+	const int *concs = o->concs;
 	char script[70000], pace[96];
 	size_t k;
 
@@ -222,7 +247,7 @@ static void table(const struct opts *o, int fake_port, int gw_port, const char *
 		printf("\nthe whole answer written at once:\n\n");
 	printf("| streams | direct p50 ms | direct p99 ms | gatehouse p50 ms | gatehouse p99 ms |"
 	       " added p50 ms | added p99 ms |\n|---|---|---|---|---|---|---|\n");
-	for (k = 0; k < sizeof(concs) / sizeof(concs[0]); k++) {
+	for (k = 0; k < (size_t)o->nconcs; k++) {
 		struct bench_stats d, g;
 		size_t n;
 
@@ -248,7 +273,7 @@ static void table(const struct opts *o, int fake_port, int gw_port, const char *
 
 int main(int argc, char **argv)
 {
-	struct opts o = {2000, 200, 40, 5};
+	struct opts o = {2000, 200, 40, 5, {1, 100}, 2};
 	char gh[PATH_MAX], fakebin[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX], key[256];
 	char text[65536], script[70000], auth[400], body[1024], *reqs, *direct;
 	struct bench_proc fake, gw;
@@ -267,9 +292,11 @@ int main(int argc, char **argv)
 			o.words = bench_num(v, 1, 2000, "--words");
 		else if ((v = bench_opt(argc, argv, &i, "--pace-ms")))
 			o.pace_ms = bench_num(v, 1, 1000, "--pace-ms");
+		else if ((v = bench_opt(argc, argv, &i, "--streams")))
+			o.nconcs = streams_opt(v, o.concs);
 		else
 			bench_die("usage: bench_messages [--requests N] [--warmup N] [--words N] "
-				  "[--pace-ms N]");
+				  "[--pace-ms N] [--streams 1,100]");
 	}
 	bench_nofile(4096);
 	bench_paths(gh, fakebin, sizeof(gh));
