@@ -529,6 +529,13 @@ static int only_async(const struct gh_store *s)
 #define LINGER_MS 5
 #define LINGER_JOBS 64
 
+/* While async jobs keep coming (the last one less than WARM_MS ago),
+ * housekeeping looks at the queue every LINGER_MS on its own, so the job
+ * that finds the queue empty need not wake it: at one request at a time
+ * that is a wake-up (two context switches) saved per request, for at most
+ * 200 timed wake-ups a second while warm. */
+#define WARM_MS 1000
+
 static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
 {
 	struct gh_store *s = ud;
@@ -663,19 +670,26 @@ static void *housekeeping(void *arg)
 				 * again a linger later, unwoken */
 				if (now >= due)
 					due = now + LINGER_MS;
+			} else if (now - s->async_at < WARM_MS) {
+				due = now + LINGER_MS;
 			}
 			if (s->signer && s->ckpt_every_ms > 0)
 				idle = now + s->ckpt_every_ms;
 			if (due && (!idle || due <= idle)) {
+				s->house_until = due;
 				wait_until(s, due);
 			} else if (idle) {
+				s->house_until = idle;
 				if (wait_until(s, idle) == ETIMEDOUT) {
+					s->house_until = 0;
 					timed_out = 1;
 					break;
 				}
 			} else {
+				s->house_until = INT64_MAX;
 				pthread_cond_wait(&s->qcv, &s->qmu);
 			}
+			s->house_until = 0;
 		}
 		if (s->stopping && !s->qhead && !s->house_lead) {
 			pthread_mutex_unlock(&s->qmu);
@@ -724,13 +738,18 @@ static int enqueue(struct gh_store *s, struct store_job *j, int *leader)
 	else
 		s->qhead = j;
 	s->qtail = j;
+	if (j->async)
+		s->async_at = gh_now_ms();
 	if (!s->leader) {
 		if (leader) {
 			s->leader = 1;
 			*leader = 1;
 		} else if (was_empty) {
-			s->linger_from = gh_now_ms();
-			pthread_cond_signal(&s->qcv); /* housekeeping leads async jobs */
+			/* housekeeping leads async jobs: woken unless it looks
+			 * within a linger anyway */
+			s->linger_from = s->async_at;
+			if (s->house_until > s->linger_from + LINGER_MS)
+				pthread_cond_signal(&s->qcv);
 		} else if (atomic_load(&s->queued) >= LINGER_JOBS) {
 			pthread_cond_signal(&s->qcv);
 		}

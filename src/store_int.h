@@ -122,6 +122,10 @@ struct gh_store {
 	int house_lead;                 /* ...and hands it to housekeeping */
 	int64_t linger_from;            /* when the queue, then empty, took an
 					 * async job (Unix ms) */
+	int64_t async_at;               /* when the last async job was queued */
+	int64_t house_until;            /* housekeeping looks at the queue by
+					 * then unwoken (Unix ms; 0 while it
+					 * runs, INT64_MAX: not unless woken) */
 	int stopping;
 	pthread_t house;                /* housekeeping thread */
 	int house_started;

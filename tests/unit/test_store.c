@@ -1003,6 +1003,49 @@ static void test_run_commit_later_unread(void)
 	t_store_close(&t);
 }
 
+/* Waits (up to 10 s) until the store has committed n jobs since st0. */
+static int jobs_committed(struct gh_store *s, const struct gh_store_stats *st0, uint64_t n)
+{
+	struct gh_store_stats st;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		gh_store_stats(s, &st);
+		if (st.jobs - st0->jobs >= n)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* Run records committed later one at a time, with pauses: one queued while
+ * housekeeping looks at the queue on its own (a pause shorter than its
+ * warm spell: no wake-up sent) and one after it went back to waiting
+ * unwoken (a pause longer): each reaches the database with no read. */
+static void test_run_commit_later_spaced(void)
+{
+	static const int pause_ms[] = {0, 30, 1300};
+	struct t_store t;
+	struct gh_err e;
+	struct gh_run_commit c;
+	struct gh_store_stats st0;
+	cJSON *state = cJSON_Parse("{\"step\":1}");
+	char id[32];
+	size_t i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	for (i = 0; i < sizeof(pause_ms) / sizeof(pause_ms[0]); i++) {
+		usleep((useconds_t)pause_ms[i] * 1000);
+		gh_store_stats(t.s, &st0);
+		snprintf(id, sizeof(id), "run_spaced_%zu", i);
+		c = run_commit(id, NULL, "completed", NULL, NULL, state);
+		T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
+		T_ASSERT(jobs_committed(t.s, &st0, 1));
+	}
+	cJSON_Delete(state);
+	t_store_close(&t);
+}
+
 static void test_run_commit_checks_owner(void)
 {
 	struct t_store t;
@@ -2147,7 +2190,7 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache), T(test_working_memory_cache_race),
+       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_later_spaced), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache), T(test_working_memory_cache_race),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
