@@ -18,28 +18,30 @@ struct got {
 	int calls;
 };
 
+/* Appends p (n bytes) to dst (cap bytes, *len used) when it fits; the
+ * callback's verdict for g: 1 to stop the parser. */
+static int take(struct got *g, char *dst, size_t cap, size_t *len, const char *p, size_t n)
+{
+	if (*len + n < cap) {
+		memcpy(dst + *len, p, n);
+		*len += n;
+		dst[*len] = '\0';
+	}
+	return g->stop_after && ++g->calls >= g->stop_after;
+}
+
 static int on_header(void *ud, const char *line, size_t n)
 {
 	struct got *g = ud;
 
-	if (g->hlen + n < sizeof(g->head)) {
-		memcpy(g->head + g->hlen, line, n);
-		g->hlen += n;
-		g->head[g->hlen] = '\0';
-	}
-	return g->stop_after && ++g->calls >= g->stop_after;
+	return take(g, g->head, sizeof(g->head), &g->hlen, line, n);
 }
 
 static int on_body(void *ud, const char *p, size_t n)
 {
 	struct got *g = ud;
 
-	if (g->blen + n < sizeof(g->body)) {
-		memcpy(g->body + g->blen, p, n);
-		g->blen += n;
-		g->body[g->blen] = '\0';
-	}
-	return g->stop_after && ++g->calls >= g->stop_after;
+	return take(g, g->body, sizeof(g->body), &g->blen, p, n);
 }
 
 /* Feeds s in pieces of step bytes (0: whole), then the end of the

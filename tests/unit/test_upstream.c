@@ -1150,27 +1150,41 @@ static void test_plain_wire(void)
 	teardown();
 }
 
+/* One request to a server that answers every connection with reply and
+ * closes it; the result, with *resp (initialised here, freed by the
+ * caller) and *e. */
+static enum gh_code raw_once(const char *reply, struct gh_upstream_resp *resp,
+			     struct gh_err *e)
+{
+	struct t_raw raw;
+	struct gh_upstream_req q;
+	char url[128];
+	enum gh_code rc;
+
+	gh_upstream_resp_init(resp, 1024);
+	if (t_raw_start(&raw, reply, strlen(reply), 0, 1) != 0)
+		return gh_err_set(e, GH_E_INTERNAL, "test: cannot start the raw server");
+	snprintf(url, sizeof(url), "%s/x", raw.base);
+	req_init(&q, url);
+	rc = gh_upstream_do(&q, resp, e);
+	t_raw_stop(&raw);
+	return rc;
+}
+
 /* A body without a length runs to the end of the connection. */
 static void test_body_until_close(void)
 {
-	static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
-				    "all of it, up to the close";
-	struct t_raw raw;
-	struct gh_upstream_req q;
 	struct gh_upstream_resp resp;
 	struct gh_err e;
-	char url[128];
 
 	gh_upstream_global_init();
-	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 0, 1) == 0);
-	snprintf(url, sizeof(url), "%s/x", raw.base);
-	req_init(&q, url);
-	gh_upstream_resp_init(&resp, 1024);
-	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(raw_once("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+			  "all of it, up to the close",
+			  &resp, &e),
+		 GH_OK);
 	T_EQ_INT(resp.status, 200);
 	T_EQ_STR(resp.body.data, "all of it, up to the close");
 	T_EQ_STR(resp.content_type, "text/plain");
-	t_raw_stop(&raw);
 	gh_upstream_resp_free(&resp);
 	gh_upstream_global_cleanup();
 }
@@ -1178,22 +1192,13 @@ static void test_body_until_close(void)
 /* A reply that is not HTTP fails with what was wrong with it. */
 static void test_not_http(void)
 {
-	static const char reply[] = "SSH-2.0-OpenSSH_9.2\r\n";
-	struct t_raw raw;
-	struct gh_upstream_req q;
 	struct gh_upstream_resp resp;
 	struct gh_err e;
-	char url[128];
 
 	gh_upstream_global_init();
-	T_ASSERT(t_raw_start(&raw, reply, sizeof(reply) - 1, 0, 1) == 0);
-	snprintf(url, sizeof(url), "%s/x", raw.base);
-	req_init(&q, url);
-	gh_upstream_resp_init(&resp, 1024);
-	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_E_UPSTREAM);
+	T_EQ_INT(raw_once("SSH-2.0-OpenSSH_9.2\r\n", &resp, &e), GH_E_UPSTREAM);
 	T_CONTAINS(e.msg, "not a valid HTTP reply (not an HTTP/1.x response)");
 	T_CONTAINS(resp.error, "not a valid HTTP reply");
-	t_raw_stop(&raw);
 	gh_upstream_resp_free(&resp);
 	gh_upstream_global_cleanup();
 }
