@@ -266,6 +266,31 @@ BENCH_UNUSED static int64_t bench_num(const char *s, int64_t min, int64_t max, c
 	return (int64_t)v;
 }
 
+/* A comma-separated list of integers in min..max (e.g. --conc 1,16) into
+ * out (room for cap); how many. An empty item, more than cap or a bad
+ * number ends the benchmark with a message naming what. */
+BENCH_UNUSED static int bench_nums(const char *s, int *out, int cap, int64_t min, int64_t max,
+				   const char *what)
+{
+	int n = 0;
+
+	while (*s) {
+		char one[24];
+		size_t k = strcspn(s, ",");
+
+		if (n == cap || k == 0 || k >= sizeof(one))
+			bench_die("%s: up to %d integers separated by commas, got \"%s\"", what, cap,
+				  s);
+		memcpy(one, s, k);
+		one[k] = '\0';
+		out[n++] = (int)bench_num(one, min, max, what);
+		s += k + (s[k] == ',');
+	}
+	if (!n)
+		bench_die("%s: expected at least one integer", what);
+	return n;
+}
+
 /* The build tree holding this benchmark: benchmarks live in BUILD/tests/,
  * gatehouse in BUILD/ and the fake upstream in BUILD/tests/. GH_BIN and
  * GH_FAKE (as CTest sets them) win. */

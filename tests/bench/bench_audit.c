@@ -1438,15 +1438,7 @@ int main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if ((v = bench_opt(argc, argv, &i, "--threads"))) {
-			nthreads = 0;
-			while (*v && nthreads < 16) {
-				char one[16];
-				size_t k = strcspn(v, ",");
-
-				snprintf(one, sizeof(one), "%.*s", (int)k, v);
-				threads[nthreads++] = (int)bench_num(one, 1, 4096, "--threads");
-				v += k + (v[k] == ',');
-			}
+			nthreads = bench_nums(v, threads, 16, 1, 4096, "--threads");
 		} else if ((v = bench_opt(argc, argv, &i, "--seconds"))) {
 			seconds = bench_num(v, 1, 3600, "--seconds");
 		} else if ((v = bench_opt(argc, argv, &i, "--reps"))) {

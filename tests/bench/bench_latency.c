@@ -1058,7 +1058,7 @@ int main(int argc, char **argv)
 			 .conc = {1, 16}, .nconc = 2, .logs = {"warn", "info"}, .nlogs = 2,
 			 .plain = 1, .tool = 1};
 	char gh[PATH_MAX], fake[PATH_MAX], dir[PATH_MAX], cfg[PATH_MAX + 32], db[PATH_MAX + 32];
-	char key[256], auth[300], list[8][16];
+	char key[256], auth[300];
 	const char *csv_path = NULL, *v;
 	struct bench_proc fp, gp;
 	FILE *csv = NULL;
@@ -1077,10 +1077,7 @@ int main(int argc, char **argv)
 		else if ((v = bench_opt(argc, argv, &i, "--csv")))
 			csv_path = v;
 		else if ((v = bench_opt(argc, argv, &i, "--conc"))) {
-			parse_list(v, list, &n, 8);
-			o.nconc = n;
-			for (ci = 0; ci < n; ci++)
-				o.conc[ci] = (int)bench_num(list[ci], 1, MAX_CONC, "--conc");
+			o.nconc = bench_nums(v, o.conc, 8, 1, MAX_CONC, "--conc");
 		} else if ((v = bench_opt(argc, argv, &i, "--log"))) {
 			static char logs[2][16];
 

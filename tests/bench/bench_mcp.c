@@ -643,23 +643,12 @@ int main(int argc, char **argv)
 			o.max_seconds = bench_num(v, 1, 3600, "--max-seconds");
 		else if ((v = bench_opt(argc, argv, &i, "--backend")))
 			nb = parse_backends(v, bk);
-		else if ((v = bench_opt(argc, argv, &i, "--conc"))) {
-			o.nconc = 0;
-			while (*v && o.nconc < 8) {
-				char one[16];
-				size_t k = strcspn(v, ",");
-
-				snprintf(one, sizeof(one), "%.*s", (int)k, v);
-				o.conc[o.nconc++] = (int)bench_num(one, 1, MAX_CONC, "--conc");
-				v += k;
-				if (*v == ',')
-					v++;
-			}
-		} else if (!strcmp(argv[i], "--keep")) {
+		else if ((v = bench_opt(argc, argv, &i, "--conc")))
+			o.nconc = bench_nums(v, o.conc, 8, 1, MAX_CONC, "--conc");
+		else if (!strcmp(argv[i], "--keep"))
 			o.keep = 1;
-		} else {
+		else
 			usage();
-		}
 	}
 	if (nb == 0)
 		nb = parse_backends("sqlite", bk);

@@ -199,28 +199,6 @@ static void alternate(int fake_port, int gw_port, const char *auth, const char *
 	free(ghead);
 }
 
-/* --streams: up to 4 comma-separated counts of streams into concs; how
- * many. */
-static int streams_opt(const char *v, int *concs)
-{
-	char num[16];
-	int n = 0;
-
-	while (*v) {
-		size_t l = strcspn(v, ",");
-
-		if (n == 4 || l == 0 || l >= sizeof(num))
-			bench_die("--streams: up to 4 counts, e.g. 1,100");
-		memcpy(num, v, l);
-		num[l] = '\0';
-		concs[n++] = (int)bench_num(num, 1, MAX_CONC, "--streams");
-		v += l + (v[l] == ',');
-	}
-	if (!n)
-		bench_die("--streams: up to 4 counts, e.g. 1,100");
-	return n;
-}
-
 /* Scripts the fake's answer (paced a word every pace_ms; 0: at once) and
  * prints a table row per concurrency. */
 static void table(const struct opts *o, int fake_port, int gw_port, const char *text,
@@ -293,7 +271,7 @@ int main(int argc, char **argv)
 		else if ((v = bench_opt(argc, argv, &i, "--pace-ms")))
 			o.pace_ms = bench_num(v, 1, 1000, "--pace-ms");
 		else if ((v = bench_opt(argc, argv, &i, "--streams")))
-			o.nconcs = streams_opt(v, o.concs);
+			o.nconcs = bench_nums(v, o.concs, 4, 1, MAX_CONC, "--streams");
 		else
 			bench_die("usage: bench_messages [--requests N] [--warmup N] [--words N] "
 				  "[--pace-ms N] [--streams 1,100]");
