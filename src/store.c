@@ -533,7 +533,8 @@ static int only_async(const struct gh_store *s)
  * housekeeping looks at the queue every LINGER_MS on its own, so the job
  * that finds the queue empty need not wake it: at one request at a time
  * that is a wake-up (two context switches) saved per request, for at most
- * 200 timed wake-ups a second while warm. */
+ * 200 timed wake-ups a second while warm. (The idle audit checkpoint,
+ * which waits for a quiet ckpt_every_ms, thus comes up to WARM_MS later.) */
 #define WARM_MS 1000
 
 static int wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
@@ -681,7 +682,6 @@ static void *housekeeping(void *arg)
 			} else if (idle) {
 				s->house_until = idle;
 				if (wait_until(s, idle) == ETIMEDOUT) {
-					s->house_until = 0;
 					timed_out = 1;
 					break;
 				}
@@ -689,8 +689,8 @@ static void *housekeeping(void *arg)
 				s->house_until = INT64_MAX;
 				pthread_cond_wait(&s->qcv, &s->qmu);
 			}
-			s->house_until = 0;
 		}
+		s->house_until = 0; /* awake: it looks at the queue before it waits */
 		if (s->stopping && !s->qhead && !s->house_lead) {
 			pthread_mutex_unlock(&s->qmu);
 			break;
