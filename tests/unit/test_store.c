@@ -1420,6 +1420,7 @@ static void test_working_memory_cache_race(void)
 	pthread_t rd[3];
 	struct gh_err e;
 	char v[16];
+	int64_t t0;
 	int i;
 
 	T_EQ_INT(t_store_open(&t), 0);
@@ -1427,7 +1428,12 @@ static void test_working_memory_cache_race(void)
 	x.s = t.s;
 	for (i = 0; i < 3; i++)
 		T_EQ_INT(pthread_create(&rd[i], NULL, wm_race_reader, &x), 0);
-	for (i = 1; i <= 300; i++) {
+	/* at least 300 writes, and on until the readers have raced them 300
+	 * times (a loaded machine may start them late; at most 10 s) */
+	t0 = gh_mono_ns();
+	for (i = 1; i <= 300 || (atomic_load(&x.reads) <= 300 &&
+				 gh_mono_ns() - t0 < INT64_C(10000000000));
+	     i++) {
 		snprintf(v, sizeof(v), "v%d", i);
 		T_EQ_INT(gh_store_working_memory_set(t.s, "alice", "race", v, &e), GH_OK);
 		atomic_store(&x.written, i);
