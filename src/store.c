@@ -1188,6 +1188,10 @@ static int open_conn(struct gh_store *s, struct store_conn *c, int readonly, str
 	/* Only the writer, holding the writer lock, may ever checkpoint:
 	 * gh_store_close checkpoints explicitly. */
 	sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	if (store_fts_register(c->db, e) != 0) {
+		conn_close(c);
+		return -1;
+	}
 	if (readonly) {
 		if (exec(c, "PRAGMA query_only = 1", e) != 0) {
 			conn_close(c);

@@ -61,7 +61,9 @@ enum gh_code gh_store_memory_save_tx(struct gh_store_tx *tx, const char *owner,
  * FTS5 quoted words joined by OR, so any FTS syntax in it (NEAR, column
  * filters, quotes) is inert; for PostgreSQL's to_tsquery (pg) the words
  * joined by |, which holds no other operator as words are letters and
- * digits only. */
+ * digits only. On SQLite it only counts and bounds them: the search gives
+ * the text itself to gh_memory_match (store_fts.c), which quotes the words
+ * FTS5's tokenizer finds, each with its owner's and resource's scope. */
 static int fts_query(const char *q, int pg, struct gh_buf *out)
 {
 	const unsigned char *p = (const unsigned char *)q;
@@ -135,18 +137,22 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 				0, memory_row, arr, NULL, "searching memories", e);
 	else /* lower scores first: bm25 and the negated ts_rank */
 		rc = store_read(s, STORE_SQL(s,
-				/* sqlite-only: FTS5 (MATCH, bm25) */
+				/* sqlite-only: FTS5 (MATCH, bm25) over the words
+				 * of this owner and resource (store_fts.c) */
 				"SELECT m.id, m.content, m.tags, m.created_at, "
 				"bm25(memories_fts) AS score FROM memories_fts "
 				"JOIN memories m ON m.id = memories_fts.rowid "
-				"WHERE memories_fts MATCH ?3 AND m.owner = ?1 "
-				"AND m.resource_id = ?2 ORDER BY score LIMIT ?4",
+				"WHERE memories_fts MATCH gh_memory_match(?1, ?2, ?3) "
+				"AND m.owner = ?1 AND m.resource_id = ?2 "
+				"ORDER BY score LIMIT ?4",
 				/* PostgreSQL's text search over memories.doc */
 				"SELECT id, content, tags, created_at, "
 				"-ts_rank(doc, to_tsquery('english', ?3)) AS score FROM memories "
 				"WHERE doc @@ to_tsquery('english', ?3) AND owner = ?1 "
 				"AND resource_id = ?2 ORDER BY score, id DESC LIMIT ?4"),
-				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_TEXT(q.data),
+				/* SQLite's words are the query's, quoted there */
+				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
+					   STORE_TEXT(store_is_pg(s) ? q.data : query),
 					   STORE_INT(limit)),
 				0, memory_row, arr, NULL, "searching memories", e);
 	if (rc == GH_OK) {

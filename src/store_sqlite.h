@@ -2,7 +2,8 @@
  * store_sqlite.h - the SQLite side of the store's statement layer, for the
  * files that still talk to SQLite themselves: store.c (connections,
  * transactions, migrations), store_sqlite.c (the statement and row layer
- * of store_int.h) and store_audit_index.c (the audit block index, which
+ * of store_int.h), store_fts.c (how memories' words are indexed) and
+ * store_audit_index.c (the audit block index, which
  * only the SQLite store keeps). The domain files use store_int.h alone.
  */
 #ifndef GH_STORE_SQLITE_H
@@ -19,6 +20,10 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct gh_err *e
 int store_bind_text(sqlite3_stmt *st, int i, const char *s);
 /* Binds args in order, from parameter 1. */
 void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
+
+/* Gives db the SQL functions memories_fts is written and searched with
+ * (store_fts.c): 0, or -1 with e filled. */
+int store_fts_register(sqlite3 *db, struct gh_err *e);
 
 /* On SQLite a row is its statement, stepped to that row. */
 static inline sqlite3_stmt *store_row_stmt(struct store_row *r)

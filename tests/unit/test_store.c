@@ -64,6 +64,12 @@ static int sql_exec(const char *path, const char *sql)
 	return rc;
 }
 
+/* The id of a search's i-th result. */
+static int64_t result_id(const cJSON *arr, int i)
+{
+	return gh_json_int(cJSON_GetArrayItem(arr, i), "id", -1);
+}
+
 /* ---- migrations ---- */
 
 /* The version number a migration's file name starts with. */
@@ -178,6 +184,96 @@ static void test_run_deadlines_migration(void)
 	T_EQ_INT(sql_exec(t.path, "PRAGMA foreign_keys = ON; DELETE FROM runs WHERE id = 'run_1'"),
 		 0);
 	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM run_tool_calls"), 0);
+	t_store_close(&t);
+}
+
+/* A database of the version before memory scopes, with memories of two
+ * owners indexed the old way: the migration indexes them again, each word
+ * with its owner's and resource's scope. A search still finds its own
+ * memories only, a delete takes a memory out of the index, FTS5 finds the
+ * index sound, and no word of the index is shared by two scopes. */
+static void test_memory_scope_migration(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	const struct gh_embedded *m;
+	char sql[256];
+	cJSON *out;
+
+	if (t_store_sqlite_only("a migration of SQLite's full-text index"))
+		return;
+	T_EQ_INT(t_store_dir(&t), 0);
+	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
+		 0);
+	for (m = gh_embedded_migrations; m->name; m++) {
+		int v = atoi_prefix(m->name);
+
+		if (v >= 16)
+			continue;
+		T_EQ_INT(sql_exec(t.path, (const char *)m->data), 0);
+		snprintf(sql, sizeof(sql), "INSERT INTO schema_migrations VALUES (%d, '%s', 1)", v,
+			 m->name);
+		T_EQ_INT(sql_exec(t.path, sql), 0);
+	}
+	T_EQ_INT(sql_exec(t.path,
+			  "INSERT INTO memories (id, owner, resource_id, content, tags, created_at) "
+			  "VALUES (1, 'alice', 'r1', 'My favourite colours are blue and green', "
+			  "'colours', 10), (2, 'bob', 'r1', 'favourite colour: red', '', 11), "
+			  "(3, 'alice', 'r2', 'Green tea, favourite drink', 'drink', 12), "
+			  "(4, 'alice', 'r1', 'Whales are big', '', 13)"),
+		 0);
+	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
+	T_EQ_INT(gh_store_schema_version(t.s), gh_store_schema_latest());
+
+	/* stems still match ("colour" finds "colours"); scopes still hold */
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "colour", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), 1);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_search(t.s, "bob", "r1", "favourite", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1);
+	T_EQ_INT(result_id(out, 0), 2);
+	cJSON_Delete(out);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r2", "drinks", 10, &out, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(out), 1); /* the tags are indexed too */
+	T_EQ_INT(result_id(out, 0), 3);
+	cJSON_Delete(out);
+	/* a memory saved after the migration, then deleted */
+	{
+		int64_t id;
+
+		T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "Favourite whale: blue", NULL,
+					      &id, &e),
+			 GH_OK);
+		T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "whale", 10, &out, &e), GH_OK);
+		T_EQ_INT(cJSON_GetArraySize(out), 2);
+		cJSON_Delete(out);
+		T_EQ_INT(gh_store_memory_delete(t.s, "alice", "r1", id, &e), GH_OK);
+		T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "whale", 10, &out, &e), GH_OK);
+		T_EQ_INT(cJSON_GetArraySize(out), 1);
+		T_EQ_INT(result_id(out, 0), 4);
+		cJSON_Delete(out);
+	}
+	gh_store_close(t.s);
+	t.s = NULL;
+	/* FTS5 checks its index against itself (a contentless table) */
+	T_EQ_INT(sql_exec(t.path, "INSERT INTO memories_fts (memories_fts) "
+				  "VALUES ('integrity-check')"),
+		 0);
+	/* every indexed word is scoped: 'm', 16 hex digits, then the stem;
+	 * "favourit" appears under three scopes, never bare */
+	T_EQ_INT(sql_exec(t.path, "CREATE VIRTUAL TABLE vocab USING fts5vocab "
+				  "(memories_fts, 'row')"),
+		 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM vocab WHERE term NOT GLOB "
+				 "'m[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]"
+				 "[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]"
+				 "[0-9a-f]?*'"),
+		 0);
+	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM vocab WHERE substr(term, 18) = 'favourit'"),
+		 3);
+	T_EQ_INT(sql_int(t.path, "SELECT count(DISTINCT substr(term, 1, 17)) FROM vocab"), 3);
 	t_store_close(&t);
 }
 
@@ -1131,11 +1227,6 @@ static void test_transition_recover(void)
 }
 
 /* ---- memory ---- */
-
-static int64_t result_id(const cJSON *arr, int i)
-{
-	return gh_json_int(cJSON_GetArrayItem(arr, i), "id", -1);
-}
 
 static void test_memory(void)
 {
@@ -2187,7 +2278,7 @@ static void test_tx_commits_effect_and_row_together(void)
 }
 
 T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_migrations),
-       T(test_run_deadlines_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
+       T(test_run_deadlines_migration), T(test_memory_scope_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
        T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_later_spaced), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache), T(test_working_memory_cache_race),
