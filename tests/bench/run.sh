@@ -6,7 +6,7 @@
 #                                         replicas 5 and pgaudit 26 of them)
 #   tests/bench/run.sh --quick            smaller runs (a few minutes each)
 #   tests/bench/run.sh latency policy     only these (latency, audit, policy, streams, mcp,
-#                                         messages, connect, replicas, pgaudit)
+#                                         messages, connect, memory, replicas, pgaudit)
 #
 # replicas (bench_mcp --backend ...) and pgaudit (bench_audit --backend ...)
 # measure the PostgreSQL backend beside SQLite in the same run: MCP tool
@@ -45,7 +45,7 @@ which=""
 for a in "$@"; do
 	case "$a" in
 	--quick) quick=1 ;;
-	latency | audit | policy | streams | mcp | messages | connect | replicas | pgaudit)
+	latency | audit | policy | streams | mcp | messages | connect | memory | replicas | pgaudit)
 		which="$which $a"
 		;;
 	-h | --help)
@@ -58,7 +58,7 @@ for a in "$@"; do
 		;;
 	esac
 done
-[ -n "$which" ] || which="policy latency mcp streams messages connect audit replicas pgaudit"
+[ -n "$which" ] || which="policy latency mcp streams messages connect memory audit replicas pgaudit"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGH_SANITIZE= >/dev/null
 cmake --build "$build" -j"$jobs" >/dev/null
@@ -85,6 +85,7 @@ args_for() {
 		streams) echo "--streams 300 --ramp-ms 2000 --words 60 --reps 1" ;;
 		messages) echo "--requests 500 --warmup 100" ;;
 		connect) echo "--requests 500 --reps 3 --warmup 100" ;;
+		memory) echo "--memories 1000,10000 --searches 300 --reps 3" ;;
 		replicas) echo "--backend sqlite,pg1,pg2 --requests 500 --reps 3 --warmup 100" ;;
 		pgaudit) echo "--backend sqlite,pg,pg-sync --threads 1,16,64 --seconds 5 --reps 1" \
 			"--rows 1000000 --verify-reps 1 --queries 40" ;;
@@ -100,6 +101,7 @@ args_for() {
 			"--reps 3" ;;
 		messages) echo "--requests 2000 --warmup 200" ;;
 		connect) echo "--requests 2000 --reps 5 --warmup 200" ;;
+		memory) echo "--memories 1000,10000,50000 --searches 2000 --reps 5" ;;
 		replicas) echo "--backend sqlite,pg1,pg2,sqlite-full,pg1-sync,pg2-sync" \
 			"--requests 2000 --reps 5 --warmup 200" ;;
 		pgaudit) echo "--backend sqlite,pg,pg-sync --threads 1,16,64 --seconds 10 --reps 3" \
