@@ -134,6 +134,29 @@ static void test_migrations(void)
 	t_store_close(&t);
 }
 
+/* Makes the database at path what gatehouse left before migration
+ * version: every migration before it applied and recorded. 0 or -1. */
+static int schema_before(const char *path, int version)
+{
+	const struct gh_embedded *m;
+	char sql[256];
+
+	if (sql_exec(path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+			   "name TEXT NOT NULL, applied_at INTEGER NOT NULL)") != 0)
+		return -1;
+	for (m = gh_embedded_migrations; m->name; m++) {
+		int v = atoi_prefix(m->name);
+
+		if (v >= version)
+			continue;
+		snprintf(sql, sizeof(sql), "INSERT INTO schema_migrations VALUES (%d, '%s', 1)", v,
+			 m->name);
+		if (sql_exec(path, (const char *)m->data) != 0 || sql_exec(path, sql) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* A database of the version before run deadlines, with a waiting run and
  * its pending tool call: the rebuild of runs keeps both, the tool call
  * still belongs to its run (foreign keys hold, deleting the run takes it
@@ -142,25 +165,11 @@ static void test_run_deadlines_migration(void)
 {
 	struct t_store t;
 	struct gh_err e;
-	const struct gh_embedded *m;
-	char sql[256];
 
 	if (t_store_sqlite_only("a migration of SQLite's runs table"))
 		return;
 	T_EQ_INT(t_store_dir(&t), 0);
-	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
-				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
-		 0);
-	for (m = gh_embedded_migrations; m->name; m++) {
-		int v = atoi_prefix(m->name);
-
-		if (v >= 12)
-			continue;
-		T_EQ_INT(sql_exec(t.path, (const char *)m->data), 0);
-		snprintf(sql, sizeof(sql), "INSERT INTO schema_migrations VALUES (%d, '%s', 1)", v,
-			 m->name);
-		T_EQ_INT(sql_exec(t.path, sql), 0);
-	}
+	T_EQ_INT(schema_before(t.path, 12), 0);
 	T_EQ_INT(sql_exec(t.path,
 			  "INSERT INTO runs (id, owner, key_id, agent_id, status, state, "
 			  "created_at, updated_at) VALUES ('run_1', 'o', 'k', 'a', 'waiting', "
@@ -196,26 +205,12 @@ static void test_memory_scope_migration(void)
 {
 	struct t_store t;
 	struct gh_err e;
-	const struct gh_embedded *m;
-	char sql[256];
 	cJSON *out;
 
 	if (t_store_sqlite_only("a migration of SQLite's full-text index"))
 		return;
 	T_EQ_INT(t_store_dir(&t), 0);
-	T_EQ_INT(sql_exec(t.path, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
-				  "name TEXT NOT NULL, applied_at INTEGER NOT NULL)"),
-		 0);
-	for (m = gh_embedded_migrations; m->name; m++) {
-		int v = atoi_prefix(m->name);
-
-		if (v >= 16)
-			continue;
-		T_EQ_INT(sql_exec(t.path, (const char *)m->data), 0);
-		snprintf(sql, sizeof(sql), "INSERT INTO schema_migrations VALUES (%d, '%s', 1)", v,
-			 m->name);
-		T_EQ_INT(sql_exec(t.path, sql), 0);
-	}
+	T_EQ_INT(schema_before(t.path, 16), 0);
 	T_EQ_INT(sql_exec(t.path,
 			  "INSERT INTO memories (id, owner, resource_id, content, tags, created_at) "
 			  "VALUES (1, 'alice', 'r1', 'My favourite colours are blue and green', "
