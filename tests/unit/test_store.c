@@ -157,6 +157,23 @@ static int schema_before(const char *path, int version)
 	return 0;
 }
 
+/* t, a fresh database as gatehouse left it before migration version, with
+ * the rows sql inserts, then opened by this gatehouse (every migration
+ * since applied). 0, or -1 with why on stderr. */
+static int open_migrated(struct t_store *t, int version, const char *sql)
+{
+	struct gh_err e;
+
+	if (t_store_dir(t) != 0 || schema_before(t->path, version) != 0 ||
+	    sql_exec(t->path, sql) != 0)
+		return -1;
+	if (t_store_reopen(t, 0, 0, &e) != GH_OK) {
+		fprintf(stderr, "  open after migration %d: %s\n", version, e.msg);
+		return -1;
+	}
+	return gh_store_schema_version(t->s) == gh_store_schema_latest() ? 0 : -1;
+}
+
 /* A database of the version before run deadlines, with a waiting run and
  * its pending tool call: the rebuild of runs keeps both, the tool call
  * still belongs to its run (foreign keys hold, deleting the run takes it
@@ -164,22 +181,17 @@ static int schema_before(const char *path, int version)
 static void test_run_deadlines_migration(void)
 {
 	struct t_store t;
-	struct gh_err e;
 
 	if (t_store_sqlite_only("a migration of SQLite's runs table"))
 		return;
-	T_EQ_INT(t_store_dir(&t), 0);
-	T_EQ_INT(schema_before(t.path, 12), 0);
-	T_EQ_INT(sql_exec(t.path,
-			  "INSERT INTO runs (id, owner, key_id, agent_id, status, state, "
-			  "created_at, updated_at) VALUES ('run_1', 'o', 'k', 'a', 'waiting', "
-			  "'{\"v\":1}', 5, 6);"
-			  "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, tool_name, "
-			  "source, status, created_at) VALUES ('call_1', 'run_1', 'o', 't', "
-			  "'client', 'pending', 5)"),
+	T_EQ_INT(open_migrated(&t, 12,
+			       "INSERT INTO runs (id, owner, key_id, agent_id, status, state, "
+			       "created_at, updated_at) VALUES ('run_1', 'o', 'k', 'a', 'waiting', "
+			       "'{\"v\":1}', 5, 6);"
+			       "INSERT INTO run_tool_calls (tool_call_id, run_id, owner, tool_name, "
+			       "source, status, created_at) VALUES ('call_1', 'run_1', 'o', 't', "
+			       "'client', 'pending', 5)"),
 		 0);
-	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
-	T_EQ_INT(gh_store_schema_version(t.s), gh_store_schema_latest());
 	gh_store_close(t.s);
 	t.s = NULL;
 	T_EQ_INT(sql_int(t.path, "SELECT count(*) FROM runs WHERE id = 'run_1' AND "
@@ -209,17 +221,13 @@ static void test_memory_scope_migration(void)
 
 	if (t_store_sqlite_only("a migration of SQLite's full-text index"))
 		return;
-	T_EQ_INT(t_store_dir(&t), 0);
-	T_EQ_INT(schema_before(t.path, 16), 0);
-	T_EQ_INT(sql_exec(t.path,
-			  "INSERT INTO memories (id, owner, resource_id, content, tags, created_at) "
-			  "VALUES (1, 'alice', 'r1', 'My favourite colours are blue and green', "
-			  "'colours', 10), (2, 'bob', 'r1', 'favourite colour: red', '', 11), "
-			  "(3, 'alice', 'r2', 'Green tea, favourite drink', 'drink', 12), "
-			  "(4, 'alice', 'r1', 'Whales are big', '', 13)"),
+	T_EQ_INT(open_migrated(&t, 16,
+			       "INSERT INTO memories (id, owner, resource_id, content, tags, "
+			       "created_at) VALUES (1, 'alice', 'r1', 'My favourite colours are "
+			       "blue and green', 'colours', 10), (2, 'bob', 'r1', 'favourite colour: "
+			       "red', '', 11), (3, 'alice', 'r2', 'Green tea, favourite drink', "
+			       "'drink', 12), (4, 'alice', 'r1', 'Whales are big', '', 13)"),
 		 0);
-	T_EQ_INT(t_store_reopen(&t, 0, 0, &e), GH_OK);
-	T_EQ_INT(gh_store_schema_version(t.s), gh_store_schema_latest());
 
 	/* stems still match ("colour" finds "colours"); scopes still hold */
 	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "colour", 10, &out, &e), GH_OK);
