@@ -1087,25 +1087,32 @@ static int jobs_committed(struct gh_store *s, const struct gh_store_stats *st0, 
 	return 0;
 }
 
+/* Queues the completed run "<prefix>_<n>" of state to commit later. */
+static enum gh_code commit_later_nth(struct gh_store *s, const char *prefix, int n,
+				     const cJSON *state)
+{
+	struct gh_run_commit c;
+	struct gh_err e;
+	char id[32];
+
+	snprintf(id, sizeof(id), "%s_%d", prefix, n);
+	c = run_commit(id, NULL, "completed", NULL, NULL, state);
+	return gh_store_run_commit_later(s, &c, &e);
+}
+
 /* Runs committed later reach the database with no read to push them:
  * housekeeping commits what waits in the queue. */
 static void test_run_commit_later_unread(void)
 {
 	struct t_store t;
-	struct gh_err e;
-	struct gh_run_commit c;
 	struct gh_store_stats st0;
 	cJSON *state = cJSON_Parse("{\"step\":1}");
-	char id[32];
 	int i;
 
 	T_EQ_INT(t_store_open(&t), 0);
 	gh_store_stats(t.s, &st0);
-	for (i = 0; i < 30; i++) {
-		snprintf(id, sizeof(id), "run_unread_%d", i);
-		c = run_commit(id, NULL, "completed", NULL, NULL, state);
-		T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
-	}
+	for (i = 0; i < 30; i++)
+		T_EQ_INT(commit_later_nth(t.s, "run_unread", i, state), GH_OK);
 	T_ASSERT(jobs_committed(t.s, &st0, 30)); /* (and whatever else committed) */
 	cJSON_Delete(state);
 	t_store_close(&t);
@@ -1119,20 +1126,15 @@ static void test_run_commit_later_spaced(void)
 {
 	static const int pause_ms[] = {0, 30, 1300};
 	struct t_store t;
-	struct gh_err e;
-	struct gh_run_commit c;
 	struct gh_store_stats st0;
 	cJSON *state = cJSON_Parse("{\"step\":1}");
-	char id[32];
 	size_t i;
 
 	T_EQ_INT(t_store_open(&t), 0);
 	for (i = 0; i < sizeof(pause_ms) / sizeof(pause_ms[0]); i++) {
 		usleep((useconds_t)pause_ms[i] * 1000);
 		gh_store_stats(t.s, &st0);
-		snprintf(id, sizeof(id), "run_spaced_%zu", i);
-		c = run_commit(id, NULL, "completed", NULL, NULL, state);
-		T_EQ_INT(gh_store_run_commit_later(t.s, &c, &e), GH_OK);
+		T_EQ_INT(commit_later_nth(t.s, "run_spaced", (int)i, state), GH_OK);
 		T_ASSERT(jobs_committed(t.s, &st0, 1));
 	}
 	cJSON_Delete(state);
