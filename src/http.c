@@ -43,6 +43,7 @@
 #include "metrics.h"
 #include "otel.h"
 #include "ratelimit.h"
+#include "relay.h"
 #include "replica.h"
 #include "run.h"
 #include "util.h"
@@ -801,13 +802,50 @@ int gh_http_stream_acquire(struct gh_req *r)
 /* A hold sends what it collected once it reaches this much. */
 #define HELD_FLUSH (64 * 1024)
 
-/* Sends what a hold collected: 0, or -1 when the client is gone. */
+/* Writes what the client's socket takes now, without waiting: how much,
+ * or -1 when the client is gone. */
+static ssize_t send_now(struct gh_req *r, const char *p, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = send(r->sock, p + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w > 0)
+			done += (size_t)w;
+		else if (w < 0 && errno == EINTR)
+			continue;
+		else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		else
+			return -1;
+	}
+	return (ssize_t)done;
+}
+
+/* Sends what a hold collected: 0, or -1 when the client is gone. Without
+ * blocking (nb), what the socket does not take stays held, and the
+ * request is behind until its worker writes it (stream_relay, LEAVE). */
 static int flush_held(struct gh_req *r)
 {
 	int rc = 0;
 
-	if (r->held.len && mg_write(r->conn, r->held.data, r->held.len) != (int)r->held.len)
+	if (r->nb) {
+		ssize_t w;
+
+		if (r->behind || !r->held.len)
+			return 0;
+		if ((w = send_now(r, r->held.data, r->held.len)) < 0)
+			return -1;
+		if ((size_t)w < r->held.len) {
+			gh_buf_consume(&r->held, (size_t)w);
+			r->behind = 1;
+			return 0;
+		}
+	} else if (r->held.len &&
+		   mg_write(r->conn, r->held.data, r->held.len) != (int)r->held.len) {
 		rc = -1;
+	}
 	gh_buf_free(&r->held); /* a held stream keeps no buffer between batches */
 	return rc;
 }
@@ -816,6 +854,21 @@ static int flush_held(struct gh_req *r)
  * hold ends. */
 static int put(struct gh_req *r, const char *p, size_t n)
 {
+	if (r->nb && (r->hold > 0 || r->behind)) {
+		if (gh_buf_append(&r->held, p, n) != GH_BUF_OK)
+			return -1; /* a megabyte behind: the client is as good as gone */
+		return r->hold > 0 && r->held.len >= HELD_FLUSH ? flush_held(r) : 0;
+	}
+	if (r->nb) {
+		ssize_t w = send_now(r, p, n);
+
+		if (w < 0)
+			return -1;
+		if ((size_t)w < n && gh_buf_append(&r->held, p + w, n - (size_t)w) != GH_BUF_OK)
+			return -1;
+		r->behind = (size_t)w < n;
+		return 0;
+	}
 	if (r->hold > 0) {
 		if (gh_buf_append(&r->held, p, n) != GH_BUF_OK)
 			return flush_held(r) == 0 && mg_write(r->conn, p, n) == (int)n ? 0 : -1;
@@ -1188,6 +1241,41 @@ static void stream_batch(void *ud, int open)
 		s->gone = 1;
 }
 
+/* The relay thread reads the run's model reply (relay.h). Its writes go
+ * out without blocking: CivetWeb's mg_write would wait for a slow client
+ * and hold up every stream the relay carries. */
+static int stream_relay(void *ud, int op)
+{
+	struct gh_http_stream *s = ud;
+	struct gh_req *r = s->r;
+
+	switch (op) {
+	case GH_RELAY_ENTER:
+		if (s->gone || r->hold > 0 || r->nb || r->ri->is_ssl ||
+		    !gh_http_client_fd(r))
+			return -1;
+		r->nb = 1;
+		r->behind = 0;
+		return 0;
+	case GH_RELAY_PASS:
+		r->relay_prev = gh_app_cfg_enter(r->gen);
+		return 0;
+	case GH_RELAY_PASSED:
+		gh_app_cfg_leave(r->relay_prev);
+		return r->behind;
+	case GH_RELAY_LEAVE:
+		r->nb = 0;
+		if (r->behind) {
+			r->behind = 0;
+			if (r->hold == 0 && flush_held(r) != 0)
+				s->gone = 1;
+		}
+		return 0;
+	default:
+		return -1;
+	}
+}
+
 int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
 		      int (*open)(struct gh_http_stream *s, void *ud),
 		      int (*event)(void *ud, const struct gh_run_event *ev),
@@ -1202,6 +1290,7 @@ int gh_http_run_start(struct gh_req *r, int stream, struct gh_http_stream *hs,
 	sink->ud = ud;
 	sink->batch = stream ? stream_batch : NULL;
 	sink->batch_ud = hs;
+	sink->relay = stream ? stream_relay : NULL;
 	if (stream)
 		gh_http_stream_wake(r, &sink->wake_fd, &sink->tick_ms);
 	return 0;

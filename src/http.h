@@ -62,6 +62,11 @@ struct gh_req {
 	int hold;
 	struct gh_buf held;
 	struct gh_cfg_gen *gen;           /* the config generation it runs under (app.h) */
+	/* While the relay thread reads the run's model reply (relay.h),
+	 * writes go out without blocking (nb); what the client's socket
+	 * cannot take stays in held (behind) until the worker writes it. */
+	int nb, behind;
+	struct gh_cfg_gen *relay_prev;    /* the relay thread's own pin, during a pass */
 };
 
 typedef void (*gh_handler)(struct gh_req *r);

@@ -107,6 +107,13 @@ static void ft_sent(void *ud)
 	f->in->sent(f->in->ud);
 }
 
+static int ft_relay(void *ud, int op)
+{
+	struct first_token *f = ud;
+
+	return f->in->relay(f->in->ud, op);
+}
+
 static enum gh_metrics_outcome outcome_of(enum gh_code rc)
 {
 	return rc == GH_OK ? GH_MO_OK : rc == GH_E_TIMEOUT ? GH_MO_TIMEOUT
@@ -153,6 +160,7 @@ enum gh_code gh_provider_chat(const struct gh_provider_conf *conf,
 	ev.tick = ft.in->tick ? ft_tick : NULL;
 	ev.batch = ft.in->batch ? ft_batch : NULL;
 	ev.sent = ft.in->sent ? ft_sent : NULL;
+	ev.relay = ft.in->relay ? ft_relay : NULL;
 	rc = ops->wire ? gh_provider_http_chat(ops->wire, conf, req, &ev, out, e)
 		       : ops->chat(conf, req, &ev, out, e);
 	gh_metrics_upstream(conf->name, type_name(conf->type), outcome_of(rc), gh_mono_ns() - t0,
@@ -585,6 +593,13 @@ static void on_sent(void *ud)
 	x->st->ev->sent(x->st->ev->ud);
 }
 
+static int on_relay(void *ud, int op)
+{
+	struct xctx *x = ud;
+
+	return x->st->ev->relay(x->st->ev->ud, op);
+}
+
 static int on_tick(void *ud)
 {
 	struct xctx *x = ud;
@@ -725,6 +740,7 @@ enum gh_code gh_provider_exchange(const struct gh_provider_conf *conf, const cha
 	req.on_data = h->stream ? on_data : NULL;
 	req.on_batch = h->stream && st->ev->batch ? on_batch : NULL;
 	req.on_sent = h->stream && st->ev->sent ? on_sent : NULL;
+	req.on_relay = h->stream && st->ev->relay ? on_relay : NULL;
 	req.on_tick = on_tick;
 	req.ud = &x;
 	req.wake_fd = st->ev->wake_fd;

@@ -98,6 +98,10 @@ struct gh_chat_events {
 	/* Optional: the model's request has been written whole (once per
 	 * attempt; streaming calls only). */
 	void (*sent)(void *ud);
+	/* Optional, streaming calls: the relay's op (gh_relay_op, relay.h),
+	 * answered by the consumer; without it the calling thread reads the
+	 * whole reply. */
+	int (*relay)(void *ud, int op);
 };
 
 struct gh_tool_call {

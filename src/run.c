@@ -197,6 +197,13 @@ static void sent(void *ud)
 	prelude_close(ud);
 }
 
+static int relay(void *ud, int op)
+{
+	struct run *r = ud;
+
+	return r->sink->relay(r->sink->batch_ud, op);
+}
+
 /* A piece of the model's text or reasoning, as it streams. */
 static int emit_text(struct run *r, enum gh_run_event_kind kind, const char *text, size_t len,
 		     const char *signature)
@@ -1615,7 +1622,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 {
 	struct gh_upstream_header pass_hdr[4];
 	struct gh_chat_request req;
-	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch, sent};
+	struct gh_chat_events ev = {NULL, NULL, tick, r, 0, 0, NULL, batch, sent, NULL};
 	struct gh_chat_response resp;
 	struct gh_span *sp;
 	const char *sys;
@@ -1625,6 +1632,7 @@ static enum gh_code model_step(struct run *r, struct gh_err *e)
 	if (r->sink) {
 		ev.wake_fd = r->sink->wake_fd;
 		ev.tick_ms = r->sink->tick_ms;
+		ev.relay = r->sink->relay ? relay : NULL;
 	}
 	if ((rc = tokens_check(r, e)) != GH_OK)
 		return rc;

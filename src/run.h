@@ -211,6 +211,11 @@ struct gh_run_sink {
 	 * decide whether a client gone cancels the run. */
 	void (*batch)(void *batch_ud, int open);
 	void *batch_ud;
+	/* Optional, with batch: the relay's op (gh_relay_op, relay.h). A sink
+	 * that has it lets the relay thread read a streamed model reply and
+	 * call event, tick and batch from there (never two at once), and
+	 * writes to its client without blocking while the relay has it. */
+	int (*relay)(void *batch_ud, int op);
 };
 
 /* ------------------------------------------------------------ running */

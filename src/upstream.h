@@ -58,6 +58,12 @@ struct gh_upstream_req {
 	 * (and after on_batch closed that pass, which may also have read the
 	 * reply's first bytes). */
 	void (*on_sent)(void *ud);
+	/* Optional, with on_data: op is a gh_relay_op (relay.h). A streamed
+	 * reply over the built-in client (a plain-HTTP upstream) is then read
+	 * by the relay thread instead of the calling worker, which sleeps
+	 * until the reply ends or the consumer's client falls behind. Without
+	 * it, or when ENTER says no, the caller reads as before. */
+	int (*on_relay)(void *ud, int op);
 	/* Called at least every 50 ms while the request is in flight (with
 	 * wake_fd: see there); return nonzero to abort (GH_E_CANCELLED). Used
 	 * to stop an upstream transfer within 100 ms of the client going away. */

@@ -20,6 +20,7 @@
 
 #include "h1.h"
 #include "otel.h"
+#include "relay.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -483,6 +484,128 @@ static int plain_read(int fd, struct gh_h1 *p, struct plain_read *r, char *buf, 
 	}
 }
 
+/* ------------------------------------------------------------ the relay */
+
+/* A streamed reply read by the relay thread (relay.h): what a pass needs,
+ * and how the reply went while it was there. */
+struct plain_relay {
+	struct gh_relay_job job;
+	struct plain_clock *k;
+	struct gh_h1 *p;
+	struct plain_read *r;
+	size_t *extra;
+	long *oserr;
+	int64_t deadline;
+	int how;      /* the last read pass's READ_* */
+	int wait;     /* WAIT_TIMEOUT or WAIT_CANCELLED when a tick ended it */
+};
+
+static int64_t relay_due(const struct plain_relay *pr)
+{
+	return pr->deadline && pr->deadline < pr->k->due ? pr->deadline : pr->k->due;
+}
+
+/* The tick plain_wait would run: when due, or at once when the client's
+ * connection stirred; 1 when it ends the transfer (pr->wait says why). */
+static int relay_tick(struct plain_relay *pr, int stirred)
+{
+	const struct gh_upstream_req *req = pr->k->req;
+	int64_t now = gh_mono_ns();
+
+	if (pr->deadline && now >= pr->deadline) {
+		pr->wait = WAIT_TIMEOUT;
+		return 1;
+	}
+	if (stirred || now >= pr->k->due) {
+		if (req->on_tick(req->ud)) {
+			pr->wait = WAIT_CANCELLED;
+			return 1;
+		}
+		if (stirred) {
+			/* still there: the client sent bytes, which keep its
+			 * descriptor readable, so watch by the clock from now on */
+			gh_relay_unwatch(&pr->job);
+			pr->k->every = TICK_MS;
+		}
+		pr->k->due = gh_mono_ns() + pr->k->every * 1000000;
+	}
+	return 0;
+}
+
+/* On the relay thread: one pass over the reply, or a tick. */
+static int relay_ready(struct gh_relay_job *j, enum gh_relay_why why)
+{
+	/* one relay thread: one buffer */
+	static char buf[4096];
+	struct plain_relay *pr = (struct plain_relay *)j;
+	const struct gh_upstream_req *req = pr->k->req;
+	struct upstream_xfer *x = pr->r->x;
+	int back = 0;
+
+	req->on_relay(req->ud, GH_RELAY_PASS);
+	if (why == GH_RELAY_READABLE) {
+		back = relay_tick(pr, 0);
+		if (!back) {
+			if (req->on_batch)
+				req->on_batch(req->ud, 1);
+			pr->how = plain_read(j->fd, pr->p, pr->r, buf, sizeof(buf), pr->extra,
+					     pr->oserr);
+			if (req->on_batch && req->on_batch(req->ud, 0))
+				x->cancelled = 1;
+			back = pr->how != READ_MORE || x->cancelled;
+		}
+	} else {
+		back = relay_tick(pr, why == GH_RELAY_STIRRED);
+	}
+	atomic_store(&j->due_ns, relay_due(pr));
+	/* a client that did not take everything sends the job back */
+	if (req->on_relay(req->ud, GH_RELAY_PASSED))
+		back = 1;
+	return back;
+}
+
+/* Reads the reply on fd through the relay when the request's consumer
+ * allows it: 1 when it did (*how, *wait say how it ended; READ_MORE with
+ * WAIT_READY: the client fell behind and the caller reads the rest), 0
+ * when the caller reads it all. */
+static int relay_read(int fd, struct plain_clock *k, struct gh_h1 *p, struct plain_read *r,
+		      int64_t deadline, size_t *extra, long *oserr, int *how, int *wait)
+{
+	const struct gh_upstream_req *req = k->req;
+	struct plain_relay pr;
+
+	if (!req->on_relay || !req->on_data || !req->on_tick ||
+	    req->on_relay(req->ud, GH_RELAY_ENTER) != 0)
+		return 0;
+	memset(&pr, 0, sizeof(pr));
+	pr.job.fd = fd;
+	pr.job.wake = k->wake;
+	pr.job.ready = relay_ready;
+	pr.k = k;
+	pr.p = p;
+	pr.r = r;
+	pr.extra = extra;
+	pr.oserr = oserr;
+	pr.deadline = deadline;
+	pr.how = READ_MORE;
+	pr.wait = WAIT_READY;
+	if (!k->due)
+		k->due = gh_mono_ns() + k->every * 1000000;
+	atomic_init(&pr.job.due_ns, relay_due(&pr));
+	if (gh_relay_start(&pr.job) != 0) {
+		req->on_relay(req->ud, GH_RELAY_LEAVE);
+		return 0;
+	}
+	gh_relay_wait(&pr.job);
+	k->wake = pr.job.wake > 0 ? pr.job.wake : -1;
+	req->on_relay(req->ud, GH_RELAY_LEAVE);
+	if (pr.job.refused)
+		return 0;
+	*how = pr.how;
+	*wait = pr.wait;
+	return 1;
+}
+
 enum gh_code upstream_plain_attempt(const struct upstream_plain *pl, struct upstream_conns *conns,
 				    const struct gh_upstream_req *req,
 				    struct gh_upstream_resp *resp, const struct gh_buf *head,
@@ -540,7 +663,14 @@ again:
 		sent = 1;
 		req->on_sent(req->ud);
 	}
-	for (;;) {
+	how = READ_MORE;
+	if (relay_read(fd, &k, &p, &r, deadline, &extra, &oserr, &how, &wait)) {
+		if (wait == WAIT_TIMEOUT)
+			cc = CURLE_OPERATION_TIMEDOUT;
+		if (wait != WAIT_READY)
+			goto out;
+	}
+	while (how == READ_MORE && !x.cancelled) {
 		if ((wait = plain_wait(&k, fd, POLLIN, deadline)) != WAIT_READY) {
 			if (wait == WAIT_TIMEOUT)
 				cc = CURLE_OPERATION_TIMEDOUT;
@@ -551,8 +681,6 @@ again:
 		how = plain_read(fd, &p, &r, buf, sizeof(buf), &extra, &oserr);
 		if (req->on_batch && req->on_batch(req->ud, 0))
 			x.cancelled = 1;
-		if (how != READ_MORE || x.cancelled)
-			break;
 	}
 	if ((how == READ_EOF || how == READ_ERROR) && p.received == 0 && reused && !tried++) {
 		/* the server closed the kept-alive connection as the request

@@ -191,6 +191,56 @@ class StreamTest(GatewayTest):
         # and the gateway stays healthy, its stream slot given back
         self.assertEqual(streams_settled(gw), 0)
 
+    def test_a_client_that_stops_reading_holds_up_no_other_stream(self):
+        # Streamed replies from a plain-HTTP upstream are read by one relay
+        # thread for every stream; a client that stops reading must cost
+        # only its own stream (it goes back to its worker), and get all of
+        # its text, in order, once it reads again.
+        gw, key = self.start()
+        words = ["w%05d" % i for i in range(20000)]
+        self.fake.script(self.m, {"text": " ".join(words), "stream": {"words_per_chunk": 1}},
+                         {"text": "the other stream", "stream": {"chunk_delay_ms": 5}})
+        a = socket.socket()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        a.connect(("127.0.0.1", gw.port))
+        body = json.dumps({"messages": "talk"}).encode()
+        a.sendall(b"POST /api/agents/assistant/stream HTTP/1.1\r\nHost: x\r\n"
+                  b"Authorization: Bearer " + key.encode() + b"\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: " +
+                  str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = a.recv(4096)
+        self.assertIn(b"200 OK", got)
+        time.sleep(0.5)  # a's buffers fill up; it reads nothing more for now
+        t0 = time.time()
+        st, events, raw = gw.stream("/api/agents/assistant/stream", {"messages": "more"},
+                                    key=key, timeout=10)
+        took = time.time() - t0
+        self.assertEqual(st, 200, raw)
+        text = "".join(c["payload"]["text"] for c in chunks(events)[:-1]
+                       if c["type"] == "text-delta")
+        self.assertEqual(text, "the other stream")
+        self.assertLess(took, 5, "a stalled client held up another stream")
+        a.settimeout(30)
+        while not got.endswith(b"0\r\n\r\n"):
+            b = a.recv(65536)
+            self.assertTrue(b, "the stream ended early")
+            got += b
+        a.close()
+        body_text = got.split(b"\r\n\r\n", 1)[1]
+        data, rest = b"", body_text
+        while rest:  # de-chunk
+            size, rest = rest.split(b"\r\n", 1)
+            n = int(size, 16)
+            data += rest[:n]
+            rest = rest[n + 2:]
+            if n == 0:
+                break
+        cs = [json.loads(l[6:]) for l in data.decode().split("\n") if l.startswith("data: {")]
+        text = "".join(c["payload"]["text"] for c in cs if c["type"] == "text-delta")
+        self.assertEqual(text.split(), words)
+        self.assertEqual(cs[-1]["type"], "finish")
+        self.assertEqual(streams_settled(gw), 0)
+
     def broken(self, stream_opts):
         gw, key = self.start()
         self.fake.script(self.m, {"tool_calls": [{"id": "1", "name": "memory_save",

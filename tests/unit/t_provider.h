@@ -167,7 +167,7 @@ static inline enum gh_code t_chat(const char *messages, int stream, struct t_cap
 				  struct gh_chat_response *out, struct gh_err *e)
 {
 	struct gh_chat_events ev = {t_cap_text, t_cap_tool, t_cap_tick, c, 0, 0, t_cap_reasoning,
-				    t_cap_batch, t_cap_sent};
+				    t_cap_batch, t_cap_sent, NULL};
 	struct gh_chat_request req;
 	cJSON *m = cJSON_Parse(messages);
 	enum gh_code rc;

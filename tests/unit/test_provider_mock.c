@@ -372,7 +372,7 @@ static int cap_tick(void *ud)
 static void test_stream_words(void)
 {
 	struct capture c;
-	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL};
+	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL, NULL};
 	struct gh_chat_response r;
 	struct gh_err e;
 
@@ -398,7 +398,7 @@ static void test_stream_words(void)
 static void test_stream_tool_call(void)
 {
 	struct capture c;
-	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL};
+	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL, NULL};
 	struct gh_chat_response r;
 	struct gh_err e;
 
@@ -418,7 +418,7 @@ static void test_stream_tool_call(void)
 static void test_stream_aborts(void)
 {
 	struct capture c;
-	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL};
+	struct gh_chat_events ev = {cap_text, cap_tool, cap_tick, &c, 0, 0, NULL, NULL, NULL, NULL};
 	struct gh_chat_response r;
 	struct gh_err e;
 
