@@ -1251,7 +1251,7 @@ static int stream_relay(void *ud, int op)
 
 	switch (op) {
 	case GH_RELAY_ENTER:
-		if (s->gone || r->hold > 0 || r->nb || r->ri->is_ssl ||
+		if (s->gone || r->hold > 0 || r->ri->is_ssl ||
 		    !gh_http_client_fd(r))
 			return -1;
 		r->nb = 1;

@@ -4,15 +4,12 @@
  * The relay's epoll set holds each job's upstream connection (data: the
  * job) and, while watched, the client's connection (data: the job with
  * its low bit set), plus an eventfd (data: 0) through which workers ask
- * for ticks. A job leaves the epoll set on the relay thread only, and its
- * worker is told after the whole batch of events has been handled, so no
- * later event of the same batch can reach a job whose worker has already
- * gone on.
- *
- * Only the relay thread changes the epoll set: a worker puts its new job
- * on a list and wakes the relay through the eventfd, and the relay adds
- * the job's descriptors (or, when it cannot, hands the job straight back
- * as refused).
+ * for ticks and hand over new jobs. Only the relay thread changes the
+ * epoll set: it adds a new job's descriptors (or, when it cannot, hands
+ * the job straight back as refused) and removes a job's when it leaves.
+ * A job's worker is told after the whole batch of events has been
+ * handled, so no later event of the same batch can reach a job whose
+ * worker has already gone on.
  *
  * Locking: mu guards the lists of new jobs and of ticks asked for, and
  * each job's finished and queued; a worker waits on its job's condition

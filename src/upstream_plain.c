@@ -288,6 +288,26 @@ struct plain_clock {
 
 enum { WAIT_READY, WAIT_TIMEOUT, WAIT_CANCELLED, WAIT_FAILED };
 
+/* Runs on_tick when it is due, or at once when the wake descriptor
+ * stirred: 1 when it cancels. A stir that does not cancel means the
+ * client sent bytes, which keep the descriptor readable, so the caller
+ * stops watching it and ticks go by the clock from then on. */
+static int plain_tick(struct plain_clock *k, int stirred)
+{
+	const struct gh_upstream_req *req = k->req;
+
+	if (!req->on_tick || (!stirred && gh_mono_ns() < k->due))
+		return 0;
+	if (req->on_tick(req->ud))
+		return 1;
+	if (stirred) {
+		k->wake = -1;
+		k->every = TICK_MS;
+	}
+	k->due = gh_mono_ns() + k->every * 1000000;
+	return 0;
+}
+
 /* Waits until fd is ready for events, calling on_tick when due or when the
  * wake descriptor stirs (as attempt does), or until deadline (monotonic
  * ns, 0: none) passes. */
@@ -300,11 +320,8 @@ static int plain_wait(struct plain_clock *k, int fd, short events, int64_t deadl
 		int64_t now = gh_mono_ns(), wait_ms = TICK_MS;
 		int n;
 
-		if (req->on_tick && now >= k->due) {
-			if (req->on_tick(req->ud))
-				return WAIT_CANCELLED;
-			k->due = now + k->every * 1000000;
-		}
+		if (plain_tick(k, 0))
+			return WAIT_CANCELLED;
 		if (req->on_tick)
 			wait_ms = (k->due - now + 999999) / 1000000;
 		if (deadline) {
@@ -326,16 +343,8 @@ static int plain_wait(struct plain_clock *k, int fd, short events, int64_t deadl
 			return WAIT_FAILED;
 		if (n > 0 && pfd[0].revents)
 			return WAIT_READY;
-		if (n > 0 && pfd[1].revents) {
-			/* stirred: tick now; still there means the client sent
-			 * bytes, which keep the descriptor readable, so watch
-			 * by the clock from now on */
-			if (req->on_tick(req->ud))
-				return WAIT_CANCELLED;
-			k->wake = -1;
-			k->every = TICK_MS;
-			k->due = gh_mono_ns() + k->every * 1000000;
-		}
+		if (n > 0 && pfd[1].revents && plain_tick(k, 1))
+			return WAIT_CANCELLED;
 	}
 }
 
@@ -484,6 +493,22 @@ static int plain_read(int fd, struct gh_h1 *p, struct plain_read *r, char *buf, 
 	}
 }
 
+/* One pass over the connection: what one read brings goes to on_data as
+ * one batch (a batch's close that cancels marks x cancelled). */
+static int read_pass(int fd, struct gh_h1 *p, struct plain_read *r, char *buf, size_t cap,
+		     size_t *extra, long *oserr)
+{
+	const struct gh_upstream_req *req = r->x->req;
+	int how;
+
+	if (req->on_batch)
+		req->on_batch(req->ud, 1);
+	how = plain_read(fd, p, r, buf, cap, extra, oserr);
+	if (req->on_batch && req->on_batch(req->ud, 0))
+		r->x->cancelled = 1;
+	return how;
+}
+
 /* ------------------------------------------------------------ the relay */
 
 /* A streamed reply read by the relay thread (relay.h): what a pass needs,
@@ -505,30 +530,20 @@ static int64_t relay_due(const struct plain_relay *pr)
 	return pr->deadline && pr->deadline < pr->k->due ? pr->deadline : pr->k->due;
 }
 
-/* The tick plain_wait would run: when due, or at once when the client's
- * connection stirred; 1 when it ends the transfer (pr->wait says why). */
+/* What plain_wait checks before it waits: the deadline, then the tick;
+ * 1 when either ends the transfer (pr->wait says why). */
 static int relay_tick(struct plain_relay *pr, int stirred)
 {
-	const struct gh_upstream_req *req = pr->k->req;
-	int64_t now = gh_mono_ns();
-
-	if (pr->deadline && now >= pr->deadline) {
+	if (pr->deadline && gh_mono_ns() >= pr->deadline) {
 		pr->wait = WAIT_TIMEOUT;
 		return 1;
 	}
-	if (stirred || now >= pr->k->due) {
-		if (req->on_tick(req->ud)) {
-			pr->wait = WAIT_CANCELLED;
-			return 1;
-		}
-		if (stirred) {
-			/* still there: the client sent bytes, which keep its
-			 * descriptor readable, so watch by the clock from now on */
-			gh_relay_unwatch(&pr->job);
-			pr->k->every = TICK_MS;
-		}
-		pr->k->due = gh_mono_ns() + pr->k->every * 1000000;
+	if (plain_tick(pr->k, stirred)) {
+		pr->wait = WAIT_CANCELLED;
+		return 1;
 	}
+	if (stirred)
+		gh_relay_unwatch(&pr->job);
 	return 0;
 }
 
@@ -539,23 +554,13 @@ static int relay_ready(struct gh_relay_job *j, enum gh_relay_why why)
 	static char buf[4096];
 	struct plain_relay *pr = (struct plain_relay *)j;
 	const struct gh_upstream_req *req = pr->k->req;
-	struct upstream_xfer *x = pr->r->x;
-	int back = 0;
+	int back;
 
 	req->on_relay(req->ud, GH_RELAY_PASS);
-	if (why == GH_RELAY_READABLE) {
-		back = relay_tick(pr, 0);
-		if (!back) {
-			if (req->on_batch)
-				req->on_batch(req->ud, 1);
-			pr->how = plain_read(j->fd, pr->p, pr->r, buf, sizeof(buf), pr->extra,
-					     pr->oserr);
-			if (req->on_batch && req->on_batch(req->ud, 0))
-				x->cancelled = 1;
-			back = pr->how != READ_MORE || x->cancelled;
-		}
-	} else {
-		back = relay_tick(pr, why == GH_RELAY_STIRRED);
+	back = relay_tick(pr, why == GH_RELAY_STIRRED);
+	if (!back && why == GH_RELAY_READABLE) {
+		pr->how = read_pass(j->fd, pr->p, pr->r, buf, sizeof(buf), pr->extra, pr->oserr);
+		back = pr->how != READ_MORE || pr->r->x->cancelled;
 	}
 	atomic_store(&j->due_ns, relay_due(pr));
 	/* a client that did not take everything sends the job back */
@@ -676,11 +681,7 @@ again:
 				cc = CURLE_OPERATION_TIMEDOUT;
 			goto out;
 		}
-		if (req->on_batch)
-			req->on_batch(req->ud, 1);
-		how = plain_read(fd, &p, &r, buf, sizeof(buf), &extra, &oserr);
-		if (req->on_batch && req->on_batch(req->ud, 0))
-			x.cancelled = 1;
+		how = read_pass(fd, &p, &r, buf, sizeof(buf), &extra, &oserr);
 	}
 	if ((how == READ_EOF || how == READ_ERROR) && p.received == 0 && reused && !tried++) {
 		/* the server closed the kept-alive connection as the request
