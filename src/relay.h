@@ -1,15 +1,15 @@
 /*
- * relay.h - one thread that reads streamed upstream replies for the
+ * relay.h - the threads that read streamed upstream replies for the
  * workers that asked for them.
  *
  * A stream's reply comes in many small reads (a model's tokens). Read by
  * the stream's own worker, each read wakes that worker: a thousand streams
  * are a thousand threads taking turns on the CPUs, two context switches
  * and a poll per token. A worker may instead hand its upstream connection
- * to the relay: one epoll set holds every such connection (and the
- * client's, to notice a hang-up), and the relay thread runs the job's
- * callback for each read, so the events of many streams are handled in
- * one wake-up. The worker sleeps until its job leaves the relay and only
+ * to a relay: one epoll set per relay thread (one per CPU) holds such
+ * connections (and the clients', to notice a hang-up), and the relay
+ * thread runs the job's callback for each read, so the events of many
+ * streams are handled in one wake-up. The worker sleeps until its job leaves the relay and only
  * keeps time: when a tick is due (heartbeats, the transfer's deadline) it
  * asks the relay to run it, so a job's callback only ever runs on the
  * relay thread while the job is there.
@@ -49,17 +49,24 @@ enum gh_relay_why {
 	GH_RELAY_TICK      /* the worker's clock said a tick is due */
 };
 
+/* The bytes of the buffer a callback may read into. */
+#define GH_RELAY_BUF 4096
+
+struct relay;
+
 struct gh_relay_job {
 	int fd;   /* the upstream connection */
 	int wake; /* the client's connection, watched while > 0 */
 	/* On the relay thread: 0 keeps the job, nonzero sends it back to
-	 * its worker. */
-	int (*ready)(struct gh_relay_job *j, enum gh_relay_why why);
+	 * its worker. buf (GH_RELAY_BUF bytes) is the relay's, for this
+	 * call only. */
+	int (*ready)(struct gh_relay_job *j, enum gh_relay_why why, char *buf);
 	/* The next time the worker asks for a tick (CLOCK_MONOTONIC ns);
 	 * the callback moves it. */
 	_Atomic int64_t due_ns;
 
 	/* the relay's own */
+	struct relay *relay;      /* the relay that has it */
 	pthread_cond_t back;      /* the worker waits on it */
 	int finished;             /* back with its worker (under the relay's lock) */
 	int queued;               /* a tick asked for and not yet run (same) */

@@ -548,10 +548,8 @@ static int relay_tick(struct plain_relay *pr, int stirred)
 }
 
 /* On the relay thread: one pass over the reply, or a tick. */
-static int relay_ready(struct gh_relay_job *j, enum gh_relay_why why)
+static int relay_ready(struct gh_relay_job *j, enum gh_relay_why why, char *buf)
 {
-	/* one relay thread: one buffer */
-	static char buf[4096];
 	struct plain_relay *pr = (struct plain_relay *)j;
 	const struct gh_upstream_req *req = pr->k->req;
 	int back;
@@ -559,7 +557,7 @@ static int relay_ready(struct gh_relay_job *j, enum gh_relay_why why)
 	req->on_relay(req->ud, GH_RELAY_PASS);
 	back = relay_tick(pr, why == GH_RELAY_STIRRED);
 	if (!back && why == GH_RELAY_READABLE) {
-		pr->how = read_pass(j->fd, pr->p, pr->r, buf, sizeof(buf), pr->extra, pr->oserr);
+		pr->how = read_pass(j->fd, pr->p, pr->r, buf, GH_RELAY_BUF, pr->extra, pr->oserr);
 		back = pr->how != READ_MORE || pr->r->x->cancelled;
 	}
 	atomic_store(&j->due_ns, relay_due(pr));

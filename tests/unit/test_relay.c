@@ -1,9 +1,9 @@
 /*
- * test_relay.c - the relay thread: a job's callback runs for every read
+ * test_relay.c - the relay threads: a job's callback runs for every read
  * until it says the job is done, its worker asks for ticks when they are
  * due, a stirred client connection is reported and can be unwatched, and
- * many workers hand their jobs over at once (the test to run under
- * -fsanitize=thread).
+ * many workers hand their jobs over at once, spread over one relay per CPU
+ * with each job kept by one (the test to run under -fsanitize=thread).
  */
 #include "relay.h"
 
@@ -24,18 +24,23 @@ struct reader {
 	int ticks, stirred, reads;
 	int tick_limit;          /* back after this many ticks (0: never) */
 	int64_t every_ns;        /* between ticks */
+	pthread_t on;            /* the thread of the first callback */
+	int calls, moved;        /* callbacks; those on another thread */
 };
 
-static int reader_ready(struct gh_relay_job *j, enum gh_relay_why why)
+static int reader_ready(struct gh_relay_job *j, enum gh_relay_why why, char *buf)
 {
 	struct reader *rd = (struct reader *)j;
-	char buf[512];
 	ssize_t n;
 
+	if (rd->calls++ == 0)
+		rd->on = pthread_self();
+	else if (!pthread_equal(rd->on, pthread_self()))
+		rd->moved++;
 	switch (why) {
 	case GH_RELAY_READABLE:
 		rd->reads++;
-		while ((n = recv(j->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		while ((n = recv(j->fd, buf, GH_RELAY_BUF, MSG_DONTWAIT)) > 0)
 			rd->bytes += (size_t)n;
 		return n == 0 || (n < 0 && errno != EAGAIN); /* the end, or broken */
 	case GH_RELAY_STIRRED:
@@ -162,8 +167,9 @@ static void test_a_stirred_client_is_reported_once_unwatched(void)
 
 struct worker {
 	pthread_t th;
-	int ok;
+	int ok, moved;
 	size_t bytes;
+	pthread_t relay; /* the thread that ran its callbacks */
 };
 
 static void *worker_main(void *ud)
@@ -186,6 +192,8 @@ static void *worker_main(void *ud)
 		pthread_join(th, NULL);
 		wk->ok = 1;
 		wk->bytes = rd.bytes;
+		wk->moved = rd.moved;
+		wk->relay = rd.on;
 	}
 	close(sv[0]);
 	return NULL;
@@ -194,7 +202,8 @@ static void *worker_main(void *ud)
 static void test_many_workers_at_once(void)
 {
 	struct worker wk[WORKERS];
-	int i;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int i, k, relays = 0;
 
 	memset(wk, 0, sizeof(wk));
 	for (i = 0; i < WORKERS; i++)
@@ -204,7 +213,15 @@ static void test_many_workers_at_once(void)
 	for (i = 0; i < WORKERS; i++) {
 		T_EQ_INT(wk[i].ok, 1);
 		T_EQ_INT(wk[i].bytes, 40 * 300);
+		T_EQ_INT(wk[i].moved, 0);
 	}
+	/* handed out in turn: every relay got some of them */
+	for (i = 0; i < WORKERS; i++) {
+		for (k = 0; k < i && !pthread_equal(wk[k].relay, wk[i].relay); k++)
+			;
+		relays += k == i;
+	}
+	T_EQ_INT(relays, cpus < 1 ? 1 : cpus > 8 ? 8 : cpus);
 }
 
 T_MAIN(T(test_reads_until_the_end), T(test_ticks_are_asked_for_when_due),
