@@ -1,8 +1,8 @@
 /*
  * relay.c - the threads that read streamed upstream replies (see relay.h).
  *
- * There is one relay per CPU (at most RELAYS_MAX); a new job goes to the
- * next relay in turn and stays with it. Each relay's epoll set holds its
+ * There is one relay per two CPUs (at least one, at most RELAYS_MAX); a
+ * new job goes to the next relay in turn and stays with it. Each relay's epoll set holds its
  * jobs' upstream connections (data: the job) and, while watched, their
  * clients' connections (data: the job with its low bit set), plus an
  * eventfd (data: 0) through which workers ask for ticks and hand over new
@@ -48,6 +48,7 @@ struct relay {
 
 static struct {
 	pthread_once_t once;
+	_Atomic int want;       /* relays to start (0: one per two CPUs) */
 	int n;                  /* relays running */
 	_Atomic unsigned turn;  /* the next job's relay */
 	struct relay r[RELAYS_MAX];
@@ -95,13 +96,18 @@ fail:
 	return -1;
 }
 
-/* One relay per CPU: the relays' reads and writes to clients are most of
- * a streaming gateway's CPU, and one thread would queue every stream's
- * next token behind the others' on one CPU. */
+/* One relay per two CPUs: the relays' reads and writes to clients are
+ * most of a streaming gateway's CPU, and one thread would cap it at one
+ * CPU. Not one per CPU: each send wakes the client's reader (and each
+ * read followed the upstream's send), so the relays share their CPUs with
+ * that work; on 2 CPUs a second relay only added context switches. */
 static void relay_init(void)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int want = cpus < 1 ? 1 : cpus > RELAYS_MAX ? RELAYS_MAX : (int)cpus;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+	int want = atomic_load(&R.want);
+
+	if (!want)
+		want = cpus < 1 ? 1 : cpus > RELAYS_MAX ? RELAYS_MAX : (int)cpus;
 
 	while (R.n < want && relay_open(&R.r[R.n], R.n) == 0)
 		R.n++;
@@ -242,6 +248,11 @@ static void *relay_main(void *ud)
 			hand_back(l, left);
 	}
 	return NULL;
+}
+
+void gh_relay_threads(int n)
+{
+	atomic_store(&R.want, n < 1 ? 1 : n > RELAYS_MAX ? RELAYS_MAX : n);
 }
 
 int gh_relay_start(struct gh_relay_job *j)

@@ -6,7 +6,7 @@
  * the stream's own worker, each read wakes that worker: a thousand streams
  * are a thousand threads taking turns on the CPUs, two context switches
  * and a poll per token. A worker may instead hand its upstream connection
- * to a relay: one epoll set per relay thread (one per CPU) holds such
+ * to a relay: one epoll set per relay thread (one per two CPUs) holds such
  * connections (and the clients', to notice a hang-up), and the relay
  * thread runs the job's callback for each read, so the events of many
  * streams are handled in one wake-up. The worker sleeps until its job leaves the relay and only
@@ -75,6 +75,10 @@ struct gh_relay_job {
 	struct gh_relay_job *next_new, *next_queued; /* under the relay's lock */
 	struct gh_relay_job *next_tick, *next_left;  /* relay thread only */
 };
+
+/* Before the first gh_relay_start: n relay threads (1..8) instead of one
+ * per two CPUs. Later calls change nothing. */
+void gh_relay_threads(int n);
 
 /* Hands j (fd, wake, ready and due_ns set) to the relay: 0, or -1 when
  * there is no relay (its thread could not start) and the caller reads the
