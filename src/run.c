@@ -611,11 +611,12 @@ static void deferred_flush(struct run *r)
 }
 
 /* 1 when the run's record is bookkeeping once the run completes: a new
- * run, under a name gatehouse gave it, with no thread to append to and no
- * journal (commits_later). */
+ * run, under a new name, with no thread to append to (commits_later). A
+ * native run's journal does not count: it lives in memory, and observe
+ * replays it whatever the store holds. */
 static int record_is_bookkeeping(const struct run *r)
 {
-	return r->is_new && !r->thread_id[0] && !r->journal && r->rq &&
+	return r->is_new && !r->thread_id[0] && r->rq &&
 	       (!r->rq->run_id || !*r->rq->run_id || r->rq->run_id_new);
 }
 

@@ -247,6 +247,32 @@ class GenerateTest(GatewayTest):
         self.assertEqual(ev, [("failed", "memory_save"), ("failed", "memory_save"),
                               ("denied", "no_such_tool")])
 
+    def test_a_run_without_memory_is_found_right_after_its_answer(self):
+        # A native run with no thread commits its record after the answer;
+        # a read made after the answer still finds it, and observe replays
+        # the stream from the run's journal.
+        gw, key, m = self.start(memory={"enabled": False}, tools=[])
+        self.fake.script(m, {"text": "one"}, {"text": "two"})
+        st, body, _ = gw.post("/api/agents/assistant/generate", {"messages": "hi"}, key=key)
+        self.assertEqual(st, 200, body)
+        self.assertIsNone(body["threadId"])
+        st, run, _ = gw.get("/api/runs/" + body["runId"], key=key)
+        self.assertEqual(st, 200, run)
+        self.assertEqual(run["status"], "completed")
+        st, events, _ = gw.stream("/api/agents/assistant/stream", {"messages": "again"}, key=key)
+        self.assertEqual(st, 200)
+        first = json.loads(events[0])
+        self.assertEqual(json.loads(events[-1] if events[-1] != "[DONE]" else events[-2])["type"],
+                         "finish")
+        st, run, _ = gw.get("/api/runs/" + first["runId"], key=key)
+        self.assertEqual(st, 200, run)
+        self.assertEqual((run["status"], run["output"]["text"]), ("completed", "two"))
+        st, again, _ = gw.stream("/api/agents/assistant/observe", {"runId": first["runId"]},
+                                 key=key)
+        self.assertEqual(st, 200)
+        self.assertEqual([json.loads(e)["type"] for e in again if e != "[DONE]"],
+                         [json.loads(e)["type"] for e in events if e != "[DONE]"])
+
     def test_agents_listing(self):
         gw, key, m = self.start()
         st, body, _ = gw.get("/api/agents", key=key)
