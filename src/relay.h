@@ -9,10 +9,10 @@
  * to a relay: one epoll set per relay thread (one per two CPUs) holds such
  * connections (and the clients', to notice a hang-up), and the relay
  * thread runs the job's callback for each read, so the events of many
- * streams are handled in one wake-up. The worker sleeps until its job leaves the relay and only
- * keeps time: when a tick is due (heartbeats, the transfer's deadline) it
- * asks the relay to run it, so a job's callback only ever runs on the
- * relay thread while the job is there.
+ * streams are handled in one wake-up. The worker sleeps until its job
+ * leaves the relay and only keeps time: when a tick is due (heartbeats,
+ * the transfer's deadline) it asks the relay to run it, so a job's
+ * callback only ever runs on its relay's thread while the job is there.
  *
  * The callback must never block: what it writes to the client goes out
  * without waiting, and when it cannot, the job leaves the relay and its
@@ -80,9 +80,9 @@ struct gh_relay_job {
  * per two CPUs. Later calls change nothing. */
 void gh_relay_threads(int n);
 
-/* Hands j (fd, wake, ready and due_ns set) to the relay: 0, or -1 when
- * there is no relay (its thread could not start) and the caller reads the
- * reply itself. */
+/* Hands j (fd, wake, ready and due_ns set) to the next relay in turn: 0,
+ * or -1 when there is no relay (no thread could start) and the caller
+ * reads the reply itself. */
 int gh_relay_start(struct gh_relay_job *j);
 
 /* On the worker, after gh_relay_start: sleeps until j is back, asking for
