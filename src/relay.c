@@ -103,11 +103,11 @@ fail:
  * that work; on 2 CPUs a second relay only added context switches. */
 static void relay_init(void)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+	long half = sysconf(_SC_NPROCESSORS_ONLN) / 2;
 	int want = atomic_load(&R.want);
 
 	if (!want)
-		want = cpus < 1 ? 1 : cpus > RELAYS_MAX ? RELAYS_MAX : (int)cpus;
+		want = half < 1 ? 1 : half > RELAYS_MAX ? RELAYS_MAX : (int)half;
 
 	while (R.n < want && relay_open(&R.r[R.n], R.n) == 0)
 		R.n++;

@@ -575,23 +575,15 @@ static int relay_read(int fd, struct plain_clock *k, struct gh_h1 *p, struct pla
 		      int64_t deadline, size_t *extra, long *oserr, int *how, int *wait)
 {
 	const struct gh_upstream_req *req = k->req;
-	struct plain_relay pr;
+	struct plain_relay pr = {
+		.job = {.fd = fd, .wake = k->wake, .ready = relay_ready},
+		.k = k, .p = p, .r = r, .extra = extra, .oserr = oserr, .deadline = deadline,
+		.how = READ_MORE, .wait = WAIT_READY,
+	};
 
 	if (!req->on_relay || !req->on_data || !req->on_tick ||
 	    req->on_relay(req->ud, GH_RELAY_ENTER) != 0)
 		return 0;
-	memset(&pr, 0, sizeof(pr));
-	pr.job.fd = fd;
-	pr.job.wake = k->wake;
-	pr.job.ready = relay_ready;
-	pr.k = k;
-	pr.p = p;
-	pr.r = r;
-	pr.extra = extra;
-	pr.oserr = oserr;
-	pr.deadline = deadline;
-	pr.how = READ_MORE;
-	pr.wait = WAIT_READY;
 	if (!k->due)
 		k->due = gh_mono_ns() + k->every * 1000000;
 	atomic_init(&pr.job.due_ns, relay_due(&pr));
