@@ -52,8 +52,8 @@
 #define MAX_BACKOFF_MS INT64_C(30000)
 
 struct handles {
-	CURLM *multi;
-	CURL *easy;
+	CURLM *multi;                     /* NULL until a transfer goes through curl */
+	CURL *easy;                       /* likewise */
 	/* The last URL this pair was asked for, parsed once: a provider's URL
 	 * comes back request after request, and curl would parse it again for
 	 * every transfer (and url_origin once more for the error messages). */
@@ -104,7 +104,11 @@ static int easy_renew(struct handles *h)
 }
 
 /* A pair for one transfer, the caller's alone until handles_give: from
- * the pool, or new when all are in use. NULL when out of memory. */
+ * the pool, or new when all are in use. NULL when out of memory. curl's
+ * handles come with the first transfer that needs them (curl_ready): one
+ * to a plain http:// upstream goes through the built-in client, and a
+ * thousand streams held at once would otherwise each hold a multi handle
+ * (and its two wake-up sockets) and an easy handle they never use. */
 static struct handles *handles_take(void)
 {
 	struct handles *h;
@@ -116,22 +120,19 @@ static struct handles *handles_take(void)
 	pthread_mutex_unlock(&pool_mu);
 	if (h) {
 		h->next = NULL;
-		if (h->easy || easy_renew(h) == 0)
-			return h;
-		handles_destroy(h);
-		return NULL;
+		return h;
 	}
-	h = calloc(1, sizeof(*h));
-	if (!h)
-		return NULL;
-	h->multi = curl_multi_init();
-	h->easy = curl_easy_init();
-	/* curl_easy_reset() keeps the share: attached once, here */
-	if (!h->multi || !h->easy || curl_easy_setopt(h->easy, CURLOPT_SHARE, share) != CURLE_OK) {
-		handles_destroy(h);
-		return NULL;
-	}
-	return h;
+	return calloc(1, sizeof(struct handles));
+}
+
+/* h's curl handles, made when missing: 0, or -1 when out of memory (then
+ * the next transfer tries again). curl_easy_reset() keeps the share, so
+ * it is attached once, by easy_renew. */
+static int curl_ready(struct handles *h)
+{
+	if (!h->multi && !(h->multi = curl_multi_init()))
+		return -1;
+	return h->easy || easy_renew(h) == 0 ? 0 : -1;
 }
 
 /* Detaches the pairs given back before cutoff (the tail of the list) and
@@ -644,7 +645,7 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 			    struct gh_upstream_resp *resp, struct curl_slist *headers,
 			    const char *origin, CURLcode *cc_out, struct gh_err *e)
 {
-	struct upstream_xfer x = {req, resp, h->easy, resp->body.cap, -1, 0, 0,
+	struct upstream_xfer x = {req, resp, NULL, resp->body.cap, -1, 0, 0,
 			 req->capture_header ? strlen(req->capture_header) + 1 : 0};
 	struct curl_waitfd wfd;
 	CURLcode cc = CURLE_OK;
@@ -660,6 +661,10 @@ static enum gh_code attempt(struct handles *h, const struct gh_upstream_req *req
 	int64_t due = 0, now, wait_ms;
 
 	*cc_out = CURLE_OK;
+	if (curl_ready(h) != 0)
+		return gh_err_set(e, GH_E_NOMEM, "upstream %s: could not create a curl handle",
+				  origin);
+	x.easy = h->easy;
 	if (req->max_response && req->max_response < x.limit)
 		x.limit = req->max_response;
 	curl_easy_reset(h->easy);
@@ -833,8 +838,7 @@ static enum gh_code upstream_do(const struct gh_upstream_req *req, struct gh_ups
 		if (!req->url || !method_ok(req->method))
 			rc = gh_err_set(e, GH_E_INTERNAL, "upstream %s: bad request setup", origin);
 		else
-			rc = gh_err_set(e, GH_E_NOMEM,
-					"upstream %s: could not create a curl handle", origin);
+			rc = gh_err_set(e, GH_E_NOMEM, "upstream %s: out of memory", origin);
 		goto out;
 	}
 	target_set(h, req->url);

@@ -21,6 +21,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SECRET "sk-test-5ecr3t-value"
@@ -1029,6 +1030,61 @@ static void test_connection_outlives_thread(void)
 	teardown();
 }
 
+/* Unix-domain sockets this process holds: curl's multi handle makes two
+ * (its wake-up pair), the built-in client none. */
+static int unix_sockets(void)
+{
+	int fd, n = 0;
+
+	for (fd = 0; fd < 4096; fd++) {
+		struct stat st;
+		int dom = 0;
+		socklen_t len = sizeof(dom);
+
+		if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) == 0 && dom == AF_UNIX)
+			n++;
+	}
+	return n;
+}
+
+/* A pair the built-in client uses holds no curl handles (a thousand held
+ * streams would each hold a multi handle's sockets for nothing), and the
+ * same pair then carries a transfer through curl (user info in the URL
+ * sends it there), twice, over curl's own connection. */
+static void test_curl_handles_when_needed(void)
+{
+	static const struct t_reply rp[] = {{200, NULL, "{}", NULL, 0, 0, 0}};
+	struct t_route r;
+	struct gh_upstream_req q;
+	struct gh_upstream_resp resp;
+	struct gh_err e;
+	char plain[128], curl[160];
+	int before;
+
+	setup();
+	t_srv_route(&r, "/lazy", rp, 1);
+	snprintf(plain, sizeof(plain), "%s/lazy", t_srv.base);
+	snprintf(curl, sizeof(curl), "http://user@127.0.0.1:%d/lazy", t_srv.port);
+	before = unix_sockets();
+	req_init(&q, plain);
+	gh_upstream_resp_init(&resp, 1024);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_INT(unix_sockets(), before);
+	q.url = curl;
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
+	T_EQ_INT(resp.status, 200);
+	gh_upstream_resp_free(&resp);
+	T_EQ_INT(atomic_load(&r.hits), 3);
+	T_ASSERT(r.ports[1] != r.ports[0]);
+	T_EQ_INT(r.ports[2], r.ports[1]);
+	t_route_close(&r);
+	teardown();
+}
+
 /* A named response header is kept (an MCP server's session id); a header
  * whose name merely starts like it is not. */
 static void test_capture_header(void)
@@ -1303,5 +1359,6 @@ T_MAIN(T(test_post_json), T(test_get), T(test_capture_header), T(test_keep_alive
        T(test_abort_during_backoff), T(test_reset_mid_stream_not_retried),
        T(test_closed_without_reply_is_retried), T(test_header_injection_refused),
        T(test_two_threads), T(test_threads_share_lookups), T(test_connection_outlives_thread),
+       T(test_curl_handles_when_needed),
        T(test_each_request_goes_to_its_url), T(test_plain_wire), T(test_body_until_close),
        T(test_not_http), T(test_stale_connection_resent))
