@@ -495,6 +495,7 @@ static void answer_task(struct rpc *c, struct a2a_run *s, const struct gh_a2a_ta
 			int64_t history_len)
 {
 	if (s->stream) {
+		gh_http_stream_hold(&s->hs); /* the final events leave with the end */
 		flush_pending(s, 1);
 		send_status(s, t, 1);
 		gh_http_stream_end(&s->hs, 0);
@@ -519,6 +520,7 @@ static void answer_error(struct rpc *c, struct a2a_run *s, int code, const char 
 		cJSON *o = error_envelope(c, code, msg);
 		char *data = o ? gh_json_dump(o) : NULL;
 
+		gh_http_stream_hold(&s->hs);
 		flush_pending(s, 1);
 		if (data && gh_http_stream_send(&s->hs, NULL, data, strlen(data)) == 0)
 			gh_http_stream_end(&s->hs, 0);

@@ -769,6 +769,8 @@ static void run_turn(struct ag *q)
 		rc = answer_all(q, &res, &ran, &v, &waited, &timed_out, &e);
 	else
 		rc = gh_run_generate(q->r->app, &q->rq, &q->sink, &res, &e);
+	/* the closing events leave together with the end of the stream */
+	gh_http_stream_hold(&q->hs);
 	text_close(q);
 	if (rc != GH_OK)
 		fail(q, &e);

@@ -254,8 +254,12 @@ static int send_chunk(struct native_stream *s, const struct gh_run_event *ev)
 		return s->hs.gone;
 	if (show_call(s, ev))
 		return s->hs.gone;
-	if (ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR)
+	if (ev->kind == GH_EV_FINISH || ev->kind == GH_EV_ERROR) {
+		/* the run's last event: it leaves with [DONE] and the end of
+		 * the response, one write and one wake-up of the client */
 		s->finished = 1;
+		gh_http_stream_hold(&s->hs);
+	}
 	gh_buf_init(&b, CHUNK_MAX);
 	/* out of memory ends the stream rather than lose a chunk */
 	if (gh_wire_native_chunk(ev, &b) != GH_BUF_OK)
