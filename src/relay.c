@@ -2,11 +2,11 @@
  * relay.c - the threads that read streamed upstream replies (see relay.h).
  *
  * There is one relay per two CPUs (at least one, at most RELAYS_MAX); a
- * new job goes to the next relay in turn and stays with it. Each relay's epoll set holds its
- * jobs' upstream connections (data: the job) and, while watched, their
- * clients' connections (data: the job with its low bit set), plus an
- * eventfd (data: 0) through which workers ask for ticks and hand over new
- * jobs. Only a relay's thread changes its epoll set: it adds a new job's
+ * new job goes to the next relay in turn and stays with it. Each relay's
+ * epoll set holds its jobs' upstream connections (data: the job) and,
+ * while watched, their clients' connections (data: the job with its low
+ * bit set), plus an eventfd (data: 0) through which workers ask for ticks
+ * and hand over new jobs. Only a relay's thread changes its epoll set: it adds a new job's
  * descriptors (or, when it cannot, hands the job straight back as
  * refused) and removes a job's when it leaves. A job's worker is told
  * after the whole batch of events has been handled, so no later event of
@@ -259,7 +259,6 @@ int gh_relay_start(struct gh_relay_job *j)
 {
 	pthread_condattr_t ca;
 	uint64_t one = 1;
-
 	struct relay *l;
 
 	pthread_once(&R.once, relay_init);

@@ -90,8 +90,8 @@ static void handles_destroy(struct handles *h)
 	free(h);
 }
 
-/* Replaces h's easy handle with a new one: 0, or -1 (then h has none, and
- * handles_take tries again next time). */
+/* Makes h's easy handle anew (or for the first time): 0, or -1 (then h
+ * has none, and curl_ready tries again on the next transfer). */
 static int easy_renew(struct handles *h)
 {
 	curl_easy_cleanup(h->easy);

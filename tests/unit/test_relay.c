@@ -2,8 +2,8 @@
  * test_relay.c - the relay threads: a job's callback runs for every read
  * until it says the job is done, its worker asks for ticks when they are
  * due, a stirred client connection is reported and can be unwatched, and
- * many workers hand their jobs over at once, spread over the relays (one
- * per two CPUs) with each job kept by one (the test to run under -fsanitize=thread).
+ * many workers hand their jobs over at once, spread over the relays with
+ * each job kept by one (the test to run under -fsanitize=thread).
  */
 #include "relay.h"
 
