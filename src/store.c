@@ -1171,13 +1171,27 @@ enum gh_code gh_store_migrate(struct gh_store *s, int *applied, struct gh_err *e
 
 /* ------------------------------------------------------------ open/close */
 
+/* Before the first connection: SQLite counts every allocation it makes,
+ * under a global mutex, for sqlite3_status(), which gatehouse never asks
+ * (a tool request's statements make about 70); and the VFS that writes
+ * each WAL frame in one call (store_vfs.c). */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+static const char *sqlite_vfs;
+
+static void sqlite_setup(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	sqlite_vfs = store_vfs_register();
+}
+
 static int open_conn(struct gh_store *s, struct store_conn *c, int readonly, struct gh_err *e)
 {
 	int flags = SQLITE_OPEN_NOMUTEX |
 		    (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
 
 	memset(c, 0, sizeof(*c));
-	if (sqlite3_open_v2(s->path, &c->db, flags, NULL) != SQLITE_OK) {
+	pthread_once(&sqlite_once, sqlite_setup);
+	if (sqlite3_open_v2(s->path, &c->db, flags, sqlite_vfs) != SQLITE_OK) {
 		gh_err_set(e, GH_E_IO, "database %s: %s", s->path,
 			   c->db ? sqlite3_errmsg(c->db) : "cannot open");
 		conn_close(c);

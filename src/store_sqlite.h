@@ -25,6 +25,12 @@ void store_bind_args(sqlite3_stmt *st, const struct store_arg *args, int n);
  * (store_fts.c): 0, or -1 with e filled. */
 int store_fts_register(sqlite3 *db, struct gh_err *e);
 
+/* Registers the VFS gatehouse opens its databases with (store_vfs.c: the
+ * default one, with each WAL frame written in one call) and returns its
+ * name, or NULL when it cannot (the default VFS is then used). Call it
+ * before any connection is opened, once. */
+const char *store_vfs_register(void);
+
 /* On SQLite a row is its statement, stepped to that row. */
 static inline sqlite3_stmt *store_row_stmt(struct store_row *r)
 {
