@@ -306,5 +306,59 @@ class CliTest(GatewayTest):
         self.assertIn("at least 10 characters", out)
 
 
+class MallocTuneTest(GatewayTest):
+    """serve starts itself once more with glibc's per-thread cache of freed
+    chunks raised (GLIBC_TUNABLES, read only as a program starts), in the
+    same process: what the second start was given shows in its
+    /proc/<pid>/environ. An operator's own tunables stay, and with them
+    a tcache count of theirs; GH_MALLOC=system keeps glibc's defaults."""
+
+    fake = None
+
+    @classmethod
+    def setUpClass(cls):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        pass
+
+    def started_with(self, env):
+        """The environment block the running server was started with (raw:
+        glibc's loader cuts GLIBC_TUNABLES at each ':' as it reads it)."""
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("GLIBC_TUNABLES", "GH_MALLOC", "GH_MALLOC_TUNED")}
+        base.update(env)
+        gw = self.gateway(config(None))
+        gw.stop()
+        gw.env = base
+        gw.start()
+        with open("/proc/%d/environ" % gw.proc.pid, "rb") as f:
+            seen = b"\0" + f.read()
+        # the server so started serves
+        self.assertEqual(gw.get("/healthz")[0], 200)
+        return seen
+
+    def test_serve_starts_again_with_the_cache_raised(self):
+        seen = self.started_with({})
+        self.assertIn(b"\0GLIBC_TUNABLES=glibc.malloc.tcache_count=256\0", seen)
+        self.assertIn(b"\0GH_MALLOC_TUNED=-\0", seen)
+
+    def test_the_operators_tunables_stay_and_the_cache_is_added(self):
+        seen = self.started_with({"GLIBC_TUNABLES": "glibc.malloc.perturb=0"})
+        self.assertRegex(seen, rb"\0GLIBC_TUNABLES=glibc\.malloc\.perturb=0[:\0]"
+                               rb"glibc\.malloc\.tcache_count=256\0")
+        self.assertIn(b"\0GH_MALLOC_TUNED==glibc.malloc.perturb=0\0", seen)
+
+    def test_a_cache_size_of_the_operators_own_is_kept_without_a_second_start(self):
+        seen = self.started_with({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"})
+        self.assertIn(b"\0GLIBC_TUNABLES=glibc.malloc.tcache_count=7\0", seen)
+        self.assertNotIn(b"\0GH_MALLOC_TUNED=", seen)
+
+    def test_gh_malloc_system_keeps_glibcs_defaults(self):
+        seen = self.started_with({"GH_MALLOC": "system"})
+        self.assertNotIn(b"\0GLIBC_TUNABLES=", seen)
+        self.assertNotIn(b"\0GH_MALLOC_TUNED=", seen)
+
 if __name__ == "__main__":
     unittest.main()
