@@ -91,14 +91,15 @@ static int fts_query(const char *q, int pg, struct gh_buf *out)
 	return words;
 }
 
-/* Appends the memory of a search's row to the array ud. */
-static int memory_row(struct store_row *sr, void *ud)
+/* The memory of a search's row, as the search returns it; NULL when out
+ * of memory. */
+static cJSON *memory_item(struct store_row *sr)
 {
 	cJSON *m = cJSON_CreateObject();
 	char ts[GH_ISO8601_MAX];
 
 	if (!m)
-		return STORE_ROW_NOMEM;
+		return NULL;
 	cJSON_AddNumberToObject(m, "id", (double)store_col_int(sr, 0));
 	gh_json_add_str(m, "content", store_col_text(sr, 1));
 	gh_json_add_str(m, "tags", store_col_text(sr, 2));
@@ -106,7 +107,55 @@ static int memory_row(struct store_row *sr, void *ud)
 	cJSON_AddStringToObject(m, "createdAt", ts);
 	/* bm25 is lower-is-better and negative; report higher-is-better */
 	cJSON_AddNumberToObject(m, "score", -store_col_double(sr, 4));
+	return m;
+}
+
+/* Appends the memory of a search's row to the array ud. */
+static int memory_row(struct store_row *sr, void *ud)
+{
+	cJSON *m = memory_item(sr);
+
+	if (!m)
+		return STORE_ROW_NOMEM;
 	cJSON_AddItemToArray(ud, m);
+	return 0;
+}
+
+/* A search's best rows so far, lowest score first; of rows that score
+ * alike, the one read first. On SQLite the rows come as FTS5 finds them
+ * and the best are kept here: an ORDER BY with a LIMIT would make SQLite
+ * build a temporary B-tree for every search (its pager, page cache and
+ * pages, a fifth of a tool request's SQLite work when nothing matches),
+ * and a row that does not make the cut is never copied. PostgreSQL's rows
+ * come ordered and limited, and stay in that order. */
+#define SEARCH_MAX 20
+
+struct best {
+	cJSON *item[SEARCH_MAX];
+	double score[SEARCH_MAX];
+	int n, limit;
+};
+
+static int best_row(struct store_row *sr, void *ud)
+{
+	struct best *b = ud;
+	double score = store_col_double(sr, 4);
+	cJSON *m;
+	int i;
+
+	if (b->n == b->limit && !(score < b->score[b->n - 1]))
+		return 0;
+	if (!(m = memory_item(sr)))
+		return STORE_ROW_NOMEM;
+	if (b->n == b->limit)
+		cJSON_Delete(b->item[--b->n]);
+	for (i = b->n; i > 0 && score < b->score[i - 1]; i--) {
+		b->item[i] = b->item[i - 1];
+		b->score[i] = b->score[i - 1];
+	}
+	b->item[i] = m;
+	b->score[i] = score;
+	b->n++;
 	return 0;
 }
 
@@ -114,11 +163,14 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 				    const char *query, int limit, cJSON **out, struct gh_err *e)
 {
 	struct gh_buf q;
+	struct best b;
 	cJSON *arr = NULL;
 	enum gh_code rc;
-	int words;
+	int words, i;
 
 	*out = NULL;
+	b.n = 0;
+	b.limit = limit < 1 ? 1 : limit > SEARCH_MAX ? SEARCH_MAX : limit;
 	gh_buf_init(&q, 8192);
 	words = fts_query(query ? query : "", store_is_pg(s), &q);
 	if (words < 0) {
@@ -135,31 +187,34 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 				   "ORDER BY id DESC LIMIT ?3",
 				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_INT(limit)),
 				0, memory_row, arr, NULL, "searching memories", e);
-	else /* lower scores first: bm25 and the negated ts_rank */
-		rc = store_read(s, STORE_SQL(s,
-				/* sqlite-only: FTS5 (MATCH, bm25) over the words
-				 * of this owner and resource (store_fts.c) */
-				"SELECT m.id, m.content, m.tags, m.created_at, "
-				"bm25(memories_fts) AS score FROM memories_fts "
-				"JOIN memories m ON m.id = memories_fts.rowid "
-				"WHERE memories_fts MATCH gh_memory_match(?1, ?2, ?3) "
-				"AND m.owner = ?1 AND m.resource_id = ?2 "
-				"ORDER BY score LIMIT ?4",
-				/* PostgreSQL's text search over memories.doc */
-				"SELECT id, content, tags, created_at, "
-				"-ts_rank(doc, to_tsquery('english', ?3)) AS score FROM memories "
-				"WHERE doc @@ to_tsquery('english', ?3) AND owner = ?1 "
-				"AND resource_id = ?2 ORDER BY score, id DESC LIMIT ?4"),
-				/* SQLite's words are the query's, quoted there */
+	else if (store_is_pg(s)) /* lower scores first: the negated ts_rank */
+		rc = store_read(s, "SELECT id, content, tags, created_at, "
+				   "-ts_rank(doc, to_tsquery('english', ?3)) AS score FROM memories "
+				   "WHERE doc @@ to_tsquery('english', ?3) AND owner = ?1 "
+				   "AND resource_id = ?2 ORDER BY score, id DESC LIMIT ?4",
 				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
-					   STORE_TEXT(store_is_pg(s) ? q.data : query),
-					   STORE_INT(limit)),
-				0, memory_row, arr, NULL, "searching memories", e);
+					   STORE_TEXT(q.data), STORE_INT(b.limit)),
+				0, best_row, &b, NULL, "searching memories", e);
+	else /* FTS5 (MATCH, bm25, lower first) over the words of this owner
+	      * and resource (store_fts.c), which quotes the query's words */
+		rc = store_read(s, "SELECT m.id, m.content, m.tags, m.created_at, "
+				   "bm25(memories_fts) FROM memories_fts "
+				   "JOIN memories m ON m.id = memories_fts.rowid "
+				   "WHERE memories_fts MATCH gh_memory_match(?1, ?2, ?3) "
+				   "AND m.owner = ?1 AND m.resource_id = ?2",
+				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
+					   STORE_TEXT(query)),
+				0, best_row, &b, NULL, "searching memories", e);
+	for (i = 0; i < b.n; i++)
+		cJSON_AddItemToArray(arr, b.item[i]);
+	b.n = 0;
 	if (rc == GH_OK) {
 		*out = arr;
 		arr = NULL;
 	}
 out:
+	for (i = 0; i < b.n; i++)
+		cJSON_Delete(b.item[i]);
 	cJSON_Delete(arr);
 	gh_buf_free(&q);
 	return rc;

@@ -1233,6 +1233,58 @@ static void test_transition_recover(void)
 
 /* ---- memory ---- */
 
+/* More matches than the limit: the search returns the best of them, best
+ * first, the same rows a smaller limit's search begins with; of memories
+ * that score alike, SQLite keeps the one saved first and PostgreSQL the
+ * newest (ORDER BY score, id DESC). */
+static void test_memory_best_of_many(void)
+{
+	struct t_store t;
+	struct gh_err e;
+	cJSON *all = NULL, *top = NULL, *ties = NULL;
+	int64_t id[30], twin[5];
+	char text[200];
+	int i;
+
+	T_EQ_INT(t_store_open(&t), 0);
+	for (i = 0; i < 30; i++) {
+		/* "plum" i % 7 + 1 times, in texts of other lengths: scores
+		 * differ, in no order the ids have */
+		int k, n = 0, times = i % 7 + 1;
+
+		for (k = 0; k < times; k++)
+			n += snprintf(text + n, sizeof(text) - (size_t)n, "plum ");
+		for (k = 0; k < i % 5; k++)
+			n += snprintf(text + n, sizeof(text) - (size_t)n, "filler%d ", k);
+		T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", text, NULL, &id[i], &e), GH_OK);
+	}
+	for (i = 0; i < 5; i++)
+		T_EQ_INT(gh_store_memory_save(t.s, "alice", "r1", "kiwi kiwi", NULL, &twin[i], &e),
+			 GH_OK);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "plum", 20, &all, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(all), 20);
+	for (i = 1; i < 20; i++)
+		T_ASSERT(cJSON_GetArrayItem(all, i - 1)->child &&
+			 cJSON_GetObjectItem(cJSON_GetArrayItem(all, i - 1), "score")->valuedouble >=
+				 cJSON_GetObjectItem(cJSON_GetArrayItem(all, i), "score")->valuedouble);
+	/* the best of all 30 is first: on SQLite (bm25) 7 plums and no filler
+	 * (i = 20); PostgreSQL's ts_rank does not weigh the length, so of the
+	 * four with 7 plums the newest (i = 27) */
+	T_EQ_INT(result_id(all, 0), t_store_pg() ? id[27] : id[20]);
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "plum", 3, &top, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(top), 3);
+	for (i = 0; i < 3; i++)
+		T_EQ_INT(result_id(top, i), result_id(all, i));
+	T_EQ_INT(gh_store_memory_search(t.s, "alice", "r1", "kiwi", 3, &ties, &e), GH_OK);
+	T_EQ_INT(cJSON_GetArraySize(ties), 3);
+	for (i = 0; i < 3; i++)
+		T_EQ_INT(result_id(ties, i), t_store_pg() ? twin[4 - i] : twin[i]);
+	cJSON_Delete(all);
+	cJSON_Delete(top);
+	cJSON_Delete(ties);
+	t_store_close(&t);
+}
+
 static void test_memory(void)
 {
 	static const char *const junk_queries[] = {
@@ -2286,7 +2338,7 @@ T_MAIN(T(test_open_calls), T(test_tx_commits_effect_and_row_together), T(test_mi
        T(test_run_deadlines_migration), T(test_memory_scope_migration), T(test_newer_schema_refused), T(test_newer_schema_refused_pg), T(test_analyze_skips_empty_pg), T(test_readonly),
        T(test_readonly_migrated), T(test_group_commit),
        T(test_failing_job_in_batch), T(test_failing_lone_job), T(test_threads), T(test_runs),
-       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_later_spaced), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_working_memory_cache), T(test_working_memory_cache_race),
+       T(test_run_commit_later), T(test_reads_skip_unrelated_queue), T(test_run_commit_later_unread), T(test_run_commit_later_spaced), T(test_run_commit_checks_owner), T(test_transition_recover), T(test_memory), T(test_memory_best_of_many), T(test_working_memory_cache), T(test_working_memory_cache_race),
        T(test_ratelimit_state), T(test_two_stores_one_chain), T(test_a2a_tasks),
        T(test_pg_connection_lost),
        T(test_row_accessors), T(test_audit_query), T(test_prune), T(test_prune_quiet_log))
