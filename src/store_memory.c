@@ -195,8 +195,8 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
 					   STORE_TEXT(q.data), STORE_INT(b.limit)),
 				0, best_row, &b, NULL, "searching memories", e);
-	else /* FTS5 (MATCH, bm25, lower first) over the words of this owner
-	      * and resource (store_fts.c), which quotes the query's words */
+	else /* sqlite-only: FTS5 (MATCH, bm25, lower first) over the words
+	      * of this owner and resource (store_fts.c, which quotes them) */
 		rc = store_read(s, "SELECT m.id, m.content, m.tags, m.created_at, "
 				   "bm25(memories_fts) FROM memories_fts "
 				   "JOIN memories m ON m.id = memories_fts.rowid "

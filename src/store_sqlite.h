@@ -2,9 +2,10 @@
  * store_sqlite.h - the SQLite side of the store's statement layer, for the
  * files that still talk to SQLite themselves: store.c (connections,
  * transactions, migrations), store_sqlite.c (the statement and row layer
- * of store_int.h), store_fts.c (how memories' words are indexed) and
- * store_audit_index.c (the audit block index, which
- * only the SQLite store keeps). The domain files use store_int.h alone.
+ * of store_int.h), store_fts.c (how memories' words are indexed),
+ * store_audit_index.c (the audit block index, which only the SQLite store
+ * keeps) and store_vfs.c (the VFS connections are opened with). The domain
+ * files use store_int.h alone.
  */
 #ifndef GH_STORE_SQLITE_H
 #define GH_STORE_SQLITE_H
