@@ -326,12 +326,11 @@ class MallocTuneTest(GatewayTest):
     def started_with(self, env):
         """The environment block the running server was started with (raw:
         glibc's loader cuts GLIBC_TUNABLES at each ':' as it reads it)."""
-        base = {k: v for k, v in os.environ.items()
-                if k not in ("GLIBC_TUNABLES", "GH_MALLOC", "GH_MALLOC_TUNED")}
-        base.update(env)
         gw = self.gateway(config(None))
         gw.stop()
-        gw.env = base
+        gw.env = {k: v for k, v in gw.env.items()
+                  if k not in ("GLIBC_TUNABLES", "GH_MALLOC", "GH_MALLOC_TUNED")}
+        gw.env.update(env)
         gw.start()
         with open("/proc/%d/environ" % gw.proc.pid, "rb") as f:
             seen = b"\0" + f.read()
