@@ -1856,9 +1856,13 @@ static void fill_calls(struct run *r, struct gh_run_result *out)
 	}
 }
 
+/* The run's result, its last use of the run: what the result takes from
+ * the run's state (its last results, the messages of this response) is
+ * moved there, not copied, as the run is committed and goes next. */
 static void fill_result(struct run *r, struct gh_run_result *out, enum gh_run_status status)
 {
-	int i, n = cJSON_GetArraySize(r->context);
+	int had_results = r->last_results != NULL;
+	cJSON *m, *next;
 
 	gh_strlcpy(out->run_id, r->run_id, sizeof(out->run_id));
 	gh_strlcpy(out->thread_id, r->thread_id, sizeof(out->thread_id));
@@ -1867,9 +1871,9 @@ static void fill_result(struct run *r, struct gh_run_result *out, enum gh_run_st
 	out->finish = r->finish;
 	out->text = strdup(r->last_text ? r->last_text : "");
 	out->tool_calls = cJSON_CreateArray();
-	out->tool_results = r->last_results ? cJSON_Duplicate(r->last_results, 1)
-					    : cJSON_CreateArray();
-	if (!r->last_results && gh_json_bool(r->state, "direct", 0)) {
+	out->tool_results = had_results ? r->last_results : cJSON_CreateArray();
+	r->last_results = NULL;
+	if (!had_results && gh_json_bool(r->state, "direct", 0)) {
 		/* a caller's own call keeps its result in the step */
 		const cJSON *c;
 
@@ -1891,9 +1895,10 @@ static void fill_result(struct run *r, struct gh_run_result *out, enum gh_run_st
 	out->messages = cJSON_CreateArray();
 	out->usage = r->used;
 	fill_calls(r, out);
-	for (i = r->response_from; i < n; i++)
-		cJSON_AddItemToArray(out->messages,
-				     cJSON_Duplicate(cJSON_GetArrayItem(r->context, i), 1));
+	for (m = cJSON_GetArrayItem(r->context, r->response_from); m && out->messages; m = next) {
+		next = m->next;
+		cJSON_AddItemToArray(out->messages, cJSON_DetachItemViaPointer(r->context, m));
+	}
 }
 
 void gh_run_result_clear(struct gh_run_result *r)
