@@ -305,6 +305,38 @@ static void test_detach(void)
 	gh_buf_free(&b);
 }
 
-T_MAIN(T(test_cap_exact), T(test_printf_growth), T(test_json_str), T(test_json_str_cap), T(test_json_str_every_byte_everywhere),
+/* gh_buf_json_plain_end finds the first byte to escape by words, taking
+ * the lowest byte a word marks: every byte value at every place of three
+ * words, with each byte that could make a borrow (or be marked by one)
+ * right after it, against a byte-by-byte scan. */
+static void test_plain_end_first_byte(void)
+{
+	static const unsigned char next[] = {0x00, 0x01, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\',
+					     '\\' + 1, 0x7f, 0x80, 0xff, 'a'};
+	unsigned char buf[24];
+	size_t i, k;
+	int b;
+
+	for (i = 0; i < sizeof(buf); i++)
+		for (b = 0; b < 256; b++)
+			for (k = 0; k < sizeof(next); k++) {
+				const unsigned char *want = buf, *got;
+
+				memset(buf, 'a', sizeof(buf));
+				buf[i] = (unsigned char)b;
+				if (i + 1 < sizeof(buf))
+					buf[i + 1] = next[k];
+				while (want < buf + sizeof(buf) && *want >= 0x20 && *want != '"' &&
+				       *want != '\\')
+					want++;
+				got = (const unsigned char *)gh_buf_json_plain_end(
+					(const char *)buf, (const char *)buf + sizeof(buf));
+				if (got != want)
+					T_FAIL("byte 0x%02x at %zu, 0x%02x after it: %td, expected %td", b,
+					       i, next[k], got - buf, want - buf);
+			}
+}
+
+T_MAIN(T(test_cap_exact), T(test_plain_end_first_byte), T(test_printf_growth), T(test_json_str), T(test_json_str_cap), T(test_json_str_every_byte_everywhere),
        T(test_printf_room),
        T(test_consume), T(test_detach))
