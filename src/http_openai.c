@@ -254,13 +254,21 @@ static enum gh_code parse_request(struct oai *q, struct gh_err *e)
 static void add_header(struct gh_buf *b, const char *name, const char *value)
 {
 	const unsigned char *p;
+	size_t len = b->len;
 
 	if (!value || !*value)
 		return;
 	for (p = (const unsigned char *)value; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			return;
-	gh_buf_printf(b, "%s: %s\r\n", name, value);
+	/* whole or not at all (the buffer is bounded by q->headers); appends,
+	 * as printf's format parsing costs more than the copying */
+	if (gh_buf_puts(b, name) != GH_BUF_OK || gh_buf_append(b, ": ", 2) != GH_BUF_OK ||
+	    gh_buf_puts(b, value) != GH_BUF_OK || gh_buf_append(b, "\r\n", 2) != GH_BUF_OK) {
+		b->len = len;
+		if (b->data)
+			b->data[len] = '\0';
+	}
 }
 
 /* X-Gatehouse-Run / -Thread / -Approval for the response head. */

@@ -847,7 +847,8 @@ static enum gh_code headers(const struct gh_provider_conf *conf, struct gh_upstr
 {
 	if (!conf->api_key || !*conf->api_key)
 		return GH_OK;
-	if (gh_buf_printf(scratch, "Bearer %s", conf->api_key) != GH_BUF_OK)
+	if (gh_buf_append(scratch, "Bearer ", 7) != GH_BUF_OK ||
+	    gh_buf_puts(scratch, conf->api_key) != GH_BUF_OK)
 		return gh_provider_oom(conf, TYPE, e);
 	hdr[0].name = "Authorization";
 	hdr[0].value = scratch->data;
