@@ -528,13 +528,16 @@ class Gateway:
 
 
 class GatewayTest(unittest.TestCase):
-    """Base class: one fake upstream per test class, gateways per test."""
+    """Base class: one fake upstream per test class (none for a class that
+    sets needs_fake = False), gateways per test."""
 
     fake = None
+    needs_fake = True
 
     @classmethod
     def setUpClass(cls):
-        cls.fake = Fake()
+        if cls.needs_fake:
+            cls.fake = Fake()
 
     @classmethod
     def tearDownClass(cls):

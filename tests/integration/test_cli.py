@@ -197,15 +197,7 @@ class StartupTest(unittest.TestCase):
 class CliTest(GatewayTest):
     """The key and audit commands beside a running server."""
 
-    fake = None
-
-    @classmethod
-    def setUpClass(cls):
-        pass
-
-    @classmethod
-    def tearDownClass(cls):
-        pass
+    needs_fake = False
 
     def setUp(self):
         super().setUp()
@@ -313,15 +305,7 @@ class MallocTuneTest(GatewayTest):
     /proc/<pid>/environ. An operator's own tunables stay, and with them
     a tcache count of theirs; GH_MALLOC=system keeps glibc's defaults."""
 
-    fake = None
-
-    @classmethod
-    def setUpClass(cls):
-        pass
-
-    @classmethod
-    def tearDownClass(cls):
-        pass
+    needs_fake = False
 
     def started_with(self, env):
         """The environment block the running server was started with (raw:

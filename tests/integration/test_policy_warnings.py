@@ -24,15 +24,7 @@ APPROVAL = ('policy "default": approval.require "send_*" matches no server or me
 
 class PolicyWarningsTest(GatewayTest):
 
-    fake = None
-
-    @classmethod
-    def setUpClass(cls):
-        pass
-
-    @classmethod
-    def tearDownClass(cls):
-        pass
+    needs_fake = False
 
     def test_start_warns_for_every_rule_that_matches_nothing(self):
         gw = self.gateway(config(None, policies=POLICIES))
