@@ -5,8 +5,8 @@
  * a WAL SQLite reads back whole with the default VFS.
  *
  * Under it sits a counting VFS, made the default before store_vfs.c looks
- * for the default: it passes everything to the system's VFS and records
- * the size of every write to a WAL.
+ * for the default: the system's VFS, whose WAL files record the size and
+ * place of every write.
  */
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -27,211 +27,39 @@ static int nwrites;
 static int write_size[MAX_WRITES];
 static sqlite3_int64 write_at[MAX_WRITES];
 
-struct cfile {
-	sqlite3_file base;
-	sqlite3_file *real;
-	int wal;
-};
+/* The system's WAL file methods with xWrite counting: a WAL the counting
+ * VFS opens is the system's own file, given these methods. */
+static sqlite3_io_methods counted;
+static int (*sys_write)(sqlite3_file *, const void *, int, sqlite3_int64);
 
-static int c_close(sqlite3_file *p)
+static int c_write(sqlite3_file *f, const void *data, int amt, sqlite3_int64 at)
 {
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xClose(f->real);
-}
-
-static int c_read(sqlite3_file *p, void *out, int amt, sqlite3_int64 at)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xRead(f->real, out, amt, at);
-}
-
-static int c_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 at)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	if (f->wal && nwrites < MAX_WRITES) {
+	if (nwrites < MAX_WRITES) {
 		write_size[nwrites] = amt;
 		write_at[nwrites++] = at;
 	}
-	return f->real->pMethods->xWrite(f->real, data, amt, at);
+	return sys_write(f, data, amt, at);
 }
 
-static int c_truncate(sqlite3_file *p, sqlite3_int64 n)
+static int c_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int flags,
+		  int *out)
 {
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xTruncate(f->real, n);
-}
-
-static int c_sync(sqlite3_file *p, int flags)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xSync(f->real, flags);
-}
-
-static int c_size(sqlite3_file *p, sqlite3_int64 *n)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xFileSize(f->real, n);
-}
-
-static int c_lock(sqlite3_file *p, int l)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xLock(f->real, l);
-}
-
-static int c_unlock(sqlite3_file *p, int l)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xUnlock(f->real, l);
-}
-
-static int c_check(sqlite3_file *p, int *out)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xCheckReservedLock(f->real, out);
-}
-
-static int c_fcntl(sqlite3_file *p, int op, void *arg)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xFileControl(f->real, op, arg);
-}
-
-static int c_sector(sqlite3_file *p)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xSectorSize(f->real);
-}
-
-static int c_device(sqlite3_file *p)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xDeviceCharacteristics(f->real);
-}
-
-static int c_shm_map(sqlite3_file *p, int pg, int sz, int ext, void volatile **out)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xShmMap(f->real, pg, sz, ext, out);
-}
-
-static int c_shm_lock(sqlite3_file *p, int off, int n, int flags)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xShmLock(f->real, off, n, flags);
-}
-
-static void c_shm_barrier(sqlite3_file *p)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	f->real->pMethods->xShmBarrier(f->real);
-}
-
-static int c_shm_unmap(sqlite3_file *p, int del)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xShmUnmap(f->real, del);
-}
-
-static int c_fetch(sqlite3_file *p, sqlite3_int64 at, int amt, void **out)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xFetch(f->real, at, amt, out);
-}
-
-static int c_unfetch(sqlite3_file *p, sqlite3_int64 at, void *pg)
-{
-	struct cfile *f = (struct cfile *)p;
-
-	return f->real->pMethods->xUnfetch(f->real, at, pg);
-}
-
-static const sqlite3_io_methods c_methods = {
-	3, c_close, c_read, c_write, c_truncate, c_sync, c_size, c_lock, c_unlock, c_check,
-	c_fcntl, c_sector, c_device, c_shm_map, c_shm_lock, c_shm_barrier, c_shm_unmap,
-	c_fetch, c_unfetch,
-};
-
-static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *p, int flags, int *out)
-{
-	struct cfile *f = (struct cfile *)p;
-	int rc;
+	int rc = sys_vfs->xOpen(sys_vfs, name, f, flags, out);
 
 	(void)v;
-	memset(f, 0, sizeof(*f));
-	f->real = (sqlite3_file *)(f + 1);
-	f->wal = (flags & SQLITE_OPEN_WAL) != 0;
-	rc = sys_vfs->xOpen(sys_vfs, name, f->real, flags, out);
-	f->base.pMethods = f->real->pMethods ? &c_methods : NULL;
+	if (rc == SQLITE_OK && (flags & SQLITE_OPEN_WAL) && f->pMethods) {
+		if (!sys_write) {
+			counted = *f->pMethods;
+			sys_write = counted.xWrite;
+			counted.xWrite = c_write;
+		}
+		f->pMethods = &counted;
+	}
 	return rc;
 }
 
-static int c_delete(sqlite3_vfs *v, const char *n, int s)
-{
-	(void)v;
-	return sys_vfs->xDelete(sys_vfs, n, s);
-}
-
-static int c_access(sqlite3_vfs *v, const char *n, int fl, int *out)
-{
-	(void)v;
-	return sys_vfs->xAccess(sys_vfs, n, fl, out);
-}
-
-static int c_full(sqlite3_vfs *v, const char *n, int k, char *out)
-{
-	(void)v;
-	return sys_vfs->xFullPathname(sys_vfs, n, k, out);
-}
-
-static int c_random(sqlite3_vfs *v, int n, char *out)
-{
-	(void)v;
-	return sys_vfs->xRandomness(sys_vfs, n, out);
-}
-
-static int c_sleep(sqlite3_vfs *v, int us)
-{
-	(void)v;
-	return sys_vfs->xSleep(sys_vfs, us);
-}
-
-static int c_time(sqlite3_vfs *v, double *out)
-{
-	(void)v;
-	return sys_vfs->xCurrentTime(sys_vfs, out);
-}
-
-static int c_time64(sqlite3_vfs *v, sqlite3_int64 *out)
-{
-	(void)v;
-	return sys_vfs->xCurrentTimeInt64(sys_vfs, out);
-}
-
-static int c_last_error(sqlite3_vfs *v, int n, char *out)
-{
-	(void)v;
-	return sys_vfs->xGetLastError(sys_vfs, n, out);
-}
-
-/* The counting VFS as the default, then gatehouse's over it. */
+/* The counting VFS (the system's, with c_open) as the default, then
+ * gatehouse's over it. */
 static const char *setup(void)
 {
 	static const char *name;
@@ -239,19 +67,10 @@ static const char *setup(void)
 	if (name)
 		return name;
 	sys_vfs = sqlite3_vfs_find(NULL);
-	counting.iVersion = 2;
-	counting.szOsFile = (int)sizeof(struct cfile) + sys_vfs->szOsFile;
-	counting.mxPathname = sys_vfs->mxPathname;
+	counting = *sys_vfs;
+	counting.pNext = NULL;
 	counting.zName = "counting";
 	counting.xOpen = c_open;
-	counting.xDelete = c_delete;
-	counting.xAccess = c_access;
-	counting.xFullPathname = c_full;
-	counting.xRandomness = c_random;
-	counting.xSleep = c_sleep;
-	counting.xCurrentTime = c_time;
-	counting.xCurrentTimeInt64 = c_time64;
-	counting.xGetLastError = c_last_error;
 	if (sqlite3_vfs_register(&counting, 1) != SQLITE_OK)
 		return NULL;
 	name = store_vfs_register();
