@@ -118,6 +118,25 @@ static long long one_int(sqlite3 *db, const char *sql)
 	return v;
 }
 
+/* A new database at path over vfs, in WAL mode as gatehouse runs it and
+ * never checkpointed, with a table t (id, v); NULL on failure. */
+static sqlite3 *open_wal(const char *path, const char *vfs)
+{
+	sqlite3 *db = NULL;
+
+	rm_db(path);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) !=
+		    SQLITE_OK ||
+	    !exec_ok(db, "PRAGMA journal_mode = WAL") ||
+	    !exec_ok(db, "PRAGMA synchronous = NORMAL") ||
+	    !exec_ok(db, "PRAGMA wal_autocheckpoint = 0") ||
+	    !exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")) {
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
 /* Commits of one and of several pages: every frame is one write of
  * header and page (32 bytes once for the WAL's own header), as many
  * writes as the WAL holds frames; read back whole by the default VFS,
@@ -134,13 +153,7 @@ static void test_one_write_per_frame(void)
 	T_ASSERT(vfs != NULL);
 	T_EQ_STR(vfs, "gatehouse");
 	tmpdir(path, sizeof(path), "frames.db");
-	rm_db(path);
-	T_ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) ==
-		 SQLITE_OK);
-	T_ASSERT(exec_ok(db, "PRAGMA journal_mode = WAL"));
-	T_ASSERT(exec_ok(db, "PRAGMA synchronous = NORMAL"));
-	T_ASSERT(exec_ok(db, "PRAGMA wal_autocheckpoint = 0"));
-	T_ASSERT(exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"));
+	T_ASSERT((db = open_wal(path, vfs)) != NULL);
 	T_ASSERT(exec_ok(db, "CREATE INDEX t_v ON t (v)"));
 	memset(text, 'x', sizeof(text) - 1);
 	text[sizeof(text) - 1] = '\0';
@@ -363,14 +376,8 @@ static void test_recovered_from_the_files_alone(void)
 	T_ASSERT(vfs != NULL);
 	tmpdir(path, sizeof(path), "big.db");
 	tmpdir(copy, sizeof(copy), "copy.db");
-	rm_db(path);
-	T_ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) ==
-		 SQLITE_OK);
-	T_ASSERT(exec_ok(db, "PRAGMA journal_mode = WAL"));
-	T_ASSERT(exec_ok(db, "PRAGMA synchronous = NORMAL"));
-	T_ASSERT(exec_ok(db, "PRAGMA wal_autocheckpoint = 0"));
+	T_ASSERT((db = open_wal(path, vfs)) != NULL);
 	T_ASSERT(exec_ok(db, "PRAGMA cache_size = 10"));
-	T_ASSERT(exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"));
 	memset(text, 'x', sizeof(text) - 1);
 	text[sizeof(text) - 1] = '\0';
 	for (round = 1; round <= 3; round++) {
