@@ -15,6 +15,7 @@
 #include "t.h"
 #include "t_httpd.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <arpa/inet.h>
@@ -1031,20 +1032,47 @@ static void test_connection_outlives_thread(void)
 }
 
 /* Unix-domain sockets this process holds: curl's multi handle makes two
- * (its wake-up pair), the built-in client none. */
+ * (its wake-up pair), the built-in client none. Read from /proc (the
+ * links of /proc/self/fd against the inodes /proc/self/net/unix lists),
+ * not from the descriptors themselves: the test server's threads open
+ * and close theirs meanwhile. -1 when /proc cannot be read. */
 static int unix_sockets(void)
 {
-	int fd, n = 0;
+	static unsigned long inodes[4096];
+	char line[512], path[300], link[64];
+	size_t ninodes = 0, i;
+	FILE *f = fopen("/proc/self/net/unix", "r");
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
 
-	for (fd = 0; fd < 4096; fd++) {
-		struct stat st;
-		int dom = 0;
-		socklen_t len = sizeof(dom);
+	if (!f)
+		return -1;
+	/* Num RefCount Protocol Flags Type St Inode Path (the heading reads
+	 * no number there) */
+	while (fgets(line, sizeof(line), f) && ninodes < sizeof(inodes) / sizeof(inodes[0]))
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu", &inodes[ninodes]) == 1)
+			ninodes++;
+	fclose(f);
+	if (!(d = opendir("/proc/self/fd")))
+		return -1;
+	while ((de = readdir(d))) {
+		unsigned long ino;
+		ssize_t k;
 
-		if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-		    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) == 0 && dom == AF_UNIX)
-			n++;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		if ((k = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[k] = '\0';
+		if (sscanf(link, "socket:[%lu]", &ino) != 1)
+			continue;
+		for (i = 0; i < ninodes; i++)
+			if (inodes[i] == ino) {
+				n++;
+				break;
+			}
 	}
+	closedir(d);
 	return n;
 }
 
@@ -1067,6 +1095,7 @@ static void test_curl_handles_when_needed(void)
 	snprintf(plain, sizeof(plain), "%s/lazy", t_srv.base);
 	snprintf(curl, sizeof(curl), "http://user@127.0.0.1:%d/lazy", t_srv.port);
 	before = unix_sockets();
+	T_ASSERT(before >= 0);
 	req_init(&q, plain);
 	gh_upstream_resp_init(&resp, 1024);
 	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
@@ -1078,6 +1107,8 @@ static void test_curl_handles_when_needed(void)
 	T_EQ_INT(gh_upstream_do(&q, &resp, &e), GH_OK);
 	T_EQ_INT(resp.status, 200);
 	gh_upstream_resp_free(&resp);
+	/* and the count sees curl's: its multi handle's wake-up pair */
+	T_EQ_INT(unix_sockets(), before + 2);
 	T_EQ_INT(atomic_load(&r.hits), 3);
 	T_ASSERT(r.ports[1] != r.ports[0]);
 	T_EQ_INT(r.ports[2], r.ports[1]);
