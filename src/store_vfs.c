@@ -188,57 +188,11 @@ static int wal_device(sqlite3_file *p)
 	return f->real->pMethods->xDeviceCharacteristics(f->real);
 }
 
-/* SQLite asks a WAL for none of these (its index is the -shm file), but
- * a file that has them answers for them. */
-static int wal_shm_map(sqlite3_file *p, int pg, int pgsz, int extend, void volatile **out)
-{
-	struct wal_file *f = (struct wal_file *)p;
-	int rc = flush_hdr(f);
-
-	return rc != SQLITE_OK ? rc : f->real->pMethods->xShmMap(f->real, pg, pgsz, extend, out);
-}
-
-static int wal_shm_lock(sqlite3_file *p, int offset, int n, int flags)
-{
-	struct wal_file *f = (struct wal_file *)p;
-	int rc = flush_hdr(f);
-
-	return rc != SQLITE_OK ? rc : f->real->pMethods->xShmLock(f->real, offset, n, flags);
-}
-
-static void wal_shm_barrier(sqlite3_file *p)
-{
-	struct wal_file *f = (struct wal_file *)p;
-
-	flush_hdr(f);
-	f->real->pMethods->xShmBarrier(f->real);
-}
-
-static int wal_shm_unmap(sqlite3_file *p, int del)
-{
-	struct wal_file *f = (struct wal_file *)p;
-	int rc = flush_hdr(f);
-
-	return rc != SQLITE_OK ? rc : f->real->pMethods->xShmUnmap(f->real, del);
-}
-
-static int wal_fetch(sqlite3_file *p, sqlite3_int64 at, int amt, void **out)
-{
-	struct wal_file *f = (struct wal_file *)p;
-	int rc = flush_hdr(f);
-
-	return rc != SQLITE_OK ? rc : f->real->pMethods->xFetch(f->real, at, amt, out);
-}
-
-static int wal_unfetch(sqlite3_file *p, sqlite3_int64 at, void *page)
-{
-	struct wal_file *f = (struct wal_file *)p;
-
-	return f->real->pMethods->xUnfetch(f->real, at, page);
-}
-
+/* Version 1: SQLite asks a WAL for neither the shared-memory methods (its
+ * index is the -shm file, reached through the database's file) nor
+ * memory-mapped pages. */
 static const sqlite3_io_methods wal_methods = {
-	3,
+	1,
 	wal_close,
 	wal_read,
 	wal_write,
@@ -251,15 +205,10 @@ static const sqlite3_io_methods wal_methods = {
 	wal_fcntl,
 	wal_sector_size,
 	wal_device,
-	wal_shm_map,
-	wal_shm_lock,
-	wal_shm_barrier,
-	wal_shm_unmap,
-	wal_fetch,
-	wal_unfetch,
+	NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
-static int vfs_open(sqlite3_vfs *v, const char *name, sqlite3_file *p, int flags,
+static int vfs_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *p, int flags,
 		    int *out_flags)
 {
 	struct wal_file *f = (struct wal_file *)p;
@@ -272,114 +221,25 @@ static int vfs_open(sqlite3_vfs *v, const char *name, sqlite3_file *p, int flags
 	f->real = (sqlite3_file *)(f + 1);
 	f->hdr_at = f->run_end = -1;
 	rc = base_vfs->xOpen(base_vfs, name, f->real, flags, out_flags);
-	/* without methods SQLite closes nothing: the default VFS's open
-	 * has cleaned up after itself */
-	f->base.pMethods = f->real->pMethods && f->real->pMethods->iVersion >= 3 ? &wal_methods
-										 : NULL;
-	if (f->real->pMethods && !f->base.pMethods) {
-		f->real->pMethods->xClose(f->real);
-		return rc == SQLITE_OK ? SQLITE_CANTOPEN : rc;
-	}
+	/* no methods when the default VFS's open failed and cleaned up after
+	 * itself: SQLite then closes nothing */
+	f->base.pMethods = f->real->pMethods ? &wal_methods : NULL;
 	return rc;
-}
-
-static int vfs_delete(sqlite3_vfs *v, const char *name, int sync_dir)
-{
-	(void)v;
-	return base_vfs->xDelete(base_vfs, name, sync_dir);
-}
-
-static int vfs_access(sqlite3_vfs *v, const char *name, int flags, int *out)
-{
-	(void)v;
-	return base_vfs->xAccess(base_vfs, name, flags, out);
-}
-
-static int vfs_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
-{
-	(void)v;
-	return base_vfs->xFullPathname(base_vfs, name, n, out);
-}
-
-static void *vfs_dlopen(sqlite3_vfs *v, const char *name)
-{
-	(void)v;
-	return base_vfs->xDlOpen(base_vfs, name);
-}
-
-static void vfs_dlerror(sqlite3_vfs *v, int n, char *out)
-{
-	(void)v;
-	base_vfs->xDlError(base_vfs, n, out);
-}
-
-static void (*vfs_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
-{
-	(void)v;
-	return base_vfs->xDlSym(base_vfs, h, sym);
-}
-
-static void vfs_dlclose(sqlite3_vfs *v, void *h)
-{
-	(void)v;
-	base_vfs->xDlClose(base_vfs, h);
-}
-
-static int vfs_randomness(sqlite3_vfs *v, int n, char *out)
-{
-	(void)v;
-	return base_vfs->xRandomness(base_vfs, n, out);
-}
-
-static int vfs_sleep(sqlite3_vfs *v, int us)
-{
-	(void)v;
-	return base_vfs->xSleep(base_vfs, us);
-}
-
-static int vfs_current_time(sqlite3_vfs *v, double *out)
-{
-	(void)v;
-	return base_vfs->xCurrentTime(base_vfs, out);
-}
-
-static int vfs_last_error(sqlite3_vfs *v, int n, char *out)
-{
-	(void)v;
-	return base_vfs->xGetLastError ? base_vfs->xGetLastError(base_vfs, n, out) : 0;
-}
-
-static int vfs_current_time_int64(sqlite3_vfs *v, sqlite3_int64 *out)
-{
-	(void)v;
-	return base_vfs->xCurrentTimeInt64(base_vfs, out);
 }
 
 const char *store_vfs_register(void)
 {
 	if (vfs.zName)
 		return vfs.zName;
-	/* the default's syscall hooks (version 3) stay its own: this VFS
-	 * never offers them */
-	if (!(base_vfs = sqlite3_vfs_find(NULL)) || base_vfs->iVersion < 2)
+	if (!(base_vfs = sqlite3_vfs_find(NULL)))
 		return NULL;
-	vfs.iVersion = 2;
+	/* the default VFS in all but its name, its files' size and xOpen:
+	 * its other methods are called as they are */
+	vfs = *base_vfs;
+	vfs.pNext = NULL;
 	vfs.szOsFile = (int)sizeof(struct wal_file) + base_vfs->szOsFile;
-	vfs.mxPathname = base_vfs->mxPathname;
 	vfs.zName = "gatehouse";
 	vfs.xOpen = vfs_open;
-	vfs.xDelete = vfs_delete;
-	vfs.xAccess = vfs_access;
-	vfs.xFullPathname = vfs_full_pathname;
-	vfs.xDlOpen = vfs_dlopen;
-	vfs.xDlError = vfs_dlerror;
-	vfs.xDlSym = vfs_dlsym;
-	vfs.xDlClose = vfs_dlclose;
-	vfs.xRandomness = vfs_randomness;
-	vfs.xSleep = vfs_sleep;
-	vfs.xCurrentTime = vfs_current_time;
-	vfs.xGetLastError = vfs_last_error;
-	vfs.xCurrentTimeInt64 = vfs_current_time_int64;
 	if (sqlite3_vfs_register(&vfs, 0) != SQLITE_OK) {
 		vfs.zName = NULL;
 		return NULL;
