@@ -110,24 +110,14 @@ static cJSON *memory_item(struct store_row *sr)
 	return m;
 }
 
-/* Appends the memory of a search's row to the array ud. */
-static int memory_row(struct store_row *sr, void *ud)
-{
-	cJSON *m = memory_item(sr);
-
-	if (!m)
-		return STORE_ROW_NOMEM;
-	cJSON_AddItemToArray(ud, m);
-	return 0;
-}
-
 /* A search's best rows so far, lowest score first; of rows that score
  * alike, the one read first. On SQLite the rows come as FTS5 finds them
  * and the best are kept here: an ORDER BY with a LIMIT would make SQLite
  * build a temporary B-tree for every search (its pager, page cache and
  * pages, a fifth of a tool request's SQLite work when nothing matches),
- * and a row that does not make the cut is never copied. PostgreSQL's rows
- * come ordered and limited, and stay in that order. */
+ * and a row that does not make the cut is never copied. PostgreSQL's rows,
+ * and the newest memories of a query without words, come ordered and
+ * limited, and stay in that order. */
 #define SEARCH_MAX 20
 
 struct best {
@@ -185,8 +175,8 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 		rc = store_read(s, "SELECT id, content, tags, created_at, 0.0 FROM memories "
 				   "WHERE owner = ?1 AND resource_id = ?2 "
 				   "ORDER BY id DESC LIMIT ?3",
-				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_INT(limit)),
-				0, memory_row, arr, NULL, "searching memories", e);
+				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource), STORE_INT(b.limit)),
+				0, best_row, &b, NULL, "searching memories", e);
 	else if (store_is_pg(s)) /* lower scores first: the negated ts_rank */
 		rc = store_read(s, "SELECT id, content, tags, created_at, "
 				   "-ts_rank(doc, to_tsquery('english', ?3)) AS score FROM memories "
@@ -205,16 +195,13 @@ enum gh_code gh_store_memory_search(struct gh_store *s, const char *owner, const
 				STORE_ARGS(STORE_TEXT(owner), STORE_TEXT(resource),
 					   STORE_TEXT(query)),
 				0, best_row, &b, NULL, "searching memories", e);
-	for (i = 0; i < b.n; i++)
+	for (i = 0; i < b.n; i++) /* the array owns them, on failure too */
 		cJSON_AddItemToArray(arr, b.item[i]);
-	b.n = 0;
 	if (rc == GH_OK) {
 		*out = arr;
 		arr = NULL;
 	}
 out:
-	for (i = 0; i < b.n; i++)
-		cJSON_Delete(b.item[i]);
 	cJSON_Delete(arr);
 	gh_buf_free(&q);
 	return rc;
