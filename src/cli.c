@@ -265,19 +265,25 @@ static const char usage_serve[] =
 #define TCACHE_TUNABLE "glibc.malloc.tcache_count=256"
 #define MALLOC_TUNED "GH_MALLOC_TUNED"
 
+/* GLIBC_TUNABLES as mark records it ("=VALUE", or "-" for none), and no
+ * mark. */
+static void tunables_restore(const char *mark)
+{
+	if (*mark == '=')
+		setenv("GLIBC_TUNABLES", mark + 1, 1);
+	else
+		unsetenv("GLIBC_TUNABLES");
+	unsetenv(MALLOC_TUNED);
+}
+
 static void malloc_tune(char **argv)
 {
 	const char *was = getenv(MALLOC_TUNED), *mode = getenv("GH_MALLOC"), *cur;
 	char *val, *mark;
 	size_t n;
 
-	if (was) {
-		/* the second start: "=VALUE" was GLIBC_TUNABLES, "-" none */
-		if (*was == '=')
-			setenv("GLIBC_TUNABLES", was + 1, 1);
-		else
-			unsetenv("GLIBC_TUNABLES");
-		unsetenv(MALLOC_TUNED);
+	if (was) { /* the second start */
+		tunables_restore(was);
 		return;
 	}
 	cur = getenv("GLIBC_TUNABLES");
@@ -296,11 +302,8 @@ static void malloc_tune(char **argv)
 	/* not started again: glibc's defaults, the environment as it was
 	 * (mark holds it: setenv may have moved what cur pointed to) */
 	gh_debug("serve: %s not applied: %s", TCACHE_TUNABLE, strerror(errno));
-	if (mark && *mark == '=')
-		setenv("GLIBC_TUNABLES", mark + 1, 1);
-	else if (mark)
-		unsetenv("GLIBC_TUNABLES");
-	unsetenv(MALLOC_TUNED);
+	if (mark)
+		tunables_restore(mark);
 	free(val);
 	free(mark);
 }
