@@ -6,9 +6,9 @@
  * epoll set holds its jobs' upstream connections (data: the job) and,
  * while watched, their clients' connections (data: the job with its low
  * bit set), plus an eventfd (data: 0) through which workers ask for ticks
- * and hand over new jobs. Only a relay's thread changes its epoll set: it adds a new job's
- * descriptors (or, when it cannot, hands the job straight back as
- * refused) and removes a job's when it leaves. A job's worker is told
+ * and hand over new jobs. Only a relay's thread changes its epoll set: it
+ * adds a new job's descriptors (or, when it cannot, hands the job straight
+ * back as refused) and removes a job's when it leaves. A job's worker is told
  * after the whole batch of events has been handled, so no later event of
  * the same batch can reach a job whose worker has already gone on.
  *

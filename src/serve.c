@@ -54,9 +54,10 @@
 
 /* Descriptors a worker thread may hold at once: its client's connection,
  * an upstream connection and, once its pair has carried a transfer
- * through libcurl, the two ends of that pair's wake-up socketpair; and those the rest of the process holds besides (listeners,
- * the database's files, MCP servers' pipes, connections the front keeps
- * until their request head is in). */
+ * through libcurl, the two ends of that pair's wake-up socketpair; and
+ * those the rest of the process holds besides (listeners, the database's
+ * files, MCP servers' pipes, connections the front keeps until their
+ * request head is in). */
 #define FDS_PER_THREAD 4
 #define FDS_BESIDES 1024
 

@@ -181,8 +181,8 @@ enum gh_code upstream_plain_head(const struct gh_upstream_req *req,
 		has_accept |= !strcasecmp(hd->name, "accept");
 		has_type |= !strcasecmp(hd->name, "content-type");
 	}
-	/* no printf: its format parsing and locale work cost more than the
-	 * rest of the head together */
+	/* no printf: its format parsing took 2.4k of the head's 5.5k
+	 * instructions */
 	gh_buf_puts(out, method);
 	gh_buf_putc(out, ' ');
 	gh_buf_puts(out, pl->path);
