@@ -282,12 +282,19 @@ static void malloc_tune(char **argv)
 	char *val, *mark;
 	size_t n;
 
-	if (was) { /* the second start */
+	if (was && (*was == '=' || !strcmp(was, "-"))) { /* the second start */
 		tunables_restore(was);
 		return;
 	}
+	if (was) /* not one this function set: nothing to put back */
+		unsetenv(MALLOC_TUNED);
+	if (mode && !strcmp(mode, "system"))
+		return;
+	if (mode)
+		gh_warn("GH_MALLOC=%.64s is not a setting (\"system\" keeps glibc's malloc "
+			"defaults): ignored", mode);
 	cur = getenv("GLIBC_TUNABLES");
-	if ((mode && !strcmp(mode, "system")) || (cur && strstr(cur, "glibc.malloc.tcache_count")))
+	if (cur && strstr(cur, "glibc.malloc.tcache_count"))
 		return;
 	n = (cur ? strlen(cur) : 0) + sizeof(TCACHE_TUNABLE) + 1;
 	val = malloc(n);

@@ -338,6 +338,23 @@ class MallocTuneTest(GatewayTest):
         self.assertIn(b"\0GLIBC_TUNABLES=glibc.malloc.tcache_count=7\0", seen)
         self.assertNotIn(b"\0GH_MALLOC_TUNED=", seen)
 
+    def test_a_stray_mark_is_dropped_and_the_operators_tunables_kept(self):
+        # GH_MALLOC_TUNED holding what serve never writes there is not a
+        # second start: serve starts again as it would without it
+        seen = self.started_with({"GH_MALLOC_TUNED": "x",
+                                  "GLIBC_TUNABLES": "glibc.malloc.perturb=0"})
+        self.assertRegex(seen, rb"\0GLIBC_TUNABLES=glibc\.malloc\.perturb=0[:\0]"
+                               rb"glibc\.malloc\.tcache_count=256\0")
+        self.assertIn(b"\0GH_MALLOC_TUNED==glibc.malloc.perturb=0\0", seen)
+
+    def test_an_unknown_gh_malloc_is_named_and_ignored(self):
+        seen = self.started_with({"GH_MALLOC": "sytem"})
+        self.assertIn(b"\0GLIBC_TUNABLES=glibc.malloc.tcache_count=256\0", seen)
+        logs = self._gateways[-1].logs()
+        self.assertIn('GH_MALLOC=sytem is not a setting ("system" keeps glibc\'s malloc '
+                      'defaults): ignored', logs)
+        self.assertEqual(logs.count("GH_MALLOC=sytem"), 1)
+
     def test_gh_malloc_system_keeps_glibcs_defaults(self):
         seen = self.started_with({"GH_MALLOC": "system"})
         self.assertNotIn(b"\0GLIBC_TUNABLES=", seen)
